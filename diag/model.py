@@ -1,0 +1,443 @@
+"""The snapshot model: what every layer knows, joined across layers.
+
+Parsers turn raw bundle files into these objects; `diag.join` links them (pod <-> node <-> Ray node
+<-> GPU <-> vLLM server); `diag.facts` turns them into the plain dicts that rule conditions read.
+A field that the bundle did not provide is None (unknown), never 0 or "" (healthy).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Layer = Literal["gpu", "kubernetes", "ray", "vllm"]
+LAYERS: tuple[Layer, ...] = ("gpu", "kubernetes", "ray", "vllm")  # causal depth, bottom first
+SourceState = Literal["ok", "failed", "missing", "skipped"]
+
+
+@dataclass
+class SourceStatus:
+    """How one source (a bundle file or a live collector) fared."""
+
+    status: SourceState
+    detail: str = ""
+
+
+# --------------------------------------------------------------------------- kubernetes
+
+
+@dataclass
+class Event:
+    namespace: str | None
+    involved_kind: str
+    involved_name: str
+    reason: str
+    message: str
+    type: str  # Normal | Warning
+    count: int = 1
+    last_seen: str | None = None  # RFC 3339
+    source: str | None = None  # reporting component / host
+
+
+@dataclass
+class Probe:
+    kind: Literal["liveness", "readiness", "startup"]
+    handler: Literal["httpGet", "tcpSocket", "exec", "grpc"]
+    path: str | None = None
+    port: int | str | None = None  # a number, or a named container port
+    initial_delay_seconds: int = 0
+    period_seconds: int = 10
+    timeout_seconds: int = 1
+    failure_threshold: int = 3
+
+
+@dataclass
+class Container:
+    name: str
+    image: str = ""
+    command: list[str] = field(default_factory=list)
+    args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)  # valueFrom entries read as "<from:kind>"
+    ports: dict[str, int] = field(default_factory=dict)  # port name (or str(number)) -> containerPort
+    requests: dict[str, str] = field(default_factory=dict)
+    limits: dict[str, str] = field(default_factory=dict)
+    probes: list[Probe] = field(default_factory=list)
+    # status (containerStatuses)
+    ready: bool | None = None
+    restart_count: int = 0
+    state: str | None = None  # running | waiting | terminated
+    state_reason: str | None = None  # CrashLoopBackOff, ErrImagePull, ...
+    state_message: str | None = None
+    last_terminated_reason: str | None = None  # OOMKilled, Error, ...
+    last_exit_code: int | None = None
+    started_at: str | None = None
+    logs: str | None = None  # tail of the current container's log
+    previous_logs: str | None = None  # kubectl logs --previous
+    # known failure lines found in logs (see diag.parsers.logs): signal name -> matching lines
+    log_signals: dict[str, list[str]] = field(default_factory=dict)
+
+
+@dataclass
+class Pod:
+    namespace: str
+    name: str
+    uid: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    owner_kind: str | None = None  # ReplicaSet/StatefulSet/RayCluster/...
+    owner_name: str | None = None
+    node_name: str | None = None
+    phase: str | None = None
+    reason: str | None = None  # status.reason, e.g. Evicted
+    message: str | None = None
+    pod_ip: str | None = None
+    conditions: dict[str, dict] = field(default_factory=dict)  # type -> {status, reason, message}
+    containers: list[Container] = field(default_factory=list)
+    init_containers: list[Container] = field(default_factory=list)
+    node_selector: dict[str, str] = field(default_factory=dict)
+    affinity: dict = field(default_factory=dict)  # spec.affinity as in the API
+    tolerations: list[dict] = field(default_factory=list)
+    topology_spread_constraints: list[dict] = field(default_factory=list)
+    volumes: list[dict] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)  # filled by join
+    # cross-layer links, filled by join
+    workload_kind: str | None = None  # Deployment/StatefulSet/RayCluster/... (owner of the owner)
+    workload_name: str | None = None
+    ray_cluster: str | None = None  # label ray.io/cluster
+    ray_node_type: str | None = None  # label ray.io/node-type: head | worker
+    ray_group: str | None = None  # label ray.io/group
+    ray_node_id: str | None = None
+    vllm_server: str | None = None  # name of the VllmServer running in this pod
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass
+class Node:
+    name: str
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: list[dict] = field(default_factory=list)  # {key, value, effect}
+    unschedulable: bool = False
+    conditions: dict[str, dict] = field(default_factory=dict)  # Ready, MemoryPressure, ...
+    capacity: dict[str, str] = field(default_factory=dict)
+    allocatable: dict[str, str] = field(default_factory=dict)
+    events: list[Event] = field(default_factory=list)  # filled by join
+
+
+@dataclass
+class ServicePort:
+    port: int
+    target_port: int | str | None = None
+    name: str | None = None
+
+
+@dataclass
+class Service:
+    namespace: str
+    name: str
+    selector: dict[str, str] = field(default_factory=dict)
+    ports: list[ServicePort] = field(default_factory=list)
+    type: str = "ClusterIP"
+    ready_addresses: list[str] = field(default_factory=list)  # pod names (or IPs) from Endpoints
+    not_ready_addresses: list[str] = field(default_factory=list)
+    endpoints_seen: bool = False  # an Endpoints / EndpointSlice object for it was in the bundle
+
+
+@dataclass
+class Workload:
+    """A Deployment or StatefulSet."""
+
+    kind: str
+    namespace: str
+    name: str
+    replicas: int | None = None
+    ready_replicas: int = 0
+    available_replicas: int = 0
+    selector: dict[str, str] = field(default_factory=dict)
+    conditions: dict[str, dict] = field(default_factory=dict)
+
+
+@dataclass
+class HPA:
+    namespace: str
+    name: str
+    target_kind: str = ""
+    target_name: str = ""
+    min_replicas: int | None = None
+    max_replicas: int | None = None
+    current_replicas: int | None = None
+    desired_replicas: int | None = None
+    metrics: list[dict] = field(default_factory=list)  # {type: Resource|Pods|Object|External, name}
+    conditions: dict[str, dict] = field(default_factory=dict)  # AbleToScale, ScalingActive, ScalingLimited
+
+
+@dataclass
+class RayWorkerGroup:
+    name: str
+    replicas: int | None = None
+    min_replicas: int | None = None
+    max_replicas: int | None = None
+    ray_start_params: dict[str, str] = field(default_factory=dict)
+    gpu_limit_per_pod: int = 0
+    pods_total: int = 0  # filled by join
+    pods_running: int = 0  # filled by join
+
+
+@dataclass
+class RayClusterSpec:
+    """A KubeRay RayCluster, or the RayCluster inside a RayService."""
+
+    kind: str  # RayCluster | RayService
+    namespace: str
+    name: str
+    state: str | None = None  # status.state (ready, suspended, failed ...)
+    reason: str | None = None
+    conditions: dict[str, dict] = field(default_factory=dict)  # HeadPodReady, RayClusterProvisioned, ReplicaFailure
+    head_ray_start_params: dict[str, str] = field(default_factory=dict)
+    head_gpu_limit: int = 0
+    worker_groups: list[RayWorkerGroup] = field(default_factory=list)
+    serve_config: dict | None = None  # RayService serveConfigV2, parsed
+    events: list[Event] = field(default_factory=list)
+
+
+@dataclass
+class DaemonSet:
+    namespace: str
+    name: str
+    labels: dict[str, str] = field(default_factory=dict)
+    images: list[str] = field(default_factory=list)
+    desired: int = 0
+    ready: int = 0
+    available: int = 0
+    unavailable: int = 0
+    node_selector: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)  # of its first container (e.g. MIG_STRATEGY)
+    args: list[str] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- ray
+
+
+@dataclass
+class RayNode:
+    node_id: str
+    node_ip: str | None = None
+    state: str | None = None  # ALIVE | DEAD
+    is_head: bool = False
+    node_name: str | None = None  # Ray's node_name (KubeRay sets it to the pod IP or name)
+    resources_total: dict[str, float] = field(default_factory=dict)
+    resources_available: dict[str, float] | None = None  # None when not collected
+    labels: dict[str, str] = field(default_factory=dict)
+    ray_version: str | None = None
+    state_message: str | None = None
+    object_store_used_bytes: float | None = None
+    object_store_total_bytes: float | None = None
+    gpu_processes: list[dict] = field(default_factory=list)  # {pid, gpu_index, memory_used_mib} from the reporter
+    pod: str | None = None  # "namespace/name", filled by join
+
+
+@dataclass
+class RayActor:
+    actor_id: str
+    class_name: str = ""
+    name: str | None = None
+    state: str = ""  # DEPENDENCIES_UNREADY | PENDING_CREATION | ALIVE | RESTARTING | DEAD
+    node_id: str | None = None
+    pid: int | None = None
+    namespace: str | None = None
+    required_resources: dict[str, float] = field(default_factory=dict)
+    placement_group_id: str | None = None
+    death_cause: str | None = None  # one readable line
+    num_restarts: int | None = None
+    gpu_ids: list[str] = field(default_factory=list)  # physical GPU ids Ray assigned (CUDA_VISIBLE_DEVICES)
+
+
+@dataclass
+class PlacementGroup:
+    placement_group_id: str
+    name: str = ""
+    state: str = ""  # PENDING | PREPARED | CREATED | REMOVED | RESCHEDULING
+    strategy: str | None = None  # PACK | SPREAD | STRICT_PACK | STRICT_SPREAD
+    bundles: list[dict[str, float]] = field(default_factory=list)
+    scheduling_state: str | None = None  # stats.scheduling_state, e.g. INFEASIBLE
+    creator_job_id: str | None = None
+
+
+@dataclass
+class RayDemand:
+    """A line of "Pending Demands" / "Demands" in `ray status`, or a dashboard resource demand."""
+
+    resources: dict[str, float]
+    count: int  # the N of "N+ pending"
+    kind: Literal["task_or_actor", "placement_group", "request_resources"]
+    strategy: str | None = None  # for placement groups
+    bundles: int = 1
+
+
+@dataclass
+class RayStatus:
+    """`ray status` (text) or the dashboard's /api/cluster_status."""
+
+    timestamp: str | None = None
+    active_nodes: list[str] = field(default_factory=list)
+    idle_nodes: list[str] = field(default_factory=list)
+    pending_nodes: list[str] = field(default_factory=list)
+    recent_failures: list[str] = field(default_factory=list)
+    usage: dict[str, tuple[float, float]] = field(default_factory=dict)  # resource -> (used, total)
+    demands: list[RayDemand] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- gpu
+
+
+@dataclass
+class GPUProcess:
+    pid: int
+    name: str | None = None
+    used_memory_mib: float | None = None
+    # filled by join: who the process belongs to, when known
+    pod: str | None = None
+    ray_actor_id: str | None = None
+
+
+@dataclass
+class GPU:
+    host: str  # the file stem: node name or pod name the data came from
+    index: int
+    uuid: str | None = None
+    name: str | None = None
+    pci_bus_id: str | None = None
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    memory_used_mib: float | None = None
+    memory_total_mib: float | None = None
+    utilization_gpu_pct: float | None = None
+    temperature_c: float | None = None
+    power_draw_w: float | None = None
+    power_limit_w: float | None = None
+    clock_sm_mhz: float | None = None
+    clock_sm_max_mhz: float | None = None
+    clocks_event_reasons: list[str] = field(default_factory=list)  # active ones: sw_power_cap, hw_thermal_slowdown ...
+    ecc_uncorrected_volatile: int | None = None
+    ecc_uncorrected_aggregate: int | None = None
+    retired_pages_pending: bool | None = None
+    remapped_rows_pending: bool | None = None
+    remapped_rows_failure: bool | None = None
+    pcie_gen_current: int | None = None
+    pcie_gen_max: int | None = None
+    pcie_width_current: int | None = None
+    pcie_width_max: int | None = None
+    mig_mode: str | None = None  # Enabled | Disabled
+    processes: list[GPUProcess] = field(default_factory=list)
+    xids: list[int] = field(default_factory=list)  # from logs / events naming this GPU's host
+    # filled by join
+    node: str | None = None  # Kubernetes node
+    serving_pods: list[str] = field(default_factory=list)  # "ns/name" of pods this GPU is given to
+
+
+# --------------------------------------------------------------------------- vllm
+
+
+@dataclass
+class MetricSample:
+    name: str
+    labels: dict[str, str]
+    value: float
+
+
+@dataclass
+class Scrape:
+    """One /metrics text, parsed."""
+
+    samples: list[MetricSample]
+    taken_at: float | None = None  # unix seconds, from the manifest
+
+    def names(self) -> set[str]:
+        return {s.name for s in self.samples}
+
+
+@dataclass
+class EngineArgs:
+    """vLLM engine arguments from the container command/args (vLLM's defaults where absent)."""
+
+    model: str | None = None
+    port: int = 8000
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    gpu_memory_utilization: float = 0.9
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    data_parallel_size: int = 1
+    max_model_len: int | None = None
+    block_size: int | None = None
+    enable_chunked_prefill: bool | None = None
+    enable_prefix_caching: bool | None = None
+    kv_cache_dtype: str | None = None
+    distributed_executor_backend: str | None = None
+    explicit: list[str] = field(default_factory=list)  # flags given on the command line
+    raw: list[str] = field(default_factory=list)  # the argv they were read from (secrets redacted)
+
+
+@dataclass
+class VllmServer:
+    name: str  # pod name, "<namespace>.<pod>", or the URL's host:port
+    namespace: str | None = None
+    pod: str | None = None  # "namespace/name" when it runs in a known pod
+    url: str | None = None
+    health: str | None = None  # "200", "503", "timeout", ... as in <pod>.health.txt
+    models: list[str] = field(default_factory=list)
+    max_model_len_served: int | None = None  # /v1/models max_model_len
+    scrapes: list[Scrape] = field(default_factory=list)
+    engine_args: EngineArgs | None = None
+    log_lines: list[str] = field(default_factory=list)  # failure lines found in its logs
+    # filled by join
+    node: str | None = None
+    gpus: list[str] = field(default_factory=list)  # GPU uuids or host/index
+    ray_node_id: str | None = None
+    service: str | None = None  # "namespace/name" of a Service selecting its pod
+
+
+# --------------------------------------------------------------------------- prometheus
+
+
+@dataclass
+class PromSeries:
+    metric: dict[str, str]
+    values: list[tuple[float, float]]  # (unix time, value); an instant query has one
+
+
+@dataclass
+class PromResult:
+    name: str  # file stem
+    query: str | None
+    result_type: str  # vector | matrix | scalar | string
+    series: list[PromSeries] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- snapshot
+
+
+@dataclass
+class Snapshot:
+    pods: list[Pod] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    nodes: list[Node] = field(default_factory=list)
+    services: list[Service] = field(default_factory=list)
+    workloads: list[Workload] = field(default_factory=list)
+    hpas: list[HPA] = field(default_factory=list)
+    ray_clusters: list[RayClusterSpec] = field(default_factory=list)
+    daemonsets: list[DaemonSet] = field(default_factory=list)
+    ray_status: RayStatus | None = None
+    ray_nodes: list[RayNode] = field(default_factory=list)
+    ray_actors: list[RayActor] = field(default_factory=list)
+    placement_groups: list[PlacementGroup] = field(default_factory=list)
+    gpus: list[GPU] = field(default_factory=list)
+    vllm_servers: list[VllmServer] = field(default_factory=list)
+    prometheus: list[PromResult] = field(default_factory=list)
+    manifest: dict = field(default_factory=dict)
+    sources: dict[str, SourceStatus] = field(default_factory=dict)
+
+    def pod(self, key: str) -> Pod | None:
+        return next((p for p in self.pods if p.key == key), None)
