@@ -1,0 +1,67 @@
+"""What every live collector shares: the user's target, where raw files go, and how a source fared.
+
+A collector reads one layer and writes raw files, in the bundle layout, through a `Sink`. It never
+judges: judgement is the analyzer's, which reads the same bundle whether it came from here or from disk.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from diag.bundle import Bundle
+from diag.model import SourceState
+
+
+@dataclass
+class Target:
+    """What the user asked to look at (kubectl-style flags)."""
+
+    kubeconfig: str | None = None
+    context: str | None = None
+    namespace: str | None = None  # None: the context's namespace
+    all_namespaces: bool = False
+    selector: str | None = None  # label selector for the pods that matter
+    ray_cluster: str | None = None  # RayCluster or RayService name
+    pod: str | None = None  # one pod by name
+    vllm_urls: list[str] = field(default_factory=list)  # servers outside Kubernetes
+    ray_address: str | None = None  # dashboard URL of a cluster outside Kubernetes
+    prometheus_url: str | None = None
+    local_gpu: bool | None = None  # None: on when NVML loads
+    scrapes: int = 2  # /metrics reads per vLLM server, for counter rates
+    scrape_interval_s: float = 5.0
+    log_tail_lines: int = 500
+    source_timeout_s: float = 20.0
+    total_timeout_s: float = 120.0
+
+
+@dataclass
+class SourceResult:
+    """One line of the report's "sources" table."""
+
+    name: str  # e.g. "k8s/pods.json", "vllm/llama-0", "ray/dashboard"
+    status: SourceState
+    detail: str = ""
+
+
+class Sink:
+    """Thread-safe writer of raw files into a bundle, with secrets redacted on the way in."""
+
+    def __init__(self, bundle: Bundle, redact: Callable[[str, bytes], bytes] | None = None) -> None:
+        self.bundle = bundle
+        self._redact = redact
+        self._lock = threading.Lock()
+        self.scrape_times: dict[str, list[float]] = {}
+
+    def write(self, rel: str, data: bytes | str) -> None:
+        raw = data.encode() if isinstance(data, str) else data
+        if self._redact is not None:
+            raw = self._redact(rel, raw)
+        with self._lock:
+            self.bundle.add(rel, raw)
+
+    def record_scrape(self, server: str, when: float | None = None) -> None:
+        with self._lock:
+            self.scrape_times.setdefault(server, []).append(when if when is not None else time.time())
