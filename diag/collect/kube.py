@@ -1,0 +1,345 @@
+"""Read-only access to the Kubernetes API server: the one door a laptop with a kubeconfig has.
+
+Every layer is reached through the API server: objects and logs directly, the Ray dashboard and the
+vLLM endpoints through its pod/service proxy, nvidia-smi and `ray status` through exec of a fixed
+argument list. Nothing here writes to the cluster; exec is the only "create" (pods/exec in RBAC).
+
+Answers are kept as the API's own JSON (`_preload_content=False`), never the client's snake_case
+models, so the bundle holds what `kubectl get -o json` would have printed.
+
+No Kubernetes API server runs in CI: this module is tested with the real `kubernetes` client over
+real HTTP against tests/replay (a recorded-API replay server), websocket exec included.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, quote, urlsplit
+
+PAGE_SIZE = 500  # items per list request (limit/continue)
+MAX_ITEMS = 5000  # hard cap per kind; a capped List keeps metadata.continue, as the API does
+MAX_LOG_BYTES = 4 * 1024 * 1024  # per log request (limitBytes), on top of tailLines
+IN_CLUSTER_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+class KubeError(Exception):
+    """An API call failed. One readable line; `status` is the HTTP status when there was one."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class KubeTimeout(KubeError):
+    """The API server (or the pod behind its proxy) did not answer in time."""
+
+
+@dataclass(frozen=True)
+class _Kind:
+    """How to list one kind: which client class and methods, and what kubectl names the items."""
+
+    api: str  # attribute of kubernetes.client
+    namespaced: str | None  # list method within a namespace
+    cluster: str  # list method across all namespaces (or of a cluster-scoped kind)
+    api_version: str
+    kind: str
+    custom: tuple[str, str, str] | None = None  # (group, version, plural) for CustomObjectsApi
+
+
+KINDS: dict[str, _Kind] = {
+    "pods": _Kind("CoreV1Api", "list_namespaced_pod", "list_pod_for_all_namespaces", "v1", "Pod"),
+    "events": _Kind("CoreV1Api", "list_namespaced_event", "list_event_for_all_namespaces", "v1", "Event"),
+    "nodes": _Kind("CoreV1Api", None, "list_node", "v1", "Node"),
+    "services": _Kind("CoreV1Api", "list_namespaced_service", "list_service_for_all_namespaces", "v1", "Service"),
+    "endpoints": _Kind(
+        "CoreV1Api", "list_namespaced_endpoints", "list_endpoints_for_all_namespaces", "v1", "Endpoints"
+    ),
+    "endpointslices": _Kind(
+        "DiscoveryV1Api",
+        "list_namespaced_endpoint_slice",
+        "list_endpoint_slice_for_all_namespaces",
+        "discovery.k8s.io/v1",
+        "EndpointSlice",
+    ),
+    "deployments": _Kind(
+        "AppsV1Api", "list_namespaced_deployment", "list_deployment_for_all_namespaces", "apps/v1", "Deployment"
+    ),
+    "statefulsets": _Kind(
+        "AppsV1Api", "list_namespaced_stateful_set", "list_stateful_set_for_all_namespaces", "apps/v1", "StatefulSet"
+    ),
+    "daemonsets": _Kind(
+        "AppsV1Api", "list_namespaced_daemon_set", "list_daemon_set_for_all_namespaces", "apps/v1", "DaemonSet"
+    ),
+    "hpa": _Kind(
+        "AutoscalingV2Api",
+        "list_namespaced_horizontal_pod_autoscaler",
+        "list_horizontal_pod_autoscaler_for_all_namespaces",
+        "autoscaling/v2",
+        "HorizontalPodAutoscaler",
+    ),
+    "rayclusters": _Kind(
+        "CustomObjectsApi",
+        "list_namespaced_custom_object",
+        "list_cluster_custom_object",
+        "ray.io/v1",
+        "RayCluster",
+        custom=("ray.io", "v1", "rayclusters"),
+    ),
+    "rayservices": _Kind(
+        "CustomObjectsApi",
+        "list_namespaced_custom_object",
+        "list_cluster_custom_object",
+        "ray.io/v1",
+        "RayService",
+        custom=("ray.io", "v1", "rayservices"),
+    ),
+}
+
+
+class KubeAccess:
+    """A configured, read-only API client. Thread-safe: collectors share one instance."""
+
+    def __init__(self, kubeconfig: str | None = None, context: str | None = None) -> None:
+        from kubernetes import client, config
+
+        self._configuration = client.Configuration()
+        self.in_cluster = kubeconfig is None and context is None and "KUBERNETES_SERVICE_HOST" in os.environ
+        try:
+            if self.in_cluster:
+                config.load_incluster_config(client_configuration=self._configuration)
+                self.context: str | None = None
+                self._namespace = _in_cluster_namespace()
+            else:
+                config.load_kube_config(
+                    config_file=kubeconfig, context=context, client_configuration=self._configuration
+                )
+                self.context, self._namespace = _kubeconfig_context(kubeconfig, context)
+        except (config.ConfigException, OSError, ValueError, TypeError) as e:
+            raise KubeError(f"cannot load Kubernetes configuration: {_one_line(e)}") from e
+        self._client = client.ApiClient(self._configuration)
+        self.server = self._configuration.host
+
+    def current_namespace(self) -> str:
+        return self._namespace
+
+    # ------------------------------------------------------------------ objects
+
+    def list_json(
+        self,
+        kind: str,
+        namespace: str | None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        max_items: int = MAX_ITEMS,
+    ) -> dict:
+        """`kubectl get <kind> -o json` (namespace None: all namespaces, or a cluster-scoped kind)."""
+        spec = KINDS.get(kind)
+        if spec is None:
+            raise KubeError(f"unknown kind {kind!r} (known: {', '.join(sorted(KINDS))})")
+        items: list[dict] = []
+        cont: str | None = None
+        while True:
+            page = self._list_page(spec, namespace, label_selector, field_selector, cont)
+            for item in page.get("items") or []:
+                if isinstance(item, dict):
+                    item.setdefault("apiVersion", spec.api_version)
+                    item.setdefault("kind", spec.kind)
+                    items.append(item)
+            cont = (page.get("metadata") or {}).get("continue") or None
+            if cont is None or len(items) >= max_items:
+                break
+        metadata: dict[str, Any] = {"resourceVersion": ""}
+        if cont is not None:
+            metadata["continue"] = cont  # more exist: the cap was reached
+        return {"apiVersion": "v1", "items": items[:max_items], "kind": "List", "metadata": metadata}
+
+    def _list_page(
+        self, spec: _Kind, namespace: str | None, label_selector: str | None, field_selector: str | None, cont: str | None
+    ) -> dict:
+        import kubernetes.client
+
+        api = getattr(kubernetes.client, spec.api)(self._client)
+        kwargs: dict[str, Any] = {"limit": PAGE_SIZE, "_preload_content": False}
+        if label_selector:
+            kwargs["label_selector"] = label_selector
+        if field_selector:
+            kwargs["field_selector"] = field_selector
+        if cont:
+            kwargs["_continue"] = cont
+        args: list[Any] = list(spec.custom) if spec.custom else []
+        if namespace is not None and spec.namespaced is not None:
+            method = getattr(api, spec.namespaced)
+            args = [*args[:2], namespace, *args[2:]]  # custom objects: (group, version, namespace, plural)
+        else:
+            method = getattr(api, spec.cluster)
+        what = f"list {spec.kind}" + (f" in {namespace}" if namespace and spec.namespaced else "")
+        raw = self._call(what, lambda: method(*args, **kwargs).data)
+        return _json_object(raw, what)
+
+    # ------------------------------------------------------------------ logs
+
+    def pod_log(self, namespace: str, pod: str, container: str | None, tail_lines: int, previous: bool = False) -> str:
+        """`kubectl logs <pod> -c <container> --tail=N [--previous]`, at most MAX_LOG_BYTES."""
+        import kubernetes.client
+
+        api = kubernetes.client.CoreV1Api(self._client)
+        kwargs: dict[str, Any] = {
+            "tail_lines": tail_lines,
+            "limit_bytes": MAX_LOG_BYTES,
+            "previous": previous,
+            "_preload_content": False,
+        }
+        if container:
+            kwargs["container"] = container
+        what = f"logs of {namespace}/{pod}" + (f" container {container}" if container else "")
+        raw = self._call(what, lambda: api.read_namespaced_pod_log(pod, namespace, **kwargs).data)
+        return raw.decode("utf-8", errors="replace")
+
+    # ------------------------------------------------------------------ proxies
+
+    def pod_proxy_get(self, namespace: str, pod: str, port: int | str, path: str, timeout: float) -> tuple[int, bytes]:
+        """GET http://<pod>:<port>/<path> through the API server's pod proxy: (HTTP status, body)."""
+        return self._proxy_get(f"/api/v1/namespaces/{_seg(namespace)}/pods/{_seg(pod)}:{_seg(str(port))}", path, timeout)
+
+    def service_proxy_get(
+        self, namespace: str, service: str, port: int | str, path: str, timeout: float
+    ) -> tuple[int, bytes]:
+        """GET through the API server's service proxy (port: number or port name): (HTTP status, body)."""
+        base = f"/api/v1/namespaces/{_seg(namespace)}/services/{_seg(service)}:{_seg(str(port))}"
+        return self._proxy_get(base, path, timeout)
+
+    def _proxy_get(self, base: str, path: str, timeout: float) -> tuple[int, bytes]:
+        # The generated connect_get_*_proxy_with_path methods percent-encode "/" and "?" inside the
+        # path; the URL is built here instead so that "api/v0/nodes?detail=1" reaches the pod as is.
+        parts = urlsplit(path)
+        resource_path = f"{base}/proxy/{quote(parts.path.lstrip('/'), safe='/')}"
+        query = parse_qsl(parts.query, keep_blank_values=True)
+        request = self._client.param_serialize(
+            "GET",
+            resource_path,
+            query_params=query or None,
+            header_params={"Accept": "*/*"},
+            auth_settings=["BearerToken"],
+        )
+        response = self._call(f"GET {resource_path}", lambda: self._client.call_api(*request, _request_timeout=timeout))
+        return response.status, response.read()
+
+    # ------------------------------------------------------------------ exec
+
+    def exec_fixed(self, namespace: str, pod: str, container: str | None, argv: list[str], timeout: float) -> str:
+        """Run a FIXED argument list in a container (no shell) and return its stdout.
+
+        Over the websocket protocol the API server speaks (channel.k8s.io: stdout 1, stderr 2,
+        a metav1.Status on 3). A non-zero exit or a failure to start raises KubeError.
+        """
+        if not argv or not all(isinstance(a, str) for a in argv):
+            raise KubeError("exec needs a non-empty list of string arguments")
+        import kubernetes.client
+        from kubernetes.stream import stream
+
+        # stream() swaps call_api on the ApiClient it is given for the duration of the call, so it
+        # gets a private client: the shared one keeps serving other threads' plain requests.
+        api = kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(self._configuration))
+        kwargs: dict[str, Any] = {"command": list(argv), "stdout": True, "stderr": True, "stdin": False, "tty": False}
+        if container:
+            kwargs["container"] = container
+        what = f"exec {argv[0]} in {namespace}/{pod}"
+        ws = self._call(
+            what,
+            lambda: stream(api.connect_get_namespaced_pod_exec, pod, namespace, _preload_content=False, **kwargs),
+        )
+        try:
+            ws.run_forever(timeout=timeout)
+            if ws.is_open():
+                raise KubeTimeout(f"{what}: no exit after {timeout:g}s")
+            stdout, stderr = ws.read_stdout(timeout=0), ws.read_stderr(timeout=0)
+            status = ws.read_channel(3)
+        finally:
+            ws.close()
+        _check_exec_status(what, status, stderr)
+        return stdout
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _call(self, what: str, fn: Any) -> Any:
+        """Run one client call; every failure becomes a KubeError with one readable line."""
+        import urllib3
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            return fn()
+        except ApiException as e:
+            if e.status == 0 and "timed out" in str(e.reason).lower():
+                raise KubeTimeout(f"{what}: timed out") from e
+            raise KubeError(f"{what}: {_api_error_line(e)}", status=e.status or None) from e
+        except (urllib3.exceptions.TimeoutError, TimeoutError) as e:
+            raise KubeTimeout(f"{what}: timed out") from e
+        except urllib3.exceptions.HTTPError as e:
+            raise KubeError(f"{what}: cannot reach the API server ({_one_line(e)})") from e
+        except OSError as e:
+            raise KubeError(f"{what}: {_one_line(e)}") from e
+
+
+def _seg(text: str) -> str:
+    return quote(text, safe="")
+
+
+def _json_object(raw: bytes, what: str) -> dict:
+    try:
+        data = json.loads(raw)
+    except ValueError as e:
+        raise KubeError(f"{what}: the API server did not answer JSON ({e})") from e
+    if not isinstance(data, dict):
+        raise KubeError(f"{what}: the API server answered {type(data).__name__}, not an object")
+    return data
+
+
+def _api_error_line(e: Any) -> str:
+    """The `message` of the metav1.Status the API server sent, else HTTP status and reason."""
+    body = e.body.decode("utf-8", errors="replace") if isinstance(e.body, bytes) else e.body
+    try:
+        message = json.loads(body or "").get("message")
+    except (ValueError, AttributeError):
+        message = None
+    return _one_line(message) if message else f"HTTP {e.status} {e.reason or ''}".strip()
+
+
+def _check_exec_status(what: str, status_text: str, stderr: str) -> None:
+    """Channel 3 carries a metav1.Status: Success, or Failure with the exit code among its causes."""
+    if not status_text:
+        raise KubeError(f"{what}: the connection closed without an exit status")
+    try:
+        status = json.loads(status_text)
+    except ValueError as e:
+        raise KubeError(f"{what}: unreadable exit status ({e})") from e
+    if not isinstance(status, dict) or status.get("status") == "Success":
+        return
+    detail = _one_line(stderr) or _one_line(status.get("message") or "failed")
+    causes = (status.get("details") or {}).get("causes") or []
+    code = next((c.get("message") for c in causes if isinstance(c, dict) and c.get("reason") == "ExitCode"), None)
+    raise KubeError(f"{what}: exit code {code}: {detail}" if code else f"{what}: {detail}")
+
+
+def _one_line(value: object) -> str:
+    text = str(value).strip()
+    return text.splitlines()[0] if text else ""
+
+
+def _kubeconfig_context(kubeconfig: str | None, context: str | None) -> tuple[str | None, str]:
+    from kubernetes import config
+
+    contexts, active = config.list_kube_config_contexts(config_file=kubeconfig)
+    chosen = next((c for c in contexts if c.get("name") == context), None) if context else active
+    namespace = ((chosen or {}).get("context") or {}).get("namespace") or "default"
+    return (chosen or {}).get("name"), namespace
+
+
+def _in_cluster_namespace() -> str:
+    try:
+        with open(IN_CLUSTER_NAMESPACE_FILE, encoding="utf-8") as f:
+            return f.read().strip() or "default"
+    except OSError:
+        return "default"
