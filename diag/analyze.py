@@ -1,0 +1,63 @@
+"""The one analysis path: bundle -> snapshot -> facts -> findings -> diagnosis -> Report."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from diag.bundle import Bundle
+from diag.config import Config, ConfigError
+from diag.diagnosis import Verdict, link_causes, verdict
+from diag.engine import Finding, RuleOutcome, builtin_rules_dir, evaluate, load_rules, load_settings
+from diag.facts import build_facts
+from diag.join import join
+from diag.load import load_bundle
+from diag.model import SourceStatus
+
+# Exit codes, as Nagios-style checks use them, so runbooks can branch on them.
+EXIT_HEALTHY, EXIT_WARNING, EXIT_CRITICAL, EXIT_CANNOT_ANALYZE = 0, 1, 2, 3
+
+
+@dataclass
+class Report:
+    verdict: Verdict
+    findings: list[Finding]
+    sources: dict[str, SourceStatus]
+    outcomes: dict[str, RuleOutcome] = field(default_factory=dict)
+    origin: str = ""
+
+    @property
+    def exit_code(self) -> int:
+        if not any(s.status == "ok" for s in self.sources.values()):
+            return EXIT_CANNOT_ANALYZE
+        severities = {f.severity for f in self.findings}
+        if "critical" in severities:
+            return EXIT_CRITICAL
+        if "warning" in severities:
+            return EXIT_WARNING
+        return EXIT_HEALTHY
+
+
+def settings_with_overrides(rules_dir: Path, config: Config) -> dict:
+    declared = load_settings(rules_dir)
+    values = {name: spec.get("default") for name, spec in declared.items()}
+    unknown = sorted(set(config.settings) - set(values))
+    if unknown:
+        raise ConfigError(f"unknown setting(s) {', '.join(unknown)} (see `llmdiag rules settings`)")
+    values.update(config.settings)
+    return values
+
+
+def analyze_bundle(bundle: Bundle, config: Config | None = None, extra_rule_dirs: list[Path] | None = None) -> Report:
+    config = config or Config()
+    rules_dir = builtin_rules_dir()
+    rules = load_rules([rules_dir, *(extra_rule_dirs or [])])
+    settings = settings_with_overrides(rules_dir, config)
+
+    snap = join(load_bundle(bundle))
+    facts = build_facts(snap)
+    result = evaluate(rules, facts, settings)
+    pod_labels = {p.key: p.labels for p in snap.pods}
+    findings = config.apply(result.findings, pod_labels)
+    link_causes(findings, {r.id: r for r in rules})
+    return Report(verdict(findings), findings, snap.sources, result.outcomes, origin=bundle.origin)

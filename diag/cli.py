@@ -1,0 +1,240 @@
+"""Command line: `llmdiag` and `kubectl llmdiag` (the same program under the kubectl plugin name)."""
+
+from __future__ import annotations
+
+import enum
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from diag.analyze import EXIT_CANNOT_ANALYZE, Report, analyze_bundle
+from diag.bundle import Bundle, BundleError
+from diag.config import Config, ConfigError
+from diag.engine import RuleError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Name the layer at fault when LLM inference on Kubernetes + Ray + vLLM + NVIDIA GPUs misbehaves.\n\n"
+    "Exit codes: 0 healthy, 1 warnings only, 2 critical finding, 3 could not analyze.",
+)
+rules_app = typer.Typer(no_args_is_help=True, help="The rule catalogue.")
+app.add_typer(rules_app, name="rules")
+
+stdout = Console()
+stderr = Console(stderr=True)
+
+
+class Output(str, enum.Enum):
+    terminal = "terminal"
+    json = "json"
+    markdown = "markdown"
+
+
+class UserError(Exception):
+    """Anything the user can fix; printed as one line, exit code 3."""
+
+
+# ----------------------------------------------------------------------------- shared options
+
+OutputOpt = typer.Option(Output.terminal, "--output", "-o", help="terminal, json or markdown.")
+RulesOpt = typer.Option(None, "--rules", help="Extra folder of rule files (repeatable).")
+ConfigOpt = typer.Option(None, "--config", help="Suppressions and overrides (default: ./.llmdiag.yaml).")
+MinSeverityOpt = typer.Option(None, "--min-severity", help="Hide findings below info|warning|critical.")
+
+
+def _config(path: Optional[Path], min_severity: Optional[str]) -> Config:
+    config = Config.load(path)
+    if min_severity is not None:
+        if min_severity not in ("info", "warning", "critical"):
+            raise UserError(f"--min-severity: {min_severity!r} is not one of info, warning, critical")
+        config.min_severity = min_severity
+    return config
+
+
+def _emit(report: Report, output: Output) -> None:
+    if output is Output.json:
+        from diag.report.json_report import render_json
+
+        sys.stdout.write(render_json(report))
+    elif output is Output.markdown:
+        from diag.report.markdown import render_markdown
+
+        sys.stdout.write(render_markdown(report))
+    else:
+        from diag.report.terminal import print_report
+
+        print_report(report, stdout)
+    raise typer.Exit(report.exit_code)
+
+
+# ----------------------------------------------------------------------------- commands
+
+
+@app.command()
+def analyze(
+    bundle: Path = typer.Argument(..., help="A bundle folder or .tar.gz (layout: docs/bundle-format.md)."),
+    output: Output = OutputOpt,
+    rules: Optional[list[Path]] = RulesOpt,
+    config: Optional[Path] = ConfigOpt,
+    min_severity: Optional[str] = MinSeverityOpt,
+) -> None:
+    """Analyze a saved bundle (a customer's, or one `llmdiag collect` wrote)."""
+    report = analyze_bundle(Bundle.open(bundle), _config(config, min_severity), list(rules or []))
+    _emit(report, output)
+
+
+def _target(**kw):
+    from diag.collect.base import Target
+
+    return Target(**kw)
+
+
+TargetOpts = dict(
+    kubeconfig=typer.Option(None, "--kubeconfig", help="Path to the kubeconfig file."),
+    context=typer.Option(None, "--context", help="The kubeconfig context to use."),
+    namespace=typer.Option(None, "--namespace", "-n", help="Namespace (default: the context's)."),
+    all_namespaces=typer.Option(False, "--all-namespaces", "-A", help="Look in every namespace."),
+    selector=typer.Option(None, "--selector", "-l", help="Label selector for the serving pods."),
+    ray_cluster=typer.Option(None, "--ray-cluster", help="A RayCluster or RayService by name."),
+    pod=typer.Option(None, "--pod", help="One pod by name."),
+    vllm_url=typer.Option(None, "--vllm-url", help="A vLLM server outside Kubernetes (repeatable)."),
+    ray_address=typer.Option(None, "--ray-address", help="Dashboard URL of a Ray cluster outside Kubernetes."),
+    prometheus_url=typer.Option(None, "--prometheus-url", help="Prometheus to read history from."),
+    local_gpu=typer.Option(None, "--local-gpu/--no-local-gpu", help="Read this host's GPUs through NVML (default: when NVML loads)."),
+    scrapes=typer.Option(2, "--scrapes", min=1, help="/metrics reads per vLLM server (2+ give counter rates)."),
+    scrape_interval=typer.Option(5.0, "--scrape-interval", min=0.0, help="Seconds between /metrics reads."),
+    timeout=typer.Option(120.0, "--timeout", help="Seconds for the whole collection."),
+    source_timeout=typer.Option(20.0, "--source-timeout", help="Seconds for each source."),
+)
+
+
+def _collect(kubeconfig, context, namespace, all_namespaces, selector, ray_cluster, pod, vllm_url, ray_address,
+             prometheus_url, local_gpu, scrapes, scrape_interval, timeout, source_timeout) -> Bundle:
+    from diag.collect.runner import collect_live
+
+    target = _target(
+        kubeconfig=kubeconfig, context=context, namespace=namespace, all_namespaces=all_namespaces, selector=selector,
+        ray_cluster=ray_cluster, pod=pod, vllm_urls=list(vllm_url or []), ray_address=ray_address,
+        prometheus_url=prometheus_url, local_gpu=local_gpu, scrapes=scrapes, scrape_interval_s=scrape_interval,
+        total_timeout_s=timeout, source_timeout_s=source_timeout,
+    )
+    return collect_live(target, progress=stderr)
+
+
+@app.command()
+def triage(
+    kubeconfig: Optional[str] = TargetOpts["kubeconfig"],
+    context: Optional[str] = TargetOpts["context"],
+    namespace: Optional[str] = TargetOpts["namespace"],
+    all_namespaces: bool = TargetOpts["all_namespaces"],
+    selector: Optional[str] = TargetOpts["selector"],
+    ray_cluster: Optional[str] = TargetOpts["ray_cluster"],
+    pod: Optional[str] = TargetOpts["pod"],
+    vllm_url: Optional[list[str]] = TargetOpts["vllm_url"],
+    ray_address: Optional[str] = TargetOpts["ray_address"],
+    prometheus_url: Optional[str] = TargetOpts["prometheus_url"],
+    local_gpu: Optional[bool] = TargetOpts["local_gpu"],
+    scrapes: int = TargetOpts["scrapes"],
+    scrape_interval: float = TargetOpts["scrape_interval"],
+    timeout: float = TargetOpts["timeout"],
+    source_timeout: float = TargetOpts["source_timeout"],
+    output: Output = OutputOpt,
+    rules: Optional[list[Path]] = RulesOpt,
+    config: Optional[Path] = ConfigOpt,
+    min_severity: Optional[str] = MinSeverityOpt,
+) -> None:
+    """Collect from the live cluster (in memory) and analyze it: the on-call command."""
+    settings = _config(config, min_severity)
+    bundle = _collect(kubeconfig, context, namespace, all_namespaces, selector, ray_cluster, pod, vllm_url,
+                      ray_address, prometheus_url, local_gpu, scrapes, scrape_interval, timeout, source_timeout)
+    _emit(analyze_bundle(bundle, settings, list(rules or [])), output)
+
+
+@app.command()
+def collect(
+    out: Path = typer.Option(..., "--out", "-o", help="Where to write the bundle: a folder, or FILE.tar.gz."),
+    kubeconfig: Optional[str] = TargetOpts["kubeconfig"],
+    context: Optional[str] = TargetOpts["context"],
+    namespace: Optional[str] = TargetOpts["namespace"],
+    all_namespaces: bool = TargetOpts["all_namespaces"],
+    selector: Optional[str] = TargetOpts["selector"],
+    ray_cluster: Optional[str] = TargetOpts["ray_cluster"],
+    pod: Optional[str] = TargetOpts["pod"],
+    vllm_url: Optional[list[str]] = TargetOpts["vllm_url"],
+    ray_address: Optional[str] = TargetOpts["ray_address"],
+    prometheus_url: Optional[str] = TargetOpts["prometheus_url"],
+    local_gpu: Optional[bool] = TargetOpts["local_gpu"],
+    scrapes: int = TargetOpts["scrapes"],
+    scrape_interval: float = TargetOpts["scrape_interval"],
+    timeout: float = TargetOpts["timeout"],
+    source_timeout: float = TargetOpts["source_timeout"],
+) -> None:
+    """Collect the raw bundle (secrets redacted, files 0600) to attach to a ticket; analyze it later."""
+    bundle = _collect(kubeconfig, context, namespace, all_namespaces, selector, ray_cluster, pod, vllm_url,
+                      ray_address, prometheus_url, local_gpu, scrapes, scrape_interval, timeout, source_timeout)
+    written = bundle.save(out)
+    stderr.print(f"wrote {len(bundle.files)} files to {written}")
+
+
+# ----------------------------------------------------------------------------- rules
+
+
+@rules_app.command("list")
+def rules_list(rules: Optional[list[Path]] = RulesOpt) -> None:
+    """Every rule: id, layer, severity, title."""
+    from diag.catalogue import rule_table
+
+    stdout.print(rule_table(list(rules or [])))
+
+
+@rules_app.command("show")
+def rules_show(rule_id: str = typer.Argument(..., help="e.g. VLLM-101"), rules: Optional[list[Path]] = RulesOpt) -> None:
+    """One rule in full: condition, evidence, fix, references, what it explains."""
+    from diag.catalogue import rule_markdown
+
+    stdout.print(rule_markdown(rule_id, list(rules or [])), markup=False, highlight=False)
+
+
+@rules_app.command("docs")
+def rules_docs(rules: Optional[list[Path]] = RulesOpt) -> None:
+    """The catalogue as Markdown, generated from the rule files (docs/rules.md is this output)."""
+    from diag.catalogue import catalogue_markdown
+
+    sys.stdout.write(catalogue_markdown(list(rules or [])))
+
+
+# ----------------------------------------------------------------------------- entry point
+
+
+def main() -> None:
+    """Run the app; every user-facing failure is one line on stderr and exit code 3."""
+    try:
+        code = app(standalone_mode=False)
+    except typer.Exit as e:  # raised outside click's own handling (e.g. from a callback)
+        code = e.exit_code
+    except (BundleError, ConfigError, RuleError, UserError) as e:
+        _fail(str(e))
+    except KeyboardInterrupt:
+        _fail("interrupted")
+    except Exception as e:  # noqa: BLE001 - the last guard: users get one line, never a traceback
+        import click
+
+        if isinstance(e, click.exceptions.Abort):
+            _fail("interrupted")
+        if isinstance(e, click.ClickException):
+            _fail(e.format_message())
+        _fail(f"internal error: {type(e).__name__}: {e} (please report this with the bundle)")
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _fail(message: str) -> None:
+    stderr.print(f"llmdiag: {message}", markup=False, highlight=False)
+    sys.exit(EXIT_CANNOT_ANALYZE)
+
+
+if __name__ == "__main__":
+    main()

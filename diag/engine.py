@@ -1,0 +1,239 @@
+"""The rule engine: rules are data (rules/*.yaml), conditions and evidence are CEL.
+
+A rule names a scope (pod, node, gpu, vllm_server, ...); its `when` is evaluated once per subject of
+that scope with these variables bound:
+  <scope>    the subject's facts (see diag.facts)
+  cluster    cluster-wide facts
+  settings   named thresholds (rules/settings.yaml, overridable in .llmdiag.yaml)
+A condition that reads a value the bundle did not provide (null) cannot be decided: the subject is
+counted as "unknown", never as healthy or faulty. Evidence and remediation are text with `{{ expr }}`
+holes, each hole a CEL expression over the same variables.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import cel
+import yaml
+
+from diag.facts import SCOPES, Facts
+from diag.model import LAYERS
+
+SEVERITIES = ("info", "warning", "critical")
+_HOLE = re.compile(r"\{\{(.+?)\}\}", re.DOTALL)
+_ID = re.compile(r"^[A-Z0-9]+-\d{3}$")
+_REQUIRED = ("id", "layer", "severity", "title", "scope", "when", "evidence", "remediation")
+
+
+class RuleError(Exception):
+    """A rule file is wrong: one line naming the file, the rule and the problem."""
+
+
+@dataclass
+class Rule:
+    id: str
+    layer: str
+    severity: str
+    title: str
+    scope: str
+    when: str
+    evidence: list[str]
+    remediation: str
+    references: list[str] = field(default_factory=list)
+    explains: list[str] = field(default_factory=list)
+    requires: list[str] = field(default_factory=list)  # source names (prefixes); all missing -> skipped
+    description: str = ""
+    file: str = ""
+    program: Any = field(default=None, repr=False, compare=False)
+
+
+@dataclass
+class Finding:
+    rule: str
+    layer: str
+    severity: str
+    title: str
+    subject: str
+    evidence: list[str]
+    remediation: str
+    references: list[str] = field(default_factory=list)
+    links: list[str] = field(default_factory=list)
+    explained_by: str | None = None
+
+
+@dataclass
+class RuleOutcome:
+    """What became of one rule in one analysis, for the report's "what was checked"."""
+
+    status: str  # fired | silent | unknown | skipped | error
+    detail: str = ""
+    subjects: int = 0
+
+
+@dataclass
+class Evaluation:
+    findings: list[Finding]
+    outcomes: dict[str, RuleOutcome]
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def builtin_rules_dir() -> Path:
+    """rules/ inside the installed wheel, or beside the package in a source checkout."""
+    packaged = resources.files("diag") / "rules"
+    if packaged.is_dir():
+        return Path(str(packaged))
+    return Path(__file__).resolve().parent.parent / "rules"
+
+
+def load_settings(rules_dir: Path) -> dict[str, dict]:
+    path = rules_dir / "settings.yaml"
+    data = yaml.safe_load(path.read_text()) if path.exists() else {}
+    return dict((data or {}).get("settings", {}))
+
+
+def load_rules(dirs: list[Path]) -> list[Rule]:
+    rules: dict[str, Rule] = {}
+    for directory in dirs:
+        if not directory.is_dir():
+            raise RuleError(f"{directory}: not a folder of rule files")
+        for path in sorted(directory.glob("*.yaml")):
+            if path.name == "settings.yaml":
+                continue
+            for rule in _rules_in_file(path):
+                if rule.id in rules:
+                    raise RuleError(f"{path.name}: rule {rule.id} is already defined in {rules[rule.id].file}")
+                rules[rule.id] = rule
+    for rule in rules.values():
+        unknown = [r for r in rule.explains if r not in rules]
+        if unknown:
+            raise RuleError(f"{rule.file}: {rule.id} explains unknown rule(s) {', '.join(unknown)}")
+    return list(rules.values())
+
+
+def _rules_in_file(path: Path) -> list[Rule]:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise RuleError(f"{path.name}: not valid YAML ({str(e).splitlines()[0]})") from e
+    if not isinstance(data, dict) or not isinstance(data.get("rules"), list):
+        raise RuleError(f"{path.name}: expected a top-level 'rules:' list")
+    return [_rule(path, raw) for raw in data["rules"]]
+
+
+def _rule(path: Path, raw: Any) -> Rule:
+    where = f"{path.name}: {raw.get('id', '?') if isinstance(raw, dict) else '?'}"
+    if not isinstance(raw, dict):
+        raise RuleError(f"{where}: each rule must be a mapping")
+    missing = [k for k in _REQUIRED if k not in raw]
+    if missing:
+        raise RuleError(f"{where}: missing {', '.join(missing)}")
+    if not _ID.match(str(raw["id"])):
+        raise RuleError(f"{where}: id must look like LAYER-123")
+    if raw["layer"] not in LAYERS:
+        raise RuleError(f"{where}: layer must be one of {', '.join(LAYERS)}")
+    if raw["severity"] not in SEVERITIES:
+        raise RuleError(f"{where}: severity must be one of {', '.join(SEVERITIES)}")
+    if raw["scope"] not in SCOPES:
+        raise RuleError(f"{where}: scope must be one of {', '.join(SCOPES)}")
+    evidence = raw["evidence"] if isinstance(raw["evidence"], list) else [raw["evidence"]]
+    rule = Rule(
+        id=raw["id"], layer=raw["layer"], severity=raw["severity"], title=str(raw["title"]).strip(),
+        scope=raw["scope"], when=str(raw["when"]).strip(), evidence=[str(e).strip() for e in evidence],
+        remediation=str(raw["remediation"]).strip(), references=list(raw.get("references", [])),
+        explains=list(raw.get("explains", [])), requires=list(raw.get("requires", [])),
+        description=str(raw.get("description", "")).strip(), file=path.name,
+    )
+    try:
+        rule.program = cel.compile(rule.when)
+        for text in [*rule.evidence, rule.remediation]:
+            for hole in _HOLE.findall(text):
+                cel.compile(hole.strip())
+    except ValueError as e:
+        raise RuleError(f"{where}: CEL does not compile ({str(e).splitlines()[0]})") from e
+    return rule
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+def evaluate(rules: list[Rule], facts: Facts, settings: dict[str, Any]) -> Evaluation:
+    findings: list[Finding] = []
+    outcomes: dict[str, RuleOutcome] = {}
+    sources = facts.cluster.get("sources", {})
+    for rule in rules:
+        if rule.requires and not any(_source_present(sources, r) for r in rule.requires):
+            outcomes[rule.id] = RuleOutcome("skipped", f"needs {', '.join(rule.requires)}, not in the bundle")
+            continue
+        subjects = facts.scopes.get(rule.scope, [])
+        fired, unknown, error = 0, 0, ""
+        for subject in subjects:
+            env = {rule.scope: subject, "cluster": facts.cluster, "settings": settings}
+            try:
+                hit = rule.program.execute(env)
+            except TypeError:  # an operand was null: the data to decide is missing
+                unknown += 1
+                continue
+            except (KeyError, ValueError, RuntimeError) as e:
+                error = f"{type(e).__name__}: {e}"
+                continue
+            if hit is True:
+                fired += 1
+                findings.append(_finding(rule, subject, env))
+        if error:
+            outcomes[rule.id] = RuleOutcome("error", error, len(subjects))
+        elif fired:
+            outcomes[rule.id] = RuleOutcome("fired", f"{fired} of {len(subjects)}", len(subjects))
+        elif not subjects:
+            outcomes[rule.id] = RuleOutcome("skipped", f"no {rule.scope.replace('_', ' ')} in the bundle")
+        elif unknown == len(subjects):
+            outcomes[rule.id] = RuleOutcome("unknown", "the values it needs were not reported", len(subjects))
+        else:
+            outcomes[rule.id] = RuleOutcome("silent", f"{len(subjects)} checked", len(subjects))
+    return Evaluation(findings, outcomes)
+
+
+def _source_present(sources: dict[str, str], prefix: str) -> bool:
+    return any((name == prefix or name.startswith(prefix)) and status == "ok" for name, status in sources.items())
+
+
+def _finding(rule: Rule, subject: dict, env: dict) -> Finding:
+    return Finding(
+        rule=rule.id, layer=rule.layer, severity=rule.severity, title=rule.title,
+        subject=subject.get("_subject", rule.scope),
+        evidence=[render(text, env) for text in rule.evidence],
+        remediation=render(rule.remediation, env), references=rule.references,
+        links=list(subject.get("_links", [])),
+    )
+
+
+def render(template: str, env: dict) -> str:
+    """Fill each {{ expr }} with the value of the CEL expression; "?" where it cannot be known."""
+
+    def fill(match: re.Match) -> str:
+        try:
+            return _text(cel.evaluate(match.group(1).strip(), env))
+        except (TypeError, KeyError, ValueError, RuntimeError):
+            return "?"
+
+    return _HOLE.sub(fill, template)
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return "?"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:.3f}".rstrip("0").rstrip(".") if value != int(value) else str(int(value))
+    if isinstance(value, list):
+        return ", ".join(_text(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_text(v)}" for k, v in value.items())
+    return str(value)

@@ -1,0 +1,42 @@
+"""The snapshot as rule conditions see it: plain dicts, one per subject, grouped by scope.
+
+Every subject dict carries two keys the engine reads and rules may ignore:
+  `_subject`  how the report names it ("pod/llm-serving/vllm-0", "gpu/node-a/0")
+  `_links`    the subjects it is joined to, for causal links between findings
+Each layer's module adds the derived values its rules need (counts, parsed messages, cross-layer
+lookups), so that conditions stay short and read like the symptom they test.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from diag.facts import gpu, kubernetes, ray, vllm
+from diag.model import Snapshot
+
+Subject = dict
+
+
+@dataclass
+class Facts:
+    scopes: dict[str, list[Subject]] = field(default_factory=dict)
+    cluster: dict = field(default_factory=dict)
+
+
+SCOPES = (
+    "cluster", "pod", "node", "service", "workload", "hpa", "raycluster", "daemonset",
+    "ray_node", "actor", "placement_group", "gpu", "vllm_server",
+)
+
+
+def build_facts(snap: Snapshot) -> Facts:
+    cluster = kubernetes.cluster_facts(snap) | ray.cluster_facts(snap) | gpu.cluster_facts(snap)
+    cluster["sources"] = {name: s.status for name, s in snap.sources.items()}
+    cluster["_subject"] = "cluster"
+    cluster["_links"] = []
+    scopes: dict[str, list[Subject]] = {"cluster": [cluster]}
+    scopes.update(kubernetes.scopes(snap))
+    scopes.update(ray.scopes(snap))
+    scopes.update(gpu.scopes(snap))
+    scopes.update(vllm.scopes(snap))
+    return Facts(scopes=scopes, cluster=cluster)

@@ -1,0 +1,155 @@
+"""Link the layers: pod <-> node <-> Ray node <-> GPU <-> vLLM server.
+
+Each link is made from evidence both sides carry (names, labels, IPs, pids); where none exists the
+link stays None. Nothing here judges health.
+"""
+
+from __future__ import annotations
+
+from diag.model import GPU, Pod, Snapshot, VllmServer
+from diag.parsers import engine_args
+from diag.parsers.logs import xids_in
+
+# Log signals that belong to a vLLM server's story (see diag.parsers.logs).
+VLLM_LOG_SIGNALS = ("kv_cache_too_small", "no_cache_blocks", "cuda_oom", "cuda_driver_too_old", "model_not_found", "engine_dead")
+
+
+def join(snap: Snapshot) -> Snapshot:
+    _events_to_objects(snap)
+    _pods_to_workloads(snap)
+    _ray_nodes_to_pods(snap)
+    _vllm_servers_to_pods(snap)
+    _gpus_to_nodes_and_pods(snap)
+    _gpu_processes_to_ray_actors(snap)
+    _ray_groups_to_pods(snap)
+    return snap
+
+
+def _events_to_objects(snap: Snapshot) -> None:
+    pods = {(p.namespace, p.name): p for p in snap.pods}
+    nodes = {n.name: n for n in snap.nodes}
+    clusters = {(c.namespace, c.name): c for c in snap.ray_clusters}
+    for event in snap.events:
+        if event.involved_kind == "Pod" and (pod := pods.get((event.namespace, event.involved_name))):
+            pod.events.append(event)
+        elif event.involved_kind == "Node" and (node := nodes.get(event.involved_name)):
+            node.events.append(event)
+        elif event.involved_kind in ("RayCluster", "RayService") and (rc := clusters.get((event.namespace, event.involved_name))):
+            rc.events.append(event)
+
+
+def _pods_to_workloads(snap: Snapshot) -> None:
+    workloads = {(w.kind, w.namespace, w.name) for w in snap.workloads}
+    for pod in snap.pods:
+        if pod.owner_kind == "ReplicaSet" and pod.owner_name:
+            deployment = pod.owner_name.rsplit("-", 1)[0]
+            if ("Deployment", pod.namespace, deployment) in workloads:
+                pod.workload_kind, pod.workload_name = "Deployment", deployment
+            else:
+                pod.workload_kind, pod.workload_name = "ReplicaSet", pod.owner_name
+        elif pod.owner_kind:
+            pod.workload_kind, pod.workload_name = pod.owner_kind, pod.owner_name
+        if pod.ray_cluster and pod.workload_kind is None:
+            pod.workload_kind, pod.workload_name = "RayCluster", pod.ray_cluster
+
+
+def _ray_nodes_to_pods(snap: Snapshot) -> None:
+    by_ip = {p.pod_ip: p for p in snap.pods if p.pod_ip}
+    by_name = {p.name: p for p in snap.pods}
+    for node in snap.ray_nodes:
+        pod = by_name.get(node.node_name or "") or by_ip.get(node.node_ip or "") or by_ip.get(node.node_name or "")
+        if pod is not None:
+            node.pod = pod.key
+            pod.ray_node_id = node.node_id
+
+
+def _vllm_servers_to_pods(snap: Snapshot) -> None:
+    servers = {s.name: s for s in snap.vllm_servers}
+    services = [s for s in snap.services if s.selector]
+    for pod in snap.pods:
+        for container in pod.containers:
+            args = engine_args.parse_engine_args(container.command, container.args)
+            if args is None:
+                continue
+            server = servers.get(f"{pod.namespace}.{pod.name}") or servers.get(pod.name)
+            if server is None:
+                server = VllmServer(name=pod.name)
+                snap.vllm_servers.append(server)
+                servers[server.name] = server
+            server.namespace, server.pod, server.node = pod.namespace, pod.key, pod.node_name
+            server.engine_args = server.engine_args or args
+            server.ray_node_id = pod.ray_node_id
+            pod.vllm_server = server.name
+            for signal in VLLM_LOG_SIGNALS:
+                server.log_lines.extend(container.log_signals.get(signal, []))
+            for svc in services:
+                if svc.namespace == pod.namespace and all(pod.labels.get(k) == v for k, v in svc.selector.items()):
+                    server.service = f"{svc.namespace}/{svc.name}"
+                    break
+            break
+
+
+def _gpus_to_nodes_and_pods(snap: Snapshot) -> None:
+    nodes = {n.name for n in snap.nodes}
+    pods = {p.name: p for p in snap.pods}
+    gpu_pods_by_node: dict[str, list[Pod]] = {}
+    for pod in snap.pods:
+        if pod.node_name and any(_gpu_limit(c.limits) for c in pod.containers):
+            gpu_pods_by_node.setdefault(pod.node_name, []).append(pod)
+    node_xids = _xids_by_node(snap)
+    for gpu in snap.gpus:
+        if gpu.host in pods:  # captured inside a pod: that pod's own view of its GPUs
+            pod = pods[gpu.host]
+            gpu.node = pod.node_name
+            gpu.serving_pods = [pod.key]
+        else:
+            gpu.node = gpu.host if gpu.host in nodes or not nodes else None
+            gpu.serving_pods = [p.key for p in gpu_pods_by_node.get(gpu.host, [])]
+        if gpu.node:
+            gpu.xids = sorted(set(gpu.xids) | set(node_xids.get(gpu.node, [])))
+    for server in snap.vllm_servers:
+        server.gpus = [_gpu_ref(g) for g in snap.gpus if server.pod and server.pod in g.serving_pods]
+
+
+def _xids_by_node(snap: Snapshot) -> dict[str, list[int]]:
+    """Xid lines seen in pod logs or node events, per Kubernetes node."""
+    found: dict[str, list[int]] = {}
+    for pod in snap.pods:
+        for container in pod.containers:
+            if pod.node_name and container.log_signals.get("xid"):
+                found.setdefault(pod.node_name, []).extend(xids_in(container.log_signals["xid"]))
+    for node in snap.nodes:
+        found.setdefault(node.name, []).extend(xids_in([e.message for e in node.events if "Xid" in e.message]))
+    return found
+
+
+def _gpu_processes_to_ray_actors(snap: Snapshot) -> None:
+    node_of_ray_node = {n.node_id: (snap.pod(n.pod).node_name if n.pod and snap.pod(n.pod) else None) for n in snap.ray_nodes}
+    for gpu in snap.gpus:
+        for proc in gpu.processes:
+            for actor in snap.ray_actors:
+                if actor.pid == proc.pid and actor.state == "ALIVE" and node_of_ray_node.get(actor.node_id or "") in (gpu.node, None):
+                    proc.ray_actor_id = actor.actor_id
+
+
+def _ray_groups_to_pods(snap: Snapshot) -> None:
+    for cluster in snap.ray_clusters:
+        for group in cluster.worker_groups:
+            members = [
+                p for p in snap.pods
+                if p.namespace == cluster.namespace and p.ray_cluster == cluster.name and p.ray_group == group.name
+            ]
+            group.pods_total = len(members)
+            group.pods_running = sum(1 for p in members if p.phase == "Running")
+
+
+def _gpu_limit(limits: dict[str, str]) -> int:
+    value = limits.get("nvidia.com/gpu")
+    try:
+        return int(value) if value is not None else 0
+    except ValueError:
+        return 0
+
+
+def _gpu_ref(gpu: GPU) -> str:
+    return gpu.uuid or f"{gpu.host}/{gpu.index}"

@@ -1,0 +1,286 @@
+"""Bundle -> Snapshot: send each raw file to its parser and record how every source fared.
+
+A file that cannot be parsed is one line under `sources` ("failed") and the rest goes on. A source
+that the layout knows but the bundle lacks is "missing": never read as healthy.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import PurePosixPath
+
+from diag.bundle import Bundle
+from diag.errors import ParseError
+from diag.model import (
+    PromResult,
+    Scrape,
+    SourceStatus,
+    Snapshot,
+    VllmServer,
+)
+from diag.parsers import engine_args, k8s, logs, nvidia_smi, nvml, prom_text, prometheus_api
+from diag.parsers import ray_state, ray_status, vllm
+
+# The sources every analysis looks for; absent ones are reported "missing".
+EXPECTED_SOURCES = (
+    "k8s/pods.json",
+    "k8s/events.json",
+    "k8s/nodes.json",
+    "ray/status",
+    "ray/actors.json",
+    "ray/nodes.json",
+    "gpu",
+    "vllm",
+)
+
+_K8S_LISTS: dict[str, Callable[[Snapshot, str], None]] = {
+    "pods.json": lambda s, t: s.pods.extend(k8s.parse_pods(t)),
+    "events.json": lambda s, t: s.events.extend(k8s.parse_events(t)),
+    "nodes.json": lambda s, t: s.nodes.extend(k8s.parse_nodes(t)),
+    "services.json": lambda s, t: s.services.extend(k8s.parse_services(t)),
+    "deployments.json": lambda s, t: s.workloads.extend(k8s.parse_workloads(t, "Deployment")),
+    "statefulsets.json": lambda s, t: s.workloads.extend(k8s.parse_workloads(t, "StatefulSet")),
+    "hpa.json": lambda s, t: s.hpas.extend(k8s.parse_hpas(t)),
+    "rayclusters.json": lambda s, t: s.ray_clusters.extend(k8s.parse_rayclusters(t)),
+    "rayservices.json": lambda s, t: s.ray_clusters.extend(k8s.parse_rayservices(t)),
+    "daemonsets.json": lambda s, t: s.daemonsets.extend(k8s.parse_daemonsets(t)),
+}
+
+_VLLM_FILE = re.compile(r"^vllm/(?P<server>.+?)\.(?P<kind>metrics(?:\.(?P<n>\d+))?\.txt|models\.json|health\.txt|cmdline\.txt)$")
+_LOG_FILE = re.compile(r"^k8s/logs/(?P<stem>.+?)(?P<previous>\.previous)?\.log$")
+
+
+class _Loader:
+    def __init__(self, bundle: Bundle) -> None:
+        self.bundle = bundle
+        self.snap = Snapshot(manifest=bundle.manifest())
+        self.endpoints: dict[tuple[str, str], tuple[list[str], list[str]]] = {}
+        self.log_files: list[tuple[str, str, bool]] = []  # (stem, text, previous)
+        self.scrapes: dict[str, dict[int, str]] = {}  # server -> n -> file
+        self.servers: dict[str, VllmServer] = {}
+
+    def ok(self, name: str, detail: str = "") -> None:
+        self.snap.sources[name] = SourceStatus("ok", detail)
+
+    def failed(self, name: str, detail: str) -> None:
+        self.snap.sources[name] = SourceStatus("failed", f"{name}: {detail}")
+
+    def run(self, name: str, action: Callable[[], object]) -> None:
+        """Run one parse step; a bad file becomes a failed source, never an exception."""
+        try:
+            action()
+        except ParseError as e:
+            self.failed(name, str(e))
+        except (ValueError, TypeError, KeyError, AttributeError, IndexError) as e:
+            # A parser let a low-level error through: still one line, still not fatal.
+            self.failed(name, f"unexpected content ({type(e).__name__}: {e})")
+        else:
+            self.ok(name)
+
+    # ------------------------------------------------------------------ per folder
+
+    def load(self) -> Snapshot:
+        for rel in sorted(self.bundle.files):
+            if rel == "manifest.json" or PurePosixPath(rel).name.startswith("."):
+                continue
+            top = rel.split("/", 1)[0]
+            handler = {
+                "k8s": self._k8s,
+                "ray": self._ray,
+                "gpu": self._gpu,
+                "vllm": self._vllm,
+                "prometheus": self._prometheus,
+            }.get(top)
+            if handler is None:
+                self.snap.sources[rel] = SourceStatus("skipped", f"{rel}: not part of the bundle layout")
+                continue
+            handler(rel, self.bundle.text(rel))
+        self._finish_vllm()
+        self._attach_logs()
+        self._attach_endpoints()
+        self._mark_missing()
+        self._merge_manifest_statuses()
+        return self.snap
+
+    def _k8s(self, rel: str, text: str) -> None:
+        name = rel.removeprefix("k8s/")
+        if (m := _LOG_FILE.match(rel)) is not None:
+            self.log_files.append((m["stem"], text, bool(m["previous"])))
+            self.ok(rel)
+        elif name in _K8S_LISTS:
+            self.run(rel, lambda: _K8S_LISTS[name](self.snap, text))
+        elif name == "endpoints.json":
+            self.run(rel, lambda: self.endpoints.update(k8s.parse_endpoints(text)))
+        elif name == "endpointslices.json":
+            self.run(rel, lambda: self.endpoints.update(k8s.parse_endpointslices(text)))
+        else:
+            self.snap.sources[rel] = SourceStatus("skipped", f"{rel}: unknown Kubernetes file")
+
+    def _ray(self, rel: str, text: str) -> None:
+        name = rel.removeprefix("ray/")
+        snap = self.snap
+        if name == "status.txt":
+            self.run(rel, lambda: setattr(snap, "ray_status", ray_status.parse_ray_status(text)))
+        elif name == "cluster_status.json":
+            if snap.ray_status is None:  # `ray status` text, when present too, is the richer one
+                self.run(rel, lambda: setattr(snap, "ray_status", ray_status.parse_cluster_status_json(text)))
+            else:
+                self.ok(rel, "ray/status.txt used instead")
+        elif name == "actors.json":
+            self.run(rel, lambda: snap.ray_actors.extend(ray_state.parse_actors(text)))
+        elif name == "placement_groups.json":
+            self.run(rel, lambda: snap.placement_groups.extend(ray_state.parse_placement_groups(text)))
+        elif name == "nodes.json":
+            self.run(rel, lambda: _merge_ray_nodes(snap, ray_state.parse_nodes(text)))
+        elif name == "nodes_summary.json":
+            self.run(rel, lambda: _merge_ray_nodes(snap, ray_state.parse_nodes_summary(text)))
+        elif name == "version.json":
+            self.ok(rel)
+        else:
+            snap.sources[rel] = SourceStatus("skipped", f"{rel}: unknown Ray file")
+
+    def _gpu(self, rel: str, text: str) -> None:
+        name = PurePosixPath(rel).name
+        for suffix, parse in ((".nvml.json", nvml.parse_nvml_json), (".xml", nvidia_smi.parse_xml), (".csv", nvidia_smi.parse_csv)):
+            if name.endswith(suffix):
+                host = name.removesuffix(suffix)
+                self.run(rel, lambda: _merge_gpus(self.snap, parse(text, host)))
+                return
+        self.snap.sources[rel] = SourceStatus("skipped", f"{rel}: unknown GPU file")
+
+    def _vllm(self, rel: str, text: str) -> None:
+        m = _VLLM_FILE.match(rel)
+        if m is None:
+            self.snap.sources[rel] = SourceStatus("skipped", f"{rel}: unknown vLLM file")
+            return
+        server = self.servers.setdefault(m["server"], VllmServer(name=m["server"]))
+        kind = m["kind"]
+        if kind.startswith("metrics"):
+            self.scrapes.setdefault(m["server"], {})[int(m["n"] or 0)] = rel
+        elif kind == "models.json":
+            self.run(rel, lambda: _set_models(server, text))
+        elif kind == "health.txt":
+            self.run(rel, lambda: setattr(server, "health", vllm.parse_health(text)))
+        else:  # cmdline.txt: the server's argv, one element per line
+            argv = [line for line in text.splitlines() if line.strip()]
+            self.run(rel, lambda: _set_engine_args(server, rel, argv))
+
+    def _finish_vllm(self) -> None:
+        times = self.snap.manifest.get("scrapes", {}) if isinstance(self.snap.manifest.get("scrapes"), dict) else {}
+        for name, files in self.scrapes.items():
+            server = self.servers[name]
+            stamps = times.get(name, [])
+            for i, n in enumerate(sorted(files)):
+                rel = files[n]
+                try:
+                    exposition = prom_text.parse_exposition(self.bundle.text(rel))
+                except ParseError as e:
+                    self.failed(rel, str(e))
+                    continue
+                taken_at = stamps[i] if i < len(stamps) and isinstance(stamps[i], (int, float)) else None
+                server.scrapes.append(Scrape(exposition.samples, taken_at))
+                if exposition.errors:
+                    kept = f"(the other {len(exposition.samples)} samples were used)"
+                    self.failed(rel, f"{exposition.errors[0]} {kept}")
+                else:
+                    self.ok(rel)
+        self.snap.vllm_servers.extend(self.servers.values())
+
+    def _prometheus(self, rel: str, text: str) -> None:
+        stem = PurePosixPath(rel).stem
+
+        def parse() -> None:
+            result: PromResult = prometheus_api.parse_prom_answer(text, stem)
+            self.snap.prometheus.append(result)
+
+        self.run(rel, parse)
+
+    # ------------------------------------------------------------------ after all files
+
+    def _attach_logs(self) -> None:
+        containers = {(p.name, c.name): c for p in self.snap.pods for c in p.containers + p.init_containers}
+        first_container = {p.name: p.containers[0] for p in self.snap.pods if p.containers}
+        for stem, text, previous in self.log_files:
+            container = containers.get(tuple(stem.rsplit(".", 1))) if "." in stem else None
+            if container is None:
+                container = first_container.get(stem)
+            if container is None:
+                # <namespace>.<pod> naming, or a pod the bundle has no spec for
+                container = first_container.get(stem.split(".", 1)[-1])
+            if container is None:
+                self.snap.sources[f"k8s/logs/{stem}"] = SourceStatus("skipped", f"k8s/logs/{stem}: no such pod in k8s/pods.json")
+                continue
+            if previous:
+                container.previous_logs = text
+            else:
+                container.logs = text
+            for signal, lines in logs.scan_log(text).items():
+                container.log_signals.setdefault(signal, []).extend(lines)
+
+    def _attach_endpoints(self) -> None:
+        for svc in self.snap.services:
+            found = self.endpoints.get((svc.namespace, svc.name))
+            if found is not None:
+                svc.ready_addresses, svc.not_ready_addresses = found
+                svc.endpoints_seen = True
+
+    def _mark_missing(self) -> None:
+        present = self.snap.sources
+        for expected in EXPECTED_SOURCES:
+            if not any(name == expected or name.startswith(expected + "/") or name.startswith(expected + ".") for name in present):
+                present[expected] = SourceStatus("missing", "not in the bundle")
+
+    def _merge_manifest_statuses(self) -> None:
+        """A collector's own failure (e.g. dashboard unreachable) is in the manifest, not in a file."""
+        recorded = self.snap.manifest.get("sources")
+        if not isinstance(recorded, dict):
+            return
+        for name, entry in recorded.items():
+            if not isinstance(entry, dict) or entry.get("status") not in ("failed", "skipped"):
+                continue
+            if self.snap.sources.get(name, SourceStatus("missing")).status in ("missing",):
+                self.snap.sources[name] = SourceStatus(entry["status"], str(entry.get("detail", "")))
+
+
+def _merge_ray_nodes(snap: Snapshot, nodes: list) -> None:
+    """nodes.json and nodes_summary.json describe the same nodes; keep one object per node id."""
+    by_id = {n.node_id: n for n in snap.ray_nodes}
+    for node in nodes:
+        known = by_id.get(node.node_id)
+        if known is None:
+            snap.ray_nodes.append(node)
+            by_id[node.node_id] = node
+            continue
+        for field_name, value in vars(node).items():
+            if value not in (None, [], {}, "") and getattr(known, field_name) in (None, [], {}, ""):
+                setattr(known, field_name, value)
+
+
+def _merge_gpus(snap: Snapshot, gpus: list) -> None:
+    """<host>.nvml.json, .xml and .csv of one host describe the same GPUs; the first read wins per field."""
+    by_key = {(g.host, g.index): g for g in snap.gpus}
+    for gpu in gpus:
+        known = by_key.get((gpu.host, gpu.index))
+        if known is None:
+            snap.gpus.append(gpu)
+            by_key[(gpu.host, gpu.index)] = gpu
+            continue
+        for field_name, value in vars(gpu).items():
+            if value not in (None, [], {}, "") and getattr(known, field_name) in (None, [], {}, ""):
+                setattr(known, field_name, value)
+
+
+def _set_models(server: VllmServer, text: str) -> None:
+    server.models, server.max_model_len_served = vllm.parse_models(text)
+
+
+def _set_engine_args(server: VllmServer, rel: str, argv: list[str]) -> None:
+    parsed = engine_args.parse_engine_args(argv, [])
+    if parsed is None:
+        raise ParseError("the command line does not run vLLM's OpenAI server")
+    server.engine_args = parsed
+
+
+def load_bundle(bundle: Bundle) -> Snapshot:
+    return _Loader(bundle).load()

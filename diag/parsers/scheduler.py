@@ -1,0 +1,39 @@
+"""kube-scheduler's FailedScheduling message ("0/3 nodes are available: 1 Insufficient nvidia.com/gpu, ...")."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+_HEAD = re.compile(r"^0/(?P<nodes>\d+) nodes are available:\s*(?P<body>.*)$", re.DOTALL)
+_REASON = re.compile(r"^(?P<count>\d+)\s+(?P<reason>.+)$")
+
+
+@dataclass
+class FitError:
+    nodes: int
+    reasons: dict[str, int] = field(default_factory=dict)  # reason text -> how many nodes said it
+    preemption: dict[str, int] = field(default_factory=dict)
+
+
+def parse_fit_error(message: str) -> FitError | None:
+    """None when the message is not the scheduler's fit error (e.g. a volume-binding one-liner)."""
+    head = _HEAD.match(message.strip())
+    if head is None:
+        return None
+    body, _, preemption = head["body"].partition(" preemption: ")
+    result = FitError(nodes=int(head["nodes"]), reasons=_reasons(body))
+    if preemption:
+        tail = _HEAD.match(preemption.strip())
+        result.preemption = _reasons(tail["body"]) if tail else {}
+    return result
+
+
+def _reasons(body: str) -> dict[str, int]:
+    """Split "1 A, 2 B {k: v}." on the commas that separate reasons (a taint's braces may hold none)."""
+    found: dict[str, int] = {}
+    for part in re.split(r",\s+(?=\d+\s)", body.strip().rstrip(".")):
+        m = _REASON.match(part.strip())
+        if m:
+            found[m["reason"].strip().rstrip(".")] = int(m["count"])
+    return found

@@ -1,0 +1,44 @@
+"""`--output json`: the report shape other programs rely on (docs/bundle-format.md, "llmdiag/report/v1").
+
+Fields beyond the contract (title, references, rules, tool, bundle) are additions; none of the
+contract's fields is renamed or retyped.
+"""
+
+from __future__ import annotations
+
+import json
+
+from diag import __version__
+from diag.analyze import Report
+
+SCHEMA = "llmdiag/report/v1"
+
+
+def to_dict(report: Report) -> dict:
+    return {
+        "schema": SCHEMA,
+        "verdict": {"layer": report.verdict.layer, "rule": report.verdict.rule, "summary": report.verdict.summary},
+        "findings": [
+            {
+                "rule": f.rule,
+                "layer": f.layer,
+                "severity": f.severity,
+                "subject": f.subject,
+                "evidence": f.evidence,
+                "remediation": f.remediation,
+                "explained_by": f.explained_by,
+                "title": f.title,
+                "references": f.references,
+            }
+            for f in report.findings
+        ],
+        "sources": {name: {"status": s.status, "detail": s.detail} for name, s in sorted(report.sources.items())},
+        "rules": {rid: {"status": o.status, "detail": o.detail} for rid, o in sorted(report.outcomes.items())},
+        "exit_code": report.exit_code,
+        "tool": {"name": "llmdiag", "version": __version__},
+        "bundle": report.origin,
+    }
+
+
+def render_json(report: Report) -> str:
+    return json.dumps(to_dict(report), indent=2, sort_keys=False) + "\n"

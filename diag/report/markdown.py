@@ -1,0 +1,42 @@
+"""`--output markdown`: the same reading order as the terminal, for pasting into an incident ticket."""
+
+from __future__ import annotations
+
+from diag.analyze import Report
+from diag.engine import Finding
+from diag.report.view import view
+
+
+def render_markdown(report: Report) -> str:
+    v = view(report)
+    out = ["# llmdiag report", ""]
+    if v.root is None:
+        out += ["**Verdict: healthy.** " + report.verdict.summary, ""]
+    else:
+        out += [f"**Verdict: {report.verdict.layer} layer** — {report.verdict.summary}", ""]
+        out += _finding_section(v.root, "Root cause")
+        if v.consequences:
+            out += ["### Consequences", ""]
+            out += [f"- `{f.rule}` {f.title} — `{f.subject}`" for f in v.consequences] + [""]
+    for layer, findings in v.by_layer.items():
+        out += [f"## {layer}", ""]
+        for f in findings:
+            cause = f" (explained by `{f.explained_by}`)" if f.explained_by else ""
+            out += [f"- **{f.severity}** `{f.rule}` {f.title} — `{f.subject}`{cause}"]
+            out += [f"  - {line}" for line in f.evidence]
+        out.append("")
+    out += ["## Sources", "", f"- read: {len(v.sources_ok)}"]
+    if v.sources_missing:
+        out.append(f"- missing: {', '.join(f'`{s}`' for s in v.sources_missing)}")
+    out += [f"- failed: {detail}" for _, detail in v.sources_failed]
+    out += ["", f"{v.rules_checked} rules had the data they need; {v.rules_fired} fired.", ""]
+    return "\n".join(out)
+
+
+def _finding_section(f: Finding, heading: str) -> list[str]:
+    lines = [f"## {heading}: `{f.rule}` {f.title}", "", f"Subject: `{f.subject}` · severity: **{f.severity}**", "", "Evidence:", ""]
+    lines += [f"- {e}" for e in f.evidence]
+    lines += ["", "Fix:", "", "```", f.remediation, "```", ""]
+    if f.references:
+        lines += ["References: " + ", ".join(f.references), ""]
+    return lines

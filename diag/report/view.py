@@ -1,0 +1,61 @@
+"""The reading order shared by the terminal and Markdown reports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from diag.analyze import Report
+from diag.engine import SEVERITIES, Finding
+from diag.model import LAYERS
+
+
+@dataclass
+class ReportView:
+    root: Finding | None
+    consequences: list[Finding]  # explained (directly or through others) by the root cause
+    by_layer: dict[str, list[Finding]]  # every other finding, deepest layer first
+    sources_ok: list[str]
+    sources_missing: list[str]
+    sources_failed: list[tuple[str, str]]  # (name, one-line reason); "skipped" ones included
+    rules_fired: int
+    rules_checked: int
+    rules_unknown: list[str]
+
+
+def view(report: Report) -> ReportView:
+    root = report.verdict.finding
+    consequences = _explained_by(root, report.findings) if root else []
+    shown = {id(f) for f in consequences} | ({id(root)} if root else set())
+    by_layer: dict[str, list[Finding]] = {}
+    for f in sorted(report.findings, key=lambda f: (LAYERS.index(f.layer), -SEVERITIES.index(f.severity), f.rule)):
+        if id(f) not in shown:
+            by_layer.setdefault(f.layer, []).append(f)
+    outcomes = report.outcomes.values()
+    return ReportView(
+        root=root,
+        consequences=consequences,
+        by_layer=by_layer,
+        sources_ok=sorted(n for n, s in report.sources.items() if s.status == "ok"),
+        sources_missing=sorted(n for n, s in report.sources.items() if s.status == "missing"),
+        sources_failed=sorted((n, s.detail or s.status) for n, s in report.sources.items() if s.status in ("failed", "skipped")),
+        rules_fired=sum(1 for o in outcomes if o.status == "fired"),
+        rules_checked=sum(1 for o in outcomes if o.status in ("fired", "silent")),
+        rules_unknown=sorted(r for r, o in report.outcomes.items() if o.status in ("unknown", "skipped")),
+    )
+
+
+def _explained_by(root: Finding, findings: list[Finding]) -> list[Finding]:
+    """Findings whose chain of `explained_by` leads to the root's rule."""
+    by_rule: dict[str, list[Finding]] = {}
+    for f in findings:
+        if f.explained_by:
+            by_rule.setdefault(f.explained_by, []).append(f)
+    chain, frontier, seen = [], [root.rule], {root.rule}
+    while frontier:
+        rule = frontier.pop(0)
+        for f in by_rule.get(rule, []):
+            chain.append(f)
+            if f.rule not in seen:
+                seen.add(f.rule)
+                frontier.append(f.rule)
+    return chain
