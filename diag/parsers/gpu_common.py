@@ -1,0 +1,107 @@
+"""What the GPU parsers share: nvidia-smi's words for "unknown", numbers with units, clocks event reasons.
+
+Standard library only: the local GPU collector (diag.collect.gpu) imports the reason table from here
+and must run on a GPU host that has nothing but Python and nvidia-ml-py.
+"""
+
+from __future__ import annotations
+
+import re
+
+from diag.errors import ParseError
+
+# What nvidia-smi prints where it has no value. In CSV every such answer is in brackets ("[N/A]",
+# "[Not Supported]", "[Requested functionality has been deprecated]"); the XML prints the bare words.
+_UNKNOWN_WORDS = frozenset(
+    {
+        "",
+        "n/a",
+        "not supported",
+        "unknown error",
+        "insufficient permissions",
+        "requested functionality has been deprecated",
+    }
+)
+
+_NUMBER_WITH_UNIT = re.compile(r"^([-+]?\d+(?:\.\d+)?)\s*([A-Za-z%]*)$")
+
+# nvmlClocksEventReason* bit values (nvidia-ml-py 13.615.71, pynvml.py; the same bits as the older
+# nvmlClocksThrottleReason* names). The short names are the suffixes of nvidia-smi's XML elements
+# <clocks_event_reason_NAME> / <clocks_throttle_reason_NAME>, so both sources yield the same words.
+# gpu_idle, applications_clocks_setting and display_clocks_setting are not throttling.
+CLOCKS_EVENT_REASON_BITS: tuple[tuple[int, str], ...] = (
+    (0x0001, "gpu_idle"),
+    (0x0002, "applications_clocks_setting"),
+    (0x0004, "sw_power_cap"),
+    (0x0008, "hw_slowdown"),
+    (0x0010, "sync_boost"),
+    (0x0020, "sw_thermal_slowdown"),
+    (0x0040, "hw_thermal_slowdown"),
+    (0x0080, "hw_power_brake_slowdown"),
+    (0x0100, "display_clocks_setting"),
+    (0x0200, "board_limit"),  # nvmlClocksThrottleReasonBoardLimit
+    (0x0400, "reliability"),  # nvmlClocksThrottleReasonReliability
+)
+_REASON_RANK = {name: rank for rank, (_, name) in enumerate(CLOCKS_EVENT_REASON_BITS)}
+_KNOWN_REASON_BITS = sum(bit for bit, _ in CLOCKS_EVENT_REASON_BITS)
+
+
+def is_unknown(text: str) -> bool:
+    stripped = text.strip()
+    return (stripped.startswith("[") and stripped.endswith("]")) or stripped.lower() in _UNKNOWN_WORDS
+
+
+def number(text: str | None, unit: str | None, what: str) -> float | None:
+    """`text` ("42367 MiB", "42367", "[N/A]") as a float, or None where nvidia-smi had no value.
+
+    `unit` is the suffix the value may carry (MiB, %, W, MHz, C, x); a different suffix is an error.
+    """
+    if text is None or is_unknown(text):
+        return None
+    match = _NUMBER_WITH_UNIT.match(text.strip())
+    if match is None or (match.group(2) and match.group(2) != unit):
+        expected = f"a number in {unit}" if unit else "a number"
+        raise ParseError(f"{what}: {text.strip()!r} is not {expected}")
+    return float(match.group(1))
+
+
+def integer(text: str | None, unit: str | None, what: str) -> int | None:
+    value = number(text, unit, what)
+    if value is None:
+        return None
+    if not value.is_integer():
+        raise ParseError(f"{what}: {value:g} is not a whole number")
+    return int(value)
+
+
+def yes_no(text: str | None, what: str) -> bool | None:
+    """nvidia-smi's "Yes"/"No" (retired pages and remapped rows pending, remapping failure)."""
+    if text is None or is_unknown(text):
+        return None
+    word = text.strip().lower()
+    if word not in ("yes", "no"):
+        raise ParseError(f"{what}: {text.strip()!r} is neither Yes nor No")
+    return word == "yes"
+
+
+def clocks_event_reason_names(mask: int) -> list[str]:
+    """The active reasons of an NVML clocks-event bitmask, in bit order; an undocumented bit by its hex value."""
+    names = [name for bit, name in CLOCKS_EVENT_REASON_BITS if mask & bit]
+    unknown = mask & ~_KNOWN_REASON_BITS
+    names.extend(f"0x{1 << shift:x}" for shift in range(unknown.bit_length()) if unknown >> shift & 1)
+    return names
+
+
+def in_reason_order(names: list[str]) -> list[str]:
+    """Reason names in bit order, so every source lists the same reasons the same way."""
+    return sorted(names, key=lambda name: _REASON_RANK.get(name, len(_REASON_RANK)))
+
+
+def hex_mask(text: str | None, what: str) -> int | None:
+    """nvidia-smi's "0x0000000000000004" bitmask, or None."""
+    if text is None or is_unknown(text):
+        return None
+    try:
+        return int(text.strip(), 16)
+    except ValueError:
+        raise ParseError(f"{what}: {text.strip()!r} is not a hexadecimal bitmask") from None
