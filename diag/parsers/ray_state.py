@@ -1,0 +1,256 @@
+"""Ray's state lists (actors, placement groups, nodes) and the dashboard's node and actor views.
+
+`parse_actors`, `parse_placement_groups` and `parse_nodes` each take either shape of the same list:
+`ray list <x> [--detail] --format json` (a JSON list) or the dashboard's /api/v0/<x> answer (the list
+inside a {"result", "msg", "data": {"result": {"result": [...]}}} envelope). Without --detail / ?detail=1
+the detail columns are null, and read as unknown.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from diag.errors import ParseError
+from diag.model import PlacementGroup, RayActor, RayNode
+from diag.parsers.ray_common import (
+    Fields,
+    dashboard_data,
+    kind_of,
+    last_line,
+    load_json,
+    one_line,
+    original_resource_name,
+    original_resources,
+    parse_usage_line,
+)
+
+# ActorDeathCause (common.proto): exactly one of these contexts is set.
+_DEATH_CONTEXTS = {
+    "actor_died_error_context": "actor died",
+    "creation_task_failure_context": "creation task failed",
+    "runtime_env_failed_context": "runtime env setup failed",
+    "actor_unschedulable_context": "actor unschedulable",
+    "oom_context": "out of memory",
+}
+
+
+def parse_actors(text: str) -> list[RayActor]:
+    return [_actor(row) for row in _state_rows(text, "actors", "actors")]
+
+
+def parse_placement_groups(text: str) -> list[PlacementGroup]:
+    """Placement groups. The state API does not report a group's strategy: `strategy` stays None
+    (`ray status` names it in its placement-group demands)."""
+    return [_placement_group(row) for row in _state_rows(text, "placement-groups", "placement_groups")]
+
+
+def parse_nodes(text: str) -> list[RayNode]:
+    """Ray nodes. `ray list nodes` humanises memory resources ("16.165 GiB"): read back as bytes."""
+    return [_node(row) for row in _state_rows(text, "nodes", "nodes")]
+
+
+def _state_rows(text: str, cli_noun: str, api_noun: str) -> list[Fields]:
+    expected = f"`ray list {cli_noun} --format json` or the Ray dashboard's /api/v0/{api_noun} answer"
+    data = load_json(text, expected)
+    if isinstance(data, list):
+        rows, where = data, cli_noun
+    elif isinstance(data, dict):
+        listing = dashboard_data(data, f"/api/v0/{api_noun}").child("result")
+        rows = listing.items("result") if listing is not None else None
+        if rows is None:
+            raise ParseError(f"data has no result.result list: not the Ray dashboard's /api/v0/{api_noun} answer")
+        where = "data.result.result"
+    else:
+        raise ParseError(f"expected {expected}, got {kind_of(data)}")
+    return [Fields(row, f"{where}[{i}]") for i, row in enumerate(rows)]
+
+
+def _actor(row: Fields) -> RayActor:
+    return RayActor(
+        actor_id=row.required_text("actor_id"),
+        class_name=row.text("class_name") or "",
+        name=row.text("name") or None,
+        state=row.text("state") or "",
+        node_id=row.text("node_id") or None,
+        pid=_process_id(row.integer("pid")),
+        namespace=row.text("ray_namespace") or None,
+        required_resources=original_resources(row.numbers("required_resources")),
+        placement_group_id=row.text("placement_group_id") or None,
+        death_cause=_death_cause(row.child("death_cause")),
+        num_restarts=row.integer("num_restarts"),
+    )
+
+
+def _process_id(pid: int | None) -> int | None:
+    return pid or None  # the state API says pid 0 for an actor not created yet
+
+
+def _death_cause(cause: Fields | None) -> str | None:
+    """The nested ActorDeathCause as one line: what kind of death, the reason when given, the message."""
+    if cause is None or not cause.data:
+        return None
+    for key, label in _DEATH_CONTEXTS.items():
+        context = cause.child(key)
+        if context is None:
+            continue
+        if key == "creation_task_failure_context":  # a traceback: its last line names the exception
+            message = last_line(context.text("formatted_exception_string") or "")
+        else:
+            message = one_line(context.text("error_message") or "")
+        reason = context.text("reason")
+        head = f"{label} ({reason})" if reason else label
+        return f"{head}: {message}" if message else head
+    return f"death cause of an unknown kind: {', '.join(sorted(cause.data))}"
+
+
+def _placement_group(row: Fields) -> PlacementGroup:
+    stats = row.child("stats")
+    return PlacementGroup(
+        placement_group_id=row.required_text("placement_group_id"),
+        name=row.text("name") or "",
+        state=row.text("state") or "",
+        bundles=[bundle.numbers("unit_resources") for bundle in row.children("bundles")],
+        scheduling_state=stats.text("scheduling_state") if stats is not None else None,
+        creator_job_id=row.text("creator_job_id") or None,
+    )
+
+
+def _node(row: Fields) -> RayNode:
+    return RayNode(
+        node_id=row.required_text("node_id"),
+        node_ip=row.text("node_ip") or None,
+        state=row.text("state") or None,
+        is_head=bool(row.flag("is_head_node")),
+        node_name=row.text("node_name") or None,
+        resources_total=row.resources("resources_total"),
+        labels=row.strings("labels"),
+        state_message=row.text("state_message") or None,
+    )
+
+
+def parse_nodes_summary(text: str) -> list[RayNode]:
+    """The dashboard's /nodes?view=summary answer: per node its raylet, object store and GPU processes.
+
+    Resources come from `nodeLogicalResources` (Ray's names, `ray status` units: memory in bytes,
+    rounded as printed), which also gives what is available; when a node is missing there, from the
+    raylet's `resourcesTotal`, whose names the dashboard camelCased (`llama3_8b_gpu` -> `llama38BGpu`).
+    The summary carries no Ray version. A node whose reporter has sent nothing has no object store
+    figures (unknown) and no GPU list.
+    """
+    data = dashboard_data(load_json(text, "the Ray dashboard's /nodes?view=summary answer"), "/nodes?view=summary")
+    if data.items("summary") is None:
+        raise ParseError("data has no summary list: not the Ray dashboard's /nodes?view=summary answer")
+    logical = data.strings("nodeLogicalResources")
+    return [_summary_node(row, logical) for row in data.children("summary")]
+
+
+def _summary_node(row: Fields, logical: dict[str, str]) -> RayNode:
+    raylet = row.child("raylet")
+    if raylet is None:
+        raise ParseError(f"{row.where}.raylet is missing")
+    node = RayNode(
+        node_id=raylet.required_text("nodeId"),
+        node_ip=raylet.text("nodeManagerAddress") or row.text("ip") or None,
+        state=raylet.text("state") or None,
+        is_head=bool(raylet.flag("isHeadNode")),
+        node_name=raylet.text("nodeName") or None,
+        labels=raylet.strings("labels"),
+        state_message=raylet.text("stateMessage") or None,
+        gpu_processes=_gpu_processes(row),
+    )
+    if node.node_id in logical:
+        usage = _usage_lines(logical[node.node_id], f"data.nodeLogicalResources.{node.node_id}")
+        node.resources_total = {name: total for name, (_, total) in usage.items()}
+        node.resources_available = {name: total - used for name, (used, total) in usage.items()}
+    else:
+        node.resources_total = raylet.numbers("resourcesTotal")
+    if raylet.has("storeStats"):  # without it the dashboard fills in zeros, which would read as empty
+        used = raylet.number("objectStoreUsedMemory")
+        available = raylet.number("objectStoreAvailableMemory")
+        node.object_store_used_bytes = used
+        node.object_store_total_bytes = used + available if used is not None and available is not None else None
+    return node
+
+
+def _usage_lines(text: str, where: str) -> dict[str, tuple[float, float]]:
+    usage: dict[str, tuple[float, float]] = {}
+    for line in filter(None, (line.strip() for line in text.splitlines())):
+        parsed = parse_usage_line(line)
+        if parsed is None:
+            raise ParseError(f"{where}: not a 'used/total resource' line: {line[:80]!r}")
+        name, used, total = parsed
+        usage[name] = (used, total)
+    return usage
+
+
+def _gpu_processes(row: Fields) -> list[dict[str, Any]]:
+    """{pid, gpu_index, memory_used_mib} for every process the node's reporter saw on a GPU."""
+    found: list[dict[str, Any]] = []
+    for gpu in row.children("gpus"):
+        index = gpu.integer("index")
+        processes = gpu.data.get("processesPids")
+        # Depending on the Ray version the reporter sends a list of processes or a map keyed by pid.
+        if isinstance(processes, dict):
+            processes = list(processes.values())
+        elif processes is not None and not isinstance(processes, list):
+            raise ParseError(f"{gpu.where}.processesPids: expected a list or an object, got {kind_of(processes)}")
+        for i, entry in enumerate(processes or []):
+            process = Fields(entry, f"{gpu.where}.processesPids[{i}]")
+            found.append(
+                {
+                    "pid": process.required_integer("pid"),
+                    "gpu_index": index,
+                    "memory_used_mib": process.number("gpuMemoryUsage"),
+                }
+            )
+    return found
+
+
+def parse_logical_actors(text: str) -> list[RayActor]:
+    """The dashboard's /logical/actors answer. Unlike the state API it says which GPUs Ray gave each
+    live actor (`usedResources` slots, the ids Ray puts in CUDA_VISIBLE_DEVICES): `gpu_ids`. It has no
+    namespace, and its death cause is the dashboard's one-line `exitDetail`.
+    """
+    data = dashboard_data(load_json(text, "the Ray dashboard's /logical/actors answer"), "/logical/actors")
+    actors = data.child("actors")
+    if actors is None:
+        raise ParseError("data has no actors map: not the Ray dashboard's /logical/actors answer")
+    return [_logical_actor(Fields(entry, f"data.actors.{key}")) for key, entry in actors.data.items()]
+
+
+def _logical_actor(row: Fields) -> RayActor:
+    address = row.child("address")
+    exit_detail = row.text("exitDetail")
+    return RayActor(
+        actor_id=row.required_text("actorId"),
+        class_name=row.text("className") or row.text("actorClass") or "",
+        name=row.text("name") or None,
+        state=row.text("state") or "",
+        node_id=_real_id(address.text("nodeId") if address is not None else None),
+        pid=_process_id(row.integer("pid")),
+        required_resources=original_resources(row.numbers("requiredResources")),
+        placement_group_id=_real_id(row.text("placementGroupId")),
+        death_cause=one_line(exit_detail) if exit_detail and exit_detail != "-" else None,
+        num_restarts=row.integer("numRestarts"),
+        gpu_ids=_gpu_slots(row.child("usedResources")),
+    )
+
+
+def _real_id(hex_id: str | None) -> str | None:
+    """None for an absent id and for Ray's nil id (all f), which the dashboard shows for an unplaced actor."""
+    return hex_id if hex_id and set(hex_id) != {"f"} else None
+
+
+def _gpu_slots(used: Fields | None) -> list[str]:
+    """GPU slot ids from {"GPU": {"resourceSlots": [{"slot": "0", "allocation": 1.0}]}}; an actor in a
+    placement group holds them under the group's names ("GPU_group_0_<pg id>"), often twice."""
+    slots: list[str] = []
+    for name in used.data if used is not None else ():
+        if original_resource_name(name) != "GPU":
+            continue
+        holding = used.child(name)
+        for slot in holding.children("resourceSlots") if holding is not None else ():
+            slot_id = str(slot.required_integer("slot"))
+            if slot_id not in slots:
+                slots.append(slot_id)
+    return slots
