@@ -201,7 +201,12 @@ class KubeAccess:
     # ------------------------------------------------------------------ proxies
 
     def pod_proxy_get(self, namespace: str, pod: str, port: int | str, path: str, timeout: float) -> tuple[int, bytes]:
-        """GET http://<pod>:<port>/<path> through the API server's pod proxy: (HTTP status, body)."""
+        """GET http://<pod>:<port>/<path> through the API server's pod proxy: (HTTP status, body).
+
+        Any answer of the pod comes back, 200 or 503 alike. An answer of the API server itself (a
+        metav1.Status: forbidden, no such pod, "error trying to reach service: ... connection
+        refused") raises KubeError with its message and status.
+        """
         return self._proxy_get(f"/api/v1/namespaces/{_seg(namespace)}/pods/{_seg(pod)}:{_seg(str(port))}", path, timeout)
 
     def service_proxy_get(
@@ -224,8 +229,13 @@ class KubeAccess:
             header_params={"Accept": "*/*"},
             auth_settings=["BearerToken"],
         )
-        response = self._call(f"GET {resource_path}", lambda: self._client.call_api(*request, _request_timeout=timeout))
-        return response.status, response.read()
+        what = f"GET {resource_path}"
+        response = self._call(what, lambda: self._client.call_api(*request, _request_timeout=timeout))
+        body = self._call(what, response.read)
+        failure = _api_status_failure(body)
+        if failure is not None:
+            raise KubeError(f"{what}: {failure}", status=response.status)
+        return response.status, body
 
     # ------------------------------------------------------------------ exec
 
@@ -295,6 +305,19 @@ def _json_object(raw: bytes, what: str) -> dict:
     if not isinstance(data, dict):
         raise KubeError(f"{what}: the API server answered {type(data).__name__}, not an object")
     return data
+
+
+def _api_status_failure(body: bytes) -> str | None:
+    """The message of a metav1.Status failure (the API server's own answer), else None."""
+    if not body.startswith(b"{") or b'"Status"' not in body:
+        return None
+    try:
+        status = json.loads(body)
+    except ValueError:
+        return None
+    if isinstance(status, dict) and status.get("kind") == "Status" and status.get("status") == "Failure":
+        return _one_line(status.get("message") or status.get("reason") or "failed")
+    return None
 
 
 def _api_error_line(e: Any) -> str:
