@@ -1,0 +1,119 @@
+"""Reading JSON documents field by field, with each wrong type reported as one ParseError line.
+
+`Fields` wraps one JSON object and knows where it sits in the document, so an error reads like
+"pod ml/vllm-0: spec.containers[0].ports[1].containerPort: expected an integer, found a string".
+A missing field (or a JSON null) reads as None / empty; only a field of the wrong type is an error.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from diag.errors import ParseError
+
+_TYPE_NAMES: dict[type, str] = {
+    str: "a string", int: "an integer", float: "a number", bool: "a boolean", list: "a list", dict: "an object",
+}
+
+
+def load_json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ParseError(f"not valid JSON: {e}") from None
+    except RecursionError:
+        raise ParseError("not valid JSON: nested too deeply") from None
+
+
+def _place(where: str, path: str) -> str:
+    return f"{where}: {path}" if where and path else where or path
+
+
+def type_name(value: Any) -> str:
+    return "null" if value is None else _TYPE_NAMES.get(type(value), type(value).__name__)
+
+
+class Fields:
+    """One JSON object, read with type checks. `where` names the document part (e.g. "pod ml/vllm-0")
+    and `path` the object's place in it (e.g. "spec.containers[0]"); both go into error messages."""
+
+    def __init__(self, data: Any, where: str, path: str = "") -> None:
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise ParseError(f"{_place(where, path)}: expected an object, found {type_name(data)}")
+        self.data: dict[str, Any] = data
+        self.where = where
+        self.path = path
+
+    def __contains__(self, key: str) -> bool:
+        return self.data.get(key) is not None
+
+    def _path(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+    def place(self, key: str = "") -> str:
+        """Where this object (or its field `key`) is, for an error message."""
+        return _place(self.where, self._path(key) if key else self.path)
+
+    def error(self, key: str, expected: str, value: Any) -> ParseError:
+        return ParseError(f"{self.place(key)}: expected {expected}, found {type_name(value)}")
+
+    def _typed(self, key: str, kinds: tuple[type, ...], expected: str) -> Any:
+        value = self.data.get(key)
+        if value is None:
+            return None
+        if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
+            raise self.error(key, expected, value)
+        return value
+
+    def text(self, key: str) -> str | None:
+        return self._typed(key, (str,), "a string")
+
+    def integer(self, key: str) -> int | None:
+        return self._typed(key, (int,), "an integer")
+
+    def number(self, key: str) -> float | None:
+        value = self._typed(key, (int, float), "a number")
+        return None if value is None else float(value)
+
+    def flag(self, key: str) -> bool | None:
+        return self._typed(key, (bool,), "a boolean")
+
+    def scalar_text(self, key: str) -> str | None:
+        """A string, or a number written where the API keeps a string (e.g. an int-or-string port)."""
+        value = self._typed(key, (str, int, float), "a string or a number")
+        return None if value is None else str(value)
+
+    def child(self, key: str) -> Fields:
+        return Fields(self._typed(key, (dict,), "an object"), self.where, self._path(key))
+
+    def children(self, key: str) -> list[Fields]:
+        items = self._typed(key, (list,), "a list") or []
+        return [Fields(item, self.where, f"{self._path(key)}[{i}]") for i, item in enumerate(items)]
+
+    def strings(self, key: str) -> list[str]:
+        items = self._typed(key, (list,), "a list of strings") or []
+        for i, item in enumerate(items):
+            if not isinstance(item, str):
+                raise self.error(f"{key}[{i}]", "a string", item)
+        return list(items)
+
+    def string_map(self, key: str) -> dict[str, str]:
+        """A map of strings (labels, nodeSelector, resource amounts); numbers are kept as their text."""
+        value = self._typed(key, (dict,), "an object") or {}
+        result: dict[str, str] = {}
+        for name, item in value.items():
+            if isinstance(item, bool) or not isinstance(item, (str, int, float)):
+                raise self.error(f"{key}.{name}", "a string", item)
+            result[name] = str(item)
+        return result
+
+    def raw_object(self, key: str) -> dict:
+        """An object kept as the API gives it (affinity, ...)."""
+        return dict(self._typed(key, (dict,), "an object") or {})
+
+    def raw_objects(self, key: str) -> list[dict]:
+        """A list of objects kept as the API gives them (tolerations, volumes, ...)."""
+        return [item.data for item in self.children(key)]

@@ -1,0 +1,573 @@
+"""`kubectl get <kind> -o json` answers -> model objects.
+
+Each parser takes the file's text: a v1 List (`{"kind": "List", "items": [...]}`, or `<Kind>List`
+as the API server itself answers), or a single object of that kind (`kubectl get pod X -o json`).
+Anything else, and any field of the wrong type, is a ParseError of one line naming the object.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import yaml
+
+from diag.errors import ParseError
+from diag.model import (
+    DaemonSet,
+    Event,
+    HPA,
+    Container,
+    Node,
+    Pod,
+    Probe,
+    RayClusterSpec,
+    RayWorkerGroup,
+    Service,
+    ServicePort,
+    Workload,
+)
+from diag.parsers.json_fields import Fields, load_json, type_name
+from diag.parsers.quantity import GPU_RESOURCE, MIG_RESOURCE_PREFIX, gpu_count, parse_quantity, whole_count
+
+RAY_CLUSTER_LABEL = "ray.io/cluster"
+RAY_NODE_TYPE_LABEL = "ray.io/node-type"
+RAY_GROUP_LABEL = "ray.io/group"
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"  # on every EndpointSlice the control plane makes
+HPA_V1_CONDITIONS_ANNOTATION = "autoscaling.alpha.kubernetes.io/conditions"  # autoscaling/v1 keeps them here
+
+_PROBES = (("liveness", "livenessProbe"), ("readiness", "readinessProbe"), ("startup", "startupProbe"))
+_PROBE_HANDLERS = ("httpGet", "tcpSocket", "exec", "grpc")
+_CONTAINER_STATES = ("running", "waiting", "terminated")
+
+Addresses = dict[tuple[str, str], tuple[list[str], list[str]]]
+
+
+@dataclass
+class _Object:
+    """One API object of the answer, with its identity read and its fields labelled by it."""
+
+    kind: str
+    namespace: str | None
+    name: str
+    metadata: Fields
+    fields: Fields
+
+    def require_namespace(self) -> str:
+        if not self.namespace:
+            raise ParseError(f"{self.fields.where}: metadata.namespace is missing")
+        return self.namespace
+
+
+def _objects(text: str, *kinds: str) -> list[_Object]:
+    """The objects of one `kubectl get -o json` answer whose kind is one of `kinds`."""
+    wanted = kinds[0]
+    doc = load_json(text)
+    if not isinstance(doc, dict):
+        raise ParseError(f"expected {_a(wanted)} list (kubectl get -o json), found {type_name(doc)}")
+    top = Fields(doc, "")
+    kind = top.text("kind")
+    if "items" in doc:
+        if kind not in (None, "List") and kind.removesuffix("List") not in kinds:
+            raise ParseError(f"expected {_a(wanted)} list, found {_a(kind)}")
+        raw_items = top.children("items")
+    elif kind in kinds:
+        raw_items = [top]
+    else:
+        raise ParseError(f"expected {_a(wanted)} list, found {_a(kind) if kind else 'an object with no kind and no items'}")
+    return [_identify(item, i, kinds) for i, item in enumerate(raw_items)]
+
+
+def _identify(item: Fields, index: int, kinds: tuple[str, ...]) -> _Object:
+    place = f"items[{index}]" if item.path else "the object"
+    item_kind = item.text("kind")
+    if item_kind is not None and item_kind not in kinds:
+        raise ParseError(f"{place} is {_a(item_kind)}, not {_a(kinds[0])}")
+    metadata = item.child("metadata")
+    name = metadata.text("name")
+    if not name:
+        raise ParseError(f"{place}: metadata.name is missing")
+    namespace = metadata.text("namespace") or None
+    kind = item_kind or kinds[0]
+    where = f"{kind.lower()} {namespace}/{name}" if namespace else f"{kind.lower()} {name}"
+    return _Object(kind, namespace, name, Fields(metadata.data, where, "metadata"), Fields(item.data, where))
+
+
+def _a(kind: str) -> str:
+    return f"an {kind}" if kind[:1] in "AEIOU" else f"a {kind}"
+
+
+def _required_text(fields: Fields, key: str) -> str:
+    value = fields.text(key)
+    if value is None:
+        raise fields.error(key, "a string", None)
+    return value
+
+
+def _required_int(fields: Fields, key: str) -> int:
+    value = fields.integer(key)
+    if value is None:
+        raise fields.error(key, "an integer", None)
+    return value
+
+
+def _int_or_name(fields: Fields, key: str) -> int | str | None:
+    """An IntOrString field (a port number or a named port)."""
+    value = fields.data.get(key)
+    if value is None or (isinstance(value, (int, str)) and not isinstance(value, bool)):
+        return value
+    raise fields.error(key, "a number or a name", value)
+
+
+def _conditions(fields: Fields) -> dict[str, dict]:
+    """status.conditions[] as type -> {status, reason, message}."""
+    return {
+        _required_text(c, "type"): {"status": c.text("status"), "reason": c.text("reason"), "message": c.text("message")}
+        for c in fields.children("conditions")
+    }
+
+
+def _resources(fields: Fields, key: str) -> dict[str, str]:
+    """A resource list (requests, limits, capacity ...), each amount checked to be a quantity."""
+    amounts = fields.string_map(key)
+    for name, value in amounts.items():
+        try:
+            if name == GPU_RESOURCE or name.startswith(MIG_RESOURCE_PREFIX):
+                whole_count(value, name)
+            else:
+                parse_quantity(value)
+        except ParseError as e:
+            raise ParseError(f"{fields.place(f'{key}.{name}')}: {e}") from None
+    return amounts
+
+
+def _owner(metadata: Fields) -> tuple[str | None, str | None]:
+    """The controller among metadata.ownerReferences (the first owner when none is marked)."""
+    owners = metadata.children("ownerReferences")
+    controller = next((o for o in owners if o.flag("controller")), owners[0] if owners else None)
+    if controller is None:
+        return None, None
+    return controller.text("kind"), controller.text("name")
+
+
+# --------------------------------------------------------------------------- pods
+
+
+def parse_pods(text: str) -> list[Pod]:
+    return [_pod(obj) for obj in _objects(text, "Pod")]
+
+
+def _pod(obj: _Object) -> Pod:
+    spec, status = obj.fields.child("spec"), obj.fields.child("status")
+    labels = obj.metadata.string_map("labels")
+    owner_kind, owner_name = _owner(obj.metadata)
+    return Pod(
+        namespace=obj.require_namespace(),
+        name=obj.name,
+        uid=obj.metadata.text("uid") or "",
+        labels=labels,
+        annotations=obj.metadata.string_map("annotations"),
+        owner_kind=owner_kind,
+        owner_name=owner_name,
+        node_name=spec.text("nodeName"),
+        phase=status.text("phase"),
+        reason=status.text("reason"),
+        message=status.text("message"),
+        pod_ip=status.text("podIP"),
+        conditions=_conditions(status),
+        containers=_containers(spec.children("containers"), status.children("containerStatuses")),
+        init_containers=_containers(spec.children("initContainers"), status.children("initContainerStatuses")),
+        node_selector=spec.string_map("nodeSelector"),
+        affinity=spec.raw_object("affinity"),
+        tolerations=spec.raw_objects("tolerations"),
+        topology_spread_constraints=spec.raw_objects("topologySpreadConstraints"),
+        volumes=spec.raw_objects("volumes"),
+        ray_cluster=labels.get(RAY_CLUSTER_LABEL),
+        ray_node_type=labels.get(RAY_NODE_TYPE_LABEL),
+        ray_group=labels.get(RAY_GROUP_LABEL),
+    )
+
+
+def _containers(specs: list[Fields], statuses: list[Fields]) -> list[Container]:
+    by_name = {_required_text(s, "name"): s for s in statuses}
+    containers = []
+    for spec in specs:
+        container = _container(spec)
+        if (status := by_name.get(container.name)) is not None:
+            _apply_status(container, status)
+        containers.append(container)
+    return containers
+
+
+def _container(c: Fields) -> Container:
+    resources = c.child("resources")
+    return Container(
+        name=_required_text(c, "name"),
+        image=c.text("image") or "",
+        command=c.strings("command"),
+        args=c.strings("args"),
+        env=_env(c),
+        ports=_ports(c),
+        requests=_resources(resources, "requests"),
+        limits=_resources(resources, "limits"),
+        probes=[_probe(c.child(key), kind) for kind, key in _PROBES if key in c],
+    )
+
+
+def _env(c: Fields) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for var in c.children("env"):
+        name = _required_text(var, "name")
+        if "valueFrom" in var:
+            sources = [k for k, v in var.child("valueFrom").data.items() if v is not None]
+            env[name] = f"<from:{sources[0] if sources else 'unknown'}>"
+        else:
+            env[name] = var.text("value") or ""  # the API leaves out an empty value
+    return env
+
+
+def _ports(c: Fields) -> dict[str, int]:
+    ports: dict[str, int] = {}
+    for port in c.children("ports"):
+        number = _required_int(port, "containerPort")
+        ports[port.text("name") or str(number)] = number
+    return ports
+
+
+def _probe(p: Fields, kind: str) -> Probe:
+    handler = next((h for h in _PROBE_HANDLERS if h in p), None)
+    if handler is None:
+        raise ParseError(f"{p.place()}: no handler (one of {', '.join(_PROBE_HANDLERS)})")
+    action = p.child(handler)
+    return Probe(
+        kind=kind,  # type: ignore[arg-type]  # one of _PROBES
+        handler=handler,  # type: ignore[arg-type]
+        path=action.text("path") if handler == "httpGet" else None,
+        port=_int_or_name(action, "port") if handler != "exec" else None,
+        initial_delay_seconds=_int_or_default(p, "initialDelaySeconds", 0),
+        period_seconds=_int_or_default(p, "periodSeconds", 10),
+        timeout_seconds=_int_or_default(p, "timeoutSeconds", 1),
+        failure_threshold=_int_or_default(p, "failureThreshold", 3),
+    )
+
+
+def _int_or_default(fields: Fields, key: str, api_default: int) -> int:
+    """A field the API server defaults when it stores the object (so only hand-made input lacks it)."""
+    value = fields.integer(key)
+    return api_default if value is None else value
+
+
+def _apply_status(container: Container, status: Fields) -> None:
+    container.ready = status.flag("ready")
+    container.restart_count = status.integer("restartCount") or 0
+    state = status.child("state")
+    current = next((s for s in _CONTAINER_STATES if s in state), None)
+    if current is not None:
+        detail = state.child(current)
+        container.state = current
+        container.state_reason = detail.text("reason")
+        container.state_message = detail.text("message")
+        container.started_at = detail.text("startedAt")
+    last = status.child("lastState").child("terminated")
+    container.last_terminated_reason = last.text("reason")
+    container.last_exit_code = last.integer("exitCode")
+
+
+# --------------------------------------------------------------------------- events
+
+
+def parse_events(text: str) -> list[Event]:
+    """core/v1 Events and events.k8s.io/v1 Events (regarding/note/series/reportingController)."""
+    events = []
+    for obj in _objects(text, "Event"):
+        api = obj.fields.text("apiVersion") or ""
+        new_api = api.startswith("events.k8s.io/") or (not api and "regarding" in obj.fields)
+        events.append(_new_event(obj) if new_api else _core_event(obj))
+    return events
+
+
+def _core_event(obj: _Object) -> Event:
+    e = obj.fields
+    about, series, source = e.child("involvedObject"), e.child("series"), e.child("source")
+    return Event(
+        namespace=about.text("namespace") or obj.namespace,
+        involved_kind=_required_text(about, "kind"),
+        involved_name=_required_text(about, "name"),
+        reason=e.text("reason") or "",
+        message=e.text("message") or "",
+        type=e.text("type") or "",
+        count=series.integer("count") or e.integer("count") or 1,
+        last_seen=series.text("lastObservedTime") or e.text("lastTimestamp") or e.text("eventTime")
+        or e.text("firstTimestamp"),
+        source=source.text("component") or e.text("reportingComponent") or source.text("host"),
+    )
+
+
+def _new_event(obj: _Object) -> Event:
+    e = obj.fields
+    about, series, source = e.child("regarding"), e.child("series"), e.child("deprecatedSource")
+    return Event(
+        namespace=about.text("namespace") or obj.namespace,
+        involved_kind=_required_text(about, "kind"),
+        involved_name=_required_text(about, "name"),
+        reason=e.text("reason") or "",
+        message=e.text("note") or "",
+        type=e.text("type") or "",
+        count=series.integer("count") or e.integer("deprecatedCount") or 1,
+        last_seen=series.text("lastObservedTime") or e.text("deprecatedLastTimestamp") or e.text("eventTime")
+        or e.text("deprecatedFirstTimestamp"),
+        source=e.text("reportingController") or source.text("component") or source.text("host"),
+    )
+
+
+# --------------------------------------------------------------------------- nodes, services, endpoints
+
+
+def parse_nodes(text: str) -> list[Node]:
+    nodes = []
+    for obj in _objects(text, "Node"):
+        spec, status = obj.fields.child("spec"), obj.fields.child("status")
+        nodes.append(
+            Node(
+                name=obj.name,
+                labels=obj.metadata.string_map("labels"),
+                taints=[
+                    {"key": _required_text(t, "key"), "value": t.text("value"), "effect": t.text("effect")}
+                    for t in spec.children("taints")
+                ],
+                unschedulable=bool(spec.flag("unschedulable")),
+                conditions=_conditions(status),
+                capacity=_resources(status, "capacity"),
+                allocatable=_resources(status, "allocatable"),
+            )
+        )
+    return nodes
+
+
+def parse_services(text: str) -> list[Service]:
+    services = []
+    for obj in _objects(text, "Service"):
+        spec = obj.fields.child("spec")
+        services.append(
+            Service(
+                namespace=obj.require_namespace(),
+                name=obj.name,
+                selector=spec.string_map("selector"),
+                ports=[
+                    ServicePort(port=_required_int(p, "port"), target_port=_int_or_name(p, "targetPort"), name=p.text("name"))
+                    for p in spec.children("ports")
+                ],
+                type=spec.text("type") or "ClusterIP",
+            )
+        )
+    return services
+
+
+def parse_endpoints(text: str) -> Addresses:
+    """core/v1 Endpoints: (namespace, service) -> (ready addresses, not-ready addresses), each the
+    target pod's name where the address names one, else the IP."""
+    found: Addresses = {}
+    for obj in _objects(text, "Endpoints"):
+        ready, not_ready = found.setdefault((obj.require_namespace(), obj.name), ([], []))
+        for subset in obj.fields.children("subsets"):
+            ready.extend(_address(a) for a in subset.children("addresses"))
+            not_ready.extend(_address(a) for a in subset.children("notReadyAddresses"))
+    return found
+
+
+def _address(address: Fields) -> str:
+    return address.child("targetRef").text("name") or _required_text(address, "ip")
+
+
+def parse_endpointslices(text: str) -> Addresses:
+    """discovery.k8s.io/v1 EndpointSlices, merged per service (label kubernetes.io/service-name).
+    An endpoint is ready unless conditions.ready is false (the API reads "unset" as ready)."""
+    found: Addresses = {}
+    for obj in _objects(text, "EndpointSlice"):
+        service = obj.metadata.string_map("labels").get(SERVICE_NAME_LABEL)
+        if service is None:  # a slice nobody's Service controller owns: no service to report it under
+            continue
+        ready, not_ready = found.setdefault((obj.require_namespace(), service), ([], []))
+        for endpoint in obj.fields.children("endpoints"):
+            addresses = endpoint.strings("addresses")
+            name = endpoint.child("targetRef").text("name") or (addresses[0] if addresses else None)
+            if name is None:
+                raise ParseError(f"{endpoint.place()}: neither targetRef.name nor addresses")
+            (not_ready if endpoint.child("conditions").flag("ready") is False else ready).append(name)
+    return found
+
+
+# --------------------------------------------------------------------------- workloads, HPAs, daemonsets
+
+
+def parse_workloads(text: str, kind: str) -> list[Workload]:
+    """Deployments or StatefulSets (`kind` says which the file holds)."""
+    workloads = []
+    for obj in _objects(text, kind):
+        spec, status = obj.fields.child("spec"), obj.fields.child("status")
+        workloads.append(
+            Workload(
+                kind=kind,
+                namespace=obj.require_namespace(),
+                name=obj.name,
+                replicas=spec.integer("replicas"),
+                ready_replicas=status.integer("readyReplicas") or 0,  # the API leaves out zero counts
+                available_replicas=status.integer("availableReplicas") or 0,
+                selector=spec.child("selector").string_map("matchLabels"),
+                conditions=_conditions(status),
+            )
+        )
+    return workloads
+
+
+def parse_hpas(text: str) -> list[HPA]:
+    """HorizontalPodAutoscalers, autoscaling/v2 or v1 (v1: one CPU target, conditions in an annotation)."""
+    hpas = []
+    for obj in _objects(text, "HorizontalPodAutoscaler"):
+        spec, status = obj.fields.child("spec"), obj.fields.child("status")
+        target = spec.child("scaleTargetRef")
+        is_v1 = obj.fields.text("apiVersion") == "autoscaling/v1" or "targetCPUUtilizationPercentage" in spec
+        hpas.append(
+            HPA(
+                namespace=obj.require_namespace(),
+                name=obj.name,
+                target_kind=target.text("kind") or "",
+                target_name=target.text("name") or "",
+                min_replicas=spec.integer("minReplicas"),
+                max_replicas=spec.integer("maxReplicas"),
+                current_replicas=status.integer("currentReplicas"),
+                desired_replicas=status.integer("desiredReplicas"),
+                metrics=[{"type": "Resource", "name": "cpu"}] if is_v1 else _hpa_metrics(spec),
+                conditions=_conditions(status) or _v1_hpa_conditions(obj),
+            )
+        )
+    return hpas
+
+
+def _hpa_metrics(spec: Fields) -> list[dict]:
+    metrics = []
+    for m in spec.children("metrics"):
+        kind = _required_text(m, "type")
+        if kind == "Resource":
+            name = m.child("resource").text("name")
+        elif kind == "ContainerResource":
+            name = m.child("containerResource").text("name")
+        elif kind in ("Pods", "Object", "External"):
+            name = m.child(kind[0].lower() + kind[1:]).child("metric").text("name")
+        else:
+            name = None
+        metrics.append({"type": kind, "name": name})
+    return metrics
+
+
+def _v1_hpa_conditions(obj: _Object) -> dict[str, dict]:
+    raw = obj.metadata.string_map("annotations").get(HPA_V1_CONDITIONS_ANNOTATION)
+    if raw is None:
+        return {}
+    place = f"metadata.annotations[{HPA_V1_CONDITIONS_ANNOTATION}]"
+    try:
+        conditions = load_json(raw)
+    except ParseError as e:
+        raise ParseError(f"{obj.fields.where}: {place}: {e}") from None
+    return _conditions(Fields({"conditions": conditions}, obj.fields.where, place))
+
+
+def parse_daemonsets(text: str) -> list[DaemonSet]:
+    daemonsets = []
+    for obj in _objects(text, "DaemonSet"):
+        pod_spec = obj.fields.child("spec").child("template").child("spec")
+        status = obj.fields.child("status")
+        containers = pod_spec.children("containers")
+        first = containers[0] if containers else Fields({}, obj.fields.where)
+        daemonsets.append(
+            DaemonSet(
+                namespace=obj.require_namespace(),
+                name=obj.name,
+                labels=obj.metadata.string_map("labels"),
+                images=[image for c in containers if (image := c.text("image"))],
+                desired=status.integer("desiredNumberScheduled") or 0,
+                ready=status.integer("numberReady") or 0,
+                available=status.integer("numberAvailable") or 0,
+                unavailable=status.integer("numberUnavailable") or 0,
+                node_selector=pod_spec.string_map("nodeSelector"),
+                env={name: value for name, value in _env(first).items() if not value.startswith("<from:")},
+                args=first.strings("args"),
+            )
+        )
+    return daemonsets
+
+
+# --------------------------------------------------------------------------- KubeRay
+
+
+def parse_rayclusters(text: str) -> list[RayClusterSpec]:
+    """KubeRay ray.io/v1 RayClusters."""
+    clusters = []
+    for obj in _objects(text, "RayCluster"):
+        status = obj.fields.child("status")
+        cluster = _ray_cluster(obj, obj.fields.child("spec"))
+        cluster.state = status.text("state") or None
+        cluster.reason = status.text("reason") or None
+        cluster.conditions = _conditions(status)
+        clusters.append(cluster)
+    return clusters
+
+
+def parse_rayservices(text: str) -> list[RayClusterSpec]:
+    """KubeRay RayServices: the RayCluster of spec.rayClusterConfig, named after the RayService, with
+    spec.serveConfigV2 (a YAML string) parsed and status.serviceStatus as its state."""
+    services = []
+    for obj in _objects(text, "RayService"):
+        spec, status = obj.fields.child("spec"), obj.fields.child("status")
+        service = _ray_cluster(obj, spec.child("rayClusterConfig"))
+        service.serve_config = _serve_config(spec)
+        service.state = status.text("serviceStatus") or None  # "" is KubeRay's NotRunning
+        service.conditions = _conditions(status)
+        services.append(service)
+    return services
+
+
+def _ray_cluster(obj: _Object, spec: Fields) -> RayClusterSpec:
+    head = spec.child("headGroupSpec")
+    return RayClusterSpec(
+        kind=obj.kind,
+        namespace=obj.require_namespace(),
+        name=obj.name,
+        head_ray_start_params=head.string_map("rayStartParams"),
+        head_gpu_limit=_ray_container_gpus(head),
+        worker_groups=[
+            RayWorkerGroup(
+                name=_required_text(group, "groupName"),
+                replicas=group.integer("replicas"),
+                min_replicas=group.integer("minReplicas"),
+                max_replicas=group.integer("maxReplicas"),
+                ray_start_params=group.string_map("rayStartParams"),
+                gpu_limit_per_pod=_ray_container_gpus(group),
+            )
+            for group in spec.children("workerGroupSpecs")
+        ],
+    )
+
+
+def _ray_container_gpus(group: Fields) -> int:
+    """GPUs of the group's Ray container, which KubeRay takes to be the pod template's first one."""
+    containers = group.child("template").child("spec").children("containers")
+    if not containers:
+        return 0
+    resources = containers[0].child("resources")
+    return gpu_count(_resources(resources, "limits"), _resources(resources, "requests"))
+
+
+def _serve_config(spec: Fields) -> dict | None:
+    raw = spec.text("serveConfigV2")
+    if raw is None:
+        return None
+    try:
+        config = yaml.safe_load(raw)
+    except yaml.YAMLError as e:
+        problem = " ".join(str(getattr(e, "problem", None) or e).split())
+        raise ParseError(f"{spec.place('serveConfigV2')}: not valid YAML: {problem}") from None
+    if config is None:
+        return {}
+    if not isinstance(config, dict):
+        raise ParseError(f"{spec.place('serveConfigV2')}: expected a YAML mapping, found {type_name(config)}")
+    return config
