@@ -66,16 +66,14 @@ def _proxied(call: HttpGet) -> HttpGet:
         except KubeTimeout as e:
             raise Unreachable(TIMEOUT) from e
         except KubeError as e:
+            # The API server's own answer, not the server's: forbidden, no such pod, or
+            # "error trying to reach service: dial tcp ...: connect: connection refused".
             message = str(e)
-            # The API server answers 503 "error trying to reach service: dial tcp ...: connection
-            # refused" when the pod behind it does not listen: that is no answer from the server.
             if "connection refused" in message:
                 raise Unreachable(REFUSED) from e
             if "i/o timeout" in message:
                 raise Unreachable(TIMEOUT) from e
-            if e.status is None or "error trying to reach service" in message:
-                raise Unreachable(message) from e
-            return e.status, message.encode()
+            raise Unreachable(message) from e
 
     return get
 

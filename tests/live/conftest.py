@@ -1,0 +1,52 @@
+"""Fixtures that start REAL services (tests/live/live_services.py). Each skips with the reason when
+its binary is absent, or fails instead when LLMDIAG_REQUIRE_LIVE=1 (CI, where .ci/run installs them)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from live_services import (
+    PromServer,
+    RayHead,
+    ServiceUnavailable,
+    StandIn,
+    running_prometheus,
+    running_ray_head,
+    standin_launcher,
+)
+
+T = TypeVar("T")
+
+
+def _enter(service: Callable[[], AbstractContextManager[T]]) -> Iterator[T]:
+    """Run a service for the fixture's scope; skip (or, under LLMDIAG_REQUIRE_LIVE=1, fail) when absent."""
+    with ExitStack() as stack:
+        try:
+            value = stack.enter_context(service())
+        except ServiceUnavailable as e:
+            if os.environ.get("LLMDIAG_REQUIRE_LIVE") == "1":
+                pytest.fail(f"{e} (LLMDIAG_REQUIRE_LIVE=1)", pytrace=False)
+            pytest.skip(str(e))
+        yield value
+
+
+@pytest.fixture(scope="session")
+def ray_head() -> Iterator[RayHead]:
+    yield from _enter(running_ray_head)
+
+
+@pytest.fixture(scope="session")
+def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PromServer]:
+    yield from _enter(lambda: running_prometheus(tmp_path_factory.mktemp("prometheus")))
+
+
+@pytest.fixture
+def vllm_standin(tmp_path: Path) -> Iterator[Callable[..., StandIn]]:
+    """`vllm_standin(metrics=[...], health=200)` starts a stand-in; all are stopped after the test."""
+    yield from _enter(lambda: standin_launcher(tmp_path))

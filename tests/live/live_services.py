@@ -1,0 +1,333 @@
+"""REAL services on loopback for the live tests: a Ray head, a Prometheus with backfilled history,
+and the vLLM stand-in (tests/standin). tests/live/conftest.py wraps them in fixtures; the Ray bench
+starts a head with the same code.
+
+Only processes started here are stopped here, by pid / process group; nothing is killed by name
+(`ray stop` would take down every Ray on the machine, so the head runs under `ray start --block`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+LOOPBACK = "127.0.0.1"
+RAY_NAMESPACE = "llmdiag-live"
+RAY_DRIVER = Path(__file__).with_name("ray_driver.py")
+STANDIN = REPO / "tests" / "standin" / "vllm_standin.py"
+STANDIN_METRICS = REPO / "tests" / "standin" / "metrics"
+STANDIN_MODEL = "/models/tiny-llama"
+# the stand-in's engine flags, visible to whoever reads its argv
+STANDIN_ENGINE_FLAGS = ("--max-num-seqs", "4", "--gpu-memory-utilization", "0.9", "--max-model-len", "2048")
+DCGM_GPU_UUID = "GPU-0db5a9f0-15de-450f-d9e4-1d3a34348673"  # our H200 (shared/reference/gpu/h200-live)
+
+
+class ServiceUnavailable(Exception):
+    """The binary a service needs is not installed here; the message says which."""
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((LOOPBACK, 0))
+        return sock.getsockname()[1]
+
+
+def http_get(url: str, timeout_s: float = 5.0) -> tuple[int | None, bytes]:
+    """(status, body); status None when nothing answered."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+    except (urllib.error.URLError, OSError):
+        return None, b""
+
+
+def wait_until(what: str, ready: Callable[[], bool], timeout_s: float, proc: subprocess.Popen | None = None,
+               log: Path | None = None) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if ready():
+            return
+        if proc is not None and proc.poll() is not None:
+            break
+        time.sleep(0.25)
+    tail = log.read_text(errors="replace")[-3000:] if log is not None and log.exists() else ""
+    exited = f" (exited with {proc.returncode})" if proc is not None and proc.poll() is not None else ""
+    raise RuntimeError(f"{what} not ready after {timeout_s:g}s{exited}\n{tail}")
+
+
+def stop_process_group(proc: subprocess.Popen, grace_s: float) -> None:
+    """SIGTERM the group a fixture started (start_new_session=True), SIGKILL what is left after grace_s."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(10)
+
+
+# --------------------------------------------------------------------------- Ray
+
+
+@dataclass(frozen=True)
+class RayHead:
+    dashboard_url: str
+    gcs_address: str
+    namespace: str
+    temp_dir: Path
+
+
+def _dashboard_json(url: str) -> dict:
+    status, body = http_get(url)
+    if status != 200:
+        return {}
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        return {}
+    return answer if isinstance(answer, dict) else {}
+
+
+def _listed(url: str) -> list[dict]:
+    return ((_dashboard_json(url).get("data") or {}).get("result") or {}).get("result") or []
+
+
+def _workload_settled(dashboard: str) -> bool:
+    actors = {a.get("name"): a.get("state") for a in _listed(f"{dashboard}/api/v0/actors?detail=1")}
+    groups = {g.get("name"): (g.get("stats") or {}).get("scheduling_state") for g in
+              _listed(f"{dashboard}/api/v0/placement_groups?detail=1")}
+    demands = ((_dashboard_json(f"{dashboard}/api/cluster_status").get("data") or {}).get("clusterStatus") or {})
+    load = demands.get("loadMetricsReport") or {}
+    return (
+        actors.get("gpu1_actor") == "ALIVE"
+        and actors.get("gpu4_actor_infeasible") == "PENDING_CREATION"
+        and groups.get("pg_infeasible_4gpu") == "INFEASIBLE"
+        and bool(load.get("resourceDemand"))
+        and bool(load.get("pgDemand"))
+    )
+
+
+def _run_driver(python: Path, head: RayHead, env: dict[str, str]) -> None:
+    driver = subprocess.run(
+        [str(python), str(RAY_DRIVER), head.gcs_address, head.namespace],
+        env=env, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    if driver.returncode != 0:
+        raise RuntimeError(f"Ray driver failed ({driver.returncode}):\n{driver.stdout[-2000:]}\n{driver.stderr[-3000:]}")
+
+
+def _leftover_pids(temp_dir: Path) -> list[int]:
+    """Processes of our head that escaped its group: their argv names our own temp dir."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if str(temp_dir).encode() in cmdline:
+            found.append(int(entry))
+    return found
+
+
+def ray_python() -> Path:
+    """The Ray virtualenv's python (.ci/run sets LLMDIAG_RAY_PYTHON); raises ServiceUnavailable."""
+    python = Path(os.environ.get("LLMDIAG_RAY_PYTHON", "/opt/llmdiag-ray/bin/python"))
+    if not (python.parent / "ray").is_file():
+        raise ServiceUnavailable(f"no Ray CLI next to {python} (set LLMDIAG_RAY_PYTHON to a python with ray[default])")
+    return python
+
+
+@contextmanager
+def running_ray_head(with_workload: bool = True) -> Iterator[RayHead]:
+    """`ray start --head` on loopback (2 CPUs, 2 fake GPUs), with ray_driver.py's detached workload."""
+    python = ray_python()
+    ray_cli = python.parent / "ray"
+    # Ray's unix socket paths live under the temp dir and must stay short (108 bytes).
+    temp_dir = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))
+    log = temp_dir / "ray-start.log"
+    gcs_port, dashboard_port = free_port(), free_port()
+    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}  # keep every listener on 127.0.0.1
+    argv = [
+        str(ray_cli), "start", "--head", "--block",
+        f"--node-ip-address={LOOPBACK}", f"--port={gcs_port}",
+        "--num-cpus=2", "--num-gpus=2",
+        "--include-dashboard=true", f"--dashboard-host={LOOPBACK}", f"--dashboard-port={dashboard_port}",
+        f"--ray-client-server-port={free_port()}", f"--dashboard-agent-listen-port={free_port()}",
+        "--disable-usage-stats", f"--temp-dir={temp_dir}",
+    ]  # fmt: skip
+    with log.open("wb") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    head = RayHead(f"http://{LOOPBACK}:{dashboard_port}", f"{LOOPBACK}:{gcs_port}", RAY_NAMESPACE, temp_dir)
+    try:
+        wait_until("Ray dashboard", lambda: http_get(f"{head.dashboard_url}/api/version")[0] == 200, 120, proc, log)
+        if with_workload:
+            _run_driver(python, head, env)
+            wait_until("Ray workload (actors, placement group, demands)", lambda: _workload_settled(head.dashboard_url), 90, proc, log)
+        yield head
+    finally:
+        stop_process_group(proc, grace_s=30)
+        for pid in _leftover_pids(temp_dir):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+# --------------------------------------------------------------------------- vLLM stand-in
+
+
+@dataclass(frozen=True)
+class StandIn:
+    url: str
+    port: int
+    pid: int
+    argv: list[str]
+
+    @property
+    def name(self) -> str:
+        """The bundle file stem the collector gives a --vllm-url server."""
+        return f"{LOOPBACK}_{self.port}"
+
+
+def standin_metrics_files() -> list[Path]:
+    return sorted(STANDIN_METRICS.glob("metrics*.txt"), key=lambda p: (len(p.name), p.name))
+
+
+@contextmanager
+def standin_launcher(work: Path) -> Iterator[Callable[..., StandIn]]:
+    """Yields start(metrics=[...], health=200, flags=...) -> StandIn; every one started is stopped at exit.
+
+    The stand-in runs as `<python> <work>/bin/vllm serve <model> --port P <engine flags>`, the shape of
+    a pip-installed `vllm serve`, so reading its argv from /proc finds vLLM's flags.
+    """
+    started: list[subprocess.Popen] = []
+    bin_dir = work / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "vllm").symlink_to(STANDIN)
+
+    def start(metrics: list[Path] | None = None, health: int = 200, flags: tuple[str, ...] = STANDIN_ENGINE_FLAGS) -> StandIn:
+        files = metrics or standin_metrics_files()
+        port = free_port()
+        argv = [sys.executable, str(bin_dir / "vllm"), "serve", STANDIN_MODEL, "--host", LOOPBACK, "--port", str(port), *flags]
+        env = {**os.environ, "LLMDIAG_STANDIN_METRICS": os.pathsep.join(str(f) for f in files),
+               "LLMDIAG_STANDIN_HEALTH": str(health)}  # fmt: skip
+        log = work / f"standin-{port}.log"
+        with log.open("wb") as out:
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        started.append(proc)
+        url = f"http://{LOOPBACK}:{port}"
+        wait_until("vLLM stand-in", lambda: http_get(f"{url}/v1/models")[0] == 200, 20, proc, log)
+        return StandIn(url, port, proc.pid, argv)
+
+    try:
+        yield start
+    finally:
+        for proc in started:
+            stop_process_group(proc, grace_s=5)
+
+
+# --------------------------------------------------------------------------- Prometheus
+
+
+@dataclass(frozen=True)
+class PromServer:
+    url: str
+    history_end: float  # the newest backfilled sample (unix seconds)
+    history_start: float
+
+
+HISTORY_S = 30 * 60
+HISTORY_STEP_S = 15
+VLLM_LABELS = f'engine="0",instance="{LOOPBACK}:8000",job="vllm",model_name="{STANDIN_MODEL}"'
+DCGM_LABELS = f'UUID="{DCGM_GPU_UUID}",gpu="0",instance="{LOOPBACK}:9400",job="dcgm-exporter"'
+TTFT_BUCKETS = ("0.1", "0.25", "0.5", "1.0", "2.5", "5.0", "10.0", "+Inf")
+
+
+def history_openmetrics(end: int) -> str:
+    """30 minutes of a vLLM server going into saturation, and its GPU, as OpenMetrics for promtool.
+
+    Waiting requests climb 0 -> 20, KV cache use 0.30 -> 0.99, preemptions start in the last 10
+    minutes (2 per sample), TTFT moves from the 0.5 s bucket to the 5 s bucket; the GPU reports
+    Xid 79 in the last 5 minutes, at 100 % utilization and 140000 MiB used.
+    """
+    times = list(range(end - HISTORY_S, end + 1, HISTORY_STEP_S))
+    n = len(times) - 1
+    families: dict[tuple[str, str], list[str]] = {}
+
+    def sample(family: str, kind: str, name: str, labels: str, value: float, t: int) -> None:
+        families.setdefault((family, kind), []).append(f"{name}{{{labels}}} {value:g} {t}")
+
+    preemptions = 0
+    ttft_fast = ttft_slow = 0
+    for i, t in enumerate(times):
+        late = i >= n * 2 // 3
+        preemptions += 2 if late else 0
+        ttft_fast += 0 if late else 3
+        ttft_slow += 3 if late else 0
+        sample("vllm:num_requests_waiting", "gauge", "vllm:num_requests_waiting", VLLM_LABELS, round(20 * i / n), t)
+        sample("vllm:kv_cache_usage_perc", "gauge", "vllm:kv_cache_usage_perc", VLLM_LABELS, round(0.30 + 0.69 * i / n, 3), t)
+        sample("vllm:num_preemptions", "counter", "vllm:num_preemptions_total", VLLM_LABELS, preemptions, t)
+        for le in TTFT_BUCKETS:
+            count = ttft_fast * (float(le) >= 0.5) + ttft_slow * (float(le) >= 5.0)
+            sample("vllm:time_to_first_token_seconds", "histogram", "vllm:time_to_first_token_seconds_bucket",
+                   f'{VLLM_LABELS},le="{le}"', count, t)  # fmt: skip
+        sample("vllm:time_to_first_token_seconds", "histogram", "vllm:time_to_first_token_seconds_count", VLLM_LABELS,
+               ttft_fast + ttft_slow, t)  # fmt: skip
+        sample("vllm:time_to_first_token_seconds", "histogram", "vllm:time_to_first_token_seconds_sum", VLLM_LABELS,
+               0.4 * ttft_fast + 4.0 * ttft_slow, t)  # fmt: skip
+        sample("DCGM_FI_DEV_XID_ERRORS", "gauge", "DCGM_FI_DEV_XID_ERRORS", DCGM_LABELS, 79 if i >= n - 20 else 0, t)
+        sample("DCGM_FI_DEV_GPU_UTIL", "gauge", "DCGM_FI_DEV_GPU_UTIL", DCGM_LABELS, 100, t)
+        sample("DCGM_FI_DEV_FB_USED", "gauge", "DCGM_FI_DEV_FB_USED", DCGM_LABELS, 140000, t)
+    lines: list[str] = []
+    for (family, kind), samples in families.items():
+        lines.append(f"# TYPE {family} {kind}")
+        lines.extend(samples)
+    lines.append("# EOF")
+    return "\n".join(lines) + "\n"
+
+
+@contextmanager
+def running_prometheus(work: Path) -> Iterator[PromServer]:
+    """A real Prometheus on loopback whose TSDB holds history_openmetrics(), backfilled by promtool."""
+    prometheus_bin, promtool = Path("/usr/bin/prometheus"), Path("/usr/bin/promtool")
+    if not (prometheus_bin.is_file() and promtool.is_file()):
+        raise ServiceUnavailable("no /usr/bin/prometheus and /usr/bin/promtool (apt-get install prometheus)")
+    end = int(time.time()) - 60  # a minute back, so that "now" in the test is after the newest sample
+    (work / "history.om").write_text(history_openmetrics(end))
+    data = work / "data"
+    subprocess.run([str(promtool), "tsdb", "create-blocks-from", "openmetrics", str(work / "history.om"), str(data)],
+                   check=True, capture_output=True, timeout=120)  # fmt: skip
+    (work / "prometheus.yml").write_text("global:\n  scrape_interval: 15s\n")  # no scrape targets: history only
+    port = free_port()
+    log = work / "prometheus.log"
+    argv = [str(prometheus_bin), f"--config.file={work / 'prometheus.yml'}", f"--storage.tsdb.path={data}",
+            f"--web.listen-address={LOOPBACK}:{port}"]  # fmt: skip
+    with log.open("wb") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://{LOOPBACK}:{port}"
+    try:
+        wait_until("Prometheus", lambda: http_get(f"{url}/-/ready")[0] == 200, 60, proc, log)
+        yield PromServer(url, float(end), float(end - HISTORY_S))
+    finally:
+        stop_process_group(proc, grace_s=10)
