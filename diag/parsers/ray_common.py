@@ -190,8 +190,9 @@ def parse_usage_line(line: str) -> tuple[str, float, float] | None:
         return None
     total_text = m["total"]
     used_text = m["used"]
-    if " " in total_text and _QUANTITY.match(used_text) and not _QUANTITY.match(used_text)["unit"]:
-        used_text += total_text[total_text.index(" "):]  # Ray 1.x: "0.00/4.628 GiB"
+    used_match = _QUANTITY.match(used_text)
+    if " " in total_text and used_match is not None and used_match["unit"] is None:
+        used_text += total_text[total_text.index(" ") :]  # Ray 1.x: "0.00/4.628 GiB"
     used, total = parse_quantity(used_text), parse_quantity(total_text)
     if used is None or total is None:
         return None

@@ -56,10 +56,10 @@ def _state_rows(text: str, cli_noun: str, api_noun: str) -> list[Fields]:
         rows, where = data, cli_noun
     elif isinstance(data, dict):
         listing = dashboard_data(data, f"/api/v0/{api_noun}").child("result")
-        rows = listing.items("result") if listing is not None else None
-        if rows is None:
+        listed = listing.items("result") if listing is not None else None
+        if listed is None:
             raise ParseError(f"data has no result.result list: not the Ray dashboard's /api/v0/{api_noun} answer")
-        where = "data.result.result"
+        rows, where = listed, "data.result.result"
     else:
         raise ParseError(f"expected {expected}, got {kind_of(data)}")
     return [Fields(row, f"{where}[{i}]") for i, row in enumerate(rows)]
@@ -245,7 +245,9 @@ def _gpu_slots(used: Fields | None) -> list[str]:
     """GPU slot ids from {"GPU": {"resourceSlots": [{"slot": "0", "allocation": 1.0}]}}; an actor in a
     placement group holds them under the group's names ("GPU_group_0_<pg id>"), often twice."""
     slots: list[str] = []
-    for name in used.data if used is not None else ():
+    if used is None:
+        return slots
+    for name in used.data:
         if original_resource_name(name) != "GPU":
             continue
         holding = used.child(name)

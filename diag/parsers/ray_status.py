@@ -144,13 +144,22 @@ def parse_cluster_status_json(text: str) -> RayStatus:
     report = data.child("clusterStatus")
     if report is None:
         raise ParseError("the Ray dashboard had no cluster status yet (clusterStatus is null)")
-    time = report.number("time")
-    status = RayStatus(timestamp=datetime.fromtimestamp(time, tz=timezone.utc).isoformat() if time is not None else None)
+    status = RayStatus(timestamp=_utc_time(report, "time"))
     if (autoscaler := report.child("autoscalerReport")) is not None:
         _read_autoscaler_report(status, autoscaler)
     if (load := report.child("loadMetricsReport")) is not None:
         _read_load_metrics(status, load)
     return status
+
+
+def _utc_time(fields: Fields, key: str) -> str | None:
+    seconds = fields.number(key)
+    if seconds is None:
+        return None
+    try:
+        return datetime.fromtimestamp(seconds, tz=timezone.utc).isoformat()
+    except (OverflowError, OSError, ValueError):
+        raise ParseError(f"{fields.where}.{key}: {seconds} is not a time") from None
 
 
 def _read_autoscaler_report(status: RayStatus, report: Fields) -> None:

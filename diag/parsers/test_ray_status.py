@@ -249,7 +249,11 @@ def test_cluster_status_json_nodes_and_demands():
     assert status.timestamp == "2025-01-15T10:00:00.250000+00:00"
     assert status.active_nodes == ["headgroup", "gpuGroup", "gpuGroup"]
     assert status.idle_nodes == ["gpuGroup"]
-    assert status.pending_nodes == ["gpu-group, launching", "gpu-group, launching", "10.0.9.12: gpu-group, waiting-for-ssh"]
+    assert status.pending_nodes == [
+        "gpu-group, launching",
+        "gpu-group, launching",
+        "10.0.9.12: gpu-group, waiting-for-ssh",
+    ]
     assert status.recent_failures == ["gpu-group: NodeTerminated (ip: 10.0.9.3)"]
     assert status.usage == {"CPU": (3.0, 48.0), "GPU": (4.0, 4.0)}  # node:<ip> markers left out
     assert status.demands == [
@@ -266,7 +270,10 @@ def test_cluster_status_json_nodes_and_demands():
         ('{"result": true, "msg": "Got cluster status.", "data": {"clusterSta', "not valid JSON"),
         ("", "empty file"),
         ("[]", "no result/data envelope"),
-        ('{"result": false, "msg": "Failed to get cluster status:\\n  Traceback ...", "data": {}}', "answered /api/cluster_status with an error: Failed"),
+        (
+            '{"result": false, "msg": "Failed to get cluster status:\\n  Traceback ...", "data": {}}',
+            "answered /api/cluster_status with an error: Failed",
+        ),
         ('{"result": true, "msg": "", "data": {"clusterStatus": null}}', "no cluster status yet"),
         ('{"result": true, "msg": "", "data": {"result": {"total": 0, "result": []}}}', "data has no clusterStatus"),
         (json.dumps(_cluster_status(usage={"CPU": "lots"})), "loadMetricsReport.usage.CPU: expected [used, total]"),
@@ -287,4 +294,11 @@ def test_failed_node_rows_are_checked():
     answer = _cluster_status()
     answer["data"]["clusterStatus"]["autoscalerReport"]["failedNodes"] = [["10.0.9.3"]]
     with pytest.raises(ParseError, match=r"failedNodes\[0\]: expected a list of 2 strings"):
+        parse_cluster_status_json(json.dumps(answer))
+
+
+def test_time_out_of_range_is_a_parse_error():
+    answer = _cluster_status()
+    answer["data"]["clusterStatus"]["time"] = 1e300
+    with pytest.raises(ParseError, match=r"clusterStatus\.time: 1e\+300 is not a time"):
         parse_cluster_status_json(json.dumps(answer))
