@@ -1,0 +1,216 @@
+import math
+
+import pytest
+
+from diag.errors import ParseError
+from diag.parsers.prom_text import parse_exposition
+
+# A V1 server's /metrics as prometheus_client prints it in one process: counters as <name>_total
+# with a <name>_created gauge beside them, histogram buckets with `le` last.
+V1_TEXT = """\
+# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{model_name="Qwen/Qwen2.5-7B-Instruct",engine="0"} 3.0
+# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{model_name="Qwen/Qwen2.5-7B-Instruct",engine="0"} 0.4182
+# HELP vllm:num_preemptions_total Cumulative number of preemption from the engine.
+# TYPE vllm:num_preemptions_total counter
+vllm:num_preemptions_total{model_name="Qwen/Qwen2.5-7B-Instruct",engine="0"} 12.0
+# HELP vllm:num_preemptions_created Cumulative number of preemption from the engine.
+# TYPE vllm:num_preemptions_created gauge
+vllm:num_preemptions_created{model_name="Qwen/Qwen2.5-7B-Instruct",engine="0"} 1.7649e+09
+# HELP vllm:time_to_first_token_seconds Histogram of time to first token in seconds.
+# TYPE vllm:time_to_first_token_seconds histogram
+vllm:time_to_first_token_seconds_bucket{model_name="Qwen/Qwen2.5-7B-Instruct",engine="0",le="0.001"} 0.0
+vllm:time_to_first_token_seconds_bucket{model_name="Qwen/Qwen2.5-7B-Instruct",engine="0",le="0.25"} 7.0
+vllm:time_to_first_token_seconds_bucket{model_name="Qwen/Qwen2.5-7B-Instruct",engine="0",le="2560.0"} 9.0
+vllm:time_to_first_token_seconds_bucket{model_name="Qwen/Qwen2.5-7B-Instruct",engine="0",le="+Inf"} 9.0
+vllm:time_to_first_token_seconds_count{model_name="Qwen/Qwen2.5-7B-Instruct",engine="0"} 9.0
+vllm:time_to_first_token_seconds_sum{model_name="Qwen/Qwen2.5-7B-Instruct",engine="0"} 1.9325
+"""
+
+
+def test_v1_samples_with_labels_and_values():
+    exposition = parse_exposition(V1_TEXT)
+    assert exposition.errors == []
+    by_name = {(s.name, s.labels.get("le")): s for s in exposition.samples}
+    assert len(exposition.samples) == 10
+    running = by_name[("vllm:num_requests_running", None)]
+    assert running.labels == {"model_name": "Qwen/Qwen2.5-7B-Instruct", "engine": "0"}
+    assert running.value == 3.0
+    assert by_name[("vllm:num_preemptions_created", None)].value == 1.7649e9
+    assert by_name[("vllm:time_to_first_token_seconds_bucket", "+Inf")].value == 9.0
+    assert by_name[("vllm:time_to_first_token_seconds_sum", None)].value == 1.9325
+
+
+def test_v0_samples_without_engine_label_and_le_first():
+    text = (
+        "# HELP vllm:gpu_cache_usage_perc GPU KV-cache usage. 1 means 100 percent usage.\n"
+        "# TYPE vllm:gpu_cache_usage_perc gauge\n"
+        'vllm:gpu_cache_usage_perc{model_name="facebook/opt-125m"} 0.0\n'
+        "# TYPE vllm:e2e_request_latency_seconds histogram\n"
+        'vllm:e2e_request_latency_seconds_bucket{le="0.3",model_name="facebook/opt-125m"} 1.0\n'
+    )
+    samples = parse_exposition(text).samples
+    assert [(s.name, s.labels) for s in samples] == [
+        ("vllm:gpu_cache_usage_perc", {"model_name": "facebook/opt-125m"}),
+        ("vllm:e2e_request_latency_seconds_bucket", {"le": "0.3", "model_name": "facebook/opt-125m"}),
+    ]
+
+
+def test_escaped_quotes_backslashes_and_newlines_in_label_values():
+    text = 'http_requests_total{handler="/v1/\\"chat\\"",path="C:\\\\models",note="a\\nb"} 201.0\n'
+    (sample,) = parse_exposition(text).samples
+    assert sample.labels == {"handler": '/v1/"chat"', "path": "C:\\models", "note": "a\nb"}
+
+
+def test_special_values_and_timestamps():
+    text = (
+        'vllm:x_bucket{le="+Inf"} +Inf\n'
+        "vllm:y -Inf 1733900000000\n"
+        "vllm:z NaN\n"
+        "http_request_duration_highr_seconds_count 201.0 -12\n"
+        "vllm:w 1.5e-3\n"
+    )
+    samples = parse_exposition(text).samples
+    assert samples[0].value == math.inf
+    assert samples[1].value == -math.inf
+    assert math.isnan(samples[2].value)
+    assert samples[3].value == 201.0
+    assert samples[4].value == 0.0015
+
+
+def test_openmetrics_with_exemplar_and_eof():
+    text = (
+        "# TYPE vllm:prompt_tokens counter\n"
+        "# HELP vllm:prompt_tokens Number of prefill tokens processed.\n"
+        'vllm:prompt_tokens_total{model_name="m",engine="0"} 1024.0 # {trace_id="KOO5S4vxi0o"} 8.0 1733900000.5\n'
+        'vllm:prompt_tokens_created{model_name="m",engine="0"} 1733899000.25\n'
+        "# EOF\n"
+    )
+    exposition = parse_exposition(text)
+    assert exposition.errors == []
+    assert [(s.name, s.value) for s in exposition.samples] == [
+        ("vllm:prompt_tokens_total", 1024.0),
+        ("vllm:prompt_tokens_created", 1733899000.25),
+    ]
+
+
+def test_text_after_eof_is_an_error():
+    exposition = parse_exposition("vllm:a 1\n# EOF\nvllm:b 2\n")
+    assert [s.name for s in exposition.samples] == ["vllm:a"]
+    assert exposition.errors == ["line 3: text after '# EOF' (line 2): vllm:b 2"]
+
+
+def test_quoted_utf8_names_of_prometheus_3():
+    (sample,) = parse_exposition('{"vllm.requests.running", "model.name"="m"} 2\n').samples
+    assert sample.name == "vllm.requests.running"
+    assert sample.labels == {"model.name": "m"}
+
+
+def test_garbage_lines_are_reported_and_good_samples_kept():
+    log_line = "INFO 08-25 09:12:34 [loggers.py:123] Engine 000: Avg prompt throughput: 0.0 tokens/s"
+    text = V1_TEXT + log_line + "\n" + "vllm:x{a=\"b\"} twelve\n"
+    exposition = parse_exposition(text)
+    assert len(exposition.samples) == 10
+    assert exposition.errors == [
+        f"line 21: value '08-25' is not a number: {log_line[:60]}",
+        "line 22: value 'twelve' is not a number: vllm:x{a=\"b\"} twelve",
+    ]
+
+
+def test_truncated_last_line():
+    text = V1_TEXT + 'vllm:num_requests_waiting{model_name="Qwen/Qwen2.5-7B-Ins'
+    exposition = parse_exposition(text)
+    assert len(exposition.samples) == 10
+    assert len(exposition.errors) == 1
+    assert exposition.errors[0].startswith("line 21: quoted string not closed: vllm:num_requests_waiting{")
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        ('vllm:a{model_name="m"', "label set not closed"),
+        ('vllm:a{model_name="m" 1', "expected ',' or '}' between labels"),
+        ('vllm:a{model_name="m" engine="0"} 1', "expected ',' or '}' between labels"),
+        ("vllm:a{model_name=m} 1", "label model_name: value not in double quotes"),
+        ('vllm:a{model_name="m",model_name="n"} 1', "label model_name given twice"),
+        ('vllm:a{model_name="\\t"} 1', "invalid escape \\t in a quoted string"),
+        ('vllm:a{0abc="m"} 1', "invalid label name"),
+        ("vllm:a", "no value"),
+        ("vllm:a 1 2 3", "more than a value and a timestamp"),
+        ("vllm:a 1 # trace", "text after the value that is not an exemplar"),
+        ("vllm-a 1", "not a sample"),
+        ("{} 1", "not a sample (no metric name)"),
+        ("vllm:a 1_000", "value '1_000' is not a number"),
+        ("vllm:a 0x10", "value '0x10' is not a number"),
+        ("vllm:a 1 soon", "timestamp 'soon' is not a number"),
+        ("# TYPE vllm:a sometimes", "# TYPE names no known metric type"),
+        ("# HELP", "# HELP without a valid metric name"),
+    ],
+)
+def test_bad_lines_say_why(line, why):
+    exposition = parse_exposition("vllm:ok 1\n" + line + "\n")
+    assert [s.name for s in exposition.samples] == ["vllm:ok"]
+    assert exposition.errors == [f"line 2: {why}: {line[:60]}"]
+
+
+def test_error_shows_only_the_first_60_characters():
+    line = "x" * 30 + " " + "y" * 100
+    (error,) = parse_exposition(f"vllm:ok 1\n{line}\n").errors
+    assert error == f"line 2: value {('y' * 20)!r} is not a number: {line[:60]}"
+
+
+def test_same_series_twice_is_reported_once_kept():
+    exposition = parse_exposition('vllm:a{engine="0"} 1\nvllm:a{engine="1"} 2\nvllm:a{engine="0"} 3\n')
+    assert [s.value for s in exposition.samples] == [1.0, 2.0]
+    assert exposition.errors == ['line 3: the same series a second time: vllm:a{engine="0"} 3']
+
+
+def test_free_comments_blank_lines_and_crlf_are_fine():
+    exposition = parse_exposition("\ufeff# scraped by hand\r\n\r\n  vllm:a 1\r\n\t# another comment\r\n")
+    assert exposition.errors == []
+    assert [(s.name, s.value) for s in exposition.samples] == [("vllm:a", 1.0)]
+
+
+def test_only_comments_is_an_exposition_without_samples():
+    exposition = parse_exposition("# HELP vllm:a help\n# TYPE vllm:a gauge\n")
+    assert exposition.samples == [] and exposition.errors == []
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "empty file, expected Prometheus text exposition"),
+        ("  \n\n", "empty file, expected Prometheus text exposition"),
+        ("<!DOCTYPE html>\n<html><body>502 Bad Gateway</body></html>\n", "an HTML or XML document, not Prometheus text exposition"),
+        ('{"detail": "Not Found"}', "JSON, not Prometheus text exposition"),
+        ("Internal Server Error", "not Prometheus text exposition, no sample found (line 1: value 'Server' is not a number: Internal Server Error)"),
+    ],
+)
+def test_not_exposition_raises_one_line(text, message):
+    with pytest.raises(ParseError) as raised:
+        parse_exposition(text)
+    assert str(raised.value) == message
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'vllm:a{model_name="m\\',
+        "vllm:a{",
+        "{",
+        '{"',
+        'vllm:a{="x"} 1',
+        "vllm:a 1 # {",
+        'vllm:a 1 # {a="b"}',
+        "\x00\x01\x02 \ufffd",
+        "# TYPE",
+        "vllm:a\t\t",
+    ],
+)
+def test_odd_lines_are_reported_not_raised(text):
+    exposition = parse_exposition("vllm:ok 1\n" + text)
+    assert [s.name for s in exposition.samples] == ["vllm:ok"]
+    assert len(exposition.errors) == 1 and exposition.errors[0].startswith("line 2: ")
