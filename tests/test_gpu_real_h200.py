@@ -89,7 +89,10 @@ def test_load_processes_agree_between_xml_nvml_and_compute_apps() -> None:
         assert {p.pid: (p.name, p.used_memory_mib) for p in sources[name].processes} == expected
     apps = _read("load", "h200-load.apps.csv").splitlines()
     assert apps[0] == "pid, process_name, gpu_uuid, used_gpu_memory [MiB]"
-    listed = {int(pid): (name, float(used.removesuffix(" MiB"))) for pid, name, uuid, used in (r.split(", ") for r in apps[1:])}
+    listed = {
+        int(pid): (name, float(used.removesuffix(" MiB")))
+        for pid, name, uuid, used in (r.split(", ") for r in apps[1:])
+    }
     assert listed == expected
     # the two processes hold what the GPU has in use, less the driver's own few MiB
     assert sum(used for _, used in expected.values()) == pytest.approx(sources["xml"].memory_used_mib, abs=32)

@@ -15,8 +15,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from diag.parsers.gpu_common import clocks_event_reason_names
 
@@ -58,7 +59,7 @@ def snapshot_nvml(xid_wait_s: float = 0.0) -> dict[str, Any]:
             for i, handle in enumerate(handles)
         ]
         if xid_wait_s > 0:
-            for gpu, xids in zip(gpus, _watch_xids(pynvml, handles, xid_wait_s)):
+            for gpu, xids in zip(gpus, _watch_xids(pynvml, handles, xid_wait_s), strict=True):
                 gpu["xids"] = xids
         document["gpus"] = gpus
         return document
@@ -157,7 +158,9 @@ def _watch_xids(pynvml: Any, handles: list[Any], wait_s: float) -> list[list[int
             registered = (
                 handle
                 if isinstance(handle, str)
-                else _nvml(pynvml, pynvml.nvmlDeviceRegisterEvents, handle, pynvml.nvmlEventTypeXidCriticalError, event_set)
+                else _nvml(
+                    pynvml, pynvml.nvmlDeviceRegisterEvents, handle, pynvml.nvmlEventTypeXidCriticalError, event_set
+                )
             )
             watched.append(registered if isinstance(registered, str) else [])
         deadline = time.monotonic() + wait_s

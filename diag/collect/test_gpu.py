@@ -196,7 +196,7 @@ def test_collect_local_reports_each_failure(tmp_path: Path, monkeypatch: pytest.
     _program(
         tmp_path,
         "nvidia-smi",
-        "echo \"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\"; exit 9\n",
+        'echo "NVIDIA-SMI has failed because it couldn\'t communicate with the NVIDIA driver."; exit 9\n',
     )
     monkeypatch.setenv("PATH", str(tmp_path))
     FakeNvml({"nvmlInit": pynvml.NVML_ERROR_NO_PERMISSION}).install(monkeypatch)

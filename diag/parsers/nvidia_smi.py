@@ -11,8 +11,9 @@ import csv
 import io
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from diag.errors import ParseError
 from diag.model import GPU, GPUProcess
@@ -281,7 +282,7 @@ def parse_csv(text: str, host: str, columns: tuple[str, ...] | None = None) -> l
     for position, row in enumerate(rows):
         if len(row) != len(names):
             raise ParseError(f"GPU row {position + 1}: {len(row)} fields, but there are {len(names)} columns")
-        gpus.append(_csv_gpu(dict(zip(names, row)), host, position))
+        gpus.append(_csv_gpu(dict(zip(names, row, strict=True)), host, position))
     return gpus
 
 
@@ -309,7 +310,7 @@ def _csv_gpu(cells: dict[str, str], host: str, position: int) -> GPU:
 
 
 def _csv_reason_flags(cells: dict[str, str], position: int) -> list[str]:
-    """The per-reason columns (clocks_event_reasons.sw_power_cap = Active | Not Active), when no bitmask was asked for."""
+    """Reasons from per-reason columns (clocks_event_reasons.sw_power_cap: Active | Not Active), without a bitmask."""
     active = []
     for column, value in cells.items():
         match = _REASON_COLUMN.match(column)
