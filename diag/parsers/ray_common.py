@@ -1,12 +1,12 @@
-"""What the Ray parsers share: typed reads of JSON answers, Ray's memory strings, resource names."""
+"""What the Ray parsers share: Ray's JSON quirks on top of `json_fields`, its memory strings, resource names."""
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 from diag.errors import ParseError
+from diag.parsers.json_fields import Fields, load_json
 
 _QUANTITY = re.compile(r"^(?P<value>\d+(?:\.\d+)?(?:[eE][+-]?\d+)?) ?(?P<unit>[KMGT]iB|B)?$")
 _UNIT_BYTES = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
@@ -18,147 +18,11 @@ _PG_RESOURCE = re.compile(r"^(?P<name>.+?)_group_(?:\d+_)?[0-9a-f]{28,}$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def load_json(text: str, expected: str) -> Any:
-    """The decoded JSON of `text`; `expected` says what the file should hold, for the error line."""
+def load_ray_json(text: str, expected: str) -> Any:
+    """The decoded JSON of `text`; `expected` says what the file should hold when it is empty."""
     if not text.strip():
         raise ParseError(f"empty file, expected {expected}")
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ParseError(f"not valid JSON ({e.msg} at line {e.lineno} column {e.colno}), expected {expected}") from None
-
-
-def kind_of(value: Any) -> str:
-    """A JSON value's type in words, for error lines."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
-
-
-def is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-class Fields:
-    """One JSON object whose fields are read with their types checked: a wrong type is a ParseError.
-
-    A missing field and a null both read as None (or as an empty map/list where the reader says so).
-    `where` names the object in error lines, e.g. "actors[3]".
-    """
-
-    def __init__(self, data: Any, where: str) -> None:
-        if not isinstance(data, dict):
-            raise ParseError(f"{where}: expected an object, got {kind_of(data)}")
-        self.data: dict[str, Any] = data
-        self.where = where
-
-    def _wrong(self, key: str, expected: str) -> ParseError:
-        return ParseError(f"{self.where}.{key}: expected {expected}, got {kind_of(self.data[key])}")
-
-    def has(self, key: str) -> bool:
-        return key in self.data
-
-    def text(self, key: str) -> str | None:
-        value = self.data.get(key)
-        if value is None or isinstance(value, str):
-            return value
-        raise self._wrong(key, "a string")
-
-    def required_text(self, key: str) -> str:
-        value = self.text(key)
-        if not value:
-            raise ParseError(f"{self.where}.{key} is missing")
-        return value
-
-    def number(self, key: str) -> float | None:
-        value = self.data.get(key)
-        if value is None:
-            return None
-        if is_number(value):
-            return float(value)
-        raise self._wrong(key, "a number")
-
-    def integer(self, key: str) -> int | None:
-        """An integer; protobuf's 64-bit integers come as JSON strings of digits, so those count too."""
-        value = self.data.get(key)
-        if value is None:
-            return None
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.isdigit():
-            return int(value)
-        raise self._wrong(key, "an integer")
-
-    def required_integer(self, key: str) -> int:
-        value = self.integer(key)
-        if value is None:
-            raise ParseError(f"{self.where}.{key} is missing")
-        return value
-
-    def flag(self, key: str) -> bool | None:
-        value = self.data.get(key)
-        if value is None or isinstance(value, bool):
-            return value
-        raise self._wrong(key, "true or false")
-
-    def child(self, key: str) -> Fields | None:
-        value = self.data.get(key)
-        return None if value is None else Fields(value, f"{self.where}.{key}")
-
-    def items(self, key: str) -> list[Any] | None:
-        value = self.data.get(key)
-        if value is None or isinstance(value, list):
-            return value
-        raise self._wrong(key, "a list")
-
-    def children(self, key: str) -> list[Fields]:
-        """A list of objects (empty when absent)."""
-        return [Fields(item, f"{self.where}.{key}[{i}]") for i, item in enumerate(self.items(key) or [])]
-
-    def numbers(self, key: str) -> dict[str, float]:
-        """A map of numbers, e.g. resources (empty when absent)."""
-        found: dict[str, float] = {}
-        for name, value in self._map(key).items():
-            if not is_number(value):
-                raise ParseError(f"{self.where}.{key}.{name}: expected a number, got {kind_of(value)}")
-            found[name] = float(value)
-        return found
-
-    def resources(self, key: str) -> dict[str, float]:
-        """A map of resource amounts where memory may come humanised ("16.165 GiB", as `ray list` prints it)."""
-        found: dict[str, float] = {}
-        for name, value in self._map(key).items():
-            amount = float(value) if is_number(value) else parse_quantity(value) if isinstance(value, str) else None
-            if amount is None:
-                raise ParseError(f"{self.where}.{key}.{name}: expected an amount, got {value!r}")
-            found[name] = amount
-        return found
-
-    def strings(self, key: str) -> dict[str, str]:
-        """A map of strings, e.g. labels (empty when absent)."""
-        found = self._map(key)
-        for name, value in found.items():
-            if not isinstance(value, str):
-                raise ParseError(f"{self.where}.{key}.{name}: expected a string, got {kind_of(value)}")
-        return dict(found)
-
-    def _map(self, key: str) -> dict[str, Any]:
-        value = self.data.get(key)
-        if value is None:
-            return {}
-        if isinstance(value, dict):
-            return value
-        raise self._wrong(key, "an object")
+    return load_json(text)
 
 
 def dashboard_data(answer: Any, endpoint: str) -> Fields:
@@ -172,7 +36,77 @@ def dashboard_data(answer: Any, endpoint: str) -> Fields:
         message = answer.get("msg")
         detail = one_line(message)[:200] if isinstance(message, str) and message.strip() else "no message"
         raise ParseError(f"the Ray dashboard answered {endpoint} with an error: {detail}")
-    return Fields(answer["data"], "data")
+    return Fields(answer["data"], "", "data")
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def optional_child(fields: Fields, key: str) -> Fields | None:
+    """The object at `key`, or None when it is absent or null (unknown, unlike an empty object)."""
+    return fields.child(key) if key in fields else None
+
+
+def raw_list(fields: Fields, key: str) -> list[Any]:
+    """A list whose items the caller checks itself (rows of pairs, ...); empty when absent."""
+    value = fields.data.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise fields.error(key, "a list", value)
+    return value
+
+
+def required_text(fields: Fields, key: str) -> str:
+    value = fields.text(key)
+    if not value:
+        raise ParseError(f"{fields.place(key)} is missing")
+    return value
+
+
+def proto_integer(fields: Fields, key: str) -> int | None:
+    """An integer; protobuf's 64-bit integers arrive as JSON strings of digits ("num_restarts": "0")."""
+    value = fields.data.get(key)
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    if isinstance(value, str):
+        raise fields.error(key, "an integer", value)
+    return fields.integer(key)
+
+
+def required_proto_integer(fields: Fields, key: str) -> int:
+    value = proto_integer(fields, key)
+    if value is None:
+        raise ParseError(f"{fields.place(key)} is missing")
+    return value
+
+
+def number_map(fields: Fields, key: str) -> dict[str, float]:
+    """A map of numbers, e.g. resources (empty when absent)."""
+    found: dict[str, float] = {}
+    numbers = optional_child(fields, key)
+    if numbers is None:
+        return found
+    for name, value in numbers.data.items():
+        if not is_number(value):
+            raise numbers.error(name, "a number", value)
+        found[name] = float(value)
+    return found
+
+
+def resource_map(fields: Fields, key: str) -> dict[str, float]:
+    """Resource amounts where memory may come humanised ("16.165 GiB", as `ray list` prints it) or as bytes."""
+    found: dict[str, float] = {}
+    amounts = optional_child(fields, key)
+    if amounts is None:
+        return found
+    for name, value in amounts.data.items():
+        amount = float(value) if is_number(value) else parse_quantity(value) if isinstance(value, str) else None
+        if amount is None:
+            raise ParseError(f"{amounts.place(name)}: expected an amount, found {value!r}")
+        found[name] = amount
+    return found
 
 
 def parse_quantity(text: str) -> float | None:

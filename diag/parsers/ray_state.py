@@ -12,16 +12,22 @@ from typing import Any
 
 from diag.errors import ParseError
 from diag.model import PlacementGroup, RayActor, RayNode
+from diag.parsers.json_fields import Fields, type_name
 from diag.parsers.ray_common import (
-    Fields,
     dashboard_data,
-    kind_of,
     last_line,
-    load_json,
+    load_ray_json,
+    number_map,
     one_line,
+    optional_child,
     original_resource_name,
     original_resources,
     parse_usage_line,
+    proto_integer,
+    raw_list,
+    required_proto_integer,
+    required_text,
+    resource_map,
 )
 
 # ActorDeathCause (common.proto): exactly one of these contexts is set.
@@ -51,33 +57,32 @@ def parse_nodes(text: str) -> list[RayNode]:
 
 def _state_rows(text: str, cli_noun: str, api_noun: str) -> list[Fields]:
     expected = f"`ray list {cli_noun} --format json` or the Ray dashboard's /api/v0/{api_noun} answer"
-    data = load_json(text, expected)
+    data = load_ray_json(text, expected)
     if isinstance(data, list):
         rows, where = data, cli_noun
     elif isinstance(data, dict):
-        listing = dashboard_data(data, f"/api/v0/{api_noun}").child("result")
-        listed = listing.items("result") if listing is not None else None
-        if listed is None:
+        listing = optional_child(dashboard_data(data, f"/api/v0/{api_noun}"), "result")
+        if listing is None or "result" not in listing:
             raise ParseError(f"data has no result.result list: not the Ray dashboard's /api/v0/{api_noun} answer")
-        rows, where = listed, "data.result.result"
+        rows, where = raw_list(listing, "result"), "data.result.result"
     else:
-        raise ParseError(f"expected {expected}, got {kind_of(data)}")
-    return [Fields(row, f"{where}[{i}]") for i, row in enumerate(rows)]
+        raise ParseError(f"expected {expected}, found {type_name(data)}")
+    return [Fields(row, "", f"{where}[{i}]") for i, row in enumerate(rows)]
 
 
 def _actor(row: Fields) -> RayActor:
     return RayActor(
-        actor_id=row.required_text("actor_id"),
+        actor_id=required_text(row, "actor_id"),
         class_name=row.text("class_name") or "",
         name=row.text("name") or None,
         state=row.text("state") or "",
         node_id=row.text("node_id") or None,
         pid=_process_id(row.integer("pid")),
         namespace=row.text("ray_namespace") or None,
-        required_resources=original_resources(row.numbers("required_resources")),
+        required_resources=original_resources(number_map(row, "required_resources")),
         placement_group_id=row.text("placement_group_id") or None,
         death_cause=_death_cause(row.child("death_cause")),
-        num_restarts=row.integer("num_restarts"),
+        num_restarts=proto_integer(row, "num_restarts"),
     )
 
 
@@ -85,14 +90,14 @@ def _process_id(pid: int | None) -> int | None:
     return pid or None  # the state API says pid 0 for an actor not created yet
 
 
-def _death_cause(cause: Fields | None) -> str | None:
+def _death_cause(cause: Fields) -> str | None:
     """The nested ActorDeathCause as one line: what kind of death, the reason when given, the message."""
-    if cause is None or not cause.data:
+    if not cause.data:
         return None
     for key, label in _DEATH_CONTEXTS.items():
-        context = cause.child(key)
-        if context is None:
+        if key not in cause:
             continue
+        context = cause.child(key)
         if key == "creation_task_failure_context":  # a traceback: its last line names the exception
             message = last_line(context.text("formatted_exception_string") or "")
         else:
@@ -104,26 +109,25 @@ def _death_cause(cause: Fields | None) -> str | None:
 
 
 def _placement_group(row: Fields) -> PlacementGroup:
-    stats = row.child("stats")
     return PlacementGroup(
-        placement_group_id=row.required_text("placement_group_id"),
+        placement_group_id=required_text(row, "placement_group_id"),
         name=row.text("name") or "",
         state=row.text("state") or "",
-        bundles=[bundle.numbers("unit_resources") for bundle in row.children("bundles")],
-        scheduling_state=stats.text("scheduling_state") if stats is not None else None,
+        bundles=[number_map(bundle, "unit_resources") for bundle in row.children("bundles")],
+        scheduling_state=row.child("stats").text("scheduling_state"),
         creator_job_id=row.text("creator_job_id") or None,
     )
 
 
 def _node(row: Fields) -> RayNode:
     return RayNode(
-        node_id=row.required_text("node_id"),
+        node_id=required_text(row, "node_id"),
         node_ip=row.text("node_ip") or None,
         state=row.text("state") or None,
         is_head=bool(row.flag("is_head_node")),
         node_name=row.text("node_name") or None,
-        resources_total=row.resources("resources_total"),
-        labels=row.strings("labels"),
+        resources_total=resource_map(row, "resources_total"),
+        labels=row.string_map("labels"),
         state_message=row.text("state_message") or None,
     )
 
@@ -137,24 +141,25 @@ def parse_nodes_summary(text: str) -> list[RayNode]:
     The summary carries no Ray version. A node whose reporter has sent nothing has no object store
     figures (unknown) and no GPU list.
     """
-    data = dashboard_data(load_json(text, "the Ray dashboard's /nodes?view=summary answer"), "/nodes?view=summary")
-    if data.items("summary") is None:
+    answer = load_ray_json(text, "the Ray dashboard's /nodes?view=summary answer")
+    data = dashboard_data(answer, "/nodes?view=summary")
+    if "summary" not in data:
         raise ParseError("data has no summary list: not the Ray dashboard's /nodes?view=summary answer")
-    logical = data.strings("nodeLogicalResources")
+    logical = data.string_map("nodeLogicalResources")
     return [_summary_node(row, logical) for row in data.children("summary")]
 
 
 def _summary_node(row: Fields, logical: dict[str, str]) -> RayNode:
+    if "raylet" not in row:
+        raise ParseError(f"{row.place('raylet')} is missing")
     raylet = row.child("raylet")
-    if raylet is None:
-        raise ParseError(f"{row.where}.raylet is missing")
     node = RayNode(
-        node_id=raylet.required_text("nodeId"),
+        node_id=required_text(raylet, "nodeId"),
         node_ip=raylet.text("nodeManagerAddress") or row.text("ip") or None,
         state=raylet.text("state") or None,
         is_head=bool(raylet.flag("isHeadNode")),
         node_name=raylet.text("nodeName") or None,
-        labels=raylet.strings("labels"),
+        labels=raylet.string_map("labels"),
         state_message=raylet.text("stateMessage") or None,
         gpu_processes=_gpu_processes(row),
     )
@@ -163,8 +168,8 @@ def _summary_node(row: Fields, logical: dict[str, str]) -> RayNode:
         node.resources_total = {name: total for name, (_, total) in usage.items()}
         node.resources_available = {name: total - used for name, (used, total) in usage.items()}
     else:
-        node.resources_total = raylet.numbers("resourcesTotal")
-    if raylet.has("storeStats"):  # without it the dashboard fills in zeros, which would read as empty
+        node.resources_total = number_map(raylet, "resourcesTotal")
+    if "storeStats" in raylet:  # without it the dashboard fills in zeros, which would read as empty
         used = raylet.number("objectStoreUsedMemory")
         available = raylet.number("objectStoreAvailableMemory")
         node.object_store_used_bytes = used
@@ -193,12 +198,12 @@ def _gpu_processes(row: Fields) -> list[dict[str, Any]]:
         if isinstance(processes, dict):
             processes = list(processes.values())
         elif processes is not None and not isinstance(processes, list):
-            raise ParseError(f"{gpu.where}.processesPids: expected a list or an object, got {kind_of(processes)}")
+            raise gpu.error("processesPids", "a list or an object", processes)
         for i, entry in enumerate(processes or []):
-            process = Fields(entry, f"{gpu.where}.processesPids[{i}]")
+            process = Fields(entry, gpu.where, f"{gpu.path}.processesPids[{i}]")
             found.append(
                 {
-                    "pid": process.required_integer("pid"),
+                    "pid": required_proto_integer(process, "pid"),
                     "gpu_index": index,
                     "memory_used_mib": process.number("gpuMemoryUsage"),
                 }
@@ -211,27 +216,27 @@ def parse_logical_actors(text: str) -> list[RayActor]:
     live actor (`usedResources` slots, the ids Ray puts in CUDA_VISIBLE_DEVICES): `gpu_ids`. It has no
     namespace, and its death cause is the dashboard's one-line `exitDetail`.
     """
-    data = dashboard_data(load_json(text, "the Ray dashboard's /logical/actors answer"), "/logical/actors")
-    actors = data.child("actors")
-    if actors is None:
+    answer = load_ray_json(text, "the Ray dashboard's /logical/actors answer")
+    data = dashboard_data(answer, "/logical/actors")
+    if "actors" not in data:
         raise ParseError("data has no actors map: not the Ray dashboard's /logical/actors answer")
-    return [_logical_actor(Fields(entry, f"data.actors.{key}")) for key, entry in actors.data.items()]
+    actors = data.child("actors")
+    return [_logical_actor(actors.child(key)) for key in actors.data]
 
 
 def _logical_actor(row: Fields) -> RayActor:
-    address = row.child("address")
     exit_detail = row.text("exitDetail")
     return RayActor(
-        actor_id=row.required_text("actorId"),
+        actor_id=required_text(row, "actorId"),
         class_name=row.text("className") or row.text("actorClass") or "",
         name=row.text("name") or None,
         state=row.text("state") or "",
-        node_id=_real_id(address.text("nodeId") if address is not None else None),
+        node_id=_real_id(row.child("address").text("nodeId")),
         pid=_process_id(row.integer("pid")),
-        required_resources=original_resources(row.numbers("requiredResources")),
+        required_resources=original_resources(number_map(row, "requiredResources")),
         placement_group_id=_real_id(row.text("placementGroupId")),
         death_cause=one_line(exit_detail) if exit_detail and exit_detail != "-" else None,
-        num_restarts=row.integer("numRestarts"),
+        num_restarts=proto_integer(row, "numRestarts"),
         gpu_ids=_gpu_slots(row.child("usedResources")),
     )
 
@@ -241,18 +246,15 @@ def _real_id(hex_id: str | None) -> str | None:
     return hex_id if hex_id and set(hex_id) != {"f"} else None
 
 
-def _gpu_slots(used: Fields | None) -> list[str]:
+def _gpu_slots(used: Fields) -> list[str]:
     """GPU slot ids from {"GPU": {"resourceSlots": [{"slot": "0", "allocation": 1.0}]}}; an actor in a
     placement group holds them under the group's names ("GPU_group_0_<pg id>"), often twice."""
     slots: list[str] = []
-    if used is None:
-        return slots
     for name in used.data:
         if original_resource_name(name) != "GPU":
             continue
-        holding = used.child(name)
-        for slot in holding.children("resourceSlots") if holding is not None else ():
-            slot_id = str(slot.required_integer("slot"))
+        for slot in used.child(name).children("resourceSlots"):
+            slot_id = str(required_proto_integer(slot, "slot"))
             if slot_id not in slots:
                 slots.append(slot_id)
     return slots

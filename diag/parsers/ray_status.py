@@ -12,14 +12,16 @@ from typing import Any
 
 from diag.errors import ParseError
 from diag.model import RayDemand, RayStatus
+from diag.parsers.json_fields import Fields, type_name
 from diag.parsers.ray_common import (
-    Fields,
     dashboard_data,
     is_number,
-    kind_of,
-    load_json,
+    load_ray_json,
+    number_map,
+    optional_child,
     original_resources,
     parse_usage_line,
+    raw_list,
 )
 
 _HEADER = re.compile(r"^=+ Autoscaler status: (?P<time>.+?) =+$")
@@ -33,6 +35,7 @@ _PG_SHAPE = re.compile(r"(\{[^{}]*\}) \* (\d+)")
 # v1 prints "100+ from request_resources()", v2 "100 from request_resources()"
 _REQUEST_DEMAND = re.compile(r"^(?P<bundle>\{.*\}): (?P<count>\d+)\+? from request_resources\(\)$")
 
+_MOST_NODES = 100_000  # far above any Ray cluster; a larger count is a corrupt file, not a list to build
 _ACTIVE_SECTIONS = {"active", "healthy"}  # "Healthy:" in older autoscalers
 _USAGE_SECTIONS = {"usage", "total usage"}
 _DEMAND_SECTIONS = {"demands", "total demands", "pending demands", "from request_resources"}
@@ -75,10 +78,12 @@ def _read_item(status: RayStatus, section: str | None, item: str, number: int) -
         if m is None:
             raise ParseError(f"line {number}: not a '<count> <node type>' line: {item!r}")
         nodes = status.idle_nodes if section == "idle" else status.active_nodes
-        nodes.extend([m["type"]] * int(m["count"]))
+        nodes.extend(_each_node(m["type"], int(m["count"]), f"line {number}"))
     elif section == "pending":
         m = _LAUNCHING.match(item)
-        status.pending_nodes.extend([f"{m['type']}, launching"] * int(m["count"]) if m else [item])
+        status.pending_nodes.extend(
+            _each_node(f"{m['type']}, launching", int(m["count"]), f"line {number}") if m else [item]
+        )
     elif section == "recent failures":
         status.recent_failures.append(item)
     elif section in _USAGE_SECTIONS:
@@ -90,6 +95,13 @@ def _read_item(status: RayStatus, section: str | None, item: str, number: int) -
     elif section in _DEMAND_SECTIONS:
         status.demands.extend(_demand_line(item, f"line {number}"))
     # Any other section is a newer Ray's addition that the model has no place for.
+
+
+def _each_node(name: str, count: float, where: str) -> list[str]:
+    """`name` once per node of a "<count> <name>" entry."""
+    if not (0 <= count <= _MOST_NODES and float(count).is_integer()):
+        raise ParseError(f"{where}: {count} is not a node count")
+    return [name] * int(count)
 
 
 def _demand_line(item: str, where: str) -> list[RayDemand]:
@@ -117,7 +129,7 @@ def _bundle_literal(literal: str, where: str) -> dict[str, float]:
 
 def _bundle(value: Any, where: str) -> dict[str, float]:
     if not isinstance(value, dict):
-        raise ParseError(f"{where}: expected a resource bundle, got {kind_of(value)}")
+        raise ParseError(f"{where}: expected a resource bundle, found {type_name(value)}")
     bundle: dict[str, float] = {}
     for name, amount in value.items():
         if not isinstance(name, str) or not is_number(amount):
@@ -135,19 +147,20 @@ def parse_cluster_status_json(text: str) -> RayStatus:
     lists, which the dashboard leaves alone, so their resource names are Ray's. Memory is in bytes.
     Node names are written the way `ray status` prints them. The timestamp is ISO 8601, UTC.
     """
-    data = dashboard_data(load_json(text, "the Ray dashboard's /api/cluster_status answer"), "/api/cluster_status")
-    if not data.has("clusterStatus"):
+    answer = load_ray_json(text, "the Ray dashboard's /api/cluster_status answer")
+    data = dashboard_data(answer, "/api/cluster_status")
+    if "clusterStatus" not in data.data:
         raise ParseError("data has no clusterStatus: not the Ray dashboard's /api/cluster_status answer")
     formatted = data.data["clusterStatus"]
     if isinstance(formatted, str):
         return parse_ray_status(formatted)
-    report = data.child("clusterStatus")
+    report = optional_child(data, "clusterStatus")
     if report is None:
         raise ParseError("the Ray dashboard had no cluster status yet (clusterStatus is null)")
     status = RayStatus(timestamp=_utc_time(report, "time"))
-    if (autoscaler := report.child("autoscalerReport")) is not None:
+    if (autoscaler := optional_child(report, "autoscalerReport")) is not None:
         _read_autoscaler_report(status, autoscaler)
-    if (load := report.child("loadMetricsReport")) is not None:
+    if (load := optional_child(report, "loadMetricsReport")) is not None:
         _read_load_metrics(status, load)
     return status
 
@@ -159,16 +172,16 @@ def _utc_time(fields: Fields, key: str) -> str | None:
     try:
         return datetime.fromtimestamp(seconds, tz=timezone.utc).isoformat()
     except (OverflowError, OSError, ValueError):
-        raise ParseError(f"{fields.where}.{key}: {seconds} is not a time") from None
+        raise ParseError(f"{fields.place(key)}: {seconds} is not a time") from None
 
 
 def _read_autoscaler_report(status: RayStatus, report: Fields) -> None:
-    for node_type, count in report.numbers("activeNodes").items():
-        status.active_nodes.extend([node_type] * int(count))
-    for node_type, count in report.numbers("idleNodes").items():
-        status.idle_nodes.extend([node_type] * int(count))
-    for node_type, count in report.numbers("pendingLaunches").items():
-        status.pending_nodes.extend([f"{node_type}, launching"] * int(count))
+    for node_type, count in number_map(report, "activeNodes").items():
+        status.active_nodes.extend(_each_node(node_type, count, report.place("activeNodes")))
+    for node_type, count in number_map(report, "idleNodes").items():
+        status.idle_nodes.extend(_each_node(node_type, count, report.place("idleNodes")))
+    for node_type, count in number_map(report, "pendingLaunches").items():
+        status.pending_nodes.extend(_each_node(f"{node_type}, launching", count, report.place("pendingLaunches")))
     for ip, node_type, state in _string_rows(report, "pendingNodes", 3):
         status.pending_nodes.append(f"{ip}: {node_type}, {state.lower()}")
     for ip, node_type in _string_rows(report, "failedNodes", 2):
@@ -176,25 +189,27 @@ def _read_autoscaler_report(status: RayStatus, report: Fields) -> None:
 
 
 def _string_rows(report: Fields, key: str, width: int) -> list[list[str]]:
-    rows = report.items(key) or []
+    rows = raw_list(report, key)
     for i, row in enumerate(rows):
         if not isinstance(row, list) or len(row) != width or not all(isinstance(v, str) for v in row):
-            raise ParseError(f"{report.where}.{key}[{i}]: expected a list of {width} strings, got {str(row)[:80]}")
+            raise ParseError(
+                f"{report.place(f'{key}[{i}]')}: expected a list of {width} strings, found {str(row)[:80]}"
+            )
     return rows
 
 
 def _read_load_metrics(status: RayStatus, load: Fields) -> None:
-    usage = load.child("usage")
+    usage = optional_child(load, "usage")
     for name, pair in usage.data.items() if usage else ():
         if not (isinstance(pair, list) and len(pair) == 2 and all(is_number(v) for v in pair)):
-            raise ParseError(f"{load.where}.usage.{name}: expected [used, total], got {str(pair)[:80]}")
+            raise ParseError(f"{load.place('usage')}.{name}: expected [used, total], found {str(pair)[:80]}")
         if not name.startswith("node:"):  # per-node marker resources; `ray status` leaves them out too
             status.usage[name] = (float(pair[0]), float(pair[1]))
     for bundle, count in _bundle_counts(load, "resourceDemand"):
         if "bundle" not in bundle:  # placement-group-ready tasks; `ray status` leaves them out too
             status.demands.append(RayDemand(bundle, count, "task_or_actor"))
     for i, (group, count) in enumerate(_pairs(load, "pgDemand")):
-        group_fields = Fields(group, f"{load.where}.pgDemand[{i}][0]")
+        group_fields = Fields(group, load.where, f"{load.path}.pgDemand[{i}][0]")
         strategy = group_fields.text("strategy")
         for bundle, n in _bundle_counts(group_fields, "bundles"):
             status.demands.append(RayDemand(bundle, count, "placement_group", strategy, n))
@@ -205,15 +220,15 @@ def _read_load_metrics(status: RayStatus, load: Fields) -> None:
 def _pairs(fields: Fields, key: str) -> list[tuple[Any, int]]:
     """A list of [something, count] pairs, the shape of every demand list."""
     pairs = []
-    for i, row in enumerate(fields.items(key) or []):
+    for i, row in enumerate(raw_list(fields, key)):
         if not (isinstance(row, list) and len(row) == 2 and is_number(row[1]) and float(row[1]).is_integer()):
-            raise ParseError(f"{fields.where}.{key}[{i}]: expected [bundle, count], got {str(row)[:80]}")
+            raise ParseError(f"{fields.place(f'{key}[{i}]')}: expected [bundle, count], found {str(row)[:80]}")
         pairs.append((row[0], int(row[1])))
     return pairs
 
 
 def _bundle_counts(fields: Fields, key: str) -> list[tuple[dict[str, float], int]]:
     return [
-        (original_resources(_bundle(bundle, f"{fields.where}.{key}[{i}]")), count)
+        (original_resources(_bundle(bundle, fields.place(f"{key}[{i}]"))), count)
         for i, (bundle, count) in enumerate(_pairs(fields, key))
     ]

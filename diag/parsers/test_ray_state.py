@@ -423,17 +423,25 @@ def test_logical_actor_in_a_placement_group_and_dead():
     [
         (parse_actors, "", "empty file"),
         (parse_actors, '[{"actor_id": "4049cdd66cf25389f34d42bf01000000", "class_name": "GpuW', "not valid JSON"),
-        (parse_actors, '"ALIVE"', "got a string"),
+        (parse_actors, '"ALIVE"', "found a string"),
         (parse_actors, live("ray_list_nodes.json"), "actors[0].actor_id is missing"),
-        (parse_actors, json.dumps([actor_row(pid="seven")]), "actors[0].pid: expected an integer, got a string"),
+        (parse_actors, json.dumps([actor_row(pid="seven")]), "actors[0].pid: expected an integer, found a string"),
         (
             parse_actors,
             json.dumps([actor_row(required_resources={"GPU": "one"})]),
             "required_resources.GPU: expected a number",
         ),
-        (parse_actors, json.dumps([actor_row(death_cause="killed")]), "death_cause: expected an object, got a string"),
-        (parse_actors, json.dumps([actor_row(state=3)]), "actors[0].state: expected a string, got a number"),
-        (parse_actors, json.dumps(["4049cdd66cf25389f34d42bf01000000"]), "actors[0]: expected an object, got a string"),
+        (
+            parse_actors,
+            json.dumps([actor_row(death_cause="killed")]),
+            "death_cause: expected an object, found a string",
+        ),
+        (parse_actors, json.dumps([actor_row(state=3)]), "actors[0].state: expected a string, found an integer"),
+        (
+            parse_actors,
+            json.dumps(["4049cdd66cf25389f34d42bf01000000"]),
+            "actors[0]: expected an object, found a string",
+        ),
         (
             parse_actors,
             envelope([actor_row(num_restarts=True)]),
@@ -455,15 +463,19 @@ def test_logical_actor_in_a_placement_group_and_dead():
         (
             parse_placement_groups,
             json.dumps([{"placement_group_id": PG, "bundles": [{"unit_resources": {"GPU": None}}]}]),
-            "unit_resources.GPU: expected a number, got null",
+            "unit_resources.GPU: expected a number, found null",
         ),
         (
             parse_nodes,
             json.dumps([{"node_id": NODE, "resources_total": {"memory": "lots"}}]),
             "resources_total.memory: expected an amount",
         ),
-        (parse_nodes, json.dumps([{"node_id": NODE, "is_head_node": "yes"}]), "is_head_node: expected true or false"),
-        (parse_nodes, json.dumps([{"node_id": NODE, "labels": {"zone": 3}}]), "labels.zone: expected a string"),
+        (parse_nodes, json.dumps([{"node_id": NODE, "is_head_node": "yes"}]), "is_head_node: expected a boolean"),
+        (
+            parse_nodes,
+            json.dumps([{"node_id": NODE, "labels": {"zone": ["a"]}}]),
+            "labels.zone: expected a string, found a list",
+        ),
         (parse_nodes_summary, live("http_api_v0_nodes.json"), "data has no summary list"),
         (
             parse_nodes_summary,

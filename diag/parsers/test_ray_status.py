@@ -169,6 +169,7 @@ def test_empty_cluster():
         (V1_STATUS.replace(" 96.0/104.0 CPU", " 96.0/104.0"), "line 16: not a 'used/total resource' line"),
         (V1_STATUS.replace(" 96.0/104.0 CPU", " ninety-six of 104 CPU"), "not a 'used/total resource' line"),
         (V1_STATUS.replace(" 3 gpu-a100", " three gpu-a100"), "line 6: not a '<count> <node type>' line"),
+        (V1_STATUS.replace(" 3 gpu-a100", " 30000000000 gpu-a100"), "line 6: 30000000000 is not a node count"),
         (V1_STATUS.replace("{'GPU': 8}", "{'GPU': 'eight'}"), "not a name and an amount"),
         (V1_STATUS.replace("{'GPU': 8}", "{'GPU': 8"), "not a resource demand line"),
         (V1_STATUS.replace("{'GPU': 8}", "{'GPU': __import__('os')}"), "not a resource bundle"),
@@ -277,7 +278,7 @@ def test_cluster_status_json_nodes_and_demands():
         ('{"result": true, "msg": "", "data": {"clusterStatus": null}}', "no cluster status yet"),
         ('{"result": true, "msg": "", "data": {"result": {"total": 0, "result": []}}}', "data has no clusterStatus"),
         (json.dumps(_cluster_status(usage={"CPU": "lots"})), "loadMetricsReport.usage.CPU: expected [used, total]"),
-        (json.dumps(_cluster_status(usage=["CPU"])), "loadMetricsReport.usage: expected an object, got a list"),
+        (json.dumps(_cluster_status(usage=["CPU"])), "loadMetricsReport.usage: expected an object, found a list"),
         (json.dumps(_cluster_status(resourceDemand=[[{"GPU": "two"}, 3]])), "resourceDemand[0]: resource bundle entry"),
         (json.dumps(_cluster_status(resourceDemand=[{"GPU": 2.0}])), "resourceDemand[0]: expected [bundle, count]"),
         (json.dumps(_cluster_status(pgDemand=[[["PACK"], 2]])), "pgDemand[0][0]: expected an object"),
@@ -301,4 +302,12 @@ def test_time_out_of_range_is_a_parse_error():
     answer = _cluster_status()
     answer["data"]["clusterStatus"]["time"] = 1e300
     with pytest.raises(ParseError, match=r"clusterStatus\.time: 1e\+300 is not a time"):
+        parse_cluster_status_json(json.dumps(answer))
+
+
+@pytest.mark.parametrize("count", [1e12, -1, 1.5, float("nan")])
+def test_node_counts_are_checked(count: float):
+    answer = _cluster_status()
+    answer["data"]["clusterStatus"]["autoscalerReport"]["activeNodes"] = {"gpuGroup": count}
+    with pytest.raises(ParseError, match=r"autoscalerReport\.activeNodes: .* is not a node count"):
         parse_cluster_status_json(json.dumps(answer))
