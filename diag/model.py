@@ -360,16 +360,20 @@ class Scrape:
 
 @dataclass
 class EngineArgs:
-    """vLLM engine arguments from the container command/args (vLLM's defaults where absent)."""
+    """vLLM engine arguments from the container command/args (vLLM's defaults where absent).
+
+    A flag given with a value that cannot be read (e.g. "$(TP_SIZE)", expanded only at run time)
+    leaves its field None, the fixed-default ones included.
+    """
 
     model: str | None = None
-    port: int = 8000
+    port: int | None = 8000
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
-    gpu_memory_utilization: float = 0.9
-    tensor_parallel_size: int = 1
-    pipeline_parallel_size: int = 1
-    data_parallel_size: int = 1
+    gpu_memory_utilization: float | None = 0.9
+    tensor_parallel_size: int | None = 1
+    pipeline_parallel_size: int | None = 1
+    data_parallel_size: int | None = 1
     max_model_len: int | None = None
     block_size: int | None = None
     enable_chunked_prefill: bool | None = None
