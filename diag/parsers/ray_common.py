@@ -102,14 +102,14 @@ def resource_map(fields: Fields, key: str) -> dict[str, float]:
     if amounts is None:
         return found
     for name, value in amounts.data.items():
-        amount = float(value) if is_number(value) else parse_quantity(value) if isinstance(value, str) else None
+        amount = float(value) if is_number(value) else parse_ray_memory(value) if isinstance(value, str) else None
         if amount is None:
             raise ParseError(f"{amounts.place(name)}: expected an amount, found {value!r}")
         found[name] = amount
     return found
 
 
-def parse_quantity(text: str) -> float | None:
+def parse_ray_memory(text: str) -> float | None:
     """Ray's memory text ("16.17GiB", "16.165 GiB", "0B") as bytes, a bare number as itself; None if neither."""
     m = _QUANTITY.match(text.strip())
     if m is None:
@@ -127,7 +127,7 @@ def parse_usage_line(line: str) -> tuple[str, float, float] | None:
     used_match = _QUANTITY.match(used_text)
     if " " in total_text and used_match is not None and used_match["unit"] is None:
         used_text += total_text[total_text.index(" ") :]  # Ray 1.x: "0.00/4.628 GiB"
-    used, total = parse_quantity(used_text), parse_quantity(total_text)
+    used, total = parse_ray_memory(used_text), parse_ray_memory(total_text)
     if used is None or total is None:
         return None
     return m["name"], used, total

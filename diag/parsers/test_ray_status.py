@@ -213,7 +213,7 @@ def test_cluster_status_format1_is_the_status_text():
 
 
 def _cluster_status(**load_metrics: object) -> dict:
-    pg = "3f1c0a9d5e7b2c4a6f8e0d1b3c5a7e9f01000000"
+    pg = "3f1c0a9d5e7b2c4a6f8e0d1b3c5a01000000"
     return {
         "result": True,
         "msg": "Got cluster status.",
