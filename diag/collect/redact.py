@@ -3,7 +3,8 @@
 A bundle is attached to tickets, so what could carry a credential is replaced with "<redacted>":
 env values whose names look secret, `--api-key`-style flag values, bearer tokens, well-known token
 formats (Hugging Face `hf_`, OpenAI `sk-`, GitHub, AWS key ids, JWTs such as service-account tokens),
-`NAME=value` assignments of secret-looking names, kubeconfig credentials, and managedFields (noise).
+`NAME=value` assignments of secret-looking names, kubeconfig credentials, passwords in URLs, and
+managedFields (noise).
 JSON files stay valid JSON: they are parsed, cleaned field by field and written back; JSON held in a
 string (the last-applied-configuration annotation) is cleaned the same way.
 """
@@ -24,8 +25,9 @@ BEARER = "bearer-token"
 TOKEN_FORMAT = "token-format"
 ASSIGNMENT = "secret-assignment"
 KUBECONFIG = "kubeconfig-credential"
+URL_PASSWORD = "url-password"
 MANAGED_FIELDS = "managed-fields-dropped"
-RULES = (ENV_SECRET, CLI_FLAG, BEARER, TOKEN_FORMAT, ASSIGNMENT, KUBECONFIG, MANAGED_FIELDS)
+RULES = (ENV_SECRET, CLI_FLAG, BEARER, TOKEN_FORMAT, ASSIGNMENT, KUBECONFIG, URL_PASSWORD, MANAGED_FIELDS)
 
 # Words that make a name secret. Whole words only: "max_num_batched_tokens" and "--tokenizer" keep
 # their values, "HF_TOKEN" and "--api-key" do not.
@@ -49,6 +51,7 @@ _TOKEN_FORMATS = re.compile(
     r"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"  # AWS access key ids
     r"|\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"  # JWT (service-account tokens)
 )
+_URL_PASSWORD = re.compile(r"(?P<lead>\b[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@]*:)(?P<password>[^/\s@]+)@")
 _FLAG = re.compile(r"(?P<flag>--?[A-Za-z][A-Za-z0-9_\-]*)(?P<sep>=|[ \t]+)(?P<value>\"[^\"]*\"|'[^']*'|[^\s\"']+)")
 _ASSIGNMENT = re.compile(
     r"(?P<name>\b[A-Za-z_][A-Za-z0-9_.\-]*)(?P<sep>[ \t]*[=:][ \t]*)(?P<value>\"[^\"]*\"|'[^']*'|[^\s,;\"'}\]]+)"
@@ -102,6 +105,7 @@ def redact_text(text: str, hits: Counter[str] | None = None) -> str:
     """Apply the text rules to a log, a command line, or any string."""
     counter = hits if hits is not None else Counter()
     text = _sub(_KUBECONFIG_LINE, text, counter, KUBECONFIG, lambda m: f"{m['lead']}{REDACTED}")
+    text = _sub(_URL_PASSWORD, text, counter, URL_PASSWORD, lambda m: f"{m['lead']}{REDACTED}@")
     text = _sub(_BEARER, text, counter, BEARER, lambda m: f"{m[1]}{m[2]}{REDACTED}")
     text = _sub(_TOKEN_FORMATS, text, counter, TOKEN_FORMAT, lambda m: REDACTED)
     text = _sub(

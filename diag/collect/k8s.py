@@ -1,0 +1,362 @@
+"""The Kubernetes collector: the k8s/ files of the bundle, read through the API server.
+
+Phase 1 (`collect_objects`) writes k8s/<kind>.json exactly as `kubectl get <kind> -o json` prints
+it, for the target's scope (namespace or all, label selector, one pod, one RayCluster/RayService),
+plus the nodes, the events of the scoped objects and of their nodes, and the GPU device-plugin /
+GPU-operator daemonsets of every namespace. It hands the parsed pods on: the other collectors
+need them to find vLLM servers (`vllm_server_pods`), Ray heads (`ray_head_pods`) and one pod per GPU
+node to run nvidia-smi in (`gpu_exec_pods`). Phase 2 writes bounded log tails (`collect_logs`) and
+nvidia-smi output (`collect_gpu_exec`).
+
+No Kubernetes API server runs in CI: this is tested against tests/replay over real HTTP.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+
+from diag.collect.base import Sink, SourceResult, Target
+from diag.errors import ParseError
+from diag.model import Container, Pod
+from diag.parsers.k8s import RAY_CLUSTER_LABEL, RAY_NODE_TYPE_LABEL, parse_pods
+from diag.parsers.quantity import gpu_count, mig_total
+
+if TYPE_CHECKING:
+    from diag.collect.kube import KubeAccess
+
+# Kinds listed in the target's namespace(s), after the pods; file k8s/<kind>.json
+NAMESPACED_KINDS = ("services", "endpoints", "deployments", "statefulsets", "hpa", "rayclusters", "rayservices")
+RAY_KINDS = ("rayclusters", "rayservices")
+# Daemonsets whose name or label values contain one of these: the node's GPU stack
+GPU_DAEMONSETS = ("nvidia-device-plugin", "gpu-operator", "nvidia-dcgm-exporter", "gpu-feature-discovery")
+MAX_LOG_PODS = 40  # pods whose logs are read, the most suspicious first
+PARALLEL_REQUESTS = 8
+
+_Job = TypeVar("_Job")
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Where to look: one namespace or all (None), and which pods."""
+
+    namespace: str | None
+    pod_selector: str | None = None
+    pod_name: str | None = None
+
+    @property
+    def narrowed(self) -> bool:
+        """Only some pods of the namespace: events are then kept for the collected objects only."""
+        return bool(self.pod_selector or self.pod_name)
+
+
+@dataclass(frozen=True)
+class ExecTarget:
+    """A container to run a fixed command in, and the name its output is filed under."""
+
+    namespace: str
+    pod: str
+    container: str | None
+    file_stem: str  # e.g. the node name for gpu/<node>.xml
+
+
+@dataclass(frozen=True)
+class VllmPod:
+    namespace: str
+    pod: str
+    container: str
+    port: int
+    file_stem: str  # vllm/<file_stem>.metrics.txt: the pod name, or <namespace>.<pod> when names clash
+
+
+# ----------------------------------------------------------------------------- phase 1: objects
+
+
+def collect_objects(kube: "KubeAccess", target: Target, sink: Sink) -> tuple[list[Pod], list[SourceResult]]:
+    """Write k8s/*.json for the target; return the pods read (parsed) and how each file fared."""
+    namespace = target_namespace(kube, target)
+    with ThreadPoolExecutor(max_workers=PARALLEL_REQUESTS) as pool:
+        pending = {k: pool.submit(_list, kube, k, namespace) for k in NAMESPACED_KINDS}
+        pending["nodes"] = pool.submit(_list, kube, "nodes", None)
+        pending["daemonsets"] = pool.submit(_list, kube, "daemonsets", None)  # the GPU stack lives elsewhere
+        # --ray-cluster scopes the pods by the RayCluster(s) it names, so the Ray lists come first
+        outcomes = {k: pending[k].result() for k in RAY_KINDS}
+        scope, scope_note = _scope(target, namespace, outcomes)
+        outcomes["pods"] = _list(
+            kube, "pods", namespace, label_selector=scope.pod_selector, field_selector=_name_field(scope.pod_name)
+        )
+        outcomes.update({k: f.result() for k, f in pending.items()})
+    if isinstance(outcomes["endpoints"], SourceResult):  # the same addresses, when Endpoints cannot be read
+        outcomes["endpointslices"] = _list(kube, "endpointslices", namespace)
+    if isinstance(outcomes["daemonsets"], dict):
+        outcomes["daemonsets"]["items"] = [d for d in outcomes["daemonsets"]["items"] if _is_gpu_daemonset(d)]
+
+    lists = {k: v for k, v in outcomes.items() if isinstance(v, dict)}
+    results = [v for v in outcomes.values() if isinstance(v, SourceResult)]
+    pods = _parsed_pods(lists.get("pods"), results)
+    events = _events(kube, scope, pods, lists)
+    if isinstance(events, dict):
+        lists["events"] = events
+    else:
+        results.extend(events)
+    for kind, answer in lists.items():
+        sink.write(f"k8s/{kind}.json", json.dumps(answer, indent=4) + "\n")
+        results.append(SourceResult(f"k8s/{kind}.json", "ok", _list_detail(answer, scope_note if kind == "pods" else "")))
+    return pods, results
+
+
+def target_namespace(kube: "KubeAccess", target: Target) -> str | None:
+    """The namespace to read (None: all of them): -A, else -n, else the context's own."""
+    return None if target.all_namespaces else (target.namespace or kube.current_namespace())
+
+
+def _list(kube: "KubeAccess", kind: str, namespace: str | None, **selectors: str | None) -> dict | SourceResult:
+    from diag.collect.kube import KubeError
+
+    try:
+        return kube.list_json(kind, namespace, **selectors)
+    except KubeError as e:
+        if kind in RAY_KINDS and e.status == 404:
+            return SourceResult(f"k8s/{kind}.json", "skipped", "the ray.io/v1 CRDs are not installed")
+        return SourceResult(f"k8s/{kind}.json", "failed", str(e))
+
+
+def _scope(target: Target, namespace: str | None, ray_lists: dict[str, dict | SourceResult]) -> tuple[Scope, str]:
+    selectors = [s for s in (target.selector,) if s]
+    note = ""
+    if target.ray_cluster:
+        clusters = _ray_cluster_names(target.ray_cluster, ray_lists)
+        selectors.append(f"{RAY_CLUSTER_LABEL} in ({','.join(sorted(clusters))})")
+        note = f"RayCluster {', '.join(sorted(clusters))}"
+    return Scope(namespace, ",".join(selectors) or None, target.pod), note
+
+
+def _ray_cluster_names(name: str, ray_lists: dict[str, dict | SourceResult]) -> set[str]:
+    """A RayCluster is itself; a RayService is the RayCluster(s) KubeRay made for it (active, pending)."""
+    services = ray_lists.get("rayservices")
+    for service in services.get("items", []) if isinstance(services, dict) else []:
+        if (service.get("metadata") or {}).get("name") == name:
+            status = service.get("status") or {}
+            made = {
+                (status.get(key) or {}).get("rayClusterName") for key in ("activeServiceStatus", "pendingServiceStatus")
+            }
+            if made - {None, ""}:
+                return {n for n in made if n}
+    return {name}
+
+
+def _name_field(pod_name: str | None) -> str | None:
+    return f"metadata.name={pod_name}" if pod_name else None
+
+
+def _parsed_pods(pods_list: dict | None, results: list[SourceResult]) -> list[Pod]:
+    if pods_list is None:
+        return []
+    try:
+        return parse_pods(json.dumps(pods_list))
+    except ParseError as e:
+        results.append(SourceResult("k8s/pods", "failed", f"pods read but not understood, so no logs or exec: {e}"))
+        return []
+
+
+def _events(kube: "KubeAccess", scope: Scope, pods: list[Pod], lists: dict[str, dict]) -> dict | list[SourceResult]:
+    """Events of the scoped objects, and of the nodes their pods run on, in one v1 List."""
+    outcome = _list(kube, "events", scope.namespace)
+    if isinstance(outcome, SourceResult):
+        return [outcome]
+    items = outcome["items"]
+    if scope.narrowed:
+        related = _related_objects(pods, lists)
+        items = [e for e in items if _involved(e) in related]
+    nodes = {p.node_name for p in pods if p.node_name}
+    if nodes and (scope.namespace is not None or scope.narrowed):  # else every event is in already
+        node_events = _list(kube, "events", None, field_selector="involvedObject.kind=Node")
+        if isinstance(node_events, SourceResult):
+            return [SourceResult("k8s/events.json", "failed", f"events of the nodes: {node_events.detail}")]
+        seen = {(e.get("metadata") or {}).get("uid") for e in items}
+        items += [
+            e for e in node_events["items"] if _involved(e)[1] in nodes and (e.get("metadata") or {}).get("uid") not in seen
+        ]
+    return {**outcome, "items": items}
+
+
+def _involved(event: dict) -> tuple[str | None, str | None]:
+    obj = event.get("involvedObject") or {}
+    return obj.get("kind"), obj.get("name")
+
+
+def _related_objects(pods: list[Pod], lists: dict[str, dict]) -> set[tuple[str | None, str | None]]:
+    """(kind, name) of the pods, their owners, and every object collected in the scope."""
+    related = {("Pod", p.name) for p in pods} | {(p.owner_kind, p.owner_name) for p in pods if p.owner_kind}
+    for kind in ("services", "deployments", "statefulsets", "hpa", "rayclusters", "rayservices"):
+        for item in (lists.get(kind) or {}).get("items", []):
+            related.add((item.get("kind"), (item.get("metadata") or {}).get("name")))
+    return related
+
+
+def _is_gpu_daemonset(daemonset: dict) -> bool:
+    meta = daemonset.get("metadata") or {}
+    names = [meta.get("name") or "", *(v for v in (meta.get("labels") or {}).values() if isinstance(v, str))]
+    return any(pattern in name for name in names for pattern in GPU_DAEMONSETS)
+
+
+def _list_detail(answer: dict, note: str) -> str:
+    count = f"{len(answer.get('items', []))} items"
+    if (answer.get("metadata") or {}).get("continue"):
+        count += " (capped; more exist)"
+    return f"{count}; {note}" if note else count
+
+
+# ----------------------------------------------------------------------------- who is who
+
+
+def file_stems(pods: list[Pod]) -> dict[str, str]:
+    """pod key -> file stem: the pod name, or <namespace>.<pod> where two namespaces share a name."""
+    counts: dict[str, int] = {}
+    for pod in pods:
+        counts[pod.name] = counts.get(pod.name, 0) + 1
+    return {p.key: p.name if counts[p.name] == 1 else f"{p.namespace}.{p.name}" for p in pods}
+
+
+def vllm_server_pods(pods: list[Pod]) -> list[VllmPod]:
+    """Running pods whose container command/args start vLLM's OpenAI server, with its port."""
+    from diag.parsers.engine_args import parse_engine_args
+
+    stems = file_stems(pods)
+    found = []
+    for pod in pods:
+        if pod.phase != "Running":
+            continue
+        for container in pod.containers:
+            engine = parse_engine_args(container.command, container.args)
+            if engine is not None:
+                found.append(VllmPod(pod.namespace, pod.name, container.name, engine.port, stems[pod.key]))
+                break
+    return found
+
+
+def ray_head_pods(pods: list[Pod]) -> list[Pod]:
+    return [p for p in pods if p.labels.get(RAY_NODE_TYPE_LABEL) == "head"]
+
+
+def gpu_exec_pods(pods: list[Pod]) -> list[ExecTarget]:
+    """One running, ready pod per GPU node, and its container that was given GPUs (for nvidia-smi)."""
+    chosen: dict[str, ExecTarget] = {}
+    for pod in sorted(pods, key=lambda p: (p.namespace, p.name)):
+        if pod.node_name is None or pod.node_name in chosen or pod.phase != "Running":
+            continue
+        container = next((c for c in pod.containers if _has_gpus(c) and c.ready), None)
+        if container is not None:
+            chosen[pod.node_name] = ExecTarget(pod.namespace, pod.name, container.name, pod.node_name)
+    return list(chosen.values())
+
+
+def _has_gpus(container: Container) -> bool:
+    return gpu_count(container.limits, container.requests) > 0 or mig_total(container.limits, container.requests) > 0
+
+
+def pods_that_matter(pods: list[Pod]) -> list[Pod]:
+    """vLLM servers, Ray heads and workers, and pods that are not Running and Ready or that restart."""
+    from diag.parsers.engine_args import parse_engine_args
+
+    def trouble(pod: Pod) -> int:
+        containers = pod.containers + pod.init_containers
+        restarts = sum(c.restart_count for c in containers)
+        unready = pod.phase != "Running" or any(c.ready is False for c in pod.containers)
+        return 2 * unready + (restarts > 0)
+
+    def serving(pod: Pod) -> bool:
+        return pod.ray_node_type is not None or any(parse_engine_args(c.command, c.args) for c in pod.containers)
+
+    wanted = [p for p in pods if p.phase != "Succeeded" and (trouble(p) or serving(p))]
+    wanted.sort(key=lambda p: (-trouble(p), p.namespace, p.name))
+    return wanted[:MAX_LOG_PODS]
+
+
+# ----------------------------------------------------------------------------- phase 2: logs, exec
+
+
+@dataclass(frozen=True)
+class _LogRequest:
+    pod: Pod
+    container: str
+    previous: bool
+    rel: str  # k8s/logs/<stem>[.<container>][.previous].log
+
+
+def log_requests(pods: list[Pod], all_pods: list[Pod]) -> tuple[list[_LogRequest], list[SourceResult]]:
+    """Which logs to read: the current one of every container that ran, --previous where one restarted."""
+    stems = file_stems(all_pods)
+    requests: list[_LogRequest] = []
+    skipped: list[SourceResult] = []
+    for pod in pods:
+        stem = stems.get(pod.key, pod.name)
+        several = len(pod.containers) > 1
+        chosen = [(c, False) for c in pod.containers] + [(c, True) for c in pod.init_containers if _init_failed(c)]
+        for container, is_init in chosen:
+            base = f"k8s/logs/{stem}.{container.name}" if several or is_init else f"k8s/logs/{stem}"
+            ran = container.state in ("running", "terminated") or container.restart_count > 0
+            if ran:
+                requests.append(_LogRequest(pod, container.name, False, f"{base}.log"))
+            else:
+                why = container.state_reason or container.state or "not started"
+                skipped.append(SourceResult(f"{base}.log", "skipped", f"container {container.name} has not run ({why})"))
+            if container.restart_count > 0 or container.last_exit_code is not None:
+                requests.append(_LogRequest(pod, container.name, True, f"{base}.previous.log"))
+    return requests, skipped
+
+
+def _init_failed(container: Container) -> bool:
+    return container.restart_count > 0 or (container.state == "terminated" and container.last_exit_code not in (None, 0))
+
+
+def collect_logs(kube: "KubeAccess", pods: list[Pod], sink: Sink, tail_lines: int) -> list[SourceResult]:
+    """Bounded log tails (current and --previous) of the pods that matter."""
+    from diag.collect.kube import KubeError
+
+    requests, results = log_requests(pods_that_matter(pods), pods)
+
+    def read(req: _LogRequest) -> SourceResult:
+        where = f"{req.pod.key} container {req.container}" + (" (previous)" if req.previous else "")
+        try:
+            text = kube.pod_log(req.pod.namespace, req.pod.name, req.container, tail_lines, req.previous)
+        except KubeError as e:
+            return SourceResult(req.rel, "failed", str(e))
+        sink.write(req.rel, text)
+        return SourceResult(req.rel, "ok", where)
+
+    return results + _parallel(read, requests)
+
+
+def collect_gpu_exec(kube: "KubeAccess", pods: list[Pod], sink: Sink, timeout_s: float) -> list[SourceResult]:
+    """nvidia-smi -q -x and the --query-gpu CSV, run in one GPU pod per node -> gpu/<node>.xml, .csv."""
+    from diag.collect.gpu import NVIDIA_SMI_CSV, NVIDIA_SMI_XML
+    from diag.collect.kube import KubeError
+
+    targets = gpu_exec_pods(pods)
+    if not targets:
+        return [SourceResult("gpu", "skipped", "no running pod with a GPU to run nvidia-smi in")]
+    jobs = [(t, argv, f"gpu/{t.file_stem}.{ext}") for t in targets for argv, ext in ((NVIDIA_SMI_XML, "xml"), (NVIDIA_SMI_CSV, "csv"))]
+
+    def run(job: tuple[ExecTarget, list[str], str]) -> SourceResult:
+        target, argv, rel = job
+        where = f"`{' '.join(argv)}` in {target.namespace}/{target.pod}"
+        try:
+            output = kube.exec_fixed(target.namespace, target.pod, target.container, argv, timeout_s)
+        except KubeError as e:
+            return SourceResult(rel, "failed", str(e))
+        sink.write(rel, output)
+        return SourceResult(rel, "ok", where)
+
+    return _parallel(run, jobs)
+
+
+def _parallel(fn: Callable[[_Job], SourceResult], jobs: Iterable[_Job]) -> list[SourceResult]:
+    jobs = list(jobs)
+    if not jobs:
+        return []
+    with ThreadPoolExecutor(max_workers=min(PARALLEL_REQUESTS, len(jobs))) as pool:
+        return list(pool.map(fn, jobs))

@@ -1,0 +1,328 @@
+"""Live collection: run the collectors into one redacted Bundle, then the analyzer reads it as any other.
+
+Phase 1 reads the Kubernetes objects (the others need the pod list); phase 2 runs logs, vLLM, Ray,
+GPU exec and Prometheus in parallel. Each collector has a timeout of its own and the run has one in
+all; a collector that raises or runs out of time is one "failed" line, never a crash. On Ctrl-C the
+run stops waiting, keeps what came back and marks the rest "failed: interrupted". Progress goes to
+stderr.
+
+No Kubernetes API server runs in CI: the Kubernetes path is tested against tests/replay over real HTTP.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from diag.bundle import Bundle
+from diag.collect.base import Sink, SourceResult, Target
+from diag.collect.manifest import CollectionRecord, write_manifest
+from diag.collect.redact import Redactor
+from diag.model import Pod
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from diag.collect.kube import KubeAccess
+
+MAX_PARALLEL_COLLECTORS = 8
+INTERRUPTED = "interrupted"
+
+
+@dataclass
+class CollectContext:
+    """What a collector gets: the target, where to write, the API server, and phase 1's pods."""
+
+    target: Target
+    sink: Sink
+    kube: "KubeAccess | None"  # None: no Kubernetes configuration could be loaded
+    pods: list[Pod] = field(default_factory=list)  # filled by the phase-1 Kubernetes collector
+
+
+@dataclass(frozen=True)
+class Collector:
+    name: str  # shown in the progress display; the SourceResult name when the collector itself fails
+    run: Callable[[CollectContext], list[SourceResult]]
+    phase: int = 2  # 1: Kubernetes objects, before everything else
+    timeout_s: float | None = None  # None: the target's per-source timeout
+
+
+class _RunSink(Sink):
+    """A Sink that stops accepting files once the run is over, so a collector abandoned at its
+    timeout cannot change the bundle after the manifest has been written."""
+
+    def __init__(self, bundle: Bundle, redact: Callable[[str, bytes], bytes]) -> None:
+        super().__init__(bundle, redact)
+        self._gate = threading.Lock()
+        self._closed = False
+
+    def write(self, rel: str, data: bytes | str) -> None:
+        with self._gate:
+            if not self._closed:
+                super().write(rel, data)
+
+    def close(self) -> None:
+        with self._gate:
+            self._closed = True
+
+
+def collect(
+    target: Target, collectors: list[Collector], progress: "Console | None" = None
+) -> tuple[Bundle, list[SourceResult]]:
+    """Run `collectors` for `target` into a new in-memory bundle with manifest.json."""
+    started = time.time()
+    deadline = time.monotonic() + target.total_timeout_s
+    redactor = Redactor()
+    sink = _RunSink(Bundle(), redactor)
+    kube, results = _connect(target, collectors)
+    ctx = CollectContext(target, sink, kube)
+    view = _ProgressView(progress)
+    pool = ThreadPoolExecutor(max_workers=MAX_PARALLEL_COLLECTORS, thread_name_prefix="llmdiag-collect")
+    phases = [[c for c in collectors if c.phase == 1], [c for c in collectors if c.phase != 1]]
+    try:
+        with view:
+            for i, phase in enumerate(phases):
+                try:
+                    results += _run_phase(pool, phase, ctx, deadline, view)
+                except KeyboardInterrupt:
+                    results += [SourceResult(c.name, "failed", INTERRUPTED) for p in phases[i + 1 :] for c in p]
+                    break
+    finally:
+        sink.close()
+        pool.shutdown(wait=False, cancel_futures=True)
+    record = CollectionRecord(
+        target=target,
+        started_at=started,
+        finished_at=time.time(),
+        results=results,
+        kube_context=kube.context if kube else None,
+        kube_server=kube.server if kube else None,
+        namespace=_namespace(kube, target),
+        scrape_times=dict(sink.scrape_times),
+        redactions=dict(redactor.applied),
+    )
+    write_manifest(sink.bundle, record)
+    return sink.bundle, results
+
+
+def _connect(target: Target, collectors: list[Collector]) -> tuple["KubeAccess | None", list[SourceResult]]:
+    from diag.collect.kube import KubeAccess, KubeError
+
+    try:
+        return KubeAccess(target.kubeconfig, target.context), []
+    except KubeError as e:
+        asked = any((target.kubeconfig, target.context, target.namespace, target.selector, target.pod, target.ray_cluster))
+        outside = any((target.vllm_urls, target.ray_address, target.prometheus_url))
+        status = "failed" if asked or not outside else "skipped"
+        return None, [SourceResult("kubernetes", status, str(e))] if collectors else []
+
+
+def _namespace(kube: "KubeAccess | None", target: Target) -> str | None:
+    from diag.collect.k8s import target_namespace
+
+    return target_namespace(kube, target) if kube else None
+
+
+def _run_phase(
+    pool: ThreadPoolExecutor, collectors: list[Collector], ctx: CollectContext, deadline: float, view: "_ProgressView"
+) -> list[SourceResult]:
+    """Run one phase's collectors at once; wait for each until its own timeout or the run's ends."""
+    start = time.monotonic()
+    futures: dict[Future[list[SourceResult]], Collector] = {}
+    limits: dict[Future[list[SourceResult]], float] = {}
+    for c in collectors:
+        future = pool.submit(_guarded, c, ctx)
+        futures[future] = c
+        limits[future] = min(deadline, start + (c.timeout_s or ctx.target.source_timeout_s))
+        view.started(c.name)
+    results: list[SourceResult] = []
+    pending = set(futures)
+    try:
+        while pending:
+            now = time.monotonic()
+            for future in [f for f in pending if f.done() or limits[f] <= now]:
+                pending.discard(future)
+                c = futures[future]
+                if future.done():
+                    got = future.result()
+                else:
+                    future.cancel()
+                    got = [SourceResult(c.name, "failed", f"timed out after {limits[future] - start:.0f}s")]
+                results += got
+                view.finished(c.name, got)
+            if pending:
+                wait(pending, timeout=max(0.0, min(limits[f] for f in pending) - now), return_when=FIRST_COMPLETED)
+    except KeyboardInterrupt:
+        for future in pending:
+            future.cancel()
+            results.append(SourceResult(futures[future].name, "failed", INTERRUPTED))
+            view.finished(futures[future].name, results[-1:])
+        raise
+    return results
+
+
+def _guarded(collector: Collector, ctx: CollectContext) -> list[SourceResult]:
+    try:
+        return collector.run(ctx)
+    except Exception as e:  # noqa: BLE001 - a collector's bug is one failed source, never a crash
+        text = str(e).strip()
+        first = text.splitlines()[0] if text else ""
+        return [SourceResult(collector.name, "failed", f"{type(e).__name__}: {first}" if first else type(e).__name__)]
+
+
+# ----------------------------------------------------------------------------- progress
+
+
+class _ProgressView:
+    """One line per collector on stderr: reading, or how it ended."""
+
+    def __init__(self, console: "Console | None") -> None:
+        self._console = console
+        self._lines: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._live = None
+
+    def __enter__(self) -> "_ProgressView":
+        if self._console is not None:
+            from rich.live import Live
+
+            self._live = Live(self._render(), console=self._console, transient=False, refresh_per_second=8)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.update(self._render())
+            self._live.__exit__(None, None, None)
+
+    def started(self, name: str) -> None:
+        self._set(name, f"[cyan]…[/] {name}: reading")
+
+    def finished(self, name: str, results: list[SourceResult]) -> None:
+        failed = [r for r in results if r.status == "failed"]
+        ok = sum(r.status == "ok" for r in results)
+        if failed:
+            first = f"{failed[0].name}: {failed[0].detail}" if failed[0].name != name else failed[0].detail
+            more = f" (+{len(failed) - 1} more)" if len(failed) > 1 else ""
+            self._set(name, f"[red]✗[/] {name}: {ok} ok, {len(failed)} failed: {first}{more}")
+        else:
+            self._set(name, f"[green]✓[/] {name}: {ok} ok" + (f", {len(results) - ok} skipped" if len(results) > ok else ""))
+
+    def _set(self, name: str, line: str) -> None:
+        with self._lock:
+            self._lines[name] = line
+            if self._live is not None:
+                self._live.update(self._render())
+
+    def _render(self):  # noqa: ANN202 - a rich renderable
+        from rich.text import Text
+
+        return Text.from_markup("\n".join(self._lines.values()) or "collecting…")
+
+
+# ----------------------------------------------------------------------------- the default set
+
+
+def default_collectors(target: Target) -> list[Collector]:
+    """Every source the target reaches: Kubernetes first, then logs, GPUs, vLLM, Ray, Prometheus."""
+    per_source = target.source_timeout_s
+    vllm_time = per_source * 3 + target.scrape_interval_s * max(0, target.scrapes - 1)
+    collectors = [
+        Collector("kubernetes objects", _kubernetes_objects, phase=1, timeout_s=per_source * 3),
+        Collector("kubernetes logs", _kubernetes_logs, timeout_s=per_source * 2),
+        Collector("gpu (nvidia-smi in pods)", _gpu_exec, timeout_s=per_source * 2),
+        Collector("vllm", _vllm, timeout_s=vllm_time),
+        Collector("ray", _ray, timeout_s=per_source * 3),
+    ]
+    if target.local_gpu is not False:
+        collectors.append(Collector("gpu (this host)", _local_gpu, timeout_s=per_source * 4))
+    if target.prometheus_url:
+        collectors.append(Collector("prometheus", _prometheus, timeout_s=per_source * 2))
+    return collectors
+
+
+def collect_live(target: Target, progress: "Console | None" = None) -> Bundle:
+    """What `llmdiag triage` and `llmdiag collect` call: every source, one bundle."""
+    bundle, _ = collect(target, default_collectors(target), progress)
+    return bundle
+
+
+def _kubernetes_objects(ctx: CollectContext) -> list[SourceResult]:
+    from diag.collect.k8s import collect_objects
+
+    if ctx.kube is None:
+        return [SourceResult("k8s", "skipped", "no Kubernetes configuration")]
+    ctx.pods, results = collect_objects(ctx.kube, ctx.target, ctx.sink)
+    return results
+
+
+def _kubernetes_logs(ctx: CollectContext) -> list[SourceResult]:
+    from diag.collect.k8s import collect_logs
+
+    if ctx.kube is None:
+        return [SourceResult("k8s/logs", "skipped", "no Kubernetes configuration")]
+    return collect_logs(ctx.kube, ctx.pods, ctx.sink, ctx.target.log_tail_lines)
+
+
+def _gpu_exec(ctx: CollectContext) -> list[SourceResult]:
+    from diag.collect.k8s import collect_gpu_exec
+
+    if ctx.kube is None:
+        return [SourceResult("gpu/exec", "skipped", "no Kubernetes configuration")]
+    return collect_gpu_exec(ctx.kube, ctx.pods, ctx.sink, ctx.target.source_timeout_s)
+
+
+def _vllm(ctx: CollectContext) -> list[SourceResult]:
+    from diag.collect.k8s import vllm_server_pods
+    from diag.collect.vllm import collect_vllm, pod_endpoint, url_endpoint
+
+    endpoints = [url_endpoint(url) for url in ctx.target.vllm_urls]
+    if ctx.kube is not None:
+        endpoints += [
+            pod_endpoint(ctx.kube, p.namespace, p.pod, p.port, name=p.file_stem) for p in vllm_server_pods(ctx.pods)
+        ]
+    if not endpoints:
+        return [SourceResult("vllm", "skipped", "no vLLM server found (no pod runs vLLM's OpenAI server; no --vllm-url)")]
+    return collect_vllm(endpoints, ctx.sink, ctx.target)
+
+
+def _ray(ctx: CollectContext) -> list[SourceResult]:
+    from diag.collect.k8s import ray_head_pods
+    from diag.collect.ray import RayHead, collect_ray_address, collect_ray_head
+
+    if ctx.target.ray_address:
+        return collect_ray_address(ctx.target.ray_address, ctx.sink, ctx.target.source_timeout_s)
+    heads = [p for p in ray_head_pods(ctx.pods) if p.ray_cluster]
+    if ctx.kube is None or not heads:
+        return [SourceResult("ray", "skipped", "no Ray head pod in scope (label ray.io/node-type=head); no --ray-address")]
+    head = heads[0]
+    results = collect_ray_head(
+        ctx.kube,
+        RayHead(head.namespace, head.ray_cluster or "", head.name, head.containers[0].name if head.containers else None),
+        ctx.sink,
+        ctx.target.source_timeout_s,
+    )
+    if len(heads) > 1:
+        others = ", ".join(p.key for p in heads[1:])
+        results.append(SourceResult("ray", "skipped", f"read {head.key} only; also heads {others} (choose with --ray-cluster)"))
+    return results
+
+
+def _local_gpu(ctx: CollectContext) -> list[SourceResult]:
+    from diag.collect.gpu import collect_local
+
+    files, statuses = collect_local(socket.gethostname())
+    for rel, data in files.items():
+        ctx.sink.write(rel, data)
+    return [SourceResult(rel, status, detail) for rel, (status, detail) in statuses.items()]
+
+
+def _prometheus(ctx: CollectContext) -> list[SourceResult]:
+    from diag.collect.prometheus import collect_prometheus
+
+    return collect_prometheus(ctx.target.prometheus_url or "", ctx.sink, ctx.target.source_timeout_s)
