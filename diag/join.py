@@ -22,6 +22,7 @@ def join(snap: Snapshot) -> Snapshot:
     _gpus_to_nodes_and_pods(snap)
     _gpu_processes_to_ray_actors(snap)
     _ray_groups_to_pods(snap)
+    _placement_group_strategies(snap)
     return snap
 
 
@@ -68,7 +69,7 @@ def _vllm_servers_to_pods(snap: Snapshot) -> None:
     services = [s for s in snap.services if s.selector]
     for pod in snap.pods:
         for container in pod.containers:
-            args = engine_args.parse_engine_args(container.command, container.args)
+            args = engine_args.parse_engine_args(container.command, container.args, container.image)
             if args is None:
                 continue
             server = servers.get(f"{pod.namespace}.{pod.name}") or servers.get(pod.name)
@@ -141,6 +142,17 @@ def _ray_groups_to_pods(snap: Snapshot) -> None:
             ]
             group.pods_total = len(members)
             group.pods_running = sum(1 for p in members if p.phase == "Running")
+
+
+def _placement_group_strategies(snap: Snapshot) -> None:
+    """The state API omits a placement group's strategy; `ray status` names it in the demand line."""
+    if snap.ray_status is None:
+        return
+    demands = [d for d in snap.ray_status.demands if d.kind == "placement_group" and d.strategy]
+    for pg in snap.placement_groups:
+        if pg.strategy is None:
+            match = next((d for d in demands if pg.bundles and all(b == d.resources for b in pg.bundles)), None)
+            pg.strategy = match.strategy if match else None
 
 
 def _gpu_limit(limits: dict[str, str]) -> int:

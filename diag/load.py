@@ -6,6 +6,7 @@ that the layout knows but the bundle lacks is "missing": never read as healthy.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from pathlib import PurePosixPath
@@ -135,8 +136,10 @@ class _Loader:
             self.run(rel, lambda: _merge_ray_nodes(snap, ray_state.parse_nodes(text)))
         elif name == "nodes_summary.json":
             self.run(rel, lambda: _merge_ray_nodes(snap, ray_state.parse_nodes_summary(text)))
+        elif name == "logical_actors.json":
+            self.run(rel, lambda: _merge_actor_gpu_ids(snap, ray_state.parse_logical_actors(text)))
         elif name == "version.json":
-            self.ok(rel)
+            self.run(rel, lambda: _set_ray_version(snap, text))
         else:
             snap.sources[rel] = SourceStatus("skipped", f"{rel}: unknown Ray file")
 
@@ -255,6 +258,24 @@ def _merge_ray_nodes(snap: Snapshot, nodes: list) -> None:
         for field_name, value in vars(node).items():
             if value not in (None, [], {}, "") and getattr(known, field_name) in (None, [], {}, ""):
                 setattr(known, field_name, value)
+
+
+def _merge_actor_gpu_ids(snap: Snapshot, logical: list) -> None:
+    """/logical/actors knows which GPU slots each actor holds; the state API does not."""
+    gpu_ids = {a.actor_id: a.gpu_ids for a in logical if a.gpu_ids}
+    for actor in snap.ray_actors:
+        actor.gpu_ids = actor.gpu_ids or gpu_ids.get(actor.actor_id, [])
+
+
+def _set_ray_version(snap: Snapshot, text: str) -> None:
+    """/api/version names the head's Ray version; kept in the manifest-like slot rules read."""
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise ParseError(f"not valid JSON: {e}") from e
+    if not isinstance(data, dict) or not isinstance(data.get("ray_version"), str):
+        raise ParseError("no 'ray_version' string: not a Ray dashboard /api/version answer")
+    snap.ray_head_version = data["ray_version"]
 
 
 def _merge_gpus(snap: Snapshot, gpus: list) -> None:

@@ -434,6 +434,7 @@ class Snapshot:
     ray_clusters: list[RayClusterSpec] = field(default_factory=list)
     daemonsets: list[DaemonSet] = field(default_factory=list)
     ray_status: RayStatus | None = None
+    ray_head_version: str | None = None  # the dashboard's /api/version
     ray_nodes: list[RayNode] = field(default_factory=list)
     ray_actors: list[RayActor] = field(default_factory=list)
     placement_groups: list[PlacementGroup] = field(default_factory=list)

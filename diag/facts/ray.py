@@ -30,6 +30,7 @@ def cluster_facts(snap: Snapshot) -> dict:
         "ray_usage": {k: {"used": u, "total": t} for k, (u, t) in status.usage.items()} if status else {},
         "ray_demands": demands,
         "ray_versions": versions,
+        "ray_head_version": snap.ray_head_version,
         "ray_nodes_alive": len(nodes),
         "ray_gpu_total": sum(n.resources_total.get("GPU", 0.0) for n in nodes),
         "ray_resource_names": sorted({k for n in nodes for k in n.resources_total}),

@@ -28,7 +28,7 @@ def render_markdown(report: Report) -> str:
     out += ["## Sources", "", f"- read: {len(v.sources_ok)}"]
     if v.sources_missing:
         out.append(f"- missing: {', '.join(f'`{s}`' for s in v.sources_missing)}")
-    out += [f"- failed: {detail}" for _, detail in v.sources_failed]
+    out += [f"- {status}: {detail}" for status, detail in v.sources_failed]
     out += ["", f"{v.rules_checked} rules had the data they need; {v.rules_fired} fired.", ""]
     return "\n".join(out)
 

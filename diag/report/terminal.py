@@ -38,8 +38,9 @@ def print_report(report: Report, console: Console) -> None:
     console.print(f"[bold]Sources[/]: {len(v.sources_ok)} read", highlight=False)
     if v.sources_missing:
         console.print(f"  missing: {escape(', '.join(v.sources_missing))}", style="yellow")
-    for _, detail in v.sources_failed:
-        console.print(f"  [red]failed[/] {escape(detail)}")
+    for status, detail in v.sources_failed:
+        style = "red" if status == "failed" else "dim"
+        console.print(f"  [{style}]{status}[/] {escape(detail)}")
 
 
 def _finding_body(f: Finding) -> Group:

@@ -16,7 +16,7 @@ class ReportView:
     by_layer: dict[str, list[Finding]]  # every other finding, deepest layer first
     sources_ok: list[str]
     sources_missing: list[str]
-    sources_failed: list[tuple[str, str]]  # (name, one-line reason); "skipped" ones included
+    sources_failed: list[tuple[str, str]]  # (status, one-line reason): failed and skipped sources
     rules_fired: int
     rules_checked: int
     rules_unknown: list[str]
@@ -37,7 +37,7 @@ def view(report: Report) -> ReportView:
         by_layer=by_layer,
         sources_ok=sorted(n for n, s in report.sources.items() if s.status == "ok"),
         sources_missing=sorted(n for n, s in report.sources.items() if s.status == "missing"),
-        sources_failed=sorted((n, s.detail or s.status) for n, s in report.sources.items() if s.status in ("failed", "skipped")),
+        sources_failed=sorted((s.status, s.detail or n) for n, s in report.sources.items() if s.status in ("failed", "skipped")),
         rules_fired=sum(1 for o in outcomes if o.status == "fired"),
         rules_checked=sum(1 for o in outcomes if o.status in ("fired", "silent")),
         rules_unknown=sorted(r for r, o in report.outcomes.items() if o.status in ("unknown", "skipped")),
