@@ -184,9 +184,11 @@ def test_only_comments_is_an_exposition_without_samples():
     [
         ("", "empty file, expected Prometheus text exposition"),
         ("  \n\n", "empty file, expected Prometheus text exposition"),
-        ("<!DOCTYPE html>\n<html><body>502 Bad Gateway</body></html>\n", "an HTML or XML document, not Prometheus text exposition"),
+        ("<!DOCTYPE html>\n<html><body>502 Bad Gateway</body></html>\n",
+         "an HTML or XML document, not Prometheus text exposition"),
         ('{"detail": "Not Found"}', "JSON, not Prometheus text exposition"),
-        ("Internal Server Error", "not Prometheus text exposition, no sample found (line 1: value 'Server' is not a number: Internal Server Error)"),
+        ("Internal Server Error",
+         "not Prometheus text exposition, no sample found (line 1: value 'Server' is not a number: Internal Server Error)"),
     ],
 )
 def test_not_exposition_raises_one_line(text, message):
