@@ -1,0 +1,142 @@
+"""Known failure lines in container logs, Xid codes, and how long vLLM took to start.
+
+Signal names are a contract with the rules (rules/*.yaml read `log_signals.<name>`). Every pattern
+matches wording traced to its source: vLLM (v1/core/kv_cache_utils.py, worker/worker.py,
+core/scheduler.py, v1/engine/exceptions.py, v1/engine/core_client.py, v1/engine/utils.py,
+config.py), PyTorch, the CUDA runtime, nvidia-container-cli, transformers / huggingface_hub,
+Ray's raylet and the NVIDIA kernel driver (see shared/reference/vllm/log-lines.txt, gpu/XID.md,
+ray/STATE-API.md).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+
+MAX_LINES_PER_SIGNAL = 5
+
+SIGNALS: dict[str, re.Pattern[str]] = {
+    name: re.compile("|".join(f"(?:{p})" for p in patterns))
+    for name, patterns in {
+        "kv_cache_too_small": (
+            r"To serve at least one request with the models?'s max seq len",  # V1 (vLLM's own "models's")
+            r"is larger than the maximum number of tokens that can be stored in KV cache",  # V0
+        ),
+        "no_cache_blocks": (r"No available memory for the cache blocks",),
+        "cuda_oom": (r"CUDA out of memory", r"torch\.(?:cuda\.)?OutOfMemoryError"),
+        "cuda_driver_too_old": (
+            r"CUDA driver version is insufficient for CUDA runtime version",  # cudaErrorInsufficientDriver
+            r"unsatisfied condition: cuda>=[\d.]+, please update your driver",  # nvidia-container-cli
+            r"The NVIDIA driver on your system is too old",  # PyTorch's CUDA init
+        ),
+        "model_not_found": (
+            r"does not appear to have a file named config\.json",  # transformers
+            r"Repository Not Found",  # huggingface_hub RepositoryNotFoundError
+            r"is not a local folder and is not a valid model identifier",  # transformers
+            r"Invalid repository ID or local directory specified",  # vLLM config
+            r"Repo id must be in the form 'repo_name' or 'namespace/repo_name'",  # a local path that is not there
+            r"No such file or directory: ['\"][^'\"]*(?:[Mm]odel|config\.json|tokenizer|\.safetensors|\.gguf|huggingface)",
+        ),
+        "xid": (r"NVRM: Xid \((?:PCI:)?[0-9A-Fa-f:.]+\): \d+",),
+        "ray_cannot_schedule": (r"cannot be scheduled right now",),
+        "preemption": (r"is preempted by PreemptionMode",),  # V0 scheduler; V1 only counts them
+        "engine_dead": (
+            r"EngineDeadError",
+            r"Engine core proc \S+ died unexpectedly",
+            r"Engine core initialization failed",
+        ),
+    }.items()
+}
+
+_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_XID_CODE = re.compile(r"NVRM: Xid \((?:PCI:)?[0-9A-Fa-f:.]+\): (\d+)")
+
+
+def scan_log(text: str) -> dict[str, list[str]]:
+    """Known failure lines by signal name: the last MAX_LINES_PER_SIGNAL of each, stripped."""
+    found: dict[str, deque[str]] = {}
+    for raw_line in text.splitlines():
+        line = _ANSI_ESCAPE.sub("", raw_line).strip()
+        if not line:
+            continue
+        for name, pattern in SIGNALS.items():
+            if pattern.search(line):
+                found.setdefault(name, deque(maxlen=MAX_LINES_PER_SIGNAL)).append(line)
+    return {name: list(lines) for name, lines in found.items()}
+
+
+def xids_in(lines: Iterable[str]) -> list[int]:
+    """The Xid codes of kernel lines "NVRM: Xid (PCI:0000:65:00): 79, ...", in order."""
+    return [int(m.group(1)) for line in lines for m in _XID_CODE.finditer(line)]
+
+
+# --------------------------------------------------------------------------- startup time
+
+# vLLM's logger: "INFO 08-19 14:58:40 [core.py:215] ..." (optionally "(EngineCore_0 pid=1) " before it);
+# `kubectl logs --timestamps`: "2025-08-19T14:58:40.123456789Z ..." at the start of the line.
+_VLLM_TIME = re.compile(r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?\b")
+_KUBECTL_TIME = re.compile(r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:Z|[+-]\d{2}:\d{2})\s")
+_READY = re.compile(r"Application startup complete|Uvicorn running on")
+_SECONDS = r"(\d+(?:\.\d+)?) s(?:econds)?\b"
+_WEIGHTS = re.compile(r"Loading weights took " + _SECONDS)
+_MODEL_LOADING = re.compile(r"Model loading took (?:\d+(?:\.\d+)? GiB(?: memory)? and )?" + _SECONDS)
+_ENGINE_INIT = re.compile(r"init engine \(profile, create kv cache, warmup model\) took " + _SECONDS)
+_VLLM_YEAR = 2000  # vLLM's stamps have no year; a leap year so that 02-29 reads
+
+
+def model_load_seconds(text: str) -> float | None:
+    """Seconds vLLM took to load the model and start serving, from its startup log.
+
+    With timestamps: from the first stamped line to "Application startup complete" / "Uvicorn running
+    on" (those uvicorn lines carry no stamp: the last stamp before them is used). Without that: the
+    model load ("Model loading took", else "Loading weights took") plus the engine init ("init engine
+    (profile, create kv cache, warmup model) took"), the slowest worker of each. None when the log
+    shows neither.
+    """
+    lines = text.splitlines()
+    span = _startup_span(lines)
+    if span is not None:
+        return span
+    loading = _longest(_MODEL_LOADING, lines) or _longest(_WEIGHTS, lines)
+    init = _longest(_ENGINE_INIT, lines)
+    if loading is None and init is None:
+        return None
+    return (loading or 0.0) + (init or 0.0)
+
+
+def _startup_span(lines: list[str]) -> float | None:
+    first: datetime | None = None
+    last: datetime | None = None
+    for line in lines:
+        stamp = _timestamp(line)
+        if stamp is not None:
+            first = first or stamp
+            last = stamp
+        if _READY.search(line) and first is not None and last is not None:
+            elapsed = last - first
+            if elapsed < timedelta(0):  # a new year began inside a log whose stamps have no year
+                elapsed += timedelta(days=366)  # the length of _VLLM_YEAR
+            return elapsed.total_seconds()
+    return None
+
+
+def _timestamp(line: str) -> datetime | None:
+    if (m := _KUBECTL_TIME.match(line)) is not None:
+        year, month, day, hour, minute, second, fraction = m.groups()
+    elif (m := _VLLM_TIME.search(line)) is not None:
+        month, day, hour, minute, second, fraction = m.groups()
+        year = str(_VLLM_YEAR)
+    else:
+        return None
+    micros = int((fraction or "0")[:6].ljust(6, "0"))
+    try:
+        return datetime(int(year), int(month), int(day), int(hour), int(minute), int(second), micros)
+    except ValueError:  # not a date after all
+        return None
+
+
+def _longest(pattern: re.Pattern[str], lines: list[str]) -> float | None:
+    values = [float(m.group(1)) for line in lines if (m := pattern.search(line)) is not None]
+    return max(values) if values else None
