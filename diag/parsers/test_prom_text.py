@@ -216,3 +216,10 @@ def test_odd_lines_are_reported_not_raised(text):
     exposition = parse_exposition("vllm:ok 1\n" + text)
     assert [s.name for s in exposition.samples] == ["vllm:ok"]
     assert len(exposition.errors) == 1 and exposition.errors[0].startswith("line 2: ")
+
+
+def test_hash_and_braces_inside_label_values_are_text():
+    text = 'http_requests_total{handler="/v1/#anchor",note="{not a label set}"} 3 # {trace_id="#1"} 1\n'
+    (sample,) = parse_exposition(text).samples
+    assert sample.labels == {"handler": "/v1/#anchor", "note": "{not a label set}"}
+    assert sample.value == 3.0
