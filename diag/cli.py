@@ -220,13 +220,13 @@ def main() -> None:
         _fail(str(e))
     except KeyboardInterrupt:
         _fail("interrupted")
+    except typer.Abort:
+        _fail("interrupted")
+    except typer.TyperException as e:  # usage errors: a missing argument, an unknown option ...
+        if not e.format_message():  # no arguments at all: the help was printed
+            sys.exit(0)
+        _fail(f"{e.format_message()} (see `llmdiag --help`)")
     except Exception as e:  # noqa: BLE001 - the last guard: users get one line, never a traceback
-        import click
-
-        if isinstance(e, click.exceptions.Abort):
-            _fail("interrupted")
-        if isinstance(e, click.ClickException):
-            _fail(e.format_message())
         _fail(f"internal error: {type(e).__name__}: {e} (please report this with the bundle)")
     sys.exit(code if isinstance(code, int) else 0)
 
