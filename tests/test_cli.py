@@ -1,0 +1,183 @@
+"""The command line as users and runbooks meet it: exit codes, the JSON contract, damaged input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+REFERENCE = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "h200"
+LAYERS = {"kubernetes", "ray", "vllm", "gpu", None}
+
+
+def llmdiag(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "diag.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+@pytest.fixture
+def gpu_bundle(tmp_path: Path) -> Path:
+    """A bundle holding one real H200 `nvidia-smi -q -x` capture (idle) and nothing else."""
+    bundle = tmp_path / "bundle"
+    (bundle / "gpu").mkdir(parents=True)
+    xml = next((REFERENCE / "idle").rglob("*.xml"))
+    (bundle / "gpu" / "node-a.xml").write_bytes(xml.read_bytes())
+    return bundle
+
+
+def user_rule(tmp_path: Path, severity: str) -> Path:
+    """A user's rule folder with one rule that fires on every GPU, at the given severity."""
+    folder = tmp_path / f"rules-{severity}"
+    folder.mkdir()
+    (folder / "site.yaml").write_text(
+        f"""rules:
+  - id: SITE-001
+    layer: gpu
+    severity: {severity}
+    title: Site policy check on every GPU
+    scope: gpu
+    when: gpu.memory_total_mib != null
+    evidence: ["{{{{ gpu.name }}}} with {{{{ gpu.memory_total_mib }}}} MiB"]
+    remediation: nothing to do
+"""
+    )
+    return folder
+
+
+def assert_report_contract(report: dict) -> None:
+    """The shape of docs/bundle-format.md, "The JSON report"."""
+    assert report["schema"] == "llmdiag/report/v1"
+    verdict = report["verdict"]
+    assert set(verdict) >= {"layer", "rule", "summary"}
+    assert verdict["layer"] in LAYERS and isinstance(verdict["summary"], str) and verdict["summary"]
+    for f in report["findings"]:
+        assert f["layer"] in LAYERS - {None}
+        assert f["severity"] in ("critical", "warning", "info")
+        assert isinstance(f["rule"], str) and isinstance(f["subject"], str)
+        assert isinstance(f["evidence"], list) and all(isinstance(e, str) for e in f["evidence"])
+        assert isinstance(f["remediation"], str)
+        assert f["explained_by"] is None or isinstance(f["explained_by"], str)
+    for name, source in report["sources"].items():
+        assert source["status"] in ("ok", "failed", "missing", "skipped"), name
+        assert isinstance(source["detail"], str)
+
+
+def test_healthy_bundle_exits_0_and_says_so(gpu_bundle: Path) -> None:
+    result = llmdiag("analyze", str(gpu_bundle), "--output", "json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert_report_contract(report)
+    assert report["verdict"]["layer"] is None and report["findings"] == []
+    assert report["sources"]["gpu/node-a.xml"]["status"] == "ok"
+    assert report["sources"]["k8s/pods.json"]["status"] == "missing"
+
+
+@pytest.mark.parametrize(("severity", "code"), [("info", 0), ("warning", 1), ("critical", 2)])
+def test_exit_code_follows_the_worst_finding(gpu_bundle: Path, tmp_path: Path, severity: str, code: int) -> None:
+    result = llmdiag("analyze", str(gpu_bundle), "--rules", str(user_rule(tmp_path, severity)), "--output", "json")
+    assert result.returncode == code, result.stderr
+    report = json.loads(result.stdout)
+    assert_report_contract(report)
+    assert [f["rule"] for f in report["findings"]] == ["SITE-001"]
+    assert report["findings"][0]["evidence"] == ["NVIDIA H200 with 143771 MiB"]
+    assert report["verdict"]["rule"] == (None if severity == "info" else "SITE-001")
+
+
+def test_min_severity_and_config_suppression(gpu_bundle: Path, tmp_path: Path) -> None:
+    rules = user_rule(tmp_path, "warning")
+    assert llmdiag("analyze", str(gpu_bundle), "--rules", str(rules), "--min-severity", "critical").returncode == 0
+    config = tmp_path / "llmdiag.yaml"
+    config.write_text("suppress:\n  - rule: SITE-*\n    subject: gpu/node-a/*\n")
+    assert llmdiag("analyze", str(gpu_bundle), "--rules", str(rules), "--config", str(config)).returncode == 0
+    config.write_text("severity:\n  SITE-001: critical\n")
+    assert llmdiag("analyze", str(gpu_bundle), "--rules", str(rules), "--config", str(config)).returncode == 2
+
+
+def test_tar_gz_bundle_reads_like_the_folder(gpu_bundle: Path, tmp_path: Path) -> None:
+    archive = tmp_path / "case.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(gpu_bundle, arcname="case")
+    report = json.loads(llmdiag("analyze", str(archive), "--output", "json").stdout)
+    assert report["sources"]["gpu/node-a.xml"]["status"] == "ok"
+
+
+@pytest.mark.parametrize(
+    ("rel", "content", "says"),
+    [
+        ("k8s/pods.json", '{"apiVersion": "v1", "kind": "List", "items": [{"metadata": {"na', "JSON"),
+        ("k8s/nodes.json", '{"apiVersion": "v1", "kind": "List", "items": [{"metadata": {"name": 7}}]}', "name"),
+        ("ray/status.txt", "", "empty"),
+        ("ray/actors.json", "<html><body>502 Bad Gateway</body></html>", "JSON"),
+        ("gpu/node-b.xml", "Failed to initialize NVML: Driver/library version mismatch\n", "XML"),
+        ("vllm/llama-0.models.json", "[1, 2, 3]", ""),
+    ],
+)
+def test_a_damaged_file_is_one_line_and_the_rest_is_analyzed(gpu_bundle: Path, rel: str, content: str, says: str) -> None:
+    target = gpu_bundle / rel
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(content)
+    result = llmdiag("analyze", str(gpu_bundle), "--output", "json")
+    assert "Traceback" not in result.stderr
+    report = json.loads(result.stdout)
+    assert_report_contract(report)
+    source = report["sources"][rel]
+    assert source["status"] == "failed"
+    assert source["detail"].startswith(rel) and "\n" not in source["detail"]
+    assert says.lower() in source["detail"].lower()
+    assert report["sources"]["gpu/node-a.xml"]["status"] == "ok"  # the rest went on
+
+
+def test_garbage_line_in_metrics_fails_the_file_but_keeps_its_samples(gpu_bundle: Path) -> None:
+    (gpu_bundle / "vllm").mkdir()
+    (gpu_bundle / "vllm" / "llama-0.metrics.txt").write_text(
+        "# TYPE vllm:num_requests_waiting gauge\n"
+        'vllm:num_requests_waiting{engine="0",model_name="m"} 3.0\n'
+        "this line is not a sample\n"
+    )
+    report = json.loads(llmdiag("analyze", str(gpu_bundle), "--output", "json").stdout)
+    detail = report["sources"]["vllm/llama-0.metrics.txt"]["detail"]
+    assert report["sources"]["vllm/llama-0.metrics.txt"]["status"] == "failed"
+    assert "line 3" in detail and "1 samples were used" in detail
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["analyze", "/no/such/bundle"], "no such file or folder"),
+        (["analyze"], "Missing argument"),
+        (["analyze", ".", "--min-severity", "loud"], "--min-severity"),
+        (["rules", "show", "NOPE-999"], "no rule"),
+    ],
+)
+def test_cannot_analyze_is_exit_3_with_one_line(args: list[str], message: str) -> None:
+    result = llmdiag(*args)
+    assert result.returncode == 3
+    assert message in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_bundle_with_nothing_readable_cannot_be_analyzed(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    result = llmdiag("analyze", str(tmp_path / "empty"), "--output", "json")
+    assert result.returncode == 3
+    assert json.loads(result.stdout)["exit_code"] == 3
+
+
+def test_markdown_report_leads_with_the_verdict(gpu_bundle: Path, tmp_path: Path) -> None:
+    out = llmdiag("analyze", str(gpu_bundle), "--rules", str(user_rule(tmp_path, "critical")), "--output", "markdown").stdout
+    lines = out.splitlines()
+    assert lines[0] == "# llmdiag report"
+    assert lines[2].startswith("**Verdict: gpu layer**")
+    assert "## Root cause: `SITE-001`" in out
+
+
+def test_bad_user_rule_is_one_line(gpu_bundle: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "bad-rules"
+    folder.mkdir()
+    (folder / "x.yaml").write_text("rules:\n  - id: X-001\n    layer: network\n")
+    result = llmdiag("analyze", str(gpu_bundle), "--rules", str(folder))
+    assert result.returncode == 3
+    assert "x.yaml: X-001: missing" in result.stderr
