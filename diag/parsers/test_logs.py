@@ -94,6 +94,23 @@ def test_benign_lines_are_not_signals(benign):
     assert scan_log(benign) == {}
 
 
+def test_engine_dead_after_a_requested_shutdown_is_not_a_failure():
+    stopped = CLEAN_START + """\
+(EngineCore pid=212) INFO 03-14 09:30:00 [core.py:1454] [shutdown] EngineCore: trigger received signal=SIGTERM
+(APIServer pid=1) INFO 03-14 09:30:00 [launcher.py:254] [shutdown] API server: shutdown triggered
+(APIServer pid=1) ERROR 03-14 09:30:00 [async_llm.py:906] vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.
+(APIServer pid=1) INFO 03-14 09:30:00 [launcher.py:279] [shutdown] API server: engine client stopped
+INFO:     Shutting down
+"""
+    assert scan_log(stopped) == {}
+    # a death before any shutdown request still counts, and so do other failures during shutdown
+    crashed = CLEAN_START + "(APIServer pid=1) ERROR 03-14 09:20:00 [core_client.py:564] Engine core proc EngineCore_0 " \
+        "died unexpectedly, shutting down client.\n" + stopped.split(CLEAN_START)[1] + "torch.OutOfMemoryError: CUDA out of memory.\n"
+    found = scan_log(crashed)
+    assert [line.split("] ")[1][:16] for line in found["engine_dead"]] == ["Engine core proc"]
+    assert found["cuda_oom"] == ["torch.OutOfMemoryError: CUDA out of memory."]
+
+
 def test_only_the_last_lines_are_kept_stripped_and_without_colour():
     text = "\n".join(
         f"\x1b[33mWARNING\x1b[0m 03-14 10:{i:02d}:00 scheduler.py:1089] Sequence group {i} is preempted by "
