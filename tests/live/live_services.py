@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -158,6 +159,12 @@ def ray_python() -> Path:
     return python
 
 
+def ray_env() -> dict[str, str]:
+    """Without this Ray rewrites 127.0.0.1 to the host's address; with it every listener stays on loopback
+    and clients (`ray status --address 127.0.0.1:P`) connect there too."""
+    return {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+
+
 @contextmanager
 def running_ray_head(with_workload: bool = True) -> Iterator[RayHead]:
     """`ray start --head` on loopback (2 CPUs, 2 fake GPUs), with ray_driver.py's detached workload."""
@@ -167,7 +174,7 @@ def running_ray_head(with_workload: bool = True) -> Iterator[RayHead]:
     temp_dir = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))
     log = temp_dir / "ray-start.log"
     gcs_port, dashboard_port = free_port(), free_port()
-    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}  # keep every listener on 127.0.0.1
+    env = ray_env()
     argv = [
         str(ray_cli), "start", "--head", "--block",
         f"--node-ip-address={LOOPBACK}", f"--port={gcs_port}",
@@ -192,6 +199,7 @@ def running_ray_head(with_workload: bool = True) -> Iterator[RayHead]:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 # --------------------------------------------------------------------------- vLLM stand-in
