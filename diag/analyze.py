@@ -60,4 +60,6 @@ def analyze_bundle(bundle: Bundle, config: Config | None = None, extra_rule_dirs
     pod_labels = {p.key: p.labels for p in snap.pods}
     findings = config.apply(result.findings, pod_labels)
     link_causes(findings, {r.id: r for r in rules})
-    return Report(verdict(findings), findings, snap.sources, result.outcomes, origin=bundle.origin)
+    checked = sum(1 for o in result.outcomes.values() if o.status in ("fired", "silent"))
+    undecided = sum(1 for o in result.outcomes.values() if o.status in ("unknown", "skipped"))
+    return Report(verdict(findings, checked, undecided), findings, snap.sources, result.outcomes, origin=bundle.origin)

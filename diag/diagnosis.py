@@ -43,10 +43,12 @@ def _rank(f: Finding) -> tuple[int, int, str, str]:
     return (-SEVERITIES.index(f.severity), LAYERS.index(f.layer), f.rule, f.subject)
 
 
-def verdict(findings: list[Finding]) -> Verdict:
+def verdict(findings: list[Finding], checked: int, undecided: int) -> Verdict:
+    """`checked`: rules that had their data; `undecided`: rules that could not run on this bundle."""
     roots = sorted((f for f in findings if f.explained_by is None and f.severity != "info"), key=_rank)
     if not roots:
-        return Verdict(None, None, "No fault found: every rule that had the data it needs stayed silent.")
+        gap = f"; {undecided} could not be decided from this bundle (see sources)" if undecided else ""
+        return Verdict(None, None, f"No fault found: {checked} rules had the data they need and none fired{gap}.")
     root = roots[0]
     consequences = sum(1 for f in findings if f.explained_by is not None)
     more = f" It explains {consequences} other finding{'s' if consequences != 1 else ''}." if consequences else ""
