@@ -74,17 +74,8 @@ class Fields:
     def integer(self, key: str) -> int | None:
         return self._typed(key, (int,), "an integer")
 
-    def number(self, key: str) -> float | None:
-        value = self._typed(key, (int, float), "a number")
-        return None if value is None else float(value)
-
     def flag(self, key: str) -> bool | None:
         return self._typed(key, (bool,), "a boolean")
-
-    def scalar_text(self, key: str) -> str | None:
-        """A string, or a number written where the API keeps a string (e.g. an int-or-string port)."""
-        value = self._typed(key, (str, int, float), "a string or a number")
-        return None if value is None else str(value)
 
     def child(self, key: str) -> Fields:
         return Fields(self._typed(key, (dict,), "an object"), self.where, self._path(key))

@@ -13,10 +13,10 @@ import yaml
 
 from diag.errors import ParseError
 from diag.model import (
-    DaemonSet,
-    Event,
     HPA,
     Container,
+    DaemonSet,
+    Event,
     Node,
     Pod,
     Probe,
@@ -93,7 +93,7 @@ def _identify(item: Fields, index: int, kinds: tuple[str, ...]) -> _Object:
 
 
 def _a(kind: str) -> str:
-    return f"an {kind}" if kind[:1] in "AEIOU" else f"a {kind}"
+    return f"an {kind}" if kind and kind[0] in "AEIOU" else f"a {kind}"
 
 
 def _required_text(fields: Fields, key: str) -> str:
@@ -275,47 +275,53 @@ def _apply_status(container: Container, status: Fields) -> None:
 # --------------------------------------------------------------------------- events
 
 
+@dataclass(frozen=True)
+class _EventFields:
+    """Where each Event field lives: core/v1 and events.k8s.io/v1 name them differently."""
+
+    regarding: str
+    note: str
+    count: str
+    last_timestamp: str
+    first_timestamp: str
+    reporter: str
+    source: str
+
+
+_CORE_EVENT = _EventFields(
+    "involvedObject", "message", "count", "lastTimestamp", "firstTimestamp", "reportingComponent", "source"
+)
+_EVENTS_API_EVENT = _EventFields(
+    "regarding", "note", "deprecatedCount", "deprecatedLastTimestamp", "deprecatedFirstTimestamp",
+    "reportingController", "deprecatedSource",
+)
+
+
 def parse_events(text: str) -> list[Event]:
     """core/v1 Events and events.k8s.io/v1 Events (regarding/note/series/reportingController)."""
     events = []
     for obj in _objects(text, "Event"):
         api = obj.fields.text("apiVersion") or ""
         new_api = api.startswith("events.k8s.io/") or (not api and "regarding" in obj.fields)
-        events.append(_new_event(obj) if new_api else _core_event(obj))
+        events.append(_event(obj, _EVENTS_API_EVENT if new_api else _CORE_EVENT))
     return events
 
 
-def _core_event(obj: _Object) -> Event:
+def _event(obj: _Object, names: _EventFields) -> Event:
     e = obj.fields
-    about, series, source = e.child("involvedObject"), e.child("series"), e.child("source")
+    about, series, source = e.child(names.regarding), e.child("series"), e.child(names.source)
     return Event(
         namespace=about.text("namespace") or obj.namespace,
         involved_kind=_required_text(about, "kind"),
         involved_name=_required_text(about, "name"),
         reason=e.text("reason") or "",
-        message=e.text("message") or "",
+        message=e.text(names.note) or "",
         type=e.text("type") or "",
-        count=series.integer("count") or e.integer("count") or 1,
-        last_seen=series.text("lastObservedTime") or e.text("lastTimestamp") or e.text("eventTime")
-        or e.text("firstTimestamp"),
-        source=source.text("component") or e.text("reportingComponent") or source.text("host"),
-    )
-
-
-def _new_event(obj: _Object) -> Event:
-    e = obj.fields
-    about, series, source = e.child("regarding"), e.child("series"), e.child("deprecatedSource")
-    return Event(
-        namespace=about.text("namespace") or obj.namespace,
-        involved_kind=_required_text(about, "kind"),
-        involved_name=_required_text(about, "name"),
-        reason=e.text("reason") or "",
-        message=e.text("note") or "",
-        type=e.text("type") or "",
-        count=series.integer("count") or e.integer("deprecatedCount") or 1,
-        last_seen=series.text("lastObservedTime") or e.text("deprecatedLastTimestamp") or e.text("eventTime")
-        or e.text("deprecatedFirstTimestamp"),
-        source=e.text("reportingController") or source.text("component") or source.text("host"),
+        # an event recorded through events.k8s.io counts repeats in series, not in count
+        count=series.integer("count") or e.integer(names.count) or 1,
+        last_seen=series.text("lastObservedTime") or e.text(names.last_timestamp) or e.text("eventTime")
+        or e.text(names.first_timestamp),
+        source=e.text(names.reporter) or source.text("component") or source.text("host"),
     )
 
 
@@ -563,11 +569,11 @@ def _serve_config(spec: Fields) -> dict | None:
         return None
     try:
         config = yaml.safe_load(raw)
-    except yaml.YAMLError as e:
+    except (yaml.YAMLError, ValueError, RecursionError) as e:  # ValueError: e.g. a date with month 13
         problem = " ".join(str(getattr(e, "problem", None) or e).split())
         raise ParseError(f"{spec.place('serveConfigV2')}: not valid YAML: {problem}") from None
-    if config is None:
-        return {}
+    if config is None:  # empty, or comments only
+        return None
     if not isinstance(config, dict):
         raise ParseError(f"{spec.place('serveConfigV2')}: expected a YAML mapping, found {type_name(config)}")
     return config

@@ -772,6 +772,8 @@ def test_bad_rayservices():
     assert message.startswith("rayservice ray/llm-serve: spec.serveConfigV2: not valid YAML")
     broken["spec"]["serveConfigV2"] = "- just\n- a list\n"
     assert "expected a YAML mapping, found a list" in one_line_error(k8s.parse_rayservices, as_list(broken))
+    broken["spec"]["serveConfigV2"] = "applications:\n  - name: llm\n    released: 2025-13-01\n"
+    assert "not valid YAML: month must be in 1..12" in one_line_error(k8s.parse_rayservices, as_list(broken))
     broken["spec"]["serveConfigV2"] = {"applications": []}
     assert "spec.serveConfigV2: expected a string, found an object" in one_line_error(k8s.parse_rayservices, as_list(broken))
     assert "items[0] is a RayCluster, not a RayService" in one_line_error(k8s.parse_rayservices, as_list(RAY_CLUSTER))
