@@ -48,7 +48,7 @@ def verdict(findings: list[Finding], checked: int, undecided: int) -> Verdict:
     roots = sorted((f for f in findings if f.explained_by is None and f.severity != "info"), key=_rank)
     if not roots:
         gap = f"; {undecided} could not be decided from this bundle (see sources)" if undecided else ""
-        return Verdict(None, None, f"No fault found: {checked} rules had the data they need and none fired{gap}.")
+        return Verdict(None, None, f"No fault found: {checked} rules had the data they need and none found a fault{gap}.")
     root = roots[0]
     consequences = sum(1 for f in findings if f.explained_by is not None)
     more = f" It explains {consequences} other finding{'s' if consequences != 1 else ''}." if consequences else ""

@@ -1,0 +1,94 @@
+"""The rule engine: loading and validating rule files, CEL evaluation, unknown data, evidence holes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from diag.engine import RuleError, evaluate, load_rules, render
+from diag.facts import Facts
+
+RULE = """rules:
+  - id: TEST-001
+    layer: vllm
+    severity: warning
+    title: Queue building
+    scope: vllm_server
+    when: vllm_server.metrics.requests_waiting >= settings.queue_waiting_min
+    evidence: ["{{{{ vllm_server.metrics.requests_waiting }}}} waiting on {{{{ vllm_server.name }}}}"]
+    remediation: "kubectl -n {{{{ vllm_server.namespace }}}} scale deploy/x --replicas=2"
+    {extra}
+"""
+
+
+def write_rules(tmp_path: Path, extra: str = "", body: str = RULE) -> Path:
+    folder = tmp_path / "rules"
+    folder.mkdir(exist_ok=True)
+    (folder / "test.yaml").write_text(body.format(extra=extra))
+    return folder
+
+
+def server(name: str, waiting: float | None) -> dict:
+    return {"name": name, "namespace": "llm", "metrics": {"requests_waiting": waiting}, "_subject": f"vllm/{name}", "_links": [f"vllm:{name}"]}
+
+
+def test_fires_only_where_the_condition_holds_and_quotes_values(tmp_path: Path) -> None:
+    rules = load_rules([write_rules(tmp_path)])
+    facts = Facts(scopes={"vllm_server": [server("a", 7.0), server("b", 0.0)]}, cluster={"sources": {}})
+    result = evaluate(rules, facts, {"queue_waiting_min": 1})
+    assert [(f.rule, f.subject) for f in result.findings] == [("TEST-001", "vllm/a")]
+    assert result.findings[0].evidence == ["7 waiting on a"]
+    assert result.findings[0].remediation == "kubectl -n llm scale deploy/x --replicas=2"
+    assert result.outcomes["TEST-001"].status == "fired"
+
+
+def test_null_data_is_unknown_never_healthy(tmp_path: Path) -> None:
+    rules = load_rules([write_rules(tmp_path)])
+    facts = Facts(scopes={"vllm_server": [server("a", None)]}, cluster={"sources": {}})
+    result = evaluate(rules, facts, {"queue_waiting_min": 1})
+    assert result.findings == []
+    assert result.outcomes["TEST-001"].status == "unknown"
+
+
+def test_reading_a_field_that_does_not_exist_is_a_rule_error(tmp_path: Path) -> None:
+    body = RULE.replace("requests_waiting >=", "no_such_field >=")
+    rules = load_rules([write_rules(tmp_path, body=body)])
+    facts = Facts(scopes={"vllm_server": [server("a", 3.0)]}, cluster={"sources": {}})
+    outcome = evaluate(rules, facts, {"queue_waiting_min": 1}).outcomes["TEST-001"]
+    assert outcome.status == "error" and "no_such_field" in outcome.detail
+
+
+def test_requires_skips_a_rule_whose_sources_were_not_read(tmp_path: Path) -> None:
+    rules = load_rules([write_rules(tmp_path, extra="requires: [vllm/]")])
+    facts = Facts(scopes={"vllm_server": [server("a", 3.0)]}, cluster={"sources": {"vllm/a.metrics.txt": "failed"}})
+    result = evaluate(rules, facts, {"queue_waiting_min": 1})
+    assert result.findings == [] and result.outcomes["TEST-001"].status == "skipped"
+
+
+@pytest.mark.parametrize(
+    ("mutation", "message"),
+    [
+        (("layer: vllm", "layer: network"), "layer must be one of"),
+        (("severity: warning", "severity: loud"), "severity must be one of"),
+        (("scope: vllm_server", "scope: galaxy"), "scope must be one of"),
+        (("id: TEST-001", "id: test1"), "id must look like"),
+        (("when: vllm_server", "when: (vllm_server"), "CEL does not compile"),
+        (("    remediation:", "    nope:"), "missing remediation"),
+    ],
+)
+def test_a_bad_rule_file_is_one_line_naming_file_and_rule(tmp_path: Path, mutation: tuple[str, str], message: str) -> None:
+    body = RULE.replace(*mutation)
+    with pytest.raises(RuleError) as err:
+        load_rules([write_rules(tmp_path, body=body)])
+    assert str(err.value).startswith("test.yaml:") and message in str(err.value)
+
+
+def test_explains_must_name_a_known_rule(tmp_path: Path) -> None:
+    with pytest.raises(RuleError, match="explains unknown rule"):
+        load_rules([write_rules(tmp_path, extra="explains: [VLLM-999]")])
+
+
+def test_render_formats_values_and_marks_unknown_holes() -> None:
+    env = {"x": {"f": 0.91234, "n": None, "l": ["a", "b"], "i": 3.0}}
+    assert render("{{ x.f }} | {{ x.n }} | {{ x.l }} | {{ x.i }} | {{ x.missing }}", env) == "0.912 | ? | a, b | 3 | ?"
