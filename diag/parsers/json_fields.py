@@ -19,7 +19,7 @@ _TYPE_NAMES: dict[type, str] = {
 
 def load_json(text: str) -> Any:
     try:
-        return json.loads(text)
+        return json.loads(text.removeprefix("\ufeff"))  # a byte-order mark some editors and shells write
     except json.JSONDecodeError as e:
         raise ParseError(f"not valid JSON: {e}") from None
     except RecursionError:

@@ -214,6 +214,7 @@ def test_a_single_pod_object_and_empty_list():
     (pod,) = k8s.parse_pods(json.dumps(VLLM_POD))
     assert pod.name == "llama-8b-7d9c6b5f4-x2x9k"
     assert k8s.parse_pods(as_list()) == []
+    assert k8s.parse_pods("\ufeff" + as_list()) == []
     # the API server's own answer: kind PodList, items without kind
     bare = {k: v for k, v in PENDING_POD.items() if k not in ("kind", "apiVersion")}
     (pod,) = k8s.parse_pods(json.dumps({"kind": "PodList", "apiVersion": "v1", "items": [bare]}))
