@@ -29,10 +29,9 @@ LOOPBACK = "127.0.0.1"
 RAY_NAMESPACE = "llmdiag-live"
 RAY_DRIVER = Path(__file__).with_name("ray_driver.py")
 STANDIN = REPO / "tests" / "standin" / "vllm_standin.py"
-STANDIN_METRICS = REPO / "tests" / "standin" / "metrics"
-STANDIN_MODEL = "/models/tiny-llama"
-# the stand-in's engine flags, visible to whoever reads its argv
-STANDIN_ENGINE_FLAGS = ("--max-num-seqs", "4", "--gpu-memory-utilization", "0.9", "--max-model-len", "2048")
+STANDIN_MODULE = "vllm.entrypoints.openai.api_server"  # how the recorded servers were started
+VLLM_RECORDINGS = REPO / "fixtures" / "real" / "vllm-cpu"
+SERVED_MODEL = "tiny-llama"  # --served-model-name of the recorded servers
 DCGM_GPU_UUID = "GPU-0db5a9f0-15de-450f-d9e4-1d3a34348673"  # our H200 (shared/reference/gpu/h200-live)
 
 
@@ -206,11 +205,49 @@ def running_ray_head(with_workload: bool = True) -> Iterator[RayHead]:
 
 
 @dataclass(frozen=True)
+class Recorded:
+    """One server of a real recorded bundle (fixtures/real/vllm-cpu/<scenario>/vllm/<name>.*)."""
+
+    scenario: str
+    prefix: Path  # .../vllm/<name>
+
+    def file(self, suffix: str) -> Path:
+        return self.prefix.with_name(f"{self.prefix.name}.{suffix}")
+
+    def scrapes(self) -> list[bytes]:
+        files = [self.file("metrics.txt")]
+        while (nxt := self.file(f"metrics.{len(files)}.txt")).is_file():
+            files.append(nxt)
+        return [f.read_bytes() for f in files]
+
+    def engine_flags(self) -> list[str]:
+        """The recorded server's flags after `-m vllm.entrypoints.openai.api_server`, less --host/--port."""
+        argv = self.file("cmdline.txt").read_text().splitlines()
+        flags = argv[argv.index(STANDIN_MODULE) + 1 :]
+        kept: list[str] = []
+        skip = False
+        for arg in flags:
+            if skip:
+                skip = False
+            elif arg in ("--host", "--port"):
+                skip = True
+            else:
+                kept.append(arg)
+        return kept
+
+
+def recorded(scenario: str) -> Recorded:
+    [cmdline] = (VLLM_RECORDINGS / scenario / "vllm").glob("*.cmdline.txt")
+    return Recorded(scenario, cmdline.with_name(cmdline.name.removesuffix(".cmdline.txt")))
+
+
+@dataclass(frozen=True)
 class StandIn:
     url: str
     port: int
     pid: int
     argv: list[str]
+    recording: Recorded
 
     @property
     def name(self) -> str:
@@ -218,35 +255,40 @@ class StandIn:
         return f"{LOOPBACK}_{self.port}"
 
 
-def standin_metrics_files() -> list[Path]:
-    return sorted(STANDIN_METRICS.glob("metrics*.txt"), key=lambda p: (len(p.name), p.name))
-
-
 @contextmanager
 def standin_launcher(work: Path) -> Iterator[Callable[..., StandIn]]:
-    """Yields start(metrics=[...], health=200, flags=...) -> StandIn; every one started is stopped at exit.
+    """Yields start(scenario, health=None, extra_flags=()) -> StandIn; all are stopped at exit.
 
-    The stand-in runs as `<python> <work>/bin/vllm serve <model> --port P <engine flags>`, the shape of
-    a pip-installed `vllm serve`, so reading its argv from /proc finds vLLM's flags.
+    The stand-in replays the real recording of `scenario` and runs under the recorded server's own
+    command line, `<python> -m vllm.entrypoints.openai.api_server <its flags> --host 127.0.0.1 --port P`
+    (the module name resolves to tests/standin/vllm_standin.py through a shim on PYTHONPATH), so
+    reading its argv from /proc finds the engine flags the real server had.
     """
     started: list[subprocess.Popen] = []
-    bin_dir = work / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "vllm").symlink_to(STANDIN)
+    shim = work / "shim"
+    package = shim.joinpath(*STANDIN_MODULE.split(".")[:-1])
+    package.mkdir(parents=True)
+    folder = package
+    while folder != shim:
+        (folder / "__init__.py").touch()
+        folder = folder.parent
+    (package / "api_server.py").symlink_to(STANDIN)
 
-    def start(metrics: list[Path] | None = None, health: int = 200, flags: tuple[str, ...] = STANDIN_ENGINE_FLAGS) -> StandIn:
-        files = metrics or standin_metrics_files()
+    def start(scenario: str = "kv-cache-small", health: int | None = None, extra_flags: tuple[str, ...] = ()) -> StandIn:
+        recording = recorded(scenario)
         port = free_port()
-        argv = [sys.executable, str(bin_dir / "vllm"), "serve", STANDIN_MODEL, "--host", LOOPBACK, "--port", str(port), *flags]
-        env = {**os.environ, "LLMDIAG_STANDIN_METRICS": os.pathsep.join(str(f) for f in files),
-               "LLMDIAG_STANDIN_HEALTH": str(health)}  # fmt: skip
+        argv = [sys.executable, "-m", STANDIN_MODULE, *recording.engine_flags(), *extra_flags,
+                "--host", LOOPBACK, "--port", str(port)]  # fmt: skip
+        env = {**os.environ, "PYTHONPATH": str(shim), "LLMDIAG_STANDIN_RECORDING": str(recording.prefix)}
+        if health is not None:
+            env["LLMDIAG_STANDIN_HEALTH"] = str(health)
         log = work / f"standin-{port}.log"
         with log.open("wb") as out:
             proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         started.append(proc)
         url = f"http://{LOOPBACK}:{port}"
         wait_until("vLLM stand-in", lambda: http_get(f"{url}/v1/models")[0] == 200, 20, proc, log)
-        return StandIn(url, port, proc.pid, argv)
+        return StandIn(url, port, proc.pid, argv, recording)
 
     try:
         yield start
@@ -267,7 +309,7 @@ class PromServer:
 
 HISTORY_S = 30 * 60
 HISTORY_STEP_S = 15
-VLLM_LABELS = f'engine="0",instance="{LOOPBACK}:8000",job="vllm",model_name="{STANDIN_MODEL}"'
+VLLM_LABELS = f'engine="0",instance="{LOOPBACK}:8000",job="vllm",model_name="{SERVED_MODEL}"'
 DCGM_LABELS = f'UUID="{DCGM_GPU_UUID}",gpu="0",instance="{LOOPBACK}:9400",job="dcgm-exporter"'
 TTFT_BUCKETS = ("0.1", "0.25", "0.5", "1.0", "2.5", "5.0", "10.0", "+Inf")
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from live_services import LOOPBACK, PromServer, free_port
+from live_services import LOOPBACK, SERVED_MODEL, PromServer, free_port
 from diag.bundle import Bundle
 from diag.collect.base import Sink
 from diag.collect.prometheus import RANGE_QUERIES, WINDOW_S, collect_prometheus
@@ -61,7 +61,7 @@ def test_gauges_come_back_as_backfilled(collected) -> None:
     kv = only_series_values(bundle, "vllm_kv_cache_usage_perc")
     assert kv[-1] == pytest.approx(0.99) and kv[0] < 0.5
     series = answer(bundle, "vllm_num_requests_waiting")["data"]["result"][0]["metric"]
-    assert series["model_name"] == "/models/tiny-llama" and series["engine"] == "0"
+    assert series["model_name"] == SERVED_MODEL and series["engine"] == "0"
 
 
 def test_rates_and_quantiles_are_computed_by_prometheus(collected) -> None:

