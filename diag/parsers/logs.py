@@ -39,6 +39,8 @@ SIGNALS: dict[str, re.Pattern[str]] = {
             r"Repo id must be in the form 'repo_name' or 'namespace/repo_name'",  # a local path that is not there
             r"No such file or directory: ['\"][^'\"]*(?:[Mm]odel|config\.json|tokenizer|\.safetensors|\.gguf|huggingface)",
         ),
+        # V1 worker start-up check: another process already holds the memory vLLM means to preallocate
+        "gpu_memory_taken": (r"Free memory on device .* on startup is less than desired GPU memory utilization",),
         "xid": (r"NVRM: Xid \((?:PCI:)?[0-9A-Fa-f:.]+\): \d+",),
         "ray_cannot_schedule": (r"cannot be scheduled right now",),
         "preemption": (r"is preempted by PreemptionMode",),  # V0 scheduler; V1 only counts them

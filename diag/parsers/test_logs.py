@@ -29,6 +29,7 @@ INFO 03-14 09:00:02 [__init__.py:241] Automatically detected platform cuda.
 FAILURES = """\
 (EngineCore_0 pid=263) ERROR 03-14 10:00:01 [core.py:700] EngineCore failed to start.
 (EngineCore_0 pid=263) ValueError: To serve at least one request with the models's max seq len (32768), (2.00 GiB KV cache is needed, which is larger than the available KV cache memory (0.41 GiB). Based on the available memory, the estimated maximum model length is 6560. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.
+(EngineCore_0 pid=263) ValueError: Free memory on device (20.1/139.8 GiB) on startup is less than desired GPU memory utilization (0.9, 125.8 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.
 ValueError: The model's max seq len (131072) is larger than the maximum number of tokens that can be stored in KV cache (48544). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.
 (EngineCore_0 pid=263) INFO 03-14 10:00:00 [gpu_worker.py:276] Available KV cache memory: -1.25 GiB
 (EngineCore_0 pid=263) ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.
@@ -72,6 +73,7 @@ def test_every_signal_is_found():
     assert found["ray_cannot_schedule"][0].endswith("cannot provide the requested resources.")
     assert "PreemptionMode.RECOMPUTE" in found["preemption"][0]
     assert len(found["engine_dead"]) == 3
+    assert found["gpu_memory_taken"][0].endswith("reduce GPU memory used by other processes.")
 
 
 def test_a_clean_start_has_no_signals():
@@ -188,3 +190,4 @@ def test_no_startup_information():
     assert model_load_seconds("") is None
     assert model_load_seconds("INFO:     Application startup complete.\n") is None  # no stamps, no durations
     assert model_load_seconds("hello\nworld 13-45 99:99:99\n") is None
+
