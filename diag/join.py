@@ -11,7 +11,10 @@ from diag.parsers import engine_args
 from diag.parsers.logs import xids_in
 
 # Log signals that belong to a vLLM server's story (see diag.parsers.logs).
-VLLM_LOG_SIGNALS = ("kv_cache_too_small", "no_cache_blocks", "cuda_oom", "cuda_driver_too_old", "model_not_found", "engine_dead")
+VLLM_LOG_SIGNALS = (
+    "kv_cache_too_small", "no_cache_blocks", "cuda_oom", "cuda_driver_too_old", "model_not_found", "engine_dead",
+    "gpu_memory_taken",
+)
 
 
 def join(snap: Snapshot) -> Snapshot:
