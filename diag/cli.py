@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import enum
+import functools
+import inspect
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Optional
 
@@ -87,61 +90,57 @@ def analyze(
     _emit(report, output)
 
 
-def _target(**kw):
-    from diag.collect.base import Target
-
-    return Target(**kw)
-
-
-TargetOpts = dict(
-    kubeconfig=typer.Option(None, "--kubeconfig", help="Path to the kubeconfig file."),
-    context=typer.Option(None, "--context", help="The kubeconfig context to use."),
-    namespace=typer.Option(None, "--namespace", "-n", help="Namespace (default: the context's)."),
-    all_namespaces=typer.Option(False, "--all-namespaces", "-A", help="Look in every namespace."),
-    selector=typer.Option(None, "--selector", "-l", help="Label selector for the serving pods."),
-    ray_cluster=typer.Option(None, "--ray-cluster", help="A RayCluster or RayService by name."),
-    pod=typer.Option(None, "--pod", help="One pod by name."),
-    vllm_url=typer.Option(None, "--vllm-url", help="A vLLM server outside Kubernetes (repeatable)."),
-    ray_address=typer.Option(None, "--ray-address", help="Dashboard URL of a Ray cluster outside Kubernetes."),
-    prometheus_url=typer.Option(None, "--prometheus-url", help="Prometheus to read history from."),
-    local_gpu=typer.Option(None, "--local-gpu/--no-local-gpu", help="Read this host's GPUs through NVML (default: when NVML loads)."),
-    scrapes=typer.Option(2, "--scrapes", min=1, help="/metrics reads per vLLM server (2+ give counter rates)."),
-    scrape_interval=typer.Option(5.0, "--scrape-interval", min=0.0, help="Seconds between /metrics reads."),
-    timeout=typer.Option(120.0, "--timeout", help="Seconds for the whole collection."),
-    source_timeout=typer.Option(20.0, "--source-timeout", help="Seconds for each source."),
-)
+# One definition of the kubectl-style targeting flags, shared by `triage` and `collect`:
+# name -> (type, typer option). `with_target` adds them to a command and hands it a Target.
+_TARGET_OPTIONS: dict[str, tuple[object, object]] = {
+    "kubeconfig": (Optional[str], typer.Option(None, "--kubeconfig", help="Path to the kubeconfig file.")),
+    "context": (Optional[str], typer.Option(None, "--context", help="The kubeconfig context to use.")),
+    "namespace": (Optional[str], typer.Option(None, "--namespace", "-n", help="Namespace (default: the context's).")),
+    "all_namespaces": (bool, typer.Option(False, "--all-namespaces", "-A", help="Look in every namespace.")),
+    "selector": (Optional[str], typer.Option(None, "--selector", "-l", help="Label selector for the serving pods.")),
+    "ray_cluster": (Optional[str], typer.Option(None, "--ray-cluster", help="A RayCluster or RayService by name.")),
+    "pod": (Optional[str], typer.Option(None, "--pod", help="One pod by name.")),
+    "vllm_urls": (Optional[list[str]], typer.Option(None, "--vllm-url", help="A vLLM server outside Kubernetes (repeatable).")),
+    "ray_address": (Optional[str], typer.Option(None, "--ray-address", help="Dashboard URL of a Ray cluster outside Kubernetes.")),
+    "prometheus_url": (Optional[str], typer.Option(None, "--prometheus-url", help="Prometheus to read history from.")),
+    "local_gpu": (Optional[bool], typer.Option(None, "--local-gpu/--no-local-gpu", help="Read this host's GPUs through NVML (default: when NVML loads).")),
+    "scrapes": (int, typer.Option(2, "--scrapes", min=1, help="/metrics reads per vLLM server (2+ give counter rates).")),
+    "scrape_interval_s": (float, typer.Option(5.0, "--scrape-interval", min=0.0, help="Seconds between /metrics reads.")),
+    "total_timeout_s": (float, typer.Option(120.0, "--timeout", help="Seconds for the whole collection.")),
+    "source_timeout_s": (float, typer.Option(20.0, "--source-timeout", help="Seconds for each source.")),
+}
 
 
-def _collect(kubeconfig, context, namespace, all_namespaces, selector, ray_cluster, pod, vllm_url, ray_address,
-             prometheus_url, local_gpu, scrapes, scrape_interval, timeout, source_timeout) -> Bundle:
+def with_target(command: Callable) -> Callable:
+    """Give `command` the targeting flags; it receives them as one `target: Target` argument."""
+    own = [p for p in inspect.signature(command).parameters.values() if p.name != "target"]
+    flags = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind)
+        for name, (kind, option) in _TARGET_OPTIONS.items()
+    ]
+
+    @functools.wraps(command)
+    def wrapper(**kwargs):
+        from diag.collect.base import Target
+
+        given = {name: kwargs.pop(name) for name in _TARGET_OPTIONS}
+        given["vllm_urls"] = list(given["vllm_urls"] or [])
+        return command(target=Target(**given), **kwargs)
+
+    wrapper.__signature__ = inspect.Signature([*own, *flags])  # type: ignore[attr-defined]
+    return wrapper
+
+
+def _collect_live(target) -> Bundle:
     from diag.collect.runner import collect_live
 
-    target = _target(
-        kubeconfig=kubeconfig, context=context, namespace=namespace, all_namespaces=all_namespaces, selector=selector,
-        ray_cluster=ray_cluster, pod=pod, vllm_urls=list(vllm_url or []), ray_address=ray_address,
-        prometheus_url=prometheus_url, local_gpu=local_gpu, scrapes=scrapes, scrape_interval_s=scrape_interval,
-        total_timeout_s=timeout, source_timeout_s=source_timeout,
-    )
     return collect_live(target, progress=stderr)
 
 
 @app.command()
+@with_target
 def triage(
-    kubeconfig: Optional[str] = TargetOpts["kubeconfig"],
-    context: Optional[str] = TargetOpts["context"],
-    namespace: Optional[str] = TargetOpts["namespace"],
-    all_namespaces: bool = TargetOpts["all_namespaces"],
-    selector: Optional[str] = TargetOpts["selector"],
-    ray_cluster: Optional[str] = TargetOpts["ray_cluster"],
-    pod: Optional[str] = TargetOpts["pod"],
-    vllm_url: Optional[list[str]] = TargetOpts["vllm_url"],
-    ray_address: Optional[str] = TargetOpts["ray_address"],
-    prometheus_url: Optional[str] = TargetOpts["prometheus_url"],
-    local_gpu: Optional[bool] = TargetOpts["local_gpu"],
-    scrapes: int = TargetOpts["scrapes"],
-    scrape_interval: float = TargetOpts["scrape_interval"],
-    timeout: float = TargetOpts["timeout"],
-    source_timeout: float = TargetOpts["source_timeout"],
+    target,
     output: Output = OutputOpt,
     rules: Optional[list[Path]] = RulesOpt,
     config: Optional[Path] = ConfigOpt,
@@ -149,33 +148,17 @@ def triage(
 ) -> None:
     """Collect from the live cluster (in memory) and analyze it: the on-call command."""
     settings = _config(config, min_severity)
-    bundle = _collect(kubeconfig, context, namespace, all_namespaces, selector, ray_cluster, pod, vllm_url,
-                      ray_address, prometheus_url, local_gpu, scrapes, scrape_interval, timeout, source_timeout)
-    _emit(analyze_bundle(bundle, settings, list(rules or [])), output)
+    _emit(analyze_bundle(_collect_live(target), settings, list(rules or [])), output)
 
 
 @app.command()
+@with_target
 def collect(
+    target,
     out: Path = typer.Option(..., "--out", "-o", help="Where to write the bundle: a folder, or FILE.tar.gz."),
-    kubeconfig: Optional[str] = TargetOpts["kubeconfig"],
-    context: Optional[str] = TargetOpts["context"],
-    namespace: Optional[str] = TargetOpts["namespace"],
-    all_namespaces: bool = TargetOpts["all_namespaces"],
-    selector: Optional[str] = TargetOpts["selector"],
-    ray_cluster: Optional[str] = TargetOpts["ray_cluster"],
-    pod: Optional[str] = TargetOpts["pod"],
-    vllm_url: Optional[list[str]] = TargetOpts["vllm_url"],
-    ray_address: Optional[str] = TargetOpts["ray_address"],
-    prometheus_url: Optional[str] = TargetOpts["prometheus_url"],
-    local_gpu: Optional[bool] = TargetOpts["local_gpu"],
-    scrapes: int = TargetOpts["scrapes"],
-    scrape_interval: float = TargetOpts["scrape_interval"],
-    timeout: float = TargetOpts["timeout"],
-    source_timeout: float = TargetOpts["source_timeout"],
 ) -> None:
     """Collect the raw bundle (secrets redacted, files 0600) to attach to a ticket; analyze it later."""
-    bundle = _collect(kubeconfig, context, namespace, all_namespaces, selector, ray_cluster, pod, vllm_url,
-                      ray_address, prometheus_url, local_gpu, scrapes, scrape_interval, timeout, source_timeout)
+    bundle = _collect_live(target)
     written = bundle.save(out)
     stderr.print(f"wrote {len(bundle.files)} files to {written}")
 
