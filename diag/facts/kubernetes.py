@@ -2,108 +2,195 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Any
+
+from diag.facts import k8s_containers as containers
+from diag.facts import k8s_placement as placement
 from diag.facts.common import event_facts, link, plain
-from diag.model import Node, Pod, Snapshot
+from diag.model import HPA, DaemonSet, Node, Pod, RayClusterSpec, Service, Snapshot, VllmServer
 from diag.parsers.logs import model_load_seconds
 from diag.parsers.quantity import gpu_count, mig_counts
 from diag.parsers.scheduler import parse_fit_error
+from diag.parsers.vllm_metrics import summarize
 
-GPU_NODE_LABELS = ("nvidia.com/gpu.present", "nvidia.com/gpu.product", "nvidia.com/gpu.count")
 TERMINAL_PHASES = ("Succeeded", "Failed")
+# Reasons the kubelet gives a pod it refuses at admission (pod phase Failed, "Pod was rejected: ...").
+ADMISSION_REASONS = ("TopologyAffinityError", "UnexpectedAdmissionError")
+ADMISSION_OUT_OF_GPU_PREFIX = "OutOfnvidia.com/"  # "Node didn't have enough resource: nvidia.com/gpu, ..."
+# Conditions an HPA sets False when it cannot work; ScalingDisabled (replicas 0) is a choice, not a fault.
+HPA_BLOCKING_CONDITIONS = ("ScalingActive", "AbleToScale")
+HPA_BENIGN_REASONS = ("ScalingDisabled",)
+# FailedScheduling reason texts, by the scheduler plugin that wrote them (shared/reference/k8s/messages.md).
+INSUFFICIENT_GPU = "Insufficient nvidia.com/gpu"
+TAINT_REASON_MARKS = ("untolerated taint", "that the pod didn't tolerate")
+AFFINITY_REASON_MARK = "didn't match Pod's node affinity/selector"
+SPREAD_REASON_MARKS = ("pod topology spread constraints", "pod affinity rules", "pod anti-affinity rules")
+# KubeRay's failure events (ray-operator/controllers/ray/utils/constant.go: InvalidRayClusterSpec,
+# FailedToCreateWorkerPod, ...).
+KUBERAY_ERROR_EVENT_PREFIXES = ("Invalid", "FailedTo")
+# GPU-operator / device-plugin daemonsets that put GPUs into pods, recognised by name or image.
+GPU_COMPONENTS: dict[str, tuple[str, ...]] = {
+    "device-plugin": ("nvidia-device-plugin", "k8s-device-plugin"),
+    "driver": ("nvidia-driver-daemonset", "nvcr.io/nvidia/driver"),
+    "container-toolkit": ("nvidia-container-toolkit", "container-toolkit"),
+}
 
 
 def pod_gpu_request(pod: Pod) -> int:
-    return sum(gpu_count(c.limits or c.requests) for c in pod.containers)
+    return sum(gpu_count(c.limits, c.requests) for c in pod.containers)
 
 
-def is_gpu_node(node: Node) -> bool:
-    return any(k in node.labels for k in GPU_NODE_LABELS) or "nvidia.com/gpu" in node.capacity
+def wants_gpus(pod: Pod) -> bool:
+    return pod_gpu_request(pod) > 0 or any(mig_counts(c.limits, c.requests) for c in pod.containers)
+
+
+@dataclass
+class _Index:
+    """Lookups every subject builder needs, computed once per snapshot."""
+
+    snap: Snapshot
+    nodes: dict[str, Node] = field(default_factory=dict)
+    gpu_nodes: list[Node] = field(default_factory=list)
+    allocated: dict[str, int] = field(default_factory=dict)  # node -> GPUs held by its live pods
+    servers: dict[str, VllmServer] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, snap: Snapshot) -> _Index:
+        allocated: dict[str, int] = {}
+        for pod in snap.pods:
+            if pod.node_name and pod.phase not in TERMINAL_PHASES:
+                allocated[pod.node_name] = allocated.get(pod.node_name, 0) + pod_gpu_request(pod)
+        return cls(
+            snap=snap,
+            nodes={n.name: n for n in snap.nodes},
+            gpu_nodes=[n for n in snap.nodes if placement.is_gpu_node(n)],
+            allocated=allocated,
+            servers={s.name: s for s in snap.vllm_servers},
+        )
+
+    def pods_on(self, node: str) -> list[Pod]:
+        return [p for p in self.snap.pods if p.node_name == node]
+
+    def gpu_free(self, node: Node) -> int | None:
+        allocatable = placement.gpu_allocatable(node)
+        return None if allocatable is None else allocatable - self.allocated.get(node.name, 0)
+
+
+# --------------------------------------------------------------------------- cluster
 
 
 def cluster_facts(snap: Snapshot) -> dict:
-    gpu_nodes = [n for n in snap.nodes if is_gpu_node(n)]
-    allocatable = {n.name: gpu_count(n.allocatable) if "nvidia.com/gpu" in n.allocatable else None for n in snap.nodes}
-    allocated = _gpus_allocated_by_node(snap)
+    index = _Index.of(snap)
+    allocatable = {n.name: placement.gpu_allocatable(n) for n in snap.nodes}
+    known = snap.nodes != []
     return {
         "node_count": len(snap.nodes),
-        "gpu_nodes": [n.name for n in gpu_nodes],
-        "gpu_allocatable_total": sum(v or 0 for v in allocatable.values()),
-        "gpu_allocated_total": sum(allocated.values()),
-        "gpu_allocatable_max_per_node": max((v or 0 for v in allocatable.values()), default=0),
-        "nodes": {n.name: _node_brief(n, allocatable[n.name], allocated.get(n.name, 0)) for n in snap.nodes},
+        "gpu_nodes": [n.name for n in index.gpu_nodes],
+        "gpu_allocatable_total": sum(v or 0 for v in allocatable.values()) if known else None,
+        "gpu_allocated_total": sum(index.allocated.values()),
+        "gpu_allocatable_max_per_node": max((v or 0 for v in allocatable.values()), default=0) if known else None,
+        "gpu_nodes_without_devices": [
+            f"{n.name} ({_gpu_labels_text(n)}; allocatable nvidia.com/gpu: {n.allocatable.get('nvidia.com/gpu', 'absent')})"
+            for n in index.gpu_nodes if not placement.advertises_gpus(n)
+        ],
+        "mig_resources_offered": sorted({r for n in snap.nodes for r in placement.mig_offered(n)}),
+        "nodes": {n.name: _node_brief(n, index) for n in snap.nodes},
     }
 
 
+def _gpu_labels_text(node: Node) -> str:
+    shown = [f"{k}={node.labels[k]}" for k in placement.GPU_NODE_LABELS if k in node.labels]
+    return ", ".join(shown) or "no GPU labels"
+
+
 def scopes(snap: Snapshot) -> dict[str, list[dict]]:
-    allocated = _gpus_allocated_by_node(snap)
+    index = _Index.of(snap)
     return {
-        "pod": [_pod(p) for p in snap.pods],
-        "node": [_node(n, allocated.get(n.name, 0)) for n in snap.nodes],
+        "pod": [_pod(p, index) for p in snap.pods],
+        "node": [_node(n, index) for n in snap.nodes],
         "service": [_service(s, snap) for s in snap.services],
         "workload": [
             plain(w) | {"_subject": f"{w.kind.lower()}/{w.namespace}/{w.name}", "_links": link("workload", f"{w.namespace}/{w.name}")}
             for w in snap.workloads
         ],
         "hpa": [_hpa(h, snap) for h in snap.hpas],
-        "raycluster": [_raycluster(c) for c in snap.ray_clusters],
-        "daemonset": [
-            plain(d) | {"_subject": f"daemonset/{d.namespace}/{d.name}", "_links": []} for d in snap.daemonsets
-        ],
+        "raycluster": [_raycluster(c, snap) for c in snap.ray_clusters],
+        "daemonset": [_daemonset(d, index) for d in snap.daemonsets],
     }
 
 
-def _gpus_allocated_by_node(snap: Snapshot) -> dict[str, int]:
-    allocated: dict[str, int] = {}
-    for pod in snap.pods:
-        if pod.node_name and pod.phase not in TERMINAL_PHASES:
-            allocated[pod.node_name] = allocated.get(pod.node_name, 0) + pod_gpu_request(pod)
-    return allocated
-
-
-def _node_brief(node: Node, gpu_allocatable: int | None, gpu_allocated: int) -> dict:
+def _node_brief(node: Node, index: _Index) -> dict:
     ready = node.conditions.get("Ready", {}).get("status")
     return {
         "labels": node.labels,
         "taints": node.taints,
         "unschedulable": node.unschedulable,
         "ready": None if ready is None else ready == "True",
-        "is_gpu_node": is_gpu_node(node),
-        "gpu_allocatable": gpu_allocatable,
-        "gpu_allocated": gpu_allocated,
+        "is_gpu_node": placement.is_gpu_node(node),
+        "gpu_allocatable": placement.gpu_allocatable(node),
+        "gpu_allocated": index.allocated.get(node.name, 0),
     }
 
 
-def _pod(pod: Pod) -> dict:
+# --------------------------------------------------------------------------- pods
+
+
+def _pod(pod: Pod, index: _Index) -> dict:
     facts = plain(pod, drop=("containers", "init_containers", "events"))
-    containers = []
     signals: dict[str, list[str]] = {}
     load_times = []
     for c in pod.containers:
-        containers.append(plain(c, drop=("logs", "previous_logs")))
         for name, lines in c.log_signals.items():
             signals.setdefault(name, []).extend(lines)
         for text in (c.logs, c.previous_logs):
             if text and (seconds := model_load_seconds(text)) is not None:
                 load_times.append(seconds)
+    node = index.nodes.get(pod.node_name or "")
     scheduling = _failed_scheduling(pod)
+    server = index.servers.get(pod.vllm_server or "")
     facts.update(
-        containers=containers,
+        containers=[plain(c, drop=("logs", "previous_logs")) for c in pod.containers],
         init_containers=[plain(c, drop=("logs", "previous_logs")) for c in pod.init_containers],
         events=event_facts(pod.events),
         event_reasons=sorted({e.reason for e in pod.events}),
         gpu_request=pod_gpu_request(pod),
-        mig_requests={k: v for c in pod.containers for k, v in mig_counts(c.limits or c.requests).items()},
+        wants_gpus=wants_gpus(pod),
+        mig_requests={k: v for c in pod.containers for k, v in mig_counts(c.limits, c.requests).items()},
         restarts=sum(c.restart_count for c in pod.containers),
         log_signals=signals,
         model_load_seconds=max(load_times) if load_times else None,
         failed_scheduling=scheduling,
+        placement=_placement(pod, index) if scheduling else None,
+        gpu_resource_mismatch=_gpu_resource_mismatch(pod, index),
+        admission_rejection=_admission_rejection(pod),
+        evicted=pod.phase == "Failed" and pod.reason == "Evicted",
+        node_gpu_sharing=placement.gpu_sharing(node) if node else None,
+        gpu_env_without_request=[] if wants_gpus(pod) or pod.owner_kind == "DaemonSet" else containers.gpu_env_without_request(pod),
+        ray_gpu_total=_ray_gpu_total(pod, index.snap),
+        vllm=_vllm_facts(pod, server),
+        oom_killed=containers.oom_killed(pod),
+        image_pull_errors=containers.image_pull_errors(pod),
+        failed_mounts=containers.failed_mounts(pod),
+        unexplained_crashes=containers.unexplained_crashes(pod),
+        probe_failures=[e.message for e in pod.events if e.reason == "Unhealthy"],
         is_vllm=pod.vllm_server is not None,
         _subject=f"pod/{pod.namespace}/{pod.name}",
-        _links=link("pod", pod.key) + link("node", pod.node_name) + link("ray_node", pod.ray_node_id)
-        + link("vllm", pod.vllm_server) + link("raycluster", f"{pod.namespace}/{pod.ray_cluster}" if pod.ray_cluster else None)
-        + link("workload", f"{pod.namespace}/{pod.workload_name}" if pod.workload_name else None),
+        _links=_pod_links(pod, index, pending=scheduling is not None),
     )
     return facts
+
+
+def _pod_links(pod: Pod, index: _Index, pending: bool) -> list[str]:
+    links = (
+        link("pod", pod.key) + link("node", pod.node_name) + link("ray_node", pod.ray_node_id)
+        + link("vllm", pod.vllm_server) + link("raycluster", f"{pod.namespace}/{pod.ray_cluster}" if pod.ray_cluster else None)
+        + link("workload", f"{pod.namespace}/{pod.workload_name}" if pod.workload_name else None)
+    )
+    if pending and wants_gpus(pod):
+        # an unplaced GPU pod's fate is the GPU nodes': their faults explain why it waits
+        links += [f"node:{n.name}" for n in index.gpu_nodes]
+    return links
 
 
 def _failed_scheduling(pod: Pod) -> dict | None:
@@ -118,33 +205,130 @@ def _failed_scheduling(pod: Pod) -> dict | None:
         return None
     message = messages[-1]
     fit = parse_fit_error(message)
+    reasons = fit.reasons if fit else {}
     return {
         "message": message,
         "nodes": fit.nodes if fit else None,
-        "reasons": fit.reasons if fit else {},
+        "reasons": reasons,
         "preemption": fit.preemption if fit else {},
+        "insufficient_gpu": INSUFFICIENT_GPU in reasons,
+        "taint_reasons": [r for r in reasons if any(mark in r for mark in TAINT_REASON_MARKS)],
+        "affinity_mismatch": AFFINITY_REASON_MARK in reasons,
+        "spread_reasons": [f"{n} {r}" for r, n in reasons.items() if any(mark in r for mark in SPREAD_REASON_MARKS)],
     }
 
 
-def _node(node: Node, gpu_allocated: int) -> dict:
-    gpu_allocatable = gpu_count(node.allocatable) if "nvidia.com/gpu" in node.allocatable else None
-    brief = _node_brief(node, gpu_allocatable, gpu_allocated)
-    return plain(node, drop=("events",)) | brief | {
+def _placement(pod: Pod, index: _Index) -> dict:
+    """Why an unplaced pod fits no node, node by node: selector, taints, free GPUs."""
+    candidates = index.gpu_nodes if wants_gpus(pod) else list(index.nodes.values())
+    matching = [n for n in candidates if placement.matches_selector(pod, n)]
+    asked = placement.selector_keys(pod)
+    shown = asked + ([placement.GPU_PRODUCT_LABEL] if placement.GPU_PRODUCT_LABEL not in asked else [])
+    untolerated = [(n, t) for n in matching for t in placement.untolerated_taints(pod, n)]
+    return {
+        "selector": placement.selector_terms(pod),
+        "candidate_nodes": [n.name for n in candidates],
+        "nodes_matching_selector": [n.name for n in matching],
+        "candidate_labels": [
+            f"{n.name}: " + ", ".join(f"{k}={n.labels.get(k, '(not set)')}" for k in shown) for n in candidates
+        ],
+        "untolerated_taints": [f"{n.name}: {placement.taint_text(t)}" for n, t in untolerated],
+        "tolerations": [placement.toleration_text(t) for t in pod.tolerations],
+        "missing_tolerations": sorted({placement.toleration_for(t) for _, t in untolerated}),
+        "gpu_free": [
+            f"{n.name}: {index.gpu_free(n)} of {placement.gpu_allocatable(n)} nvidia.com/gpu free"
+            for n in matching if placement.gpu_allocatable(n) is not None
+        ],
+        "gpu_allocatable_max": max((a for n in matching if (a := placement.gpu_allocatable(n)) is not None), default=None),
+        "spread_and_pod_affinity": placement.spread_and_pod_affinity(pod),
+    }
+
+
+def _gpu_resource_mismatch(pod: Pod, index: _Index) -> dict | None:
+    """The GPU resource the pod asks for against what the device plugins offer (MIG strategy)."""
+    if not index.snap.nodes:
+        return None
+    offered_mig = sorted({r for n in index.snap.nodes for r in placement.mig_offered(n)})
+    offers_whole = any(placement.gpu_allocatable(n) for n in index.snap.nodes)
+    asked_mig = sorted({k for c in pod.containers for k in mig_counts(c.limits, c.requests)})
+    if asked_mig and not set(asked_mig) & set(offered_mig):
+        asked = asked_mig
+    elif pod_gpu_request(pod) > 0 and not offers_whole and offered_mig:
+        asked = ["nvidia.com/gpu"]
+    else:
+        return None
+    return {
+        "requested": asked,
+        "offered": offered_mig + (["nvidia.com/gpu"] if offers_whole else []),
+        "mig_strategies": sorted(
+            {f"{n.name}: {placement.MIG_STRATEGY_LABEL}={n.labels[placement.MIG_STRATEGY_LABEL]}"
+             for n in index.gpu_nodes if placement.MIG_STRATEGY_LABEL in n.labels}
+        ),
+    }
+
+
+def _admission_rejection(pod: Pod) -> dict | None:
+    reason = pod.reason or ""
+    if pod.phase != "Failed" or not (reason in ADMISSION_REASONS or reason.startswith(ADMISSION_OUT_OF_GPU_PREFIX)):
+        return None
+    return {"reason": reason, "message": pod.message}
+
+
+def _ray_gpu_total(pod: Pod, snap: Snapshot) -> float | None:
+    node = next((n for n in snap.ray_nodes if n.pod == pod.key), None)
+    return None if node is None else node.resources_total.get("GPU", 0.0)
+
+
+def _vllm_facts(pod: Pod, server: VllmServer | None) -> dict | None:
+    container = containers.vllm_container(pod)
+    if container is None:
+        return None
+    args = server.engine_args if server else None
+    port = args.port if args else None
+    return {
+        "container": container.name,
+        "port": port,
+        "model": args.model if args else None,
+        "parallel_gpus": args.tensor_parallel_size * args.pipeline_parallel_size if args else None,
+        "health": server.health if server else None,
+    } | containers.probe_facts(container, port)
+
+
+# --------------------------------------------------------------------------- nodes
+
+
+def _node(node: Node, index: _Index) -> dict:
+    on_node = index.pods_on(node.name)
+    ready = node.conditions.get("Ready")
+    return plain(node, drop=("events",)) | _node_brief(node, index) | {
         "gpu_capacity": gpu_count(node.capacity) if "nvidia.com/gpu" in node.capacity else None,
+        "ready_condition": ready,
         "pressure": sorted(t for t, c in node.conditions.items() if t.endswith("Pressure") and c.get("status") == "True"),
+        "pressure_detail": [
+            f"{t}: {c.get('reason')} ({c.get('message')})"
+            for t, c in sorted(node.conditions.items()) if t.endswith("Pressure") and c.get("status") == "True"
+        ],
+        "gpu_sharing": placement.gpu_sharing(node),
+        "pods": [p.key for p in on_node],
+        "gpu_pods": [p.key for p in on_node if wants_gpus(p) and p.phase not in TERMINAL_PHASES],
         "events": event_facts(node.events),
+        "warning_events": [f"{e.reason}: {e.message}" for e in node.events if e.type == "Warning"],
         "_subject": f"node/{node.name}",
-        "_links": link("node", node.name),
+        "_links": link("node", node.name) + [f"pod:{p.key}" for p in on_node],
     }
 
 
-def _service(svc, snap: Snapshot) -> dict:
+# --------------------------------------------------------------------------- services, HPAs
+
+
+def _service(svc: Service, snap: Snapshot) -> dict:
     selected = [
         p for p in snap.pods
         if svc.selector and p.namespace == svc.namespace and all(p.labels.get(k) == v for k, v in svc.selector.items())
     ]
     return plain(svc) | {
         "selected_pods": [p.key for p in selected],
+        "selected_pod_states": [_pod_state(p) for p in selected],
         "fronts_vllm": any(p.vllm_server for p in selected),
         "_subject": f"service/{svc.namespace}/{svc.name}",
         "_links": link("service", f"{svc.namespace}/{svc.name}") + [f"pod:{p.key}" for p in selected]
@@ -152,24 +336,140 @@ def _service(svc, snap: Snapshot) -> dict:
     }
 
 
-def _hpa(hpa, snap: Snapshot) -> dict:
+def _pod_state(pod: Pod) -> str:
+    """One line on why a pod is or is not ready: phase, Ready condition, waiting reason, last probe failure."""
+    ready = pod.conditions.get("Ready", {})
+    waiting = [c.state_reason for c in pod.containers if c.state_reason]
+    probe = [e.message for e in pod.events if e.reason == "Unhealthy"]
+    parts = [f"{pod.name}: {pod.phase or 'phase unknown'}", f"Ready={ready.get('status', '?')}"]
+    parts += waiting[:1] + probe[-1:]
+    return ", ".join(parts)
+
+
+def _hpa(hpa: HPA, snap: Snapshot) -> dict:
     targets = [
         s for s in snap.vllm_servers
         if s.pod and (pod := snap.pod(s.pod)) and pod.namespace == hpa.namespace and pod.workload_name == hpa.target_name
     ]
+    queues = {s.name: summarize(s.scrapes) for s in targets if s.scrapes}
+    growth = [m.waiting_growth for m in queues.values() if m.waiting_growth is not None]
+    waiting = [m.requests_waiting for m in queues.values() if m.requests_waiting is not None]
     return plain(hpa) | {
         "metric_types": sorted({m.get("type", "") for m in hpa.metrics}),
-        "resource_metrics_only": bool(hpa.metrics) and all(m.get("type") == "Resource" for m in hpa.metrics),
+        "metric_names": [f"{m.get('type')}/{m.get('name')}" for m in hpa.metrics],
+        "resource_metrics_only": bool(hpa.metrics) and all(m.get("type") in ("Resource", "ContainerResource") for m in hpa.metrics),
         "scales_vllm": bool(targets),
         "target_servers": [s.name for s in targets],
+        "at_max": hpa.current_replicas is not None and hpa.max_replicas is not None and hpa.current_replicas >= hpa.max_replicas,
+        "target_queues": [
+            f"{name}: {m.requests_waiting:g} waiting" + (f" ({m.waiting_growth:+g} between first and last scrape)" if m.waiting_growth is not None else "")
+            for name, m in queues.items() if m.requests_waiting is not None
+        ],
+        "queue_growth_max": max(growth) if growth else None,
+        "queue_waiting_max": max(waiting) if waiting else None,
+        "metric_problems": [
+            f"{kind}={c.get('status')} {c.get('reason')}: {c.get('message')}"
+            for kind, c in hpa.conditions.items()
+            if kind in HPA_BLOCKING_CONDITIONS and c.get("status") == "False" and c.get("reason") not in HPA_BENIGN_REASONS
+        ],
+        "warning_events": [
+            f"{e.reason}: {e.message}" for e in snap.events
+            if e.involved_kind == "HorizontalPodAutoscaler" and e.namespace == hpa.namespace
+            and e.involved_name == hpa.name and e.type == "Warning"
+        ],
         "_subject": f"hpa/{hpa.namespace}/{hpa.name}",
         "_links": link("workload", f"{hpa.namespace}/{hpa.target_name}") + [f"vllm:{s.name}" for s in targets],
     }
 
 
-def _raycluster(cluster) -> dict:
+# --------------------------------------------------------------------------- KubeRay
+
+
+def _raycluster(cluster: RayClusterSpec, snap: Snapshot) -> dict:
+    members = [p for p in snap.pods if p.namespace == cluster.namespace and p.ray_cluster == cluster.name]
+    running = [p for p in members if p.phase == "Running"]
     return plain(cluster, drop=("events",)) | {
         "events": event_facts(cluster.events),
+        "operator_errors": [
+            f"{e.reason}: {e.message}" for e in cluster.events
+            if e.type == "Warning" and e.reason.startswith(KUBERAY_ERROR_EVENT_PREFIXES)
+        ],
+        "unhealthy_conditions": _unhealthy_ray_conditions(cluster),
+        "partial_groups": [
+            f"{g.name}: {g.pods_running} of {desired} pods running, {pending} pending ({g.gpu_limit_per_pod} GPU each)"
+            for g in cluster.worker_groups
+            if (desired := g.replicas if g.replicas is not None else g.pods_total) and 0 < g.pods_running < desired
+            and (pending := sum(1 for p in members if p.ray_group == g.name and p.phase == "Pending"))
+        ],
+        "pending_pods": [p.name for p in members if p.phase == "Pending"],
+        "gpus_running": sum(pod_gpu_request(p) for p in running),
+        "parallel_gpus_needed": _parallel_gpus_needed(cluster, members, snap),
         "_subject": f"{cluster.kind.lower()}/{cluster.namespace}/{cluster.name}",
-        "_links": link("raycluster", f"{cluster.namespace}/{cluster.name}"),
+        "_links": link("raycluster", f"{cluster.namespace}/{cluster.name}") + [f"pod:{p.key}" for p in members],
     }
+
+
+def _unhealthy_ray_conditions(cluster: RayClusterSpec) -> list[str]:
+    """KubeRay's own word that the cluster is not well (ray-operator/apis/ray/v1/raycluster_types.go)."""
+    found = [
+        f"{kind}={c.get('status')} ({c.get('reason')}): {c.get('message') or 'no message'}"
+        for kind, c in sorted(cluster.conditions.items())
+        if (kind == "HeadPodReady" and c.get("status") == "False") or (kind == "ReplicaFailure" and c.get("status") == "True")
+    ]
+    if cluster.kind == "RayCluster" and cluster.state == "failed":
+        found.append(f"state=failed: {cluster.reason or 'no reason given'}")
+    return found
+
+
+def _parallel_gpus_needed(cluster: RayClusterSpec, members: list[Pod], snap: Snapshot) -> int | None:
+    """GPUs one vLLM replica spans (tensor x pipeline parallel), from a vLLM server in the cluster's pods
+    or from the RayService's serve config (ray.serve.llm engine_kwargs)."""
+    keys = {p.key for p in members}
+    sizes = [
+        s.engine_args.tensor_parallel_size * s.engine_args.pipeline_parallel_size
+        for s in snap.vllm_servers if s.pod in keys and s.engine_args
+    ]
+    sizes += _serve_config_parallel_sizes(cluster.serve_config)
+    return max(sizes) if sizes else None
+
+
+def _serve_config_parallel_sizes(config: Any) -> list[int]:
+    if isinstance(config, list):
+        return [size for item in config for size in _serve_config_parallel_sizes(item)]
+    if not isinstance(config, dict):
+        return []
+    found = []
+    if "tensor_parallel_size" in config or "pipeline_parallel_size" in config:
+        try:
+            found.append(int(config.get("tensor_parallel_size", 1)) * int(config.get("pipeline_parallel_size", 1)))
+        except (TypeError, ValueError):
+            pass  # a templated or malformed value tells nothing about the size
+    return found + [size for value in config.values() for size in _serve_config_parallel_sizes(value)]
+
+
+# --------------------------------------------------------------------------- GPU daemonsets
+
+
+def _daemonset(ds: DaemonSet, index: _Index) -> dict:
+    component = _gpu_component(ds)
+    own = [p for p in index.snap.pods if p.owner_kind == "DaemonSet" and p.owner_name == ds.name and p.namespace == ds.namespace]
+    unready = [p for p in own if p.conditions.get("Ready", {}).get("status") != "True" and p.phase not in TERMINAL_PHASES]
+    uncovered = [
+        n for n in index.gpu_nodes
+        if any(n.labels.get(k) != v for k, v in ds.node_selector.items()) or (own and not any(p.node_name == n.name for p in own))
+    ] if component else []
+    return plain(ds) | {
+        "gpu_component": component,
+        "unready_pods": [_pod_state(p) + f" on {p.node_name or 'no node'}" for p in unready],
+        "gpu_nodes_uncovered": [n.name for n in uncovered],
+        "_subject": f"daemonset/{ds.namespace}/{ds.name}",
+        "_links": [f"pod:{p.key}" for p in unready] + [f"node:{p.node_name}" for p in unready if p.node_name]
+        + [f"node:{n.name}" for n in uncovered],
+    }
+
+
+def _gpu_component(ds: DaemonSet) -> str | None:
+    for component, marks in GPU_COMPONENTS.items():
+        if any(mark in ds.name or any(mark in image for image in ds.images) for mark in marks):
+            return component
+    return None

@@ -1,0 +1,152 @@
+"""What a pod's containers say about its lifecycle: probes of the vLLM container, crash loops and
+their causes, image pulls, volume mounts, and GPU environment variables set without a GPU request."""
+
+from __future__ import annotations
+
+from diag.model import Container, Pod, Probe
+from diag.parsers import engine_args
+
+# Paths vLLM's OpenAI server answers with 200 once the engine is up (vllm/entrypoints/openai/api_server.py);
+# /health is the one that also turns 503 when the engine dies.
+VLLM_HEALTH_PATH = "/health"
+VLLM_READY_PATHS = ("/health", "/ping", "/v1/models", "/version", "/metrics")
+IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
+GPU_VISIBILITY_ENV = ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+NO_GPU_VALUES = ("", "void", "none", "-1")  # values that hide every GPU from the container
+LAST_LOG_LINES = 5
+# Log signals (diag.parsers.logs) whose own rules already name a crash's cause.
+DIAGNOSED_CRASH_SIGNALS = (
+    "kv_cache_too_small", "no_cache_blocks", "cuda_oom", "cuda_driver_too_old", "model_not_found", "xid",
+)
+
+
+def vllm_container(pod: Pod) -> Container | None:
+    """The container that runs vLLM's server (the first whose command line launches it)."""
+    return next((c for c in pod.containers if engine_args.parse_engine_args(c.command, c.args) is not None), None)
+
+
+def probe_facts(container: Container, vllm_port: int | None) -> dict:
+    """The vLLM container's probes, each with its port resolved and a one-line description."""
+    probes = {p.kind: p for p in container.probes}
+    readiness = probes.get("readiness")
+    liveness = probes.get("liveness")
+    readiness_port = _port_number(readiness, container) if readiness else None
+    return {
+        "liveness": _probe(liveness, container) if liveness else None,
+        "readiness": _probe(readiness, container) if readiness else None,
+        "startup": _probe(probes["startup"], container) if "startup" in probes else None,
+        "liveness_budget_s": (
+            liveness.initial_delay_seconds + liveness.period_seconds * liveness.failure_threshold if liveness else None
+        ),
+        # a named port the container does not declare resolves to nothing: the probe cannot succeed
+        "readiness_port_mismatch": (
+            readiness.handler in ("httpGet", "tcpSocket") and readiness_port != vllm_port
+            if readiness and vllm_port is not None else None
+        ),
+        "readiness_path_unknown": (
+            readiness.path not in VLLM_READY_PATHS if readiness and readiness.handler == "httpGet" else None
+        ),
+    }
+
+
+def _probe(probe: Probe, container: Container) -> dict:
+    return {
+        "handler": probe.handler,
+        "path": probe.path,
+        "port": probe.port,
+        "port_number": _port_number(probe, container),
+        "initial_delay_seconds": probe.initial_delay_seconds,
+        "period_seconds": probe.period_seconds,
+        "failure_threshold": probe.failure_threshold,
+        "timeout_seconds": probe.timeout_seconds,
+        "text": _probe_text(probe),
+    }
+
+
+def _port_number(probe: Probe, container: Container) -> int | None:
+    if isinstance(probe.port, int):
+        return probe.port
+    if isinstance(probe.port, str):
+        return int(probe.port) if probe.port.isdigit() else container.ports.get(probe.port)
+    return None
+
+
+def _probe_text(probe: Probe) -> str:
+    target = {
+        "httpGet": f"httpGet port {probe.port} path {probe.path or '/'}",
+        "tcpSocket": f"tcpSocket port {probe.port}",
+        "grpc": f"grpc port {probe.port}",
+        "exec": "exec",
+    }[probe.handler]
+    return (
+        f"{target}, initialDelaySeconds={probe.initial_delay_seconds}, periodSeconds={probe.period_seconds}, "
+        f"failureThreshold={probe.failure_threshold}, timeoutSeconds={probe.timeout_seconds}"
+    )
+
+
+# --------------------------------------------------------------------------- crashes and start failures
+
+
+def oom_killed(pod: Pod) -> list[dict]:
+    """Containers the kernel killed for their memory limit (lastState.terminated.reason OOMKilled)."""
+    return [
+        {
+            "container": c.name, "memory_limit": c.limits.get("memory"), "memory_request": c.requests.get("memory"),
+            "restarts": c.restart_count, "exit_code": c.last_exit_code, "state_reason": c.state_reason,
+        }
+        for c in pod.containers
+        if c.last_terminated_reason == "OOMKilled" and (c.state_reason == "CrashLoopBackOff" or c.restart_count > 0)
+    ]
+
+
+def image_pull_errors(pod: Pod) -> list[dict]:
+    failures = [e.message for e in pod.events if e.reason == "Failed" and e.message.startswith("Failed to pull image")]
+    return [
+        {
+            "container": c.name, "image": c.image, "reason": c.state_reason,
+            "message": failures[-1] if failures else c.state_message,
+        }
+        for c in pod.containers + pod.init_containers
+        if c.state_reason in IMAGE_PULL_REASONS
+    ]
+
+
+def failed_mounts(pod: Pod) -> list[str]:
+    return [e.message for e in pod.events if e.reason in ("FailedMount", "FailedAttachVolume")]
+
+
+def unexplained_crashes(pod: Pod) -> list[dict]:
+    """Crash-looping containers whose cause no other rule names: not OOMKilled, no known failure line."""
+    crashes = []
+    for c in pod.containers:
+        if c.state_reason != "CrashLoopBackOff" or c.last_terminated_reason == "OOMKilled":
+            continue
+        if any(signal in c.log_signals for signal in DIAGNOSED_CRASH_SIGNALS):
+            continue
+        crashes.append({
+            "container": c.name, "restarts": c.restart_count, "exit_code": c.last_exit_code,
+            "last_reason": c.last_terminated_reason, "last_lines": _last_lines(c.previous_logs or c.logs),
+        })
+    return crashes
+
+
+def _last_lines(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+    return lines[-LAST_LOG_LINES:]
+
+
+# --------------------------------------------------------------------------- GPUs outside the device plugin
+
+
+def gpu_env_without_request(pod: Pod) -> list[str]:
+    """`container: VAR=value` for each GPU-visibility variable set in a pod that requests no GPU device.
+    Such a container bypasses the device plugin: it sees every GPU of the node (the NVIDIA runtime
+    honours the variable) while the scheduler counts those GPUs as free, or it sees none at all."""
+    return [
+        f"{c.name}: {name}={c.env[name]}"
+        for c in pod.containers
+        for name in GPU_VISIBILITY_ENV
+        if name in c.env and c.env[name].strip().lower() not in NO_GPU_VALUES
+    ]
