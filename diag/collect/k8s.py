@@ -35,6 +35,7 @@ RAY_KINDS = ("rayclusters", "rayservices")
 GPU_DAEMONSETS = ("nvidia-device-plugin", "gpu-operator", "nvidia-dcgm-exporter", "gpu-feature-discovery")
 MAX_LOG_PODS = 40  # pods whose logs are read, the most suspicious first
 PARALLEL_REQUESTS = 8
+VLLM_DEFAULT_PORT = 8000
 
 _Job = TypeVar("_Job")
 
@@ -223,19 +224,29 @@ def file_stems(pods: list[Pod]) -> dict[str, str]:
 
 def vllm_server_pods(pods: list[Pod]) -> list[VllmPod]:
     """Running pods whose container command/args start vLLM's OpenAI server, with its port."""
-    from diag.parsers.engine_args import parse_engine_args
-
     stems = file_stems(pods)
     found = []
     for pod in pods:
         if pod.phase != "Running":
             continue
         for container in pod.containers:
-            engine = parse_engine_args(container.command, container.args)
-            if engine is not None:
-                found.append(VllmPod(pod.namespace, pod.name, container.name, engine.port, stems[pod.key]))
+            port = _vllm_port(container)
+            if port is not None:
+                found.append(VllmPod(pod.namespace, pod.name, container.name, port, stems[pod.key]))
                 break
     return found
+
+
+def _vllm_port(container: Container) -> int | None:
+    """The port of the vLLM OpenAI server this container runs, or None when it runs none."""
+    from diag.parsers.engine_args import parse_engine_args
+
+    engine = parse_engine_args(container.command, container.args, container.image)
+    if engine is None:
+        return None
+    if engine.port is not None:
+        return engine.port
+    return next(iter(container.ports.values()), VLLM_DEFAULT_PORT)  # --port given but unreadable
 
 
 def ray_head_pods(pods: list[Pod]) -> list[Pod]:
@@ -260,7 +271,6 @@ def _has_gpus(container: Container) -> bool:
 
 def pods_that_matter(pods: list[Pod]) -> list[Pod]:
     """vLLM servers, Ray heads and workers, and pods that are not Running and Ready or that restart."""
-    from diag.parsers.engine_args import parse_engine_args
 
     def trouble(pod: Pod) -> int:
         containers = pod.containers + pod.init_containers
@@ -269,7 +279,7 @@ def pods_that_matter(pods: list[Pod]) -> list[Pod]:
         return 2 * unready + (restarts > 0)
 
     def serving(pod: Pod) -> bool:
-        return pod.ray_node_type is not None or any(parse_engine_args(c.command, c.args) for c in pod.containers)
+        return pod.ray_node_type is not None or any(_vllm_port(c) is not None for c in pod.containers)
 
     wanted = [p for p in pods if p.phase != "Succeeded" and (trouble(p) or serving(p))]
     wanted.sort(key=lambda p: (-trouble(p), p.namespace, p.name))
@@ -302,7 +312,7 @@ def log_requests(pods: list[Pod], all_pods: list[Pod]) -> tuple[list[_LogRequest
             if ran:
                 requests.append(_LogRequest(pod, container.name, False, f"{base}.log"))
             else:
-                why = container.state_reason or container.state or "not started"
+                why = container.state_reason or container.state or ("not scheduled" if pod.node_name is None else "not started")
                 skipped.append(SourceResult(f"{base}.log", "skipped", f"container {container.name} has not run ({why})"))
             if container.restart_count > 0 or container.last_exit_code is not None:
                 requests.append(_LogRequest(pod, container.name, True, f"{base}.previous.log"))

@@ -87,10 +87,10 @@ def collect(
     try:
         with view:
             for i, phase in enumerate(phases):
-                try:
-                    results += _run_phase(pool, phase, ctx, deadline, view)
-                except KeyboardInterrupt:
-                    results += [SourceResult(c.name, "failed", INTERRUPTED) for p in phases[i + 1 :] for c in p]
+                got, interrupted = _run_phase(pool, phase, ctx, deadline, view)
+                results += got
+                if interrupted:
+                    results += [SourceResult(c.name, "failed", INTERRUPTED) for later in phases[i + 1 :] for c in later]
                     break
     finally:
         sink.close()
@@ -130,40 +130,40 @@ def _namespace(kube: "KubeAccess | None", target: Target) -> str | None:
 
 def _run_phase(
     pool: ThreadPoolExecutor, collectors: list[Collector], ctx: CollectContext, deadline: float, view: "_ProgressView"
-) -> list[SourceResult]:
-    """Run one phase's collectors at once; wait for each until its own timeout or the run's ends."""
+) -> tuple[list[SourceResult], bool]:
+    """Run one phase's collectors at once; wait for each until its own timeout or the run's ends.
+    Returns what came back, and whether Ctrl-C stopped the waiting (the rest is then "interrupted")."""
     start = time.monotonic()
-    futures: dict[Future[list[SourceResult]], Collector] = {}
-    limits: dict[Future[list[SourceResult]], float] = {}
-    for c in collectors:
-        future = pool.submit(_guarded, c, ctx)
-        futures[future] = c
-        limits[future] = min(deadline, start + (c.timeout_s or ctx.target.source_timeout_s))
-        view.started(c.name)
+    waiting: dict[Future[list[SourceResult]], tuple[Collector, float]] = {}
+    reported: list[Collector] = []
     results: list[SourceResult] = []
-    pending = set(futures)
     try:
-        while pending:
+        for c in collectors:
+            limit = min(deadline, start + (c.timeout_s or ctx.target.source_timeout_s))
+            waiting[pool.submit(_guarded, c, ctx)] = (c, limit)
+            view.started(c.name)
+        while waiting:
             now = time.monotonic()
-            for future in [f for f in pending if f.done() or limits[f] <= now]:
-                pending.discard(future)
-                c = futures[future]
-                if future.done():
-                    got = future.result()
-                else:
+            for future, (c, limit) in list(waiting.items()):
+                if future.done() or limit <= now:
+                    del waiting[future]
+                    got = future.result() if future.done() else [SourceResult(c.name, "failed", f"timed out after {limit - start:.1f}s")]
                     future.cancel()
-                    got = [SourceResult(c.name, "failed", f"timed out after {limits[future] - start:.0f}s")]
-                results += got
-                view.finished(c.name, got)
-            if pending:
-                wait(pending, timeout=max(0.0, min(limits[f] for f in pending) - now), return_when=FIRST_COMPLETED)
+                    results += got
+                    reported.append(c)
+                    view.finished(c.name, got)
+            if waiting:
+                next_limit = min(limit for _, limit in waiting.values())
+                wait(waiting, timeout=max(0.0, next_limit - now), return_when=FIRST_COMPLETED)
     except KeyboardInterrupt:
-        for future in pending:
+        for future in waiting:
             future.cancel()
-            results.append(SourceResult(futures[future].name, "failed", INTERRUPTED))
-            view.finished(futures[future].name, results[-1:])
-        raise
-    return results
+        for c in collectors:
+            if c not in reported:
+                results.append(SourceResult(c.name, "failed", INTERRUPTED))
+                view.finished(c.name, results[-1:])
+        return results, True
+    return results, False
 
 
 def _guarded(collector: Collector, ctx: CollectContext) -> list[SourceResult]:

@@ -1,0 +1,388 @@
+"""Live collection from Kubernetes, run against the replay server over real HTTP with the real
+`kubernetes` client (no Kubernetes API server runs in CI): what is written, how it is scoped, and
+how the runner keeps a partial bundle when a source fails, hangs or is interrupted."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import tarfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+import diag.collect.kube as kube_module
+from diag.bundle import Bundle
+from diag.collect.base import SourceResult, Target
+from diag.collect.gpu import NVIDIA_SMI_CSV, NVIDIA_SMI_XML
+from diag.collect.kube import KubeAccess, KubeError
+from diag.collect.runner import INTERRUPTED, Collector, CollectContext, collect, default_collectors
+from diag.load import load_bundle
+from tests.replay.harness import CLUSTER, GPU_PODS, VLLM_POD, collect_from, live_target, recorded_cluster
+from tests.replay.server import RecordedRequest, ReplayCluster, ReplayServer
+from tests.replay.upstream import RecordedHttp, vllm_routes
+
+LLM_PODS = {
+    "llama-3-8b-7c9d6b5f4-abcde",
+    "llama-3-8b-7c9d6b5f4-fghij",
+    "qwen-ray-head-x7k2p",
+    "qwen-ray-gpu-group-worker-9zt4q",
+    "redis-0",
+    "embedder-5f6d7c8b9-k2m4n",
+    "tokenizer-6c7d8e9f0-p5q6r",
+}
+
+
+@pytest.fixture
+def cluster() -> ReplayCluster:
+    return recorded_cluster()
+
+
+@pytest.fixture
+def replay(cluster: ReplayCluster) -> Iterator[ReplayServer]:
+    with ReplayServer(cluster) as server:
+        yield server
+
+
+@pytest.fixture
+def small_pages(monkeypatch: pytest.MonkeyPatch) -> int:
+    """Two items per list request, so that the 7 pods of the namespace take four."""
+    monkeypatch.setattr(kube_module, "PAGE_SIZE", 2)
+    return 2
+
+
+def _items(bundle: Bundle, kind: str) -> list[dict]:
+    return json.loads(bundle.files[f"k8s/{kind}.json"])["items"]
+
+
+def _names(bundle: Bundle, kind: str) -> set[str]:
+    return {i["metadata"]["name"] for i in _items(bundle, kind)}
+
+
+def _lists_of(requests: list[RecordedRequest], resource: str) -> list[RecordedRequest]:
+    return [r for r in requests if r.info and r.info.resource == resource and r.info.verb == "list"]
+
+
+# ----------------------------------------------------------------------------- a full collection
+
+
+def test_full_collection_writes_a_bundle_that_the_analyzer_loads(
+    cluster: ReplayCluster, replay: ReplayServer, tmp_path: Path, small_pages: int
+) -> None:
+    with RecordedHttp(vllm_routes()) as vllm:
+        cluster.upstreams[("pods", *VLLM_POD)] = vllm.url
+        bundle, results = collect_from(replay, tmp_path)
+
+    for kind in ("pods", "events", "nodes", "services", "endpoints", "deployments", "statefulsets", "hpa",
+                 "rayclusters", "rayservices", "daemonsets"):  # fmt: skip
+        listed = json.loads(bundle.files[f"k8s/{kind}.json"])
+        assert listed["kind"] == "List" and listed["apiVersion"] == "v1"
+        assert all(item["kind"] and item["apiVersion"] for item in listed["items"])  # as kubectl fills them in
+    snapshot = load_bundle(bundle)
+    failed = {name: s.detail for name, s in snapshot.sources.items() if s.status == "failed"}
+    loaded = {name for name, s in snapshot.sources.items() if s.status == "ok"}
+    written = set(bundle.files) - {"manifest.json"}
+    assert written <= loaded, f"written but not loaded: {written - loaded}; failures: {failed}"
+    assert {p.name for p in snapshot.pods} == LLM_PODS
+    assert {g.host for g in snapshot.gpus} == {"gpu-node-a", "gpu-node-b"}
+    assert snapshot.ray_status is not None and snapshot.ray_actors
+    (server,) = snapshot.vllm_servers
+    assert server.name == VLLM_POD[1] and len(server.scrapes) == 2 and server.health == "200"
+    assert all(scrape.taken_at is not None for scrape in server.scrapes)  # times from the manifest
+    assert not [r for r in results if r.status == "failed" and r.name.startswith(("k8s/", "gpu/", "vllm/"))]
+
+
+def test_manifest_records_the_run(replay: ReplayServer, tmp_path: Path) -> None:
+    bundle, results = collect_from(replay, tmp_path, selector="app=llama-3-8b")
+    manifest = json.loads(bundle.files["manifest.json"])
+    assert manifest["kubernetes"]["context"] == "replay"
+    assert manifest["kubernetes"]["server"] == replay.url
+    assert manifest["kubernetes"]["namespaces"] == ["llm"]
+    assert manifest["selectors"]["label"] == "app=llama-3-8b"
+    assert manifest["sources"]["k8s/pods.json"] == {"status": "ok", "detail": "2 items"}
+    # the vLLM pod's proxy has no server behind it here: a failed source, recorded, not raised
+    assert manifest["sources"][f"vllm/{VLLM_POD[1]}.metrics"]["status"] == "failed"
+    assert set(manifest["sources"]) == {r.name for r in results}
+    assert manifest["redaction"]["applied"]["env-secret-value"] >= 2  # HF_TOKEN of both llama pods
+    assert "secret-cli-flag" in manifest["redaction"]["rules"]
+    assert manifest["duration_s"] >= 0 and manifest["collected_at"].endswith("Z")
+
+
+# ----------------------------------------------------------------------------- scope
+
+
+def test_the_context_namespace_scopes_objects_and_events(replay: ReplayServer, tmp_path: Path) -> None:
+    bundle, _ = collect_from(replay, tmp_path)
+    assert _names(bundle, "pods") == LLM_PODS  # other/redis-0 is not in llm
+    assert {p["metadata"]["namespace"] for p in _items(bundle, "pods")} == {"llm"}
+    involved = {(e["involvedObject"]["kind"], e["involvedObject"]["name"]) for e in _items(bundle, "events")}
+    assert ("Pod", "redis-0") not in involved  # the event of other/redis-0
+    # node events are kept for the nodes the pods run on, not for every node of the cluster
+    assert {n for k, n in involved if k == "Node"} == {"gpu-node-a", "gpu-node-b"}
+    assert _names(bundle, "nodes") == {"cpu-node-1", "gpu-node-a", "gpu-node-b"}
+    # the GPU stack of every namespace, and nothing else
+    assert _names(bundle, "daemonsets") == {"nvidia-device-plugin-daemonset", "nvidia-dcgm-exporter", "gpu-feature-discovery"}
+    pod_lists = _lists_of(replay.seen(), "pods")
+    assert {r.info.namespace for r in pod_lists if r.info} == {"llm"}
+
+
+def test_all_namespaces_reads_every_namespace_and_names_clashing_pods_apart(replay: ReplayServer, tmp_path: Path) -> None:
+    bundle, _ = collect_from(replay, tmp_path, all_namespaces=True)
+    pods = {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in _items(bundle, "pods")}
+    assert ("other", "redis-0") in pods and ("llm", "redis-0") in pods
+    # other/redis-0 restarted: its logs, under <namespace>.<pod> since llm has a redis-0 too
+    assert bundle.files["k8s/logs/other.redis-0.previous.log"].startswith(b"1:C 29 Nov 2026")
+    assert "k8s/logs/redis-0.log" not in bundle.files
+    assert all(r.info.namespace is None for r in _lists_of(replay.seen(), "pods") if r.info)
+
+
+def test_a_label_selector_scopes_the_pods_on_the_server_side(replay: ReplayServer, tmp_path: Path) -> None:
+    bundle, _ = collect_from(replay, tmp_path, selector="app=llama-3-8b")
+    assert _names(bundle, "pods") == {"llama-3-8b-7c9d6b5f4-abcde", "llama-3-8b-7c9d6b5f4-fghij"}
+    sent = {r.query.get("labelSelector", [""])[0] for r in _lists_of(replay.seen(), "pods")}
+    assert sent == {"app=llama-3-8b"}
+    reasons = {e["reason"] for e in _items(bundle, "events")}
+    # the events of the selected pods and of their nodes; not the embedder's BackOff
+    assert {"FailedScheduling", "Pulled", "NodeNotReady"} <= reasons and "BackOff" not in reasons
+    logs = {n for n in bundle.files if n.startswith("k8s/logs/")}
+    assert logs == {"k8s/logs/llama-3-8b-7c9d6b5f4-abcde.log", "k8s/logs/llama-3-8b-7c9d6b5f4-abcde.previous.log"}
+
+
+def test_a_rayservice_scopes_to_the_raycluster_kuberay_made_for_it(replay: ReplayServer, tmp_path: Path) -> None:
+    bundle, results = collect_from(replay, tmp_path, ray_cluster="qwen-svc")
+    assert _names(bundle, "pods") == {"qwen-ray-head-x7k2p", "qwen-ray-gpu-group-worker-9zt4q"}
+    sent = {r.query.get("labelSelector", [""])[0] for r in _lists_of(replay.seen(), "pods")}
+    assert sent == {"ray.io/cluster in (qwen-ray)"}
+    assert "RayCluster qwen-ray" in next(r.detail for r in results if r.name == "k8s/pods.json")
+    involved = {e["involvedObject"]["name"] for e in _items(bundle, "events")}
+    assert "qwen-ray" in involved and "embedder-5f6d7c8b9-k2m4n" not in involved
+
+
+def test_one_pod_by_name_uses_a_field_selector(replay: ReplayServer, tmp_path: Path) -> None:
+    bundle, _ = collect_from(replay, tmp_path, pod="embedder-5f6d7c8b9-k2m4n")
+    assert _names(bundle, "pods") == {"embedder-5f6d7c8b9-k2m4n"}
+    sent = {r.query.get("fieldSelector", [""])[0] for r in _lists_of(replay.seen(), "pods")}
+    assert sent == {"metadata.name=embedder-5f6d7c8b9-k2m4n"}
+    assert {e["reason"] for e in _items(bundle, "events") if e["involvedObject"]["kind"] == "Pod"} == {"BackOff"}
+
+
+def test_lists_are_paginated_with_limit_and_continue(replay: ReplayServer, tmp_path: Path, small_pages: int) -> None:
+    bundle, _ = collect_from(replay, tmp_path)
+    pages = _lists_of(replay.seen(), "pods")
+    assert len(pages) == 4  # 7 pods, 2 a page
+    assert all(r.query["limit"] == [str(small_pages)] for r in pages)
+    assert "continue" not in pages[0].query and all("continue" in r.query for r in pages[1:])
+    assert len(_items(bundle, "pods")) == 7
+    assert "continue" not in json.loads(bundle.files["k8s/pods.json"])["metadata"]
+
+
+def test_a_capped_list_says_more_exist(replay: ReplayServer, tmp_path: Path, small_pages: int) -> None:
+    kube = KubeAccess(str(replay.write_kubeconfig(tmp_path, namespace="llm")))
+    capped = kube.list_json("pods", "llm", max_items=3)
+    assert len(capped["items"]) == 3 and capped["metadata"]["continue"]
+
+
+# ----------------------------------------------------------------------------- logs and exec
+
+
+def test_logs_of_the_pods_that_matter(cluster: ReplayCluster, replay: ReplayServer, tmp_path: Path) -> None:
+    bundle, results = collect_from(replay, tmp_path, log_tail_lines=2)
+    logs = {n for n in bundle.files if n.startswith("k8s/logs/")}
+    assert logs == {
+        "k8s/logs/llama-3-8b-7c9d6b5f4-abcde.log",  # a vLLM server
+        "k8s/logs/llama-3-8b-7c9d6b5f4-abcde.previous.log",  # ... that restarted
+        "k8s/logs/embedder-5f6d7c8b9-k2m4n.log",  # crash-looping
+        "k8s/logs/embedder-5f6d7c8b9-k2m4n.previous.log",
+        "k8s/logs/qwen-ray-head-x7k2p.log",  # Ray head
+        "k8s/logs/qwen-ray-gpu-group-worker-9zt4q.ray-worker.log",  # Ray worker, two containers
+        "k8s/logs/qwen-ray-gpu-group-worker-9zt4q.fluentbit.log",
+    }  # not the healthy redis-0; not the pods whose containers never ran
+    skipped = {r.name: r.detail for r in results if r.status == "skipped" and r.name.startswith("k8s/logs/")}
+    assert skipped["k8s/logs/tokenizer-6c7d8e9f0-p5q6r.log"].endswith("(ImagePullBackOff)")
+    assert skipped["k8s/logs/llama-3-8b-7c9d6b5f4-fghij.log"].endswith("(not scheduled)")
+    recorded = (CLUSTER / "k8s" / "logs" / "qwen-ray-head-x7k2p.log").read_bytes()
+    assert bundle.files["k8s/logs/qwen-ray-head-x7k2p.log"] == b"".join(recorded.splitlines(keepends=True)[-2:])
+    log_reads = [r for r in replay.seen() if r.info and r.info.subresource == "log"]
+    assert {r.query["tailLines"][0] for r in log_reads} == {"2"}
+    assert all("limitBytes" in r.query for r in log_reads)
+    previous = {r.info.name for r in log_reads if r.query.get("previous") == ["true"] and r.info}
+    assert previous == {"llama-3-8b-7c9d6b5f4-abcde", "embedder-5f6d7c8b9-k2m4n"}
+
+
+def test_nvidia_smi_and_ray_run_by_exec_with_fixed_argv(replay: ReplayServer, tmp_path: Path) -> None:
+    bundle, _ = collect_from(replay, tmp_path)
+    execs = [r for r in replay.seen() if r.info and r.info.subresource == "exec"]
+    assert execs and all(r.upgrade for r in execs)
+    by_pod: dict[str, list[list[str]]] = {}
+    for r in execs:
+        assert r.query["stdin"] == ["false"] and r.query["tty"] == ["false"]  # a fixed command, nothing typed
+        by_pod.setdefault(r.info.name or "", []).append(r.query["command"])  # type: ignore[union-attr]
+    for node, (_, pod, capture) in GPU_PODS.items():  # one GPU pod per node
+        assert sorted(by_pod[pod]) == sorted([NVIDIA_SMI_XML, NVIDIA_SMI_CSV])
+        assert bundle.files[f"gpu/{node}.xml"] == capture.with_suffix(".xml").read_bytes()
+    gpu_exec = [r for r in execs if r.query["command"][0] == "nvidia-smi"]
+    assert {r.query["container"][0] for r in gpu_exec} == {"vllm", "ray-worker"}  # the containers given GPUs
+    # the dashboard is not reachable through the service proxy here, so `ray` ran in the head pod
+    assert all(cmd[0] == "ray" for cmd in by_pod["qwen-ray-head-x7k2p"])
+    assert bundle.files["ray/status.txt"].startswith(b"======== Autoscaler status")
+
+
+def test_exec_failures_are_one_line(replay: ReplayServer, tmp_path: Path) -> None:
+    kube = KubeAccess(str(replay.write_kubeconfig(tmp_path, namespace="llm")))
+    with pytest.raises(KubeError, match=r"^exec nvidia-smi in llm/redis-0: replay: no recorded output"):
+        kube.exec_fixed("llm", "redis-0", "redis", NVIDIA_SMI_XML, 10)
+    with pytest.raises(KubeError, match="not found") as missing:
+        kube.exec_fixed("llm", "no-such-pod", None, NVIDIA_SMI_XML, 10)
+    assert "\n" not in str(missing.value)
+
+
+def test_proxy_answers_come_back_whatever_their_status(cluster: ReplayCluster, replay: ReplayServer, tmp_path: Path) -> None:
+    kube = KubeAccess(str(replay.write_kubeconfig(tmp_path, namespace="llm")))
+    namespace, pod, port = VLLM_POD
+    with RecordedHttp(vllm_routes(health=503)) as vllm:
+        cluster.upstreams[("pods", *VLLM_POD)] = vllm.url
+        assert kube.pod_proxy_get(namespace, pod, port, "/health", 5)[0] == 503  # the pod's own answer
+        status, body = kube.pod_proxy_get(namespace, pod, port, "/v1/models?x=1", 5)
+    assert status == 200 and json.loads(body)["object"] == "list"
+    forwarded = [r.path for r in replay.seen() if r.info and r.info.subresource == "proxy"]
+    assert forwarded[-1] == f"/api/v1/namespaces/llm/pods/{pod}:8000/proxy/v1/models"  # "/" not escaped
+    with pytest.raises(KubeError, match="connection refused") as refused:  # the API server's own answer
+        kube.pod_proxy_get("llm", "redis-0", 6379, "/", 5)
+    assert refused.value.status == 503
+
+
+# ----------------------------------------------------------------------------- secrets and files
+
+
+SECRETS = (
+    b"sk-live-9f8e7d6c5b4a3f2e1d0c9b8a",  # --api-key in args, in the vLLM log, in a Bearer header
+    b"hf_QxTbWvYzAbCdEfGhIjKlMnOpQrStUvWx12",  # HF_TOKEN env and last-applied-configuration
+    b"hf_ZyXwVuTsRqPoNmLkJiHgFeDcBa98765432",  # in the RayService serveConfigV2 YAML
+    b"pg-s3cret!",  # DB_PASSWORD env, and in a postgresql:// URL in a log
+    b"5241590000000000",  # RAY_REDIS_PASSWORD
+    b"nvapi-QWxhZGRpbjpPcGVuU2VzYW1lMTIzNDU2",  # NGC_API_KEY of the device plugin
+)
+
+
+def test_secrets_are_redacted_in_what_is_written(replay: ReplayServer, tmp_path: Path) -> None:
+    bundle, _ = collect_from(replay, tmp_path, all_namespaces=True)
+    saved = bundle.save(tmp_path / "bundle")
+    on_disk = {p.relative_to(saved).as_posix(): p.read_bytes() for p in saved.rglob("*") if p.is_file()}
+    recorded = b"".join(p.read_bytes() for p in CLUSTER.rglob("*") if p.is_file())
+    for secret in SECRETS:
+        assert secret in recorded  # the cluster does hold it ...
+        assert not [name for name, data in on_disk.items() if secret in data], secret  # ... the bundle does not
+    for name, data in on_disk.items():
+        if name.endswith(".json"):
+            json.loads(data)  # still valid JSON
+    assert b"managedFields" not in on_disk["k8s/pods.json"]
+    (vllm_pod,) = [p for p in json.loads(on_disk["k8s/pods.json"])["items"] if p["metadata"]["name"] == VLLM_POD[1]]
+    args = vllm_pod["spec"]["containers"][0]["args"]
+    assert args[args.index("--api-key") + 1] == "<redacted>"
+    assert args[args.index("--max-num-seqs") + 1] == "64"  # engine flags stay readable
+    env = {e["name"]: e for e in vllm_pod["spec"]["containers"][0]["env"]}
+    assert env["HF_TOKEN"]["value"] == "<redacted>" and env["VLLM_LOGGING_LEVEL"]["value"] == "INFO"
+    assert env["HUGGING_FACE_HUB_TOKEN"]["valueFrom"]["secretKeyRef"]["name"] == "hf-token"
+
+
+def test_written_files_are_private(replay: ReplayServer, tmp_path: Path) -> None:
+    bundle, _ = collect_from(replay, tmp_path)
+    folder = bundle.save(tmp_path / "case")
+    files = [p for p in folder.rglob("*") if p.is_file()]
+    assert len(files) == len(bundle.files)
+    assert {stat.S_IMODE(p.stat().st_mode) for p in files} == {0o600}
+    archive = bundle.save(tmp_path / "case.tar.gz")
+    assert stat.S_IMODE(os.stat(archive).st_mode) == 0o600
+    with tarfile.open(archive) as tar:
+        assert {m.mode for m in tar.getmembers() if m.isfile()} == {0o600}
+
+
+# ----------------------------------------------------------------------------- the runner
+
+
+def _target(replay: ReplayServer, tmp_path: Path, **overrides: object) -> Target:
+    return live_target(replay.write_kubeconfig(tmp_path, namespace="llm"), **overrides)
+
+
+def _write_then(action: Callable[[], None]) -> Callable[[CollectContext], list[SourceResult]]:
+    def run(ctx: CollectContext) -> list[SourceResult]:
+        ctx.sink.write("ray/status.txt", "written before\n")
+        action()
+        return [SourceResult("ray/status.txt", "ok")]
+
+    return run
+
+
+def _kubernetes_objects(target: Target) -> Collector:
+    """The phase-1 collector `llmdiag collect` runs."""
+    (objects,) = [c for c in default_collectors(target) if c.phase == 1]
+    return objects
+
+
+def test_a_collector_that_raises_is_one_failed_line(replay: ReplayServer, tmp_path: Path) -> None:
+    def broken(ctx: CollectContext) -> list[SourceResult]:
+        raise ValueError("head\nwith a second line")
+
+    target = _target(replay, tmp_path)
+    bundle, results = collect(target, [_kubernetes_objects(target), Collector("ray", broken)])
+    (failure,) = [r for r in results if r.name == "ray"]
+    assert failure.status == "failed" and failure.detail == "ValueError: head"
+    assert "k8s/pods.json" in bundle.files  # the rest went on
+    assert json.loads(bundle.files["manifest.json"])["sources"]["ray"]["status"] == "failed"
+
+
+def test_a_collector_past_its_timeout_is_failed_and_cannot_write_later(replay: ReplayServer, tmp_path: Path) -> None:
+    def late_write() -> None:
+        time.sleep(1.5)
+
+    def slow(ctx: CollectContext) -> list[SourceResult]:
+        late_write()
+        ctx.sink.write("ray/actors.json", "[]")  # after the run gave up on it
+        return [SourceResult("ray/actors.json", "ok")]
+
+    collectors = [Collector("ray", slow, timeout_s=0.3), Collector("vllm", _write_then(lambda: None))]
+    started = time.monotonic()
+    bundle, results = collect(_target(replay, tmp_path), collectors)
+    assert time.monotonic() - started < 1.4
+    assert {r.name: r.status for r in results} == {"ray": "failed", "ray/status.txt": "ok"}
+    assert next(r.detail for r in results if r.name == "ray").startswith("timed out after")
+    time.sleep(1.5)
+    assert "ray/actors.json" not in bundle.files
+
+
+def test_the_whole_run_has_a_deadline(replay: ReplayServer, tmp_path: Path) -> None:
+    collectors = [Collector("ray", _write_then(lambda: time.sleep(3)), timeout_s=30)]
+    started = time.monotonic()
+    bundle, results = collect(_target(replay, tmp_path, total_timeout_s=0.5), collectors)
+    assert time.monotonic() - started < 2.5
+    assert [(r.name, r.status) for r in results] == [("ray", "failed")]
+    assert bundle.files["ray/status.txt"] == b"written before\n"  # what came back is kept
+
+
+def test_ctrl_c_keeps_what_came_back_and_marks_the_rest_interrupted(replay: ReplayServer, tmp_path: Path) -> None:
+    def press_ctrl_c() -> None:
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)  # as the terminal sends it
+        time.sleep(3)
+
+    target = _target(replay, tmp_path)
+    started = time.monotonic()
+    bundle, results = collect(target, [_kubernetes_objects(target), Collector("vllm", _write_then(press_ctrl_c))])
+    assert time.monotonic() - started < 2.5  # it stopped waiting
+    assert ("vllm", "failed", INTERRUPTED) in [(r.name, r.status, r.detail) for r in results]
+    assert "k8s/pods.json" in bundle.files and bundle.files["ray/status.txt"] == b"written before\n"
+    assert json.loads(bundle.files["manifest.json"])["sources"]["vllm"] == {"status": "failed", "detail": INTERRUPTED}
+
+
+def test_without_a_kubeconfig_the_kubernetes_sources_say_why(tmp_path: Path) -> None:
+    target = Target(kubeconfig=str(tmp_path / "missing"), local_gpu=False, total_timeout_s=10)
+    bundle, results = collect(target, [_kubernetes_objects(target)])
+    (connect, objects) = results
+    assert connect.name == "kubernetes" and connect.status == "failed"
+    assert connect.detail.startswith("cannot load Kubernetes configuration") and "\n" not in connect.detail
+    assert (objects.status, objects.detail) == ("skipped", "no Kubernetes configuration")
+    assert set(bundle.files) == {"manifest.json"}
