@@ -143,9 +143,15 @@ class ReplayCluster:
 class ReplayServer:
     """`with ReplayServer(cluster) as server:` serves on 127.0.0.1:<free port> until the block ends."""
 
-    def __init__(self, cluster: ReplayCluster, exec_protocols: tuple[str, ...] = ("v4.channel.k8s.io",)) -> None:
+    def __init__(
+        self,
+        cluster: ReplayCluster,
+        exec_protocols: tuple[str, ...] = ("v4.channel.k8s.io",),
+        forbidden: frozenset[str] = frozenset(),
+    ) -> None:
         self.cluster = cluster
         self.exec_protocols = exec_protocols
+        self.forbidden = forbidden  # resources (or resource/subresource) RBAC denies, answered 403
         self.requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
@@ -232,6 +238,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._status(HTTPStatus.UNAUTHORIZED, "Unauthorized", "Unauthorized")
         if info is None:
             return self._status(HTTPStatus.NOT_FOUND, "NotFound", "the server could not find the requested resource")
+        if _rbac_name(info) in self.replay.forbidden:
+            return self._status(HTTPStatus.FORBIDDEN, "Forbidden", _forbidden_message(info))
         if info.subresource == "exec":
             return self._exec(info, query, upgrade)
         if self.command != "GET":
@@ -416,6 +424,18 @@ def _request_info(method: str, path: str, query: dict[str, list[str]]) -> Reques
     else:
         verb = "get"
     return RequestInfo(verb, group, resource, subresource, namespace, name)
+
+
+def _rbac_name(info: RequestInfo) -> str:
+    return f"{info.resource}/{info.subresource}" if info.subresource else info.resource
+
+
+def _forbidden_message(info: RequestInfo) -> str:
+    where = f' in the namespace "{info.namespace}"' if info.namespace else " at the cluster scope"
+    return (
+        f'{_rbac_name(info)} is forbidden: User "system:serviceaccount:llmdiag:llmdiag" cannot {info.verb} '
+        f'resource "{_rbac_name(info)}" in API group "{info.api_group}"{where}'
+    )
 
 
 def _first(query: dict[str, list[str]], key: str) -> str | None:
