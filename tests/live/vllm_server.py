@@ -270,7 +270,7 @@ class Scenario:
     """One server configuration and the load that shows its behaviour."""
 
     name: str  # fixture folder under fixtures/real/vllm-cpu/
-    summary: str
+    description: str  # one sentence, as in the fixture's expected.json
     server_args: tuple[str, ...]
     server_env: Mapping[str, str]
     load: LoadShape
@@ -286,7 +286,7 @@ SCENARIOS: dict[str, Scenario] = {
     for scenario in (
         Scenario(
             name="healthy",
-            summary="default flags, light load: nothing waits, the KV cache is nearly empty",
+            description="A real vLLM 0.32 CPU server under light load: no fault.",
             server_args=(),
             server_env={KV_CACHE_SPACE_ENV: "1"},
             load=LoadShape(total_requests=400, concurrency=2, prompt_tokens=64, max_tokens=128, max_duration_s=90),
@@ -294,7 +294,10 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         Scenario(
             name="max-num-seqs-2",
-            summary="--max-num-seqs 2 under 16 concurrent requests: the queue builds while KV usage stays low",
+            description=(
+                "A real vLLM 0.32 CPU server started with --max-num-seqs 2 under 16 concurrent requests: "
+                "the scheduler cap, not memory, holds the queue."
+            ),
             server_args=("--max-num-seqs", "2"),
             server_env={KV_CACHE_SPACE_ENV: "1"},
             load=LoadShape(total_requests=96, concurrency=16, prompt_tokens=64, max_tokens=256, max_duration_s=90),
@@ -302,7 +305,10 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         Scenario(
             name="kv-cache-small",
-            summary="a KV cache of 1,280 tokens under 12 concurrent long requests: usage near 1.0, preemptions",
+            description=(
+                "A real vLLM 0.32 CPU server with a KV cache too small for long prompts under load: "
+                "the cache saturates."
+            ),
             server_args=("--max-model-len", "1024", "--block-size", "32", "--kv-cache-memory-bytes", "1310720"),
             server_env={},
             load=LoadShape(total_requests=48, concurrency=12, prompt_tokens=256, max_tokens=512, max_duration_s=90),
