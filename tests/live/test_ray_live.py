@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from diag.collect.kube import KubeAccess
 from diag.collect.ray import CLI_FILES, DASHBOARD_FILES, DASHBOARD_PORT, RayHead, collect_ray_address, collect_ray_head
 from diag.parsers.ray_state import parse_actors, parse_nodes, parse_nodes_summary, parse_placement_groups
 from diag.parsers.ray_status import parse_cluster_status_json, parse_ray_status
-from live_services import LOOPBACK, RayHead as LiveRayHead, free_port, ray_env, ray_python
+from live_services import LOOPBACK, REPO, RayHead as LiveRayHead, free_port, ray_env, ray_python
 from tests.replay.server import ExecAnswer, ReplayCluster, ReplayServer
 
 pytestmark = pytest.mark.live
@@ -192,3 +193,45 @@ def test_collected_files_load_into_a_snapshot(dashboard_bundle, tmp_path: Path) 
     assert {a.name for a in snapshot.ray_actors} == {"gpu1_actor", "gpu4_actor_infeasible"}
     assert [pg.scheduling_state for pg in snapshot.placement_groups] == ["INFEASIBLE"]
     assert snapshot.ray_status is not None and snapshot.ray_status.demands
+
+
+# --------------------------------------------------------------------------- end to end through the CLI
+
+
+def llmdiag(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "diag.cli", *args], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
+
+
+def json_report(done: subprocess.CompletedProcess) -> dict:
+    try:
+        return json.loads(done.stdout)
+    except json.JSONDecodeError:
+        pytest.fail(f"exit {done.returncode}, no JSON report:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+
+
+def outside_kubernetes(ray_head: LiveRayHead, vllm_url: str) -> list[str]:
+    return ["--ray-address", ray_head.dashboard_url, "--vllm-url", vllm_url, "--no-local-gpu",
+            "--scrapes", "2", "--scrape-interval", "1"]  # fmt: skip
+
+
+def test_triage_and_collect_then_analyze_agree(ray_head: LiveRayHead, vllm_standin, tmp_path: Path) -> None:
+    triage = json_report(llmdiag("triage", *outside_kubernetes(ray_head, vllm_standin("healthy").url), "--output", "json"))
+
+    bundle_dir = tmp_path / "bundle"
+    collected = llmdiag("collect", "-o", str(bundle_dir), *outside_kubernetes(ray_head, vllm_standin("healthy").url))
+    assert collected.returncode == 0, collected.stderr[-2000:]
+    analyzed = json_report(llmdiag("analyze", str(bundle_dir), "--output", "json"))
+
+    assert triage["schema"] == analyzed["schema"] == "llmdiag/report/v1"
+    assert triage["verdict"] == analyzed["verdict"]
+    assert sorted(f["rule"] for f in triage["findings"]) == sorted(f["rule"] for f in analyzed["findings"])
+    for report in (triage, analyzed):
+        sources = report["sources"]
+        for rel in ("ray/actors.json", "ray/placement_groups.json", "ray/nodes.json", "ray/cluster_status.json"):
+            assert sources[rel]["status"] == "ok", sources[rel]
+        assert any(name.startswith("vllm/") and s["status"] == "ok" for name, s in sources.items()), sources
+    saved = sorted(p.relative_to(bundle_dir).as_posix() for p in bundle_dir.rglob("*") if p.is_file())
+    assert "manifest.json" in saved and "ray/actors.json" in saved
+    assert any(name.endswith(".cmdline.txt") for name in saved)
