@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -19,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from live_services import ServiceUnavailable
-from vllm_server import SCENARIOS, LoadGenerator, LoadResult, require_vllm, start_server
+from live_services import LOOPBACK, ServiceUnavailable
+from vllm_server import SCENARIOS, LoadGenerator, LoadResult, LoadShape, require_vllm, start_server
 
 pytestmark = pytest.mark.live
 
@@ -146,3 +147,17 @@ def test_small_kv_cache_is_reported_saturated(triaged: Callable[[str], Triage]) 
     assert finding["layer"] == "vllm", run.explain()
     assert run.report["verdict"]["layer"] == "vllm", run.explain()
     assert run.report["verdict"]["rule"] == SCENARIOS["kv-cache-small"].expected_rule, run.explain()
+
+
+def test_load_generator_stops_at_its_wall_clock_cap() -> None:
+    """Against a socket that accepts but never answers, the load ends by its cap, not by its count."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as silent:
+        silent.bind((LOOPBACK, 0))
+        silent.listen(64)
+        shape = LoadShape(total_requests=1000, concurrency=4, prompt_tokens=8, max_tokens=8, max_duration_s=2.0)
+        started = time.monotonic()
+        result = LoadGenerator(f"http://{LOOPBACK}:{silent.getsockname()[1]}", shape).start().join()
+        elapsed = time.monotonic() - started
+    assert 1.5 < elapsed < 8.0
+    assert (result.sent, result.succeeded, result.failed) == (4, 0, 4)
+    assert result.errors and all("timed out" in e for e in result.errors), result.errors

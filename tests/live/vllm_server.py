@@ -49,7 +49,7 @@ def require_vllm(venv: Path = DEFAULT_VENV, model: Path = DEFAULT_MODEL) -> None
         raise ServiceUnavailable(f"no tiny model at {model} (run ci/vllm_cpu/setup.sh)")
 
 
-def tail(path: Path, lines: int = 40) -> str:
+def log_tail(path: Path, lines: int = 40) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
@@ -111,7 +111,7 @@ def start_server(
     """Start the server in its own process group and wait until /health answers 200.
 
     `env` is added to this process's environment (e.g. VLLM_CPU_KVCACHE_SPACE). On failure the server
-    is killed and ServerStartError carries the tail of its log.
+    is stopped and ServerStartError carries the tail of its log.
     """
     port = free_port()
     argv = server_argv(model, port, extra_args, venv)
@@ -129,21 +129,27 @@ def start_server(
             start_new_session=True,
         )
     server = RunningServer(argv=argv, port=port, log_path=log_path, process=process)
-    deadline = started + startup_timeout_s
+    try:
+        wait_healthy(server, started + startup_timeout_s)
+    except BaseException:  # a failed start, or Ctrl-C while waiting: leave no engine process behind
+        server.stop()
+        raise
+    server.started_in_s = time.monotonic() - started
+    return server
+
+
+def wait_healthy(server: RunningServer, deadline: float) -> None:
+    """Poll /health until it answers 200; ServerStartError when the server exits or time runs out."""
     while time.monotonic() < deadline:
-        if process.poll() is not None:
+        if server.process.poll() is not None:
             raise ServerStartError(
-                f"vLLM exited with {process.returncode} during startup:\n{tail(log_path)}"
+                f"vLLM exited with {server.process.returncode} during startup:\n{log_tail(server.log_path)}"
             )
         status, _ = http_get(f"{server.url}/health", timeout_s=2.0)
         if status == 200:
-            server.started_in_s = time.monotonic() - started
-            return server
+            return
         time.sleep(1.0)
-    server.stop()
-    raise ServerStartError(
-        f"vLLM did not answer /health within {startup_timeout_s:.0f} s:\n{tail(log_path)}"
-    )
+    raise ServerStartError(f"vLLM did not answer /health in time:\n{log_tail(server.log_path)}")
 
 
 @dataclass
