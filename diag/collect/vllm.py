@@ -114,7 +114,7 @@ class _Scrapes:
         self.kept += 1
 
     def result(self) -> SourceResult:
-        name = f"vllm/{self.endpoint.name}.metrics"
+        name = f"vllm/{self.endpoint.name}.metrics.txt"
         attempts = self.kept + len(self.problems)
         summary = f"{self.endpoint.where}: {self.kept} of {self.wanted} reads of /metrics"
         if self.stopped and attempts < self.wanted:
@@ -125,7 +125,7 @@ class _Scrapes:
 
 def _read_health(endpoint: VllmEndpoint, sink: Sink, timeout: float) -> SourceResult:
     """`<name>.health.txt` holds the status code, or why no answer came ("timeout", "connection refused")."""
-    name = f"vllm/{endpoint.name}.health"
+    name = f"vllm/{endpoint.name}.health.txt"
     try:
         status, _ = endpoint.get("/health", timeout)
         line = str(status)
@@ -133,30 +133,30 @@ def _read_health(endpoint: VllmEndpoint, sink: Sink, timeout: float) -> SourceRe
         if e.reason not in (TIMEOUT, REFUSED):
             return SourceResult(name, "failed", f"{endpoint.where} GET /health: {e.reason}")
         line = e.reason
-    sink.write(f"{name}.txt", line + "\n")
+    sink.write(name, line + "\n")
     return SourceResult(name, "ok", f"{endpoint.where} GET /health: {line}")
 
 
 def _read_models(endpoint: VllmEndpoint, sink: Sink, timeout: float) -> SourceResult:
-    name = f"vllm/{endpoint.name}.models"
+    name = f"vllm/{endpoint.name}.models.json"
     try:
         status, body = endpoint.get("/v1/models", timeout)
     except Unreachable as e:
         return SourceResult(name, "failed", f"{endpoint.where} GET /v1/models: {e.reason}")
     if status != 200:
         return SourceResult(name, "failed", f"{endpoint.where} GET /v1/models: HTTP {status} {body_excerpt(body)}".rstrip())
-    sink.write(f"{name}.json", body)
+    sink.write(name, body)
     return SourceResult(name, "ok", f"{endpoint.where} GET /v1/models")
 
 
 def _write_cmdline(endpoint: VllmEndpoint, port: int, sink: Sink) -> SourceResult:
-    name = f"vllm/{endpoint.name}.cmdline"
+    name = f"vllm/{endpoint.name}.cmdline.txt"
     pid = listening_pid(port)
     argv = process_argv(pid) if pid is not None else None
     if not argv:
         why = f"no process of this user listens on loopback port {port}" if pid is None else f"pid {pid} ended"
         return SourceResult(name, "skipped", f"{why}: engine flags unknown")
-    sink.write(f"{name}.txt", "".join(arg + "\n" for arg in argv))
+    sink.write(name, "".join(arg + "\n" for arg in argv))
     return SourceResult(name, "ok", f"argv of pid {pid}, listening on port {port}")
 
 
