@@ -114,7 +114,7 @@ class _Scrapes:
         self.kept += 1
 
     def result(self) -> SourceResult:
-        name = f"vllm/{self.endpoint.name}.metrics.txt"
+        name = f"vllm/{self.endpoint.name}.metrics"  # all its reads: .metrics.txt, .metrics.1.txt, ...
         attempts = self.kept + len(self.problems)
         summary = f"{self.endpoint.where}: {self.kept} of {self.wanted} reads of /metrics"
         if self.stopped and attempts < self.wanted:

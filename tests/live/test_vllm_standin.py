@@ -47,7 +47,7 @@ def test_scrapes_health_models_and_cmdline_of_a_loopback_server(vllm_standin) ->
     assert bundle.files[f"vllm/{name}.models.json"] == server.recording.file("models.json").read_bytes()
     assert bundle.text(f"vllm/{name}.cmdline.txt").splitlines() == server.argv
     assert {r.status for r in results.values()} == {"ok"}
-    assert f"{len(recorded)} of {len(recorded)} reads" in results[f"vllm/{name}.metrics.txt"].detail
+    assert f"{len(recorded)} of {len(recorded)} reads" in results[f"vllm/{name}.metrics"].detail
 
 
 def test_counters_move_between_scrapes_and_times_are_recorded_interval_apart(vllm_standin) -> None:
@@ -90,7 +90,7 @@ def test_nothing_listening_is_connection_refused_and_no_cmdline() -> None:
     name = f"{LOOPBACK}_{port}"
     assert bundle.text(f"vllm/{name}.health.txt").strip() == "connection refused"
     assert set(bundle.files) == {f"vllm/{name}.health.txt"}
-    metrics = results[f"vllm/{name}.metrics.txt"]
+    metrics = results[f"vllm/{name}.metrics"]
     assert metrics.status == "failed"
     assert "connection refused" in metrics.detail and "the rest not tried" in metrics.detail
     assert results[f"vllm/{name}.models.json"].status == "failed"
@@ -109,7 +109,7 @@ def test_a_server_that_never_answers_is_timeout() -> None:
         elapsed = time.monotonic() - started
         name = f"{LOOPBACK}_{port}"
         assert bundle.text(f"vllm/{name}.health.txt").strip() == "timeout"
-        assert "timeout" in results[f"vllm/{name}.metrics.txt"].detail
+        assert "timeout" in results[f"vllm/{name}.metrics"].detail
         assert elapsed < 3.0  # metrics, health and models each wait once; later scrapes are not tried
         # the listening socket is this test process's own: its argv is what gets recorded
         assert results[f"vllm/{name}.cmdline.txt"].status == "ok"
