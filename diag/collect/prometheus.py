@@ -37,24 +37,14 @@ RANGE_QUERIES: dict[str, str] = {
 
 
 def collect_prometheus(
-    url: str,
-    sink: Sink,
-    timeout_s: float,
-    queries: dict[str, str] = RANGE_QUERIES,
-    end: float | None = None,
-    window_s: float = WINDOW_S,
-    step_s: float = STEP_S,
+    url: str, sink: Sink, timeout_s: float, queries: dict[str, str] = RANGE_QUERIES
 ) -> list[SourceResult]:
-    """Run every query over [end - window_s, end] (end: now) -> prometheus/<name>.json."""
+    """Run every query over the last WINDOW_S seconds, STEP_S apart -> prometheus/<name>.json."""
     get = direct_get(url)
-    end = time.time() if end is None else end
-    span = {"start": f"{end - window_s:.3f}", "end": f"{end:.3f}", "step": f"{step_s:g}"}
-
-    def run(name: str, query: str) -> SourceResult:
-        return _query_range(get, name, query, span, sink, timeout_s)
-
+    end = time.time()
+    span = {"start": f"{end - WINDOW_S:.3f}", "end": f"{end:.3f}", "step": f"{STEP_S:g}"}
     with ThreadPoolExecutor(max_workers=min(8, max(1, len(queries)))) as pool:
-        return list(pool.map(lambda item: run(*item), queries.items()))
+        return list(pool.map(lambda item: _query_range(get, *item, span, sink, timeout_s), queries.items()))
 
 
 def _query_range(get: HttpGet, name: str, query: str, span: dict[str, str], sink: Sink, timeout_s: float) -> SourceResult:
