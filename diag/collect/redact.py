@@ -150,9 +150,11 @@ def _clean_json(value: Any, hits: Counter[str], key: str | None = None) -> Any:
     if isinstance(value, dict):
         return _clean_object(value, hits)
     if isinstance(value, list):
-        items = _clean_argv(value, hits) if key in ("command", "args") else value
-        cleaned = [_clean_json(v, hits) for v in items]
-        return [_clean_env_entry(v, hits) for v in cleaned] if key == "env" else cleaned
+        if key in ("command", "args"):
+            value = _clean_argv(value, hits)
+        elif key == "env":
+            value = [_clean_env_entry(v, hits) for v in value]
+        return [_clean_json(v, hits) for v in value]
     if isinstance(value, str):
         return _clean_string(value, hits)
     return value

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 MAX_PARALLEL_COLLECTORS = 8
 INTERRUPTED = "interrupted"
+WAIT_SLICE_S = 0.2
 
 
 @dataclass
@@ -154,7 +155,8 @@ def _run_phase(
                     view.finished(c.name, got)
             if waiting:
                 next_limit = min(limit for _, limit in waiting.values())
-                wait(waiting, timeout=max(0.0, next_limit - now), return_when=FIRST_COMPLETED)
+                # short waits: a Ctrl-C that lands just before the main thread blocks is seen soon
+                wait(waiting, timeout=min(WAIT_SLICE_S, max(0.0, next_limit - now)), return_when=FIRST_COMPLETED)
     except KeyboardInterrupt:
         for future in waiting:
             future.cancel()

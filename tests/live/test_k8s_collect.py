@@ -367,12 +367,12 @@ def test_the_whole_run_has_a_deadline(replay: ReplayServer, tmp_path: Path) -> N
 def test_ctrl_c_keeps_what_came_back_and_marks_the_rest_interrupted(replay: ReplayServer, tmp_path: Path) -> None:
     def press_ctrl_c() -> None:
         signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)  # as the terminal sends it
-        time.sleep(3)
+        time.sleep(6)
 
     target = _target(replay, tmp_path)
     started = time.monotonic()
     bundle, results = collect(target, [_kubernetes_objects(target), Collector("vllm", _write_then(press_ctrl_c))])
-    assert time.monotonic() - started < 2.5  # it stopped waiting
+    assert time.monotonic() - started < 4  # it stopped waiting for the collector
     assert ("vllm", "failed", INTERRUPTED) in [(r.name, r.status, r.detail) for r in results]
     assert "k8s/pods.json" in bundle.files and bundle.files["ray/status.txt"] == b"written before\n"
     assert json.loads(bundle.files["manifest.json"])["sources"]["vllm"] == {"status": "failed", "detail": INTERRUPTED}
