@@ -74,6 +74,10 @@ class Fields:
     def integer(self, key: str) -> int | None:
         return self._typed(key, (int,), "an integer")
 
+    def number(self, key: str) -> float | None:
+        value = self._typed(key, (int, float), "a number")
+        return None if value is None else float(value)
+
     def flag(self, key: str) -> bool | None:
         return self._typed(key, (bool,), "a boolean")
 
