@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from diag.model import GPU, Pod, Snapshot, VllmServer
 from diag.parsers import engine_args
-from diag.parsers.logs import xids_in
+from diag.parsers.logs import xid_device, xids_in
 
 # Log signals that belong to a vLLM server's story (see diag.parsers.logs).
 VLLM_LOG_SIGNALS = (
@@ -100,7 +100,6 @@ def _gpus_to_nodes_and_pods(snap: Snapshot) -> None:
     for pod in snap.pods:
         if pod.node_name and any(_gpu_limit(c.limits) for c in pod.containers):
             gpu_pods_by_node.setdefault(pod.node_name, []).append(pod)
-    node_xids = _xids_by_node(snap)
     for gpu in snap.gpus:
         if gpu.host in pods:  # captured inside a pod: that pod's own view of its GPUs
             pod = pods[gpu.host]
@@ -109,31 +108,62 @@ def _gpus_to_nodes_and_pods(snap: Snapshot) -> None:
         else:
             gpu.node = gpu.host if gpu.host in nodes or not nodes else None
             gpu.serving_pods = [p.key for p in gpu_pods_by_node.get(gpu.host, [])]
+    node_xid_lines = _xid_lines_by_node(snap)
+    for gpu in snap.gpus:
         if gpu.node:
-            gpu.xids = sorted(set(gpu.xids) | set(node_xids.get(gpu.node, [])))
+            node_gpus = [g for g in snap.gpus if g.node == gpu.node]
+            gpu.xid_lines = _xid_lines_about(gpu, node_xid_lines.get(gpu.node, []), node_gpus)
+            gpu.xids = sorted(set(gpu.xids) | set(xids_in(gpu.xid_lines)))
     for server in snap.vllm_servers:
         server.gpus = [_gpu_ref(g) for g in snap.gpus if server.pod and server.pod in g.serving_pods]
 
 
-def _xids_by_node(snap: Snapshot) -> dict[str, list[int]]:
-    """Xid lines seen in pod logs or node events, per Kubernetes node."""
-    found: dict[str, list[int]] = {}
+def _xid_lines_by_node(snap: Snapshot) -> dict[str, list[str]]:
+    """Kernel Xid lines seen in pod logs or node events, per Kubernetes node, each once."""
+    found: dict[str, list[str]] = {}
     for pod in snap.pods:
         for container in pod.containers:
             if pod.node_name and container.log_signals.get("xid"):
-                found.setdefault(pod.node_name, []).extend(xids_in(container.log_signals["xid"]))
+                found.setdefault(pod.node_name, []).extend(container.log_signals["xid"])
     for node in snap.nodes:
-        found.setdefault(node.name, []).extend(xids_in([e.message for e in node.events if "Xid" in e.message]))
-    return found
+        found.setdefault(node.name, []).extend(e.message for e in node.events if xids_in([e.message]))
+    return {node: list(dict.fromkeys(lines)) for node, lines in found.items()}
+
+
+def _xid_lines_about(gpu: GPU, lines: list[str], node_gpus: list[GPU]) -> list[str]:
+    """The lines naming this GPU's PCI address. A line naming no GPU known on the node goes to the GPUs
+    whose address is unknown (a GPU that fell off the bus answers no query), or else to all of them."""
+    own = _pci_location(gpu.pci_bus_id)
+    known = {loc for g in node_gpus if (loc := _pci_location(g.pci_bus_id)) is not None}
+    takes_unplaced = own is None or len(known) == len(node_gpus)
+    about = []
+    for line in lines:
+        named = _pci_location(xid_device(line))
+        if (named is not None and named == own) or (named not in known and takes_unplaced):
+            about.append(line)
+    return about
+
+
+def _pci_location(address: str | None) -> tuple[int, int, int] | None:
+    """(domain, bus, device) of "00000000:65:00.0" (nvidia-smi, NVML) or "0000:65:00" (the kernel's Xid line)."""
+    parts = (address or "").split(":")
+    if len(parts) != 3:
+        return None
+    try:
+        return int(parts[0], 16), int(parts[1], 16), int(parts[2].split(".")[0], 16)
+    except ValueError:
+        return None
 
 
 def _gpu_processes_to_ray_actors(snap: Snapshot) -> None:
     node_of_ray_node = {n.node_id: (snap.pod(n.pod).node_name if n.pod and snap.pod(n.pod) else None) for n in snap.ray_nodes}
+    pod_of_ray_node = {n.node_id: n.pod for n in snap.ray_nodes}
     for gpu in snap.gpus:
         for proc in gpu.processes:
             for actor in snap.ray_actors:
                 if actor.pid == proc.pid and actor.state == "ALIVE" and node_of_ray_node.get(actor.node_id or "") in (gpu.node, None):
                     proc.ray_actor_id = actor.actor_id
+                    proc.pod = pod_of_ray_node.get(actor.node_id or "")
 
 
 def _ray_groups_to_pods(snap: Snapshot) -> None:

@@ -335,6 +335,7 @@ class GPU:
     # filled by join
     node: str | None = None  # Kubernetes node
     serving_pods: list[str] = field(default_factory=list)  # "ns/name" of pods this GPU is given to
+    xid_lines: list[str] = field(default_factory=list)  # kernel Xid lines (pod logs, node events) about this GPU
 
 
 # --------------------------------------------------------------------------- vllm

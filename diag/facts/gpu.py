@@ -3,11 +3,40 @@
 from __future__ import annotations
 
 from diag.facts.common import link, plain
-from diag.model import GPU, Snapshot
+from diag.model import GPU, GPUProcess, Pod, RayNode, Snapshot
+from diag.parsers.logs import SIGNALS, xids_in
+
+# Clocks-event reasons that mean something holds the clocks down against the workload (names as in
+# diag.parsers.gpu_common). sw_power_cap is not one: a busy GPU reaches its power limit and the driver
+# trims its clocks to stay there, as our real H200 load capture shows (97-100 % utilization, about
+# 690 of 700 W, sw_power_cap active). gpu_idle, the clock settings and sync_boost are no slowdown at all.
+SLOWDOWN_REASONS = ("hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
+
+# NVIDIA's Xid catalog in a few words (shared/reference/gpu/XID.md), to say what a code means.
+XID_MEANINGS = {
+    13: "graphics engine exception",
+    31: "GPU memory page fault",
+    43: "GPU stopped processing",
+    45: "preemptive cleanup, due to previous errors",
+    48: "double-bit ECC error",
+    63: "ECC page retirement or row remapping recorded",
+    64: "ECC page retirement or row remapping failed",
+    74: "NVLink error",
+    79: "GPU has fallen off the bus",
+    92: "high single-bit ECC error rate",
+    94: "contained ECC error",
+    95: "uncontained ECC error",
+}
+
+CUDA_DRIVER_TOO_OLD = SIGNALS["cuda_driver_too_old"]
 
 
 def cluster_facts(snap: Snapshot) -> dict:
-    return {"gpus_seen": len(snap.gpus)}
+    return {
+        "gpus_seen": len(snap.gpus),
+        "gpu_drivers": _drivers_by_node(snap),
+        "cuda_driver_too_old": {p.key: lines for p in snap.pods if (lines := _driver_too_old_lines(p))},
+    }
 
 
 def scopes(snap: Snapshot) -> dict[str, list[dict]]:
@@ -15,26 +44,128 @@ def scopes(snap: Snapshot) -> dict[str, list[dict]]:
 
 
 def _gpu(gpu: GPU, snap: Snapshot) -> dict:
-    ray_gpu_free = _ray_counts_free(gpu, snap)
-    foreign = [p for p in gpu.processes if p.pod is None and p.ray_actor_id is None]
+    unowned = [p for p in gpu.processes if p.pod is None and p.ray_actor_id is None]
+    ray_node = _ray_node_of(gpu, snap)
     return plain(gpu) | {
+        "node_name": gpu.node or gpu.host,
         "memory_used_pct": (
             100.0 * gpu.memory_used_mib / gpu.memory_total_mib if gpu.memory_used_mib is not None and gpu.memory_total_mib else None
         ),
-        "unowned_processes": [plain(p) for p in foreign],
-        "unowned_memory_mib": sum(p.used_memory_mib or 0.0 for p in foreign),
-        "ray_counts_free": ray_gpu_free,
+        "slowdown_reasons": [r for r in gpu.clocks_event_reasons if r in SLOWDOWN_REASONS],
+        "sm_clock_text": _sm_clock_text(gpu),
+        "pcie_link_below_max": _pcie_link_below_max(gpu),
+        "pcie_link_text": f"Gen{_known(gpu.pcie_gen_current)} x{_known(gpu.pcie_width_current)}"
+        f" of Gen{_known(gpu.pcie_gen_max)} x{_known(gpu.pcie_width_max)}",
+        "xid_reports": _xid_reports(gpu),
+        "unowned_processes": [plain(p) for p in unowned],
+        "unowned_process_text": [_process_text(p) for p in unowned],
+        "unowned_memory_mib": _memory_of(unowned),
+        "ray_node_id": ray_node.node_id if ray_node else None,
+        "ray_gpus_available": ray_node.resources_available.get("GPU", 0.0) if ray_node and ray_node.resources_available is not None else None,
+        "ray_counts_free": _ray_counts_free(gpu, ray_node, snap),
         "_subject": f"gpu/{gpu.host}/{gpu.index}",
         "_links": link("gpu", gpu.uuid or f"{gpu.host}/{gpu.index}") + link("node", gpu.node)
-        + [f"pod:{p}" for p in gpu.serving_pods],
+        + [f"pod:{p}" for p in gpu.serving_pods] + link("ray_node", ray_node.node_id if ray_node else None),
     }
 
 
-def _ray_counts_free(gpu: GPU, snap: Snapshot) -> bool | None:
-    """Does Ray report at least one GPU free on the node this GPU belongs to? None when unknown."""
-    for node in snap.ray_nodes:
-        pod = snap.pod(node.pod) if node.pod else None
-        same_host = (pod is not None and pod.node_name == gpu.node) or node.node_name == gpu.host or node.pod == gpu.host
-        if same_host and node.resources_available is not None:
-            return node.resources_available.get("GPU", 0.0) >= 1.0
-    return None
+def _known(value: int | None) -> str:
+    return "?" if value is None else str(value)
+
+
+def _sm_clock_text(gpu: GPU) -> str | None:
+    if gpu.clock_sm_mhz is None or not gpu.clock_sm_max_mhz:
+        return None
+    share = 100.0 * gpu.clock_sm_mhz / gpu.clock_sm_max_mhz
+    return f"{gpu.clock_sm_mhz:g} of {gpu.clock_sm_max_mhz:g} MHz ({share:.0f} %)"
+
+
+def _pcie_link_below_max(gpu: GPU) -> bool | None:
+    """Does the link run below the generation or width that GPU and host both support? None when unreported."""
+    pairs = [(gpu.pcie_gen_current, gpu.pcie_gen_max), (gpu.pcie_width_current, gpu.pcie_width_max)]
+    known = [(current, best) for current, best in pairs if current is not None and best is not None]
+    if not known:
+        return None
+    return any(current < best for current, best in known)
+
+
+def _xid_reports(gpu: GPU) -> list[dict]:
+    """One {xid, meaning, text} per Xid seen: each kernel line about this GPU, then codes NVML reported."""
+    reports = [_xid_report(code, line) for line in gpu.xid_lines for code in xids_in([line])]
+    from_lines = {r["xid"] for r in reports}
+    reports += [_xid_report(code, "reported by NVML") for code in gpu.xids if code not in from_lines]
+    return reports
+
+
+def _xid_report(code: int, source: str) -> dict:
+    meaning = XID_MEANINGS.get(code, "see NVIDIA's Xid catalog")
+    return {"xid": code, "meaning": meaning, "text": f"Xid {code} ({meaning}): {source}"}
+
+
+def _process_text(proc: GPUProcess) -> str:
+    memory = "memory unknown" if proc.used_memory_mib is None else f"{proc.used_memory_mib:.0f} MiB"
+    return f"pid {proc.pid} ({proc.name or 'name unknown'}): {memory}"
+
+
+def _memory_of(processes: list[GPUProcess]) -> float | None:
+    """MiB the processes hold; None when none of them says (0.0 only when there are none)."""
+    known = [p.used_memory_mib for p in processes if p.used_memory_mib is not None]
+    return sum(known) if known or not processes else None
+
+
+# --------------------------------------------------------------------------- Ray's view of the GPU
+
+
+def _ray_node_of(gpu: GPU, snap: Snapshot) -> RayNode | None:
+    """The Ray node whose raylet hands out this GPU: the one in the pod the data was captured in, else
+    the only Ray node with GPUs whose pod runs on the GPU's Kubernetes node."""
+    pods = {n.node_id: snap.pod(n.pod) for n in snap.ray_nodes if n.pod}
+    in_capture_pod = [n for n in snap.ray_nodes if (pod := pods.get(n.node_id)) and pod.name == gpu.host]
+    if in_capture_pod:
+        return in_capture_pod[0]
+    on_node = [
+        n for n in snap.ray_nodes
+        if n.state != "DEAD" and n.resources_total.get("GPU", 0.0) > 0
+        and (pod := pods.get(n.node_id)) is not None and gpu.node is not None and pod.node_name == gpu.node
+    ]
+    return on_node[0] if len(on_node) == 1 else None
+
+
+def _ray_counts_free(gpu: GPU, node: RayNode | None, snap: Snapshot) -> bool | None:
+    """Would Ray place a GPU task on this GPU? None when unknown.
+
+    Ray must report a whole GPU available on the node, and this GPU must not be one its live actors
+    hold: by the GPU ids Ray assigned them (the dashboard's logical actors) when known, else by a
+    process of a Ray actor running on it.
+    """
+    if node is None or node.resources_available is None:
+        return None
+    if node.resources_available.get("GPU", 0.0) < 1.0:
+        return False
+    held = {slot for a in snap.ray_actors if a.node_id == node.node_id and a.state == "ALIVE" for slot in a.gpu_ids}
+    if held:
+        return str(gpu.index) not in held
+    return not any(p.ray_actor_id for p in gpu.processes)
+
+
+# --------------------------------------------------------------------------- driver against the container's CUDA
+
+
+def _drivers_by_node(snap: Snapshot) -> dict[str, str]:
+    """node -> "driver 535.183.01 (CUDA 12.2)": what nvidia-smi / NVML report there, for the evidence."""
+    drivers: dict[str, str] = {}
+    for gpu in snap.gpus:
+        node = gpu.node or gpu.host
+        if gpu.driver_version and node not in drivers:
+            cuda = f" (CUDA {gpu.cuda_version})" if gpu.cuda_version else ""
+            drivers[node] = f"driver {gpu.driver_version}{cuda}"
+    return drivers
+
+
+def _driver_too_old_lines(pod: Pod) -> list[str]:
+    """The pod's own words that the node's driver is older than its CUDA: log lines, and the container
+    runtime's refusal (nvidia-container-cli "unsatisfied condition: cuda>=...") in states and events."""
+    lines = [line for c in pod.containers for line in c.log_signals.get("cuda_driver_too_old", [])]
+    messages = [c.state_message for c in pod.containers] + [e.message for e in pod.events]
+    lines += [m.strip() for m in messages if m and CUDA_DRIVER_TOO_OLD.search(m)]
+    return list(dict.fromkeys(lines))

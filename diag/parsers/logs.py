@@ -57,7 +57,7 @@ SIGNALS: dict[str, re.Pattern[str]] = {
 _SHUTDOWN_REQUESTED = re.compile(r"\[shutdown\] .*(?:received signal=SIG(?:TERM|INT)|shutdown triggered)")
 _NOT_FAILURES_AFTER_SHUTDOWN = frozenset({"engine_dead"})
 _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_XID_CODE = re.compile(r"NVRM: Xid \((?:PCI:)?[0-9A-Fa-f:.]+\): (\d+)")
+_XID_CODE = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+)")
 
 
 def scan_log(text: str) -> dict[str, list[str]]:
@@ -77,7 +77,13 @@ def scan_log(text: str) -> dict[str, list[str]]:
 
 def xids_in(lines: Iterable[str]) -> list[int]:
     """The Xid codes of kernel lines "NVRM: Xid (PCI:0000:65:00): 79, ...", in order."""
-    return [int(m.group(1)) for line in lines for m in _XID_CODE.finditer(line)]
+    return [int(m.group(2)) for line in lines for m in _XID_CODE.finditer(line)]
+
+
+def xid_device(line: str) -> str | None:
+    """The PCI address an Xid line names: "0000:65:00" of "NVRM: Xid (PCI:0000:65:00): 79, ...", or None."""
+    match = _XID_CODE.search(line)
+    return match.group(1) if match else None
 
 
 # --------------------------------------------------------------------------- startup time
