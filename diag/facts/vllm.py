@@ -3,10 +3,23 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from diag.facts.common import link, plain
-from diag.model import Snapshot, VllmServer
-from diag.parsers.vllm_metrics import summarize
+from diag.facts.kubernetes import pod_gpu_request
+from diag.join import VLLM_LOG_SIGNALS
+from diag.model import EngineArgs, Pod, RayClusterSpec, Scrape, Service, Snapshot, VllmServer
+from diag.parsers.logs import scan_log
+from diag.parsers.vllm_metrics import ITL, KV_CACHE_USAGE, QUEUE_TIME, REQUESTS_RUNNING, VllmMetrics, summarize
+
+# Families the vLLM rules read beyond what the metrics summary already counts as relied on
+# (VLLM-106 splits time to first token into queue and prefill with the queue-time histogram).
+ALSO_NEEDED = (QUEUE_TIME,)
+# vLLM's newer KV-too-small error names the longest context the cache could hold.
+_ESTIMATED_MAX_LEN = re.compile(r"estimated maximum model length is (\d+)")
+_ENGINE_LABEL = "engine"
+# Flags that spread one server over several hosts: its GPUs are then not one pod's.
+_MULTI_HOST_FLAGS = ("--nnodes", "--headless")
 
 
 def scopes(snap: Snapshot) -> dict[str, list[dict]]:
@@ -14,17 +27,186 @@ def scopes(snap: Snapshot) -> dict[str, list[dict]]:
 
 
 def _server(server: VllmServer, snap: Snapshot) -> dict:
-    metrics = dataclasses.asdict(summarize(server.scrapes)) if server.scrapes else None
+    summary = summarize(server.scrapes) if server.scrapes else None
     service = next((s for s in snap.services if f"{s.namespace}/{s.name}" == server.service), None)
+    pod = snap.pod(server.pod) if server.pod else None
     gpus = [g for g in snap.gpus if (g.uuid or f"{g.host}/{g.index}") in server.gpus]
+    args = server.engine_args
+    signals = scan_log("\n".join(server.log_lines))
+    gpus_provided, gpus_provided_by = _gpus_provided(server, pod, snap)
     return plain(server, drop=("scrapes",)) | {
-        "metrics": metrics,
-        "has_metrics": metrics is not None,
+        "metrics": dataclasses.asdict(summary) if summary else None,
+        "has_metrics": summary is not None,
+        "metric_names": _metric_names(summary),
+        "metrics_missing": _missing(summary),
+        "service_name": service.name if service else None,
         "service_ready_endpoints": len(service.ready_addresses) if service and service.endpoints_seen else None,
+        "service_endpoints": _endpoints_text(service),
+        "in_service_endpoints": _in_endpoints(service, pod),
         "gpu_count": len(gpus) if gpus else None,
         "gpu_utilization_pct": max(g.utilization_gpu_pct for g in gpus if g.utilization_gpu_pct is not None)
         if any(g.utilization_gpu_pct is not None for g in gpus) else None,
+        "gpu_names": sorted({f"{g.host}/{g.index} ({g.name or 'unknown model'})" for g in gpus}),
+        "engine_args_from": _engine_args_origin(server, snap),
+        "flags": " ".join(args.raw) if args else None,
+        "max_num_seqs": args.max_num_seqs if args else None,
+        "stats_disabled": args is not None and "--disable-log-stats" in args.explicit,
+        "max_num_seqs_given": args is not None and "--max-num-seqs" in args.explicit,
+        "engines": _engines(server.scrapes),
+        "max_num_seqs_total": _seq_cap(args, server.scrapes),
+        "running_every_scrape": _running_every_scrape(server.scrapes),
+        "idle": _idle(summary),
+        "ttft_queue_share": _ttft_queue_share(summary),
+        "log_signals": {name: signals.get(name, []) for name in VLLM_LOG_SIGNALS},
+        "estimated_max_model_len": _estimated_max_model_len(signals.get("kv_cache_too_small", [])),
+        "parallel_gpus": _parallel_gpus(args),
+        "gpus_provided": gpus_provided,
+        "gpus_provided_by": gpus_provided_by,
+        "pod_name": pod.name if pod else None,
+        "pod_phase": pod.phase if pod else None,
+        "restarts": sum(c.restart_count for c in pod.containers) if pod else None,
+        "edit_hint": _edit_hint(server, pod),
         "_subject": f"vllm/{server.namespace + '/' if server.namespace else ''}{server.name}",
         "_links": link("vllm", server.name) + link("pod", server.pod) + link("node", server.node)
         + link("ray_node", server.ray_node_id) + link("service", server.service) + [f"gpu:{g}" for g in server.gpus],
     }
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def _metric_names(summary: VllmMetrics | None) -> dict[str, str]:
+    """Which name the server exposes for quantities that were renamed, so evidence quotes it."""
+    present = set(summary.present) if summary else set()
+    return {
+        "kv_cache_usage": next((n for n in KV_CACHE_USAGE if n in present), KV_CACHE_USAGE[0]),
+        "itl": next((n for n in ITL if n in present), ITL[0]),
+    }
+
+
+def _missing(summary: VllmMetrics | None) -> list[str] | None:
+    if summary is None:
+        return None
+    extra = [names[0] for names in ALSO_NEEDED if not any(n in summary.present for n in names)]
+    return summary.missing + extra
+
+
+def _per_scrape_total(scrapes: list[Scrape], name: str) -> list[float | None]:
+    totals: list[float | None] = []
+    for scrape in scrapes:
+        values = [s.value for s in scrape.samples if s.name == name and s.value == s.value]  # NaN is unknown
+        totals.append(sum(values) if values else None)
+    return totals
+
+
+def _running_every_scrape(scrapes: list[Scrape]) -> bool | None:
+    """Requests in the running batch at every scrape (a hang needs them there the whole time)."""
+    running = _per_scrape_total(scrapes, REQUESTS_RUNNING[0])
+    if not running or None in running:
+        return None
+    return all(value > 0 for value in running if value is not None)
+
+
+def _engines(scrapes: list[Scrape]) -> int | None:
+    """Engine cores one /metrics covers (data parallelism adds `engine` label values); 1 without the label."""
+    if not scrapes:
+        return None
+    samples = [s for s in scrapes[-1].samples if s.name == REQUESTS_RUNNING[0]]
+    if not samples:
+        return None
+    return len({s.labels.get(_ENGINE_LABEL) for s in samples})
+
+
+def _seq_cap(args: EngineArgs | None, scrapes: list[Scrape]) -> int | None:
+    """--max-num-seqs is per engine core; the running gauge is summed over the cores of this /metrics."""
+    engines = _engines(scrapes)
+    if args is None or args.max_num_seqs is None or engines is None:
+        return None
+    return args.max_num_seqs * engines
+
+
+def _idle(summary: VllmMetrics | None) -> bool | None:
+    """Nothing running or waiting, and (with two scrapes) no token processed between them."""
+    if summary is None or summary.requests_running is None or summary.requests_waiting is None:
+        return None
+    moved = [d for d in (summary.prompt_tokens_delta, summary.generation_tokens_delta) if d is not None]
+    return summary.requests_running == 0 and summary.requests_waiting == 0 and not any(moved)
+
+
+def _ttft_queue_share(summary: VllmMetrics | None) -> float | None:
+    """How much of the time to first token was spent waiting in the queue (0..1)."""
+    if summary is None or summary.ttft_mean_s is None or summary.queue_time_mean_s is None or summary.ttft_mean_s <= 0:
+        return None
+    return min(1.0, summary.queue_time_mean_s / summary.ttft_mean_s)
+
+
+# --------------------------------------------------------------------------- logs and flags
+
+
+def _estimated_max_model_len(lines: list[str]) -> int | None:
+    found = [int(m.group(1)) for line in lines if (m := _ESTIMATED_MAX_LEN.search(line))]
+    return found[-1] if found else None
+
+
+def _engine_args_origin(server: VllmServer, snap: Snapshot) -> str | None:
+    cmdline = f"vllm/{server.name}.cmdline.txt"
+    if cmdline in snap.sources and snap.sources[cmdline].status == "ok":
+        return cmdline
+    if server.pod and server.engine_args:
+        return f"the container command/args of pod {server.pod}"
+    return None
+
+
+def _edit_hint(server: VllmServer, pod: Pod | None) -> str:
+    """Where a flag of this server is changed."""
+    if pod is not None and pod.workload_kind in ("Deployment", "StatefulSet"):
+        return f"kubectl -n {pod.namespace} edit {pod.workload_kind.lower()}/{pod.workload_name}   # spec.template.spec.containers[].args"
+    if pod is not None and pod.ray_cluster:
+        return f"kubectl -n {pod.namespace} edit raycluster/{pod.ray_cluster}   # the vLLM container's args, or the Serve app's engine_kwargs"
+    if pod is not None:
+        return f"kubectl -n {pod.namespace} get pod {pod.name} -o yaml   # change the args in whatever created this pod"
+    return f"the command line that starts {server.name} (see vllm/{server.name}.cmdline.txt)"
+
+
+# --------------------------------------------------------------------------- GPUs and Services
+
+
+def _parallel_gpus(args: EngineArgs | None) -> int | None:
+    if args is None or args.tensor_parallel_size is None or args.pipeline_parallel_size is None:
+        return None
+    return args.tensor_parallel_size * args.pipeline_parallel_size
+
+
+def _gpus_provided(server: VllmServer, pod: Pod | None, snap: Snapshot) -> tuple[int | None, str]:
+    """GPUs one replica of this server can have: its pod's, or its Ray cluster's where Ray places the workers."""
+    if pod is None:
+        return None, "unknown: the server runs in no pod of the bundle"
+    args = server.engine_args
+    if args is not None and any(flag in args.explicit for flag in _MULTI_HOST_FLAGS):
+        return None, "unknown: the server spans several hosts (--nnodes/--headless)"
+    cluster = next((c for c in snap.ray_clusters if c.namespace == pod.namespace and c.name == pod.ray_cluster), None)
+    if cluster is not None:
+        total = _ray_cluster_gpus(cluster)
+        return total, f"RayCluster {cluster.namespace}/{cluster.name} spec: {total} nvidia.com/gpu over head and workers"
+    if pod.ray_cluster or (args is not None and args.distributed_executor_backend == "ray"):
+        return None, "unknown: Ray places the workers and the bundle has no RayCluster spec"
+    count = pod_gpu_request(pod)
+    return count, f"pod {pod.key}: nvidia.com/gpu {count}"
+
+
+def _ray_cluster_gpus(cluster: RayClusterSpec) -> int:
+    return cluster.head_gpu_limit + sum((g.replicas or 0) * g.gpu_limit_per_pod for g in cluster.worker_groups)
+
+
+def _endpoints_text(service: Service | None) -> str | None:
+    if service is None or not service.endpoints_seen:
+        return None
+    ready = ", ".join(service.ready_addresses) or "none"
+    not_ready = ", ".join(service.not_ready_addresses) or "none"
+    return f"ready: {ready}; not ready: {not_ready}"
+
+
+def _in_endpoints(service: Service | None, pod: Pod | None) -> bool | None:
+    if service is None or not service.endpoints_seen or pod is None:
+        return None
+    return pod.name in service.ready_addresses or (pod.pod_ip is not None and pod.pod_ip in service.ready_addresses)
