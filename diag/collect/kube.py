@@ -13,8 +13,10 @@ real HTTP against tests/replay (a recorded-API replay server), websocket exec in
 
 from __future__ import annotations
 
+import ast
 import json
 import os
+import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlsplit
@@ -23,6 +25,7 @@ PAGE_SIZE = 500  # items per list request (limit/continue)
 MAX_ITEMS = 5000  # hard cap per kind; a capped List keeps metadata.continue, as the API does
 MAX_LOG_BYTES = 4 * 1024 * 1024  # per log request (limitBytes), on top of tailLines
 IN_CLUSTER_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+_HANDSHAKE = re.compile(r"Handshake status (?P<status>\d+)[^\n]*? -\+-\+- .*? -\+-\+- (?P<body>.*)$", re.DOTALL)
 
 
 class KubeError(Exception):
@@ -284,7 +287,8 @@ class KubeAccess:
         except ApiException as e:
             if e.status == 0 and "timed out" in str(e.reason).lower():
                 raise KubeTimeout(f"{what}: timed out") from e
-            raise KubeError(f"{what}: {_api_error_line(e)}", status=e.status or None) from e
+            status, line = _api_error(e)
+            raise KubeError(f"{what}: {line}", status=status) from e
         except (urllib3.exceptions.TimeoutError, TimeoutError) as e:
             raise KubeTimeout(f"{what}: timed out") from e
         except urllib3.exceptions.HTTPError as e:
@@ -320,14 +324,25 @@ def _api_status_failure(body: bytes) -> str | None:
     return None
 
 
-def _api_error_line(e: Any) -> str:
-    """The `message` of the metav1.Status the API server sent, else HTTP status and reason."""
-    body = e.body.decode("utf-8", errors="replace") if isinstance(e.body, bytes) else e.body
+def _api_error(e: Any) -> tuple[int | None, str]:
+    """(HTTP status, one line): the `message` of the metav1.Status the API server sent, else the
+    status and reason. A refused exec websocket arrives as status 0 with "Handshake status 403
+    Forbidden -+-+- <headers> -+-+- <body>" in the reason."""
+    status, body, reason = e.status or None, e.body, str(e.reason or "")
+    handshake = _HANDSHAKE.match(reason)
+    if handshake is not None:
+        status, body = int(handshake["status"]), handshake["body"]
+        if body.startswith(("b'", 'b"')):
+            body = ast.literal_eval(body)
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", errors="replace")
     try:
         message = json.loads(body or "").get("message")
     except (ValueError, AttributeError):
         message = None
-    return _one_line(message) if message else f"HTTP {e.status} {e.reason or ''}".strip()
+    if message:
+        return status, _one_line(message)
+    return status, _one_line(f"HTTP {status} {reason.split(' -+-+- ')[0]}" if status else reason) or "no answer"
 
 
 def _check_exec_status(what: str, status_text: str, stderr: str) -> None:

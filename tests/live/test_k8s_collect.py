@@ -4,6 +4,7 @@ how the runner keeps a partial bundle when a source fails, hangs or is interrupt
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -386,3 +387,16 @@ def test_without_a_kubeconfig_the_kubernetes_sources_say_why(tmp_path: Path) -> 
     assert connect.detail.startswith("cannot load Kubernetes configuration") and "\n" not in connect.detail
     assert (objects.status, objects.detail) == ("skipped", "no Kubernetes configuration")
     assert set(bundle.files) == {"manifest.json"}
+
+
+def test_progress_says_which_source_failed(replay: ReplayServer, tmp_path: Path) -> None:
+    from rich.console import Console
+
+    shown = io.StringIO()
+    target = _target(replay, tmp_path)
+    collect(target, default_collectors(target), Console(file=shown, width=400))
+    lines = {line.split(":", 1)[0]: line for line in shown.getvalue().splitlines() if line.strip()}
+    assert lines["✓ kubernetes objects"].endswith("11 ok")
+    assert lines["✓ kubernetes logs"].endswith("7 ok, 2 skipped")
+    # no server behind the vLLM pod here: the line names the source and why
+    assert "connection refused" in lines["✗ vllm"] and f"vllm/{VLLM_POD[1]}.metrics" in lines["✗ vllm"]

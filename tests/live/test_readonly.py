@@ -94,7 +94,7 @@ def test_the_deploy_manifests_fit_together() -> None:
 
 
 def test_a_denied_kind_is_one_failed_source_and_the_rest_goes_on(tmp_path: Path) -> None:
-    with ReplayServer(recorded_cluster(), forbidden=frozenset({"nodes", "pods/log"})) as server:
+    with ReplayServer(recorded_cluster(), forbidden=frozenset({"nodes", "pods/log", "pods/exec"})) as server:
         bundle, results = collect_from(server, tmp_path)
     by_name = {r.name: r for r in results}
     nodes = by_name["k8s/nodes.json"]
@@ -102,5 +102,8 @@ def test_a_denied_kind_is_one_failed_source_and_the_rest_goes_on(tmp_path: Path)
     assert "k8s/nodes.json" not in bundle.files and "k8s/pods.json" in bundle.files
     logs = [r for r in results if r.name.startswith("k8s/logs/") and r.status != "skipped"]
     assert logs and all(r.status == "failed" and "forbidden" in r.detail for r in logs)
+    gpu = [r for r in results if r.name.startswith("gpu/")]
+    assert len(gpu) == 4 and all(r.status == "failed" for r in gpu)  # the exec websocket was refused
+    assert all(r.detail.endswith('cannot get resource "pods/exec" in API group "" in the namespace "llm"') for r in gpu)
     manifest = json.loads(bundle.files["manifest.json"])
     assert manifest["sources"]["k8s/nodes.json"]["status"] == "failed"
