@@ -1,89 +1,289 @@
-"""Facts for the ray layer: Ray nodes, actors, placement groups, and `ray status` demands."""
+"""Facts for the ray layer: Ray nodes, actors, placement groups, `ray status` demands, and whether the
+Ray cluster the Kubernetes side runs could be read at all.
+
+Resource names: the state API (`ray list`, /api/v0/*) and `ray status` carry Ray's own names, while
+the dashboard camelCases the keys of /api/cluster_status and of /nodes?view=summary `resourcesTotal`
+(`llama3_8b_gpu` -> `llama38BGpu`). A request is compared with a node under both spellings.
+"""
 
 from __future__ import annotations
 
+from diag.facts import ray_pods
 from diag.facts.common import link, plain
-from diag.model import PlacementGroup, RayNode, Snapshot
+from diag.model import PlacementGroup, RayActor, RayNode, Snapshot
+from diag.parsers.quantity import gpu_count
+
+PENDING_ACTOR_STATES = ("PENDING_CREATION",)  # DEPENDENCIES_UNREADY waits for its arguments, not resources
+PENDING_PG_STATES = ("PENDING", "RESCHEDULING")
+# Deaths nobody should be paged for: the wording of the GCS's death causes (gcs_actor_manager.cc:
+# "killed by `ray.kill`", "all references to the actor were removed") and intended worker exits.
+INTENDED_DEATH_MARKS = ("ray.kill", "all references to the actor were removed", "INTENDED_USER_EXIT", "INTENDED_SYSTEM_EXIT")
+# How the state API words a node death that is no fault (dashboard/utils.py compose_state_message).
+EXPECTED_NODE_DEATHS = ("Expected termination", "Terminated due to idle")
+OBJECT_STORE = "object_store_memory"
+_BYTE_RESOURCES = ("memory", "objectStoreMemory")
+# The collector's own record of the dashboard not answering (diag/collect/ray.py).
+DASHBOARD_SOURCE = "ray/dashboard"
+
+
+# --------------------------------------------------------------------------- resources
+
+
+def dashboard_name(resource: str) -> str:
+    """The dashboard's camelCase of a resource name (ray/dashboard/utils.py to_camel_case)."""
+    first, *rest = resource.split("_")
+    return first + "".join(part.title() for part in rest)
+
+
+def amount(totals: dict[str, float], resource: str) -> float:
+    return totals.get(resource, totals.get(dashboard_name(resource), 0.0))
+
+
+def fits(resources: dict[str, float], totals: dict[str, float]) -> bool:
+    return all(amount(totals, name) >= need for name, need in resources.items() if need > 0)
+
+
+def fits_one_node(resources: dict[str, float], nodes: list[RayNode]) -> bool | None:
+    """Could any node, empty, ever hold this request? None when no node totals are known."""
+    known = [n for n in nodes if n.resources_total]
+    if not known:
+        return None
+    return any(fits(resources, n.resources_total) for n in known)
+
+
+def bundle_text(resources: dict[str, float]) -> str:
+    return "{" + ", ".join(f"{name}: {need:g}" for name, need in sorted(resources.items())) + "}"
+
+
+def resources_text(totals: dict[str, float]) -> str:
+    """A node's schedulable resources, without the per-node markers and byte counts."""
+    shown = {k: v for k, v in totals.items() if not k.startswith("node:") and dashboard_name(k) not in _BYTE_RESOURCES}
+    return bundle_text(shown)
+
+
+def shortfall(resources: dict[str, float], nodes: list[RayNode]) -> str:
+    """Why a request fits no node: per resource the most one node offers."""
+    short = []
+    for name, need in sorted(resources.items()):
+        most = max((amount(n.resources_total, name) for n in nodes), default=0.0)
+        if most < need:
+            short.append(f"{name} {need:g} asked, no node offers it" if most == 0 else f"{name} {need:g} asked, at most {most:g} on one node")
+    return "; ".join(short) or "each resource exists somewhere, but no single node has them all"
 
 
 def _alive(snap: Snapshot) -> list[RayNode]:
     return [n for n in snap.ray_nodes if n.state in (None, "ALIVE")]
 
 
-def fits_one_node(resources: dict[str, float], nodes: list[RayNode]) -> bool | None:
-    """Could any node, empty, ever hold this request? None when no node totals are known."""
-    if not nodes:
-        return None
-    return any(all(n.resources_total.get(k, 0.0) >= v for k, v in resources.items() if v > 0) for n in nodes)
+# --------------------------------------------------------------------------- cluster
 
 
 def cluster_facts(snap: Snapshot) -> dict:
     nodes = _alive(snap)
     status = snap.ray_status
-    demands = []
-    if status is not None:
-        for d in status.demands:
-            demands.append(plain(d) | {"fits_one_node": fits_one_node(d.resources, nodes)})
-    versions = sorted({n.ray_version for n in snap.ray_nodes if n.ray_version})
+    groups = ray_pods.ray_pod_groups(snap)
+    head = next((p for g in groups for p in g.heads), None)
     return {
         "ray_status_seen": status is not None,
-        "ray_usage": {k: {"used": u, "total": t} for k, (u, t) in status.usage.items()} if status else {},
-        "ray_demands": demands,
-        "ray_versions": versions,
         "ray_head_version": snap.ray_head_version,
         "ray_nodes_alive": len(nodes),
         "ray_gpu_total": sum(n.resources_total.get("GPU", 0.0) for n in nodes),
-        "ray_resource_names": sorted({k for n in nodes for k in n.resources_total}),
+        "ray_node_resources": [f"{_node_name(n)}: {resources_text(n.resources_total)}" for n in nodes if n.resources_total],
+        "ray_head_pod": head.key if head else None,
+        # what `kubectl exec` needs to reach the head, for remediation commands
+        "ray_head_exec": f"-n {head.namespace} {head.name}" if head else "<head pod>",
+        "infeasible_actors": _infeasible_actors(snap, nodes),
+        "infeasible_demands": _infeasible_demands(snap, nodes),
+        "unschedulable_log_lines": [
+            f"{p.key}: {line}" for p in snap.pods for c in p.containers for line in c.log_signals.get("ray_cannot_schedule", [])
+        ],
+        "ray_cluster_expected": bool(groups or snap.ray_clusters),
+        "ray_cluster_pods": [ray_pods.pod_brief(p) for g in groups for p in g.heads + g.workers],
+        "ray_collection_failures": _collection_failures(snap),
+        "ray_sources_read": sorted(n for n, s in snap.sources.items() if n.startswith("ray/") and s.status == "ok"),
+        "ray_head_unreachable": _head_unreachable(snap),
+        "ray_version_mismatches": ray_pods.version_mismatches(snap),
+        "ray_version_errors": ray_pods.version_mismatch_errors(snap),
+        "object_stores": _object_stores(snap, nodes),
     }
+
+
+def _infeasible_actors(snap: Snapshot, nodes: list[RayNode]) -> list[str]:
+    """Pending actors no node could ever hold. An actor inside a placement group waits for its group
+    (a placement-group finding), not for resources of its own."""
+    return [
+        f"{_actor_name(a)} requires {bundle_text(a.required_resources)}: {shortfall(a.required_resources, nodes)}"
+        for a in snap.ray_actors
+        if a.state in PENDING_ACTOR_STATES and a.placement_group_id is None and a.required_resources
+        and fits_one_node(a.required_resources, nodes) is False
+    ]
+
+
+def _infeasible_demands(snap: Snapshot, nodes: list[RayNode]) -> list[str]:
+    """`ray status` task/actor demands that fit no node; without per-node totals, those larger than the
+    whole cluster (a task or actor runs on one node, so that is enough to know)."""
+    status = snap.ray_status
+    if status is None:
+        return []
+    found = []
+    for demand in status.demands:
+        if demand.kind != "task_or_actor":
+            continue
+        fitting = fits_one_node(demand.resources, nodes)
+        if fitting is None and status.usage:
+            fitting = fits(demand.resources, {name: total for name, (_, total) in status.usage.items()})
+        if fitting is False:
+            where = shortfall(demand.resources, nodes) if nodes else "more than the whole cluster has"
+            found.append(f"ray status: {bundle_text(demand.resources)}: {demand.count}+ pending tasks/actors ({where})")
+    return found
+
+
+def _collection_failures(snap: Snapshot) -> list[str]:
+    recorded = snap.manifest.get("sources")
+    if not isinstance(recorded, dict):
+        return []
+    return [
+        f"{name}: {entry.get('detail') or 'failed'}"
+        for name, entry in sorted(recorded.items())
+        if name.startswith("ray/") and isinstance(entry, dict) and entry.get("status") == "failed"
+    ]
+
+
+def _head_unreachable(snap: Snapshot) -> bool:
+    """The collector could not read the dashboard: it said so, or every Ray source it tried failed."""
+    recorded = snap.manifest.get("sources")
+    if not isinstance(recorded, dict):
+        return False
+    ray = {n: e.get("status") for n, e in recorded.items() if n.startswith("ray/") and isinstance(e, dict)}
+    if ray.get(DASHBOARD_SOURCE) == "failed":
+        return True
+    return "failed" in ray.values() and "ok" not in ray.values()
+
+
+def _object_stores(snap: Snapshot, nodes: list[RayNode]) -> list[dict]:
+    """Object store use per alive node; the cluster's total from `ray status` when no node says."""
+    stores = []
+    for node in nodes:
+        used, total = _node_object_store(node)
+        if used is not None and total:
+            stores.append(_store(_node_name(node), used, total, link("ray_node", node.node_id) + link("pod", node.pod)))
+    if not stores and snap.ray_status is not None:
+        usage = snap.ray_status.usage.get(OBJECT_STORE) or snap.ray_status.usage.get(dashboard_name(OBJECT_STORE))
+        if usage is not None and usage[1]:
+            stores.append(_store("the whole cluster (ray status)", usage[0], usage[1], []))
+    return stores
+
+
+def _node_object_store(node: RayNode) -> tuple[float | None, float | None]:
+    if node.object_store_used_bytes is not None:
+        return node.object_store_used_bytes, node.object_store_total_bytes
+    total = amount(node.resources_total, OBJECT_STORE) or None
+    available = None if node.resources_available is None else amount(node.resources_available, OBJECT_STORE)
+    return (total - available if total is not None and available is not None else None), total
+
+
+def _store(where: str, used: float, total: float, links: list[str]) -> dict:
+    gib = 2.0**30
+    return {
+        "where": where,
+        "usage": used / total,
+        "text": f"{where}: {used / gib:.2f} GiB of {total / gib:.2f} GiB in use ({100 * used / total:.0f}%)",
+        "links": links,
+    }
+
+
+# --------------------------------------------------------------------------- per subject
 
 
 def scopes(snap: Snapshot) -> dict[str, list[dict]]:
     nodes = _alive(snap)
+    # An unplaced actor or group waits on every node and on the Kubernetes pods that should bring more.
+    waiting_on = [f"ray_node:{n.node_id}" for n in nodes] + [g.link for g in ray_pods.ray_pod_groups(snap)]
     return {
         "ray_node": [_ray_node(n, snap) for n in snap.ray_nodes],
-        "actor": [
-            plain(a) | {
-                "fits_one_node": fits_one_node(a.required_resources, nodes),
-                "missing_resources": sorted(k for k in a.required_resources if nodes and all(k not in n.resources_total for n in nodes)),
-                "_subject": f"actor/{a.name or a.class_name}/{a.actor_id[:8]}",
-                "_links": link("actor", a.actor_id) + link("ray_node", a.node_id),
-            }
-            for a in snap.ray_actors
-        ],
-        "placement_group": [_placement_group(pg, nodes) for pg in snap.placement_groups],
+        "actor": [_actor(a, snap, waiting_on) for a in snap.ray_actors],
+        "placement_group": [_placement_group(pg, nodes, snap, waiting_on) for pg in snap.placement_groups],
     }
+
+
+def _node_name(node: RayNode) -> str:
+    return f"node {node.node_id[:12]}" + (f" (pod {node.pod})" if node.pod else f" ({node.node_ip})" if node.node_ip else "")
 
 
 def _ray_node(node: RayNode, snap: Snapshot) -> dict:
     pod = snap.pod(node.pod) if node.pod else None
-    pod_gpus = sum(int(c.limits.get("nvidia.com/gpu", "0") or 0) for c in pod.containers) if pod else None
+    message = node.state_message or ""
     return plain(node) | {
-        "gpu_total": node.resources_total.get("GPU"),
-        "pod_gpu_limit": pod_gpus,
-        "object_store_usage": (
-            node.object_store_used_bytes / node.object_store_total_bytes
-            if node.object_store_used_bytes is not None and node.object_store_total_bytes
-            else None
-        ),
+        "name": _node_name(node),
+        # Ray leaves GPU out of a node's resources when it has none; unknown only when no totals came.
+        "gpu_total": node.resources_total.get("GPU", 0.0) if node.resources_total else None,
+        "pod_gpu_limit": float(sum(gpu_count(c.limits, c.requests) for c in pod.containers)) if pod else None,
+        "gpu_overrides": ray_pods.gpu_overrides(pod, snap) if pod else [],
+        "pod_state": ray_pods.pod_brief(pod) if pod else None,
+        "pod_namespace": pod.namespace if pod else None,
+        "pod_name": pod.name if pod else None,
+        "kuberay_object": ray_pods.kuberay_object(pod, snap) if pod and pod.ray_cluster else None,
+        "died_unexpectedly": node.state == "DEAD" and not message.startswith(EXPECTED_NODE_DEATHS),
+        "actors_lost": [_actor_name(a) for a in snap.ray_actors if a.node_id == node.node_id and a.state in ("DEAD", "RESTARTING")],
         "_subject": f"ray_node/{node.node_id[:12]}" + (f" ({node.pod})" if node.pod else ""),
         "_links": link("ray_node", node.node_id) + link("pod", node.pod),
     }
 
 
-def _placement_group(pg: PlacementGroup, nodes: list[RayNode]) -> dict:
+def _actor_name(actor: RayActor) -> str:
+    return f"actor {actor.name or actor.class_name or '?'} ({actor.class_name}, {actor.actor_id[:8]})"
+
+
+def _died_of_failure(actor: RayActor) -> bool:
+    return actor.state == "DEAD" and actor.death_cause is not None and not any(m in actor.death_cause for m in INTENDED_DEATH_MARKS)
+
+
+def _actor(actor: RayActor, snap: Snapshot, waiting_on: list[str]) -> dict:
+    same_class = [a for a in snap.ray_actors if a.class_name == actor.class_name and _died_of_failure(a)]
+    pending = actor.state in PENDING_ACTOR_STATES
+    return plain(actor) | {
+        "display_name": _actor_name(actor),
+        "died_of_failure": _died_of_failure(actor),
+        "class_failures": len(same_class),
+        "_subject": f"actor/{actor.name or actor.class_name}/{actor.actor_id[:8]}",
+        "_links": link("actor", actor.actor_id) + link("ray_node", actor.node_id)
+        + link("placement_group", actor.placement_group_id) + (waiting_on if pending else []),
+    }
+
+
+def _placement_group(pg: PlacementGroup, nodes: list[RayNode], snap: Snapshot, waiting_on: list[str]) -> dict:
     merged: dict[str, float] = {}
     for bundle in pg.bundles:
-        for k, v in bundle.items():
-            merged[k] = merged.get(k, 0.0) + v
-    if pg.strategy == "STRICT_PACK":
-        placeable = fits_one_node(merged, nodes)
-    elif pg.strategy == "STRICT_SPREAD":
-        placeable = None if not nodes else len(pg.bundles) <= len(nodes) and all(fits_one_node(b, nodes) for b in pg.bundles)
-    else:
-        placeable = None if not nodes else all(fits_one_node(b, nodes) for b in pg.bundles)
+        for name, need in bundle.items():
+            merged[name] = merged.get(name, 0.0) + need
+    members = [a for a in snap.ray_actors if a.placement_group_id == pg.placement_group_id]
+    pending = pg.state in PENDING_PG_STATES
     return plain(pg) | {
+        "display_name": f"placement group {pg.name or '(unnamed)'} ({pg.placement_group_id[:8]})",
+        "bundles_text": ", ".join(bundle_text(b) for b in pg.bundles) or "bundles not reported",
         "total_resources": merged,
-        "placeable": placeable,
+        "pending": pending,
+        "never_placeable": _never_placeable(pg, merged, nodes),
+        "waiting_actors": [_actor_name(a) for a in members if a.state in PENDING_ACTOR_STATES],
         "_subject": f"placement_group/{pg.name or pg.placement_group_id[:8]}",
-        "_links": link("placement_group", pg.placement_group_id),
+        "_links": link("placement_group", pg.placement_group_id) + [f"actor:{a.actor_id}" for a in members]
+        + (waiting_on if pending else []),
     }
+
+
+def _never_placeable(pg: PlacementGroup, merged: dict[str, float], nodes: list[RayNode]) -> list[str]:
+    """Why the group can never be placed on the nodes the cluster has, each reason one line."""
+    reasons = []
+    if pg.scheduling_state == "INFEASIBLE":
+        reasons.append("Ray's scheduler marks it INFEASIBLE (stats.scheduling_state)")
+    known = [n for n in nodes if n.resources_total]
+    if not known or not pg.bundles:
+        return reasons
+    if pg.strategy == "STRICT_PACK" and not fits_one_node(merged, known):
+        reasons.append(f"STRICT_PACK puts all bundles on one node, {bundle_text(merged)} in all: {shortfall(merged, known)}")
+    if pg.strategy == "STRICT_SPREAD" and len(pg.bundles) > len(known):
+        reasons.append(f"STRICT_SPREAD puts each of its {len(pg.bundles)} bundles on its own node; the cluster has {len(known)} node(s)")
+    for bundle in pg.bundles if pg.strategy != "STRICT_PACK" else []:  # STRICT_PACK's check above covers each
+        if not fits_one_node(bundle, known):
+            reasons.append(f"bundle {bundle_text(bundle)} fits no node: {shortfall(bundle, known)}")
+    return reasons

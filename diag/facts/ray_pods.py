@@ -1,0 +1,157 @@
+"""What the Kubernetes side says about a Ray cluster: which KubeRay pods form it, the GPU settings
+that reach `ray start` (rayStartParams, the generated command, GPU-hiding environment), the Ray
+version each pod runs (image tag, or Ray's own version-mismatch error in its log)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from diag.facts.k8s_containers import GPU_VISIBILITY_ENV, NO_GPU_VALUES
+from diag.model import Container, Pod, RayClusterSpec, Snapshot
+
+# KubeRay starts Ray in the pod's first container (utils.RayContainerIndex) and, from v1.1, keeps the
+# `ray start` line it generated in this variable; the same line is the container's bash -c argument.
+KUBERAY_START_CMD_ENV = "KUBERAY_GEN_RAY_START_CMD"
+_NUM_GPUS_FLAG = re.compile(r"--num-gpus[= ]+['\"]?(?P<value>[^\s'\"]+)")
+# Ray itself counts no GPU when CUDA_VISIBLE_DEVICES is empty or "NoDevFiles" (ray/_private/accelerators/nvidia_gpu.py).
+RAY_NO_CUDA_DEVICES = ("", "NoDevFiles")
+# rayproject/ray:2.46.0-py311-gpu, rayproject/ray-ml:2.9.3-gpu, rayproject/ray-llm:2.46.0-py311-cu124
+_RAY_IMAGE = re.compile(r"(?:^|/)ray(?:-ml|-llm)?:(?P<version>\d+\.\d+\.\d+)")
+# ray/_private/worker.py check_version_info: the RuntimeError a node raises when it joins a cluster of another version.
+_VERSION_MISMATCH = re.compile(
+    r"Version mismatch: The cluster was started with:\s*Ray: (?P<cluster_ray>\S+)\s*Python: (?P<cluster_py>\S+)\s*"
+    r"This process on (?P<where>.+?) was started with:\s*Ray: (?P<own_ray>\S+)\s*Python: (?P<own_py>\S+)"
+)
+
+
+@dataclass
+class RayPodGroup:
+    """The pods of one KubeRay cluster (label ray.io/cluster), head first."""
+
+    namespace: str
+    cluster: str
+    heads: list[Pod]
+    workers: list[Pod]
+
+    @property
+    def link(self) -> str:
+        return f"raycluster:{self.namespace}/{self.cluster}"
+
+
+def ray_pod_groups(snap: Snapshot) -> list[RayPodGroup]:
+    groups: dict[tuple[str, str], RayPodGroup] = {}
+    for pod in snap.pods:
+        if not pod.ray_cluster:
+            continue
+        group = groups.setdefault((pod.namespace, pod.ray_cluster), RayPodGroup(pod.namespace, pod.ray_cluster, [], []))
+        (group.heads if pod.ray_node_type == "head" else group.workers).append(pod)
+    return list(groups.values())
+
+
+def ray_container(pod: Pod) -> Container | None:
+    return pod.containers[0] if pod.containers else None
+
+
+def pod_brief(pod: Pod) -> str:
+    ready = pod.conditions.get("Ready", {}).get("status", "?")
+    waiting = next((c.state_reason for c in pod.containers if c.state_reason), None)
+    return f"{pod.key} ({pod.ray_node_type or 'ray'}): {pod.phase or 'phase unknown'}, Ready={ready}" + (f", {waiting}" if waiting else "")
+
+
+# --------------------------------------------------------------------------- GPUs hidden from Ray
+
+
+def gpu_overrides(pod: Pod, snap: Snapshot) -> list[str]:
+    """Every setting on the way from the pod's GPU limit to `ray start` that can make Ray count fewer GPUs."""
+    found = []
+    spec, group = _cluster_spec(pod, snap)
+    if spec is not None:
+        params = spec.head_ray_start_params if pod.ray_node_type == "head" else _group_params(spec, group)
+        if params is not None and "num-gpus" in params:
+            where = "headGroupSpec" if pod.ray_node_type == "head" else f"workerGroupSpecs[{group}]"
+            found.append(f'{spec.kind} {spec.namespace}/{spec.name} {where}.rayStartParams num-gpus: "{params["num-gpus"]}"')
+    container = ray_container(pod)
+    if container is None:
+        return found
+    start_line = container.env.get(KUBERAY_START_CMD_ENV) or " ".join(container.command + container.args)
+    if (m := _NUM_GPUS_FLAG.search(start_line)) is not None:
+        found.append(f"container {container.name} runs ray start --num-gpus={m['value']}")
+    for name in GPU_VISIBILITY_ENV:
+        value = container.env.get(name)
+        hides = value is not None and (value in RAY_NO_CUDA_DEVICES if name == "CUDA_VISIBLE_DEVICES" else value.strip().lower() in NO_GPU_VALUES)
+        if hides:
+            found.append(f'container {container.name} sets {name}="{value}"')
+    return found
+
+
+def _cluster_spec(pod: Pod, snap: Snapshot) -> tuple[RayClusterSpec | None, str | None]:
+    """The RayCluster (or RayService, whose clusters KubeRay names <service>-<suffix>) the pod belongs to."""
+    label = pod.ray_cluster or ""
+    candidates = [
+        c for c in snap.ray_clusters
+        if c.namespace == pod.namespace and (c.name == label or (c.kind == "RayService" and label.startswith(c.name + "-")))
+    ]
+    exact = next((c for c in candidates if c.name == label), None)
+    return exact or (candidates[0] if candidates else None), pod.ray_group
+
+
+def kuberay_object(pod: Pod, snap: Snapshot) -> str:
+    """`<kind>/<name>` of the KubeRay object to edit for this pod, for kubectl."""
+    spec, _ = _cluster_spec(pod, snap)
+    return f"{spec.kind.lower()}/{spec.name}" if spec else f"raycluster/{pod.ray_cluster}"
+
+
+def _group_params(spec: RayClusterSpec, group: str | None) -> dict[str, str] | None:
+    return next((g.ray_start_params for g in spec.worker_groups if g.name == group), None)
+
+
+# --------------------------------------------------------------------------- Ray versions
+
+
+def image_ray_version(pod: Pod) -> str | None:
+    container = ray_container(pod)
+    m = _RAY_IMAGE.search(container.image) if container else None
+    return m["version"] if m else None
+
+
+def version_mismatches(snap: Snapshot) -> list[str]:
+    """Worker pods whose image carries another Ray version than their head's, per Ray cluster."""
+    groups = ray_pod_groups(snap)
+    found = []
+    for group in groups:
+        head = group.heads[0] if group.heads else None
+        head_version = image_ray_version(head) if head else None
+        if head_version is None and len(groups) == 1:
+            head_version = snap.ray_head_version  # the dashboard's /api/version names the head's own
+        if head_version is None:
+            continue
+        head_text = f"head {head.name} runs Ray {head_version} ({_image(head)})" if head else f"head runs Ray {head_version} (/api/version)"
+        by_version: dict[tuple[str, str], list[str]] = {}
+        for pod in group.workers:
+            version = image_ray_version(pod)
+            if version is not None and version != head_version:
+                by_version.setdefault((version, _image(pod)), []).append(pod.name)
+        for (version, image), pods in sorted(by_version.items()):
+            found.append(f"{group.namespace}/{group.cluster}: {head_text}; workers {', '.join(pods)} run Ray {version} ({image})")
+    return found
+
+
+def version_mismatch_errors(snap: Snapshot) -> list[str]:
+    """Ray's own refusal to join a node of another Ray/Python version, from the pods' logs."""
+    found = []
+    for pod in snap.pods:
+        for container in pod.containers:
+            for text in (container.previous_logs, container.logs):
+                if text and (m := _VERSION_MISMATCH.search(text)) is not None:
+                    found.append(
+                        f"{pod.key} [{container.name}]: the cluster runs Ray {m['cluster_ray']} / Python {m['cluster_py']}, "
+                        f"this node ({m['where']}) Ray {m['own_ray']} / Python {m['own_py']}"
+                    )
+                    break
+    return found
+
+
+def _image(pod: Pod) -> str:
+    container = ray_container(pod)
+    return container.image if container else "no container"
