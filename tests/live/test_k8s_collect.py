@@ -24,7 +24,7 @@ from diag.collect.gpu import NVIDIA_SMI_CSV, NVIDIA_SMI_XML
 from diag.collect.kube import KubeAccess, KubeError
 from diag.collect.runner import INTERRUPTED, Collector, CollectContext, collect, default_collectors
 from diag.load import load_bundle
-from tests.replay.harness import CLUSTER, GPU_PODS, VLLM_POD, collect_from, live_target, recorded_cluster
+from tests.replay.harness import CLUSTER, GPU_PODS, REPO, VLLM_POD, collect_from, live_target, recorded_cluster
 from tests.replay.server import RecordedRequest, ReplayCluster, ReplayServer
 from tests.replay.upstream import RecordedHttp, vllm_routes
 
@@ -400,3 +400,48 @@ def test_progress_says_which_source_failed(replay: ReplayServer, tmp_path: Path)
     assert lines["✓ kubernetes logs"].endswith("7 ok, 2 skipped")
     # no server behind the vLLM pod here: the line names the source and why
     assert "connection refused" in lines["✗ vllm"] and f"vllm/{VLLM_POD[1]}.metrics" in lines["✗ vllm"]
+
+
+# ----------------------------------------------------------------------------- every recorded cluster
+
+
+def _replayable_bundles() -> list[Path]:
+    """tests/replay/cluster, and every scenario bundle under fixtures/ whose k8s/ lists read as lists
+    (scenarios about unreadable files are the loader's tests, not a cluster to replay)."""
+    found = [CLUSTER]
+    for pods in sorted((REPO / "fixtures").rglob("k8s/pods.json")):
+        root = pods.parent.parent
+        try:
+            lists = [json.loads(f.read_text()) for f in root.glob("k8s/*.json")]
+        except ValueError:
+            continue
+        if all(isinstance(d, dict) and isinstance(d.get("items"), list) for d in lists):
+            found.append(root)
+    return found
+
+
+def _gpu_stack(daemonset: dict) -> bool:
+    from diag.collect.k8s import GPU_DAEMONSETS
+
+    meta = daemonset["metadata"]
+    return any(p in text for text in (meta["name"], *(meta.get("labels") or {}).values()) for p in GPU_DAEMONSETS)
+
+
+def test_every_recorded_cluster_comes_back_as_it_was_recorded(tmp_path: Path) -> None:
+    for root in _replayable_bundles():
+        source = Bundle.open(root)
+        work = tmp_path / root.name
+        work.mkdir()
+        with ReplayServer(ReplayCluster.from_bundle(source)) as server:
+            bundle, _ = collect_from(server, work, all_namespaces=True)
+        for kind in ("pods", "events", "nodes", "services", "endpoints", "deployments", "statefulsets", "hpa",
+                     "rayclusters", "rayservices", "daemonsets"):  # fmt: skip
+            if f"k8s/{kind}.json" not in source.files:
+                continue
+            wanted = [i for i in _items(source, kind) if kind != "daemonsets" or _gpu_stack(i)]
+            recorded = {(i["metadata"].get("namespace"), i["metadata"]["name"]) for i in wanted}
+            collected = {(i["metadata"].get("namespace"), i["metadata"]["name"]) for i in _items(bundle, kind)}
+            assert collected == recorded, f"{root.name}: k8s/{kind}.json"
+        snapshot = load_bundle(bundle)
+        bad = {n: s.detail for n, s in snapshot.sources.items() if n.startswith("k8s/") and s.status == "failed"}
+        assert not bad, f"{root.name}: {bad}"
