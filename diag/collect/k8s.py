@@ -159,7 +159,7 @@ def _parsed_pods(pods_list: dict | None, results: list[SourceResult]) -> list[Po
     try:
         return parse_pods(json.dumps(pods_list))
     except ParseError as e:
-        results.append(SourceResult("k8s/pods", "failed", f"pods read but not understood, so no logs or exec: {e}"))
+        results.append(SourceResult("k8s/pods.json", "failed", f"read but not understood, so no logs, vLLM or exec: {e}"))
         return []
 
 
@@ -179,22 +179,27 @@ def _events(kube: "KubeAccess", scope: Scope, pods: list[Pod], lists: dict[str, 
             return [SourceResult("k8s/events.json", "failed", f"events of the nodes: {node_events.detail}")]
         seen = {(e.get("metadata") or {}).get("uid") for e in items}
         items += [
-            e for e in node_events["items"] if _involved(e)[1] in nodes and (e.get("metadata") or {}).get("uid") not in seen
+            e for e in node_events["items"] if _involved(e)[2] in nodes and (e.get("metadata") or {}).get("uid") not in seen
         ]
     return {**outcome, "items": items}
 
 
-def _involved(event: dict) -> tuple[str | None, str | None]:
+_ObjectRef = tuple[str | None, str | None, str | None]  # (kind, namespace, name)
+
+
+def _involved(event: dict) -> _ObjectRef:
     obj = event.get("involvedObject") or {}
-    return obj.get("kind"), obj.get("name")
+    return obj.get("kind"), obj.get("namespace"), obj.get("name")
 
 
-def _related_objects(pods: list[Pod], lists: dict[str, dict]) -> set[tuple[str | None, str | None]]:
-    """(kind, name) of the pods, their owners, and every object collected in the scope."""
-    related = {("Pod", p.name) for p in pods} | {(p.owner_kind, p.owner_name) for p in pods if p.owner_kind}
+def _related_objects(pods: list[Pod], lists: dict[str, dict]) -> set[_ObjectRef]:
+    """The pods, their owners, and every other object collected in the scope."""
+    related = {("Pod", p.namespace, p.name) for p in pods}
+    related |= {(p.owner_kind, p.namespace, p.owner_name) for p in pods if p.owner_kind}
     for kind in ("services", "deployments", "statefulsets", "hpa", "rayclusters", "rayservices"):
         for item in (lists.get(kind) or {}).get("items", []):
-            related.add((item.get("kind"), (item.get("metadata") or {}).get("name")))
+            meta = item.get("metadata") or {}
+            related.add((item.get("kind"), meta.get("namespace"), meta.get("name")))
     return related
 
 
@@ -297,7 +302,7 @@ class _LogRequest:
     rel: str  # k8s/logs/<stem>[.<container>][.previous].log
 
 
-def log_requests(pods: list[Pod], all_pods: list[Pod]) -> tuple[list[_LogRequest], list[SourceResult]]:
+def _log_requests(pods: list[Pod], all_pods: list[Pod]) -> tuple[list[_LogRequest], list[SourceResult]]:
     """Which logs to read: the current one of every container that ran, --previous where one restarted."""
     stems = file_stems(all_pods)
     requests: list[_LogRequest] = []
@@ -327,7 +332,7 @@ def collect_logs(kube: "KubeAccess", pods: list[Pod], sink: Sink, tail_lines: in
     """Bounded log tails (current and --previous) of the pods that matter."""
     from diag.collect.kube import KubeError
 
-    requests, results = log_requests(pods_that_matter(pods), pods)
+    requests, results = _log_requests(pods_that_matter(pods), pods)
 
     def read(req: _LogRequest) -> SourceResult:
         where = f"{req.pod.key} container {req.container}" + (" (previous)" if req.previous else "")
