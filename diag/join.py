@@ -6,7 +6,9 @@ link stays None. Nothing here judges health.
 
 from __future__ import annotations
 
-from diag.model import GPU, Pod, Snapshot, VllmServer
+from collections import Counter
+
+from diag.model import GPU, Container, Pod, Service, Snapshot, VllmServer
 from diag.parsers import engine_args
 from diag.parsers.logs import xid_device, xids_in
 
@@ -80,16 +82,26 @@ def _vllm_servers_to_pods(snap: Snapshot) -> None:
                 server = VllmServer(name=pod.name)
                 snap.vllm_servers.append(server)
                 servers[server.name] = server
-            server.namespace, server.pod, server.node = pod.namespace, pod.key, pod.node_name
             server.engine_args = server.engine_args or args
-            server.ray_node_id = pod.ray_node_id
-            pod.vllm_server = server.name
-            for signal in VLLM_LOG_SIGNALS:
-                server.log_lines.extend(container.log_signals.get(signal, []))
-            for svc in services:
-                if svc.namespace == pod.namespace and all(pod.labels.get(k) == v for k, v in svc.selector.items()):
-                    server.service = f"{svc.namespace}/{svc.name}"
-                    break
+            _server_in_pod(server, pod, container, services)
+            break
+    # A server known only by its files (vllm/<pod>.health.txt ...) runs in the pod of that name even when
+    # no container starts vLLM itself: Ray Serve runs it in pods whose command is `ray start`.
+    pods = {p.name: p for p in snap.pods} | {f"{p.namespace}.{p.name}": p for p in snap.pods}
+    for server in snap.vllm_servers:
+        if server.pod is None and (pod := pods.get(server.name)) is not None and pod.containers:
+            _server_in_pod(server, pod, pod.containers[0], services)
+
+
+def _server_in_pod(server: VllmServer, pod: Pod, container: Container, services: list[Service]) -> None:
+    server.namespace, server.pod, server.node = pod.namespace, pod.key, pod.node_name
+    server.ray_node_id = pod.ray_node_id
+    pod.vllm_server = server.name
+    for signal in VLLM_LOG_SIGNALS:
+        server.log_lines.extend(container.log_signals.get(signal, []))
+    for svc in services:
+        if svc.namespace == pod.namespace and all(pod.labels.get(k) == v for k, v in svc.selector.items()):
+            server.service = f"{svc.namespace}/{svc.name}"
             break
 
 
@@ -178,14 +190,24 @@ def _ray_groups_to_pods(snap: Snapshot) -> None:
 
 
 def _placement_group_strategies(snap: Snapshot) -> None:
-    """The state API omits a placement group's strategy; `ray status` names it in the demand line."""
+    """The state API omits a placement group's strategy; `ray status` names it in the demand line, one
+    demand per bundle shape: "{'CPU': 1.0} * 1, {'CPU': 1.0, 'GPU': 1.0} * 2 (STRICT_PACK): 1+ pending"."""
     if snap.ray_status is None:
         return
     demands = [d for d in snap.ray_status.demands if d.kind == "placement_group" and d.strategy]
+    shown = [(d.strategy, _shape(d.resources), d.bundles) for d in demands]
     for pg in snap.placement_groups:
-        if pg.strategy is None:
-            match = next((d for d in demands if pg.bundles and all(b == d.resources for b in pg.bundles)), None)
-            pg.strategy = match.strategy if match else None
+        if pg.strategy is not None or not pg.bundles:
+            continue
+        shapes = Counter(_shape(b) for b in pg.bundles)
+        pg.strategy = next(
+            (s for s in dict.fromkeys(d.strategy for d in demands) if all((s, shape, n) in shown for shape, n in shapes.items())),
+            None,
+        )
+
+
+def _shape(bundle: dict[str, float]) -> tuple[tuple[str, float], ...]:
+    return tuple(sorted(bundle.items()))
 
 
 def _gpu_limit(limits: dict[str, str]) -> int:
