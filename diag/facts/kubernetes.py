@@ -213,7 +213,7 @@ def _failed_scheduling(pod: Pod) -> dict | None:
         "preemption": fit.preemption if fit else {},
         "insufficient_gpu": INSUFFICIENT_GPU in reasons,
         "taint_reasons": [r for r in reasons if any(mark in r for mark in TAINT_REASON_MARKS)],
-        "affinity_mismatch": AFFINITY_REASON_MARK in reasons,
+        "affinity_mismatch": any(AFFINITY_REASON_MARK in r for r in reasons),
         "spread_reasons": [f"{n} {r}" for r, n in reasons.items() if any(mark in r for mark in SPREAD_REASON_MARKS)],
     }
 
