@@ -172,6 +172,8 @@ def test_no_dashboard_behind_the_service_falls_back_to_ray_cli_in_the_head_pod(k
     execs = [r for r in server.seen() if r.upgrade]
     assert len(execs) == len(CLI_FILES)
     assert all(r.method == "GET" for r in server.seen())
+    fired = verdict_and_rules(bundle)
+    assert fired[0] == "ray" and {"RAY-102", "RAY-103"} <= fired[1], fired
 
 
 def test_no_head_pod_known_means_no_exec(kube_replay) -> None:
@@ -181,6 +183,29 @@ def test_no_head_pod_known_means_no_exec(kube_replay) -> None:
     assert results[-1].name == "ray/cli" and results[-1].status == "skipped"
     assert all(r.status == "failed" for r in results[:-1])
     assert bundle.files == {}
+
+
+def json_of_analysis(bundle: Bundle) -> dict:
+    from diag.analyze import analyze_bundle
+    from diag.report.json_report import to_dict
+
+    return to_dict(analyze_bundle(bundle))
+
+
+def verdict_and_rules(bundle: Bundle) -> tuple[str | None, set[str]]:
+    report = json_of_analysis(bundle)
+    return report["verdict"]["layer"], {f["rule"] for f in report["findings"]}
+
+
+def test_the_analyzer_names_the_ray_layer_with_the_infeasible_actor_and_placement_group(dashboard_bundle) -> None:
+    bundle, _ = dashboard_bundle
+    report = json_of_analysis(bundle)
+    assert report["verdict"]["layer"] == "ray", report["verdict"]
+    assert report["verdict"]["rule"] in ("RAY-102", "RAY-103")
+    fired = {f["rule"]: f for f in report["findings"]}
+    assert {"RAY-102", "RAY-103"} <= set(fired), sorted(fired)
+    assert "gpu4_actor_infeasible" in json.dumps(fired["RAY-102"])
+    assert "pg_infeasible_4gpu" in json.dumps(fired["RAY-103"])
 
 
 def test_collected_files_load_into_a_snapshot(dashboard_bundle, tmp_path: Path) -> None:
@@ -225,6 +250,8 @@ def test_triage_and_collect_then_analyze_agree(ray_head: LiveRayHead, vllm_stand
     analyzed = json_report(llmdiag("analyze", str(bundle_dir), "--output", "json"))
 
     assert triage["schema"] == analyzed["schema"] == "llmdiag/report/v1"
+    assert triage["verdict"]["layer"] == "ray", triage["verdict"]
+    assert {"RAY-102", "RAY-103"} <= {f["rule"] for f in triage["findings"]}
     assert triage["verdict"] == analyzed["verdict"]
     assert sorted(f["rule"] for f in triage["findings"]) == sorted(f["rule"] for f in analyzed["findings"])
     for report in (triage, analyzed):
