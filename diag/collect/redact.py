@@ -17,6 +17,7 @@ from collections import Counter
 from typing import Any, Callable
 
 REDACTED = "<redacted>"
+ARGV_FILE_SUFFIX = ".cmdline.txt"  # vllm/<server>.cmdline.txt: a process's argv, one element a line
 
 # The rules, by the name the manifest reports.
 ENV_SECRET = "env-secret-value"
@@ -98,6 +99,8 @@ def _redact_file(rel_path: str, raw: bytes, hits: Counter[str]) -> bytes:
                 return raw  # nothing to hide: the file stays byte for byte as the source sent it
             hits.update(found)
             return json.dumps(cleaned, indent=4, ensure_ascii=False).encode("utf-8", "surrogateescape")
+    if rel_path.endswith(ARGV_FILE_SUFFIX):  # one argument a line: `--api-key` and its value are apart
+        text = "\n".join(_clean_argv(text.split("\n"), hits))
     return redact_text(text, hits).encode("utf-8", errors="surrogateescape")
 
 

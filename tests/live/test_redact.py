@@ -196,3 +196,11 @@ def test_flag_values_that_are_flags_are_not_swallowed() -> None:
     out = redact_text("vllm serve m --api-key --max-num-seqs 4")
     assert out == "vllm serve m --api-key --max-num-seqs 4"
     assert CLI_FLAG not in Redactor().applied
+
+
+def test_an_argv_file_loses_the_value_on_the_line_after_the_flag() -> None:
+    argv = "python3\n-m\nvllm.entrypoints.openai.api_server\n--api-key\ntoken-abc123\n--max-num-seqs\n4\n--hf-token=hf_x\n"
+    out = redact("vllm/127.0.0.1_8000.cmdline.txt", argv.encode()).decode()
+    assert out.splitlines() == [
+        "python3", "-m", "vllm.entrypoints.openai.api_server", "--api-key", REDACTED, "--max-num-seqs", "4", f"--hf-token={REDACTED}",
+    ]  # fmt: skip
