@@ -48,9 +48,11 @@ def _gpu(gpu: GPU, snap: Snapshot) -> dict:
     ray_node = _ray_node_of(gpu, snap)
     return plain(gpu) | {
         "node_name": gpu.node or gpu.host,
+        "identity": _identity(gpu),
         "memory_used_pct": (
             100.0 * gpu.memory_used_mib / gpu.memory_total_mib if gpu.memory_used_mib is not None and gpu.memory_total_mib else None
         ),
+        "memory_faults": _memory_faults(gpu),
         "slowdown_reasons": [r for r in gpu.clocks_event_reasons if r in SLOWDOWN_REASONS],
         "sm_clock_text": _sm_clock_text(gpu),
         "pcie_link_below_max": _pcie_link_below_max(gpu),
@@ -71,6 +73,27 @@ def _gpu(gpu: GPU, snap: Snapshot) -> dict:
 
 def _known(value: int | None) -> str:
     return "?" if value is None else str(value)
+
+
+def _identity(gpu: GPU) -> str:
+    """"NVIDIA H200 GPU-4b79... (PCI 00000000:18:00.0)" with what is known; a GPU NVML cannot open has none."""
+    parts = [p for p in (gpu.name, gpu.uuid) if p] + ([f"(PCI {gpu.pci_bus_id})"] if gpu.pci_bus_id else [])
+    return " ".join(parts) or "no name, UUID or PCI address: the GPU did not answer NVML or nvidia-smi"
+
+
+def _memory_faults(gpu: GPU) -> list[str]:
+    """The uncorrectable-memory signs the GPU shows, in words (what GPU-101 quotes)."""
+    faults = []
+    if gpu.ecc_uncorrected_volatile:
+        lifetime = "" if gpu.ecc_uncorrected_aggregate is None else f" ({gpu.ecc_uncorrected_aggregate} over the GPU's life)"
+        faults.append(f"{gpu.ecc_uncorrected_volatile} uncorrectable ECC errors since the driver loaded{lifetime}")
+    if gpu.retired_pages_pending:
+        faults.append("pages retired for ECC errors wait for a GPU reset (retired_pages.pending: Yes)")
+    if gpu.remapped_rows_pending:
+        faults.append("a row remapping waits for a GPU reset (remapped_rows.pending: Yes)")
+    if gpu.remapped_rows_failure:
+        faults.append("a row remapping failed: no spare rows left (remapped_rows.failure: Yes)")
+    return faults
 
 
 def _sm_clock_text(gpu: GPU) -> str | None:
