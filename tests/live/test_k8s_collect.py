@@ -233,6 +233,16 @@ def test_nvidia_smi_and_ray_run_by_exec_with_fixed_argv(replay: ReplayServer, tm
     assert bundle.files["ray/status.txt"].startswith(b"======== Autoscaler status")
 
 
+@pytest.mark.parametrize("protocol", ["v4.channel.k8s.io", "v5.channel.k8s.io"])
+def test_exec_speaks_the_api_servers_websocket_protocols(cluster: ReplayCluster, tmp_path: Path, protocol: str) -> None:
+    namespace, pod, capture = GPU_PODS["gpu-node-a"]
+    with ReplayServer(cluster, exec_protocols=(protocol,)) as server:
+        kube = KubeAccess(str(server.write_kubeconfig(tmp_path, namespace="llm")))
+        xml = kube.exec_fixed(namespace, pod, "vllm", NVIDIA_SMI_XML, 10)  # several websocket frames long
+    assert xml == capture.with_suffix(".xml").read_text()
+    assert len(xml) > 16 * 1024
+
+
 def test_exec_failures_are_one_line(replay: ReplayServer, tmp_path: Path) -> None:
     kube = KubeAccess(str(replay.write_kubeconfig(tmp_path, namespace="llm")))
     with pytest.raises(KubeError, match=r"^exec nvidia-smi in llm/redis-0: replay: no recorded output"):
@@ -445,3 +455,19 @@ def test_every_recorded_cluster_comes_back_as_it_was_recorded(tmp_path: Path) ->
         snapshot = load_bundle(bundle)
         bad = {n: s.detail for n, s in snapshot.sources.items() if n.startswith("k8s/") and s.status == "failed"}
         assert not bad, f"{root.name}: {bad}"
+
+
+def test_llmdiag_collect_writes_the_bundle_through_the_replay_server(replay: ReplayServer, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from diag.cli import app
+
+    kubeconfig = replay.write_kubeconfig(tmp_path, namespace="llm")
+    out = tmp_path / "case.tar.gz"
+    args = ["collect", "--kubeconfig", str(kubeconfig), "-l", "app=llama-3-8b", "--no-local-gpu", "--scrape-interval", "0.1", "-o", str(out)]
+    done = CliRunner().invoke(app, args)
+    assert done.exit_code == 0, done.output
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+    bundle = Bundle.open(out)
+    assert _names(bundle, "pods") == {"llama-3-8b-7c9d6b5f4-abcde", "llama-3-8b-7c9d6b5f4-fghij"}
+    assert json.loads(bundle.files["manifest.json"])["selectors"]["label"] == "app=llama-3-8b"
