@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from diag.facts import ray_pods
 from diag.facts.common import link, plain
-from diag.model import PlacementGroup, RayActor, RayNode, Snapshot
+from diag.model import PlacementGroup, Pod, RayActor, RayNode, Snapshot
 from diag.parsers.quantity import gpu_count
 
 PENDING_ACTOR_STATES = ("PENDING_CREATION",)  # DEPENDENCIES_UNREADY waits for its arguments, not resources
@@ -215,6 +215,7 @@ def _ray_node(node: RayNode, snap: Snapshot) -> dict:
     message = node.state_message or ""
     return plain(node) | {
         "name": _node_name(node),
+        "resources_text": resources_text(node.resources_total),
         # Ray leaves GPU out of a node's resources when it has none; unknown only when no totals came.
         "gpu_total": node.resources_total.get("GPU", 0.0) if node.resources_total else None,
         "pod_gpu_limit": float(sum(gpu_count(c.limits, c.requests) for c in pod.containers)) if pod else None,
@@ -226,8 +227,18 @@ def _ray_node(node: RayNode, snap: Snapshot) -> dict:
         "died_unexpectedly": node.state == "DEAD" and not message.startswith(EXPECTED_NODE_DEATHS),
         "actors_lost": [_actor_name(a) for a in snap.ray_actors if a.node_id == node.node_id and a.state in ("DEAD", "RESTARTING")],
         "_subject": f"ray_node/{node.node_id[:12]}" + (f" ({node.pod})" if node.pod else ""),
-        "_links": link("ray_node", node.node_id) + link("pod", node.pod),
+        "_links": link("ray_node", node.node_id) + link("pod", node.pod) + [f"vllm:{s}" for s in _servers_on_cluster(pod, snap)],
     }
+
+
+def _servers_on_cluster(pod: Pod | None, snap: Snapshot) -> list[str]:
+    """vLLM servers running in pods of the same KubeRay cluster: their Ray workers may land on this node."""
+    if pod is None or not pod.ray_cluster:
+        return []
+    return [
+        s.name for s in snap.vllm_servers
+        if s.pod and (server_pod := snap.pod(s.pod)) and (server_pod.namespace, server_pod.ray_cluster) == (pod.namespace, pod.ray_cluster)
+    ]
 
 
 def _actor_name(actor: RayActor) -> str:

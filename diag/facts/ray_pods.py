@@ -10,9 +10,8 @@ from dataclasses import dataclass
 from diag.facts.k8s_containers import GPU_VISIBILITY_ENV, NO_GPU_VALUES
 from diag.model import Container, Pod, RayClusterSpec, Snapshot
 
-# KubeRay starts Ray in the pod's first container (utils.RayContainerIndex) and, from v1.1, keeps the
-# `ray start` line it generated in this variable; the same line is the container's bash -c argument.
-KUBERAY_START_CMD_ENV = "KUBERAY_GEN_RAY_START_CMD"
+# KubeRay starts Ray in the pod's first container (utils.RayContainerIndex): its bash -c argument is the
+# `ray start` line KubeRay generated, or the user's own when the command already runs ray start.
 _NUM_GPUS_FLAG = re.compile(r"--num-gpus[= ]+['\"]?(?P<value>[^\s'\"]+)")
 # Ray itself counts no GPU when CUDA_VISIBLE_DEVICES is empty or "NoDevFiles" (ray/_private/accelerators/nvidia_gpu.py).
 RAY_NO_CUDA_DEVICES = ("", "NoDevFiles")
@@ -74,8 +73,7 @@ def gpu_overrides(pod: Pod, snap: Snapshot) -> list[str]:
     container = ray_container(pod)
     if container is None:
         return found
-    start_line = container.env.get(KUBERAY_START_CMD_ENV) or " ".join(container.command + container.args)
-    if (m := _NUM_GPUS_FLAG.search(start_line)) is not None:
+    if (m := _NUM_GPUS_FLAG.search(" ".join(container.command + container.args))) is not None:
         found.append(f"container {container.name} runs ray start --num-gpus={m['value']}")
     for name in GPU_VISIBILITY_ENV:
         value = container.env.get(name)
