@@ -61,8 +61,10 @@ def _gpu(gpu: GPU, snap: Snapshot) -> dict:
         "xid_reports": _xid_reports(gpu),
         "unowned_processes": [plain(p) for p in unowned],
         "unowned_process_text": [_process_text(p) for p in unowned],
+        "unowned_pids": ",".join(str(p.pid) for p in unowned),
         "unowned_memory_mib": _memory_of(unowned),
         "ray_node_id": ray_node.node_id if ray_node else None,
+        "ray_pod": _pod_ref(ray_node.pod) if ray_node else None,
         "ray_gpus_available": ray_node.resources_available.get("GPU", 0.0) if ray_node and ray_node.resources_available is not None else None,
         "ray_counts_free": _ray_counts_free(gpu, ray_node, snap),
         "_subject": f"gpu/{gpu.host}/{gpu.index}",
@@ -152,6 +154,14 @@ def _ray_node_of(gpu: GPU, snap: Snapshot) -> RayNode | None:
         and (pod := pods.get(n.node_id)) is not None and gpu.node is not None and pod.node_name == gpu.node
     ]
     return on_node[0] if len(on_node) == 1 else None
+
+
+def _pod_ref(key: str | None) -> dict | None:
+    """{"namespace", "name"} of a "namespace/name" pod key, for kubectl commands."""
+    if not key:
+        return None
+    namespace, name = key.split("/", 1)
+    return {"namespace": namespace, "name": name}
 
 
 def _ray_counts_free(gpu: GPU, node: RayNode | None, snap: Snapshot) -> bool | None:
