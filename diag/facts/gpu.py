@@ -35,7 +35,7 @@ def cluster_facts(snap: Snapshot) -> dict:
     return {
         "gpus_seen": len(snap.gpus),
         "gpu_drivers": _drivers_by_node(snap),
-        "cuda_driver_too_old": {p.key: lines for p in snap.pods if (lines := _driver_too_old_lines(p))},
+        "cuda_driver_too_old": {p.key: {"last": lines[-1], "count": len(lines)} for p in snap.pods if (lines := _driver_too_old_lines(p))},
     }
 
 
@@ -192,7 +192,7 @@ def _drivers_by_node(snap: Snapshot) -> dict[str, str]:
         if gpu.driver_version and node not in drivers:
             cuda = f" (CUDA {gpu.cuda_version})" if gpu.cuda_version else ""
             drivers[node] = f"driver {gpu.driver_version}{cuda}"
-    return drivers
+    return dict(sorted(drivers.items()))
 
 
 def _driver_too_old_lines(pod: Pod) -> list[str]:
