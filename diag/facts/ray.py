@@ -8,6 +8,8 @@ the dashboard camelCases the keys of /api/cluster_status and of /nodes?view=summ
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from diag.facts import ray_pods
 from diag.facts.common import link, plain
 from diag.model import PlacementGroup, Pod, RayActor, RayNode, Snapshot
@@ -43,14 +45,6 @@ def fits(resources: dict[str, float], totals: dict[str, float]) -> bool:
     return all(amount(totals, name) >= need for name, need in resources.items() if need > 0)
 
 
-def fits_one_node(resources: dict[str, float], nodes: list[RayNode]) -> bool | None:
-    """Could any node, empty, ever hold this request? None when no node totals are known."""
-    known = [n for n in nodes if n.resources_total]
-    if not known:
-        return None
-    return any(fits(resources, n.resources_total) for n in known)
-
-
 def bundle_text(resources: dict[str, float]) -> str:
     return "{" + ", ".join(f"{name}: {need:g}" for name, need in sorted(resources.items())) + "}"
 
@@ -61,14 +55,35 @@ def resources_text(totals: dict[str, float]) -> str:
     return bundle_text(shown)
 
 
-def shortfall(resources: dict[str, float], nodes: list[RayNode]) -> str:
-    """Why a request fits no node: per resource the most one node offers."""
-    short = []
-    for name, need in sorted(resources.items()):
-        most = max((amount(n.resources_total, name) for n in nodes), default=0.0)
-        if most < need:
-            short.append(f"{name} {need:g} asked, no node offers it" if most == 0 else f"{name} {need:g} asked, at most {most:g} on one node")
-    return "; ".join(short) or "each resource exists somewhere, but no single node has them all"
+@dataclass
+class Capacity:
+    """What a request is compared with: each alive node's totals, or only the cluster's (`ray status`)."""
+
+    totals: list[dict[str, float]]
+    per_node: bool
+
+    @classmethod
+    def of(cls, snap: Snapshot, nodes: list[RayNode]) -> Capacity | None:
+        known = [n.resources_total for n in nodes if n.resources_total]
+        if known:
+            return cls(known, per_node=True)
+        if snap.ray_status is not None and snap.ray_status.usage:
+            # a task or actor runs on one node: more than the whole cluster has is enough to know
+            return cls([{name: total for name, (_, total) in snap.ray_status.usage.items()}], per_node=False)
+        return None
+
+    def fits(self, resources: dict[str, float]) -> bool:
+        return any(fits(resources, totals) for totals in self.totals)
+
+    def shortfall(self, resources: dict[str, float]) -> str:
+        """Why a request fits nowhere: per resource the most one node (or the cluster) offers."""
+        where = "on one node" if self.per_node else "in the whole cluster"
+        short = []
+        for name, need in sorted(resources.items()):
+            most = max(amount(t, name) for t in self.totals)
+            if most < need:
+                short.append(f"{name} {need:g} asked, none offered" if most == 0 else f"{name} {need:g} asked, at most {most:g} {where}")
+        return "; ".join(short) or "each resource exists somewhere, but no single node has them all"
 
 
 def _alive(snap: Snapshot) -> list[RayNode]:
@@ -83,17 +98,18 @@ def cluster_facts(snap: Snapshot) -> dict:
     status = snap.ray_status
     groups = ray_pods.ray_pod_groups(snap)
     head = next((p for g in groups for p in g.heads), None)
+    capacity = Capacity.of(snap, nodes)
     return {
         "ray_status_seen": status is not None,
         "ray_head_version": snap.ray_head_version,
         "ray_nodes_alive": len(nodes),
         "ray_gpu_total": sum(n.resources_total.get("GPU", 0.0) for n in nodes),
-        "ray_node_resources": [f"{_node_name(n)}: {resources_text(n.resources_total)}" for n in nodes if n.resources_total],
+        "ray_offers": _offers(snap, nodes),
         "ray_head_pod": head.key if head else None,
         # what `kubectl exec` needs to reach the head, for remediation commands
         "ray_head_exec": f"-n {head.namespace} {head.name}" if head else "<head pod>",
-        "infeasible_actors": _infeasible_actors(snap, nodes),
-        "infeasible_demands": _infeasible_demands(snap, nodes),
+        "infeasible_actors": _infeasible_actors(snap, capacity),
+        "infeasible_demands": _infeasible_demands(snap, capacity),
         "unschedulable_log_lines": [
             f"{p.key}: {line}" for p in snap.pods for c in p.containers for line in c.log_signals.get("ray_cannot_schedule", [])
         ],
@@ -108,34 +124,37 @@ def cluster_facts(snap: Snapshot) -> dict:
     }
 
 
-def _infeasible_actors(snap: Snapshot, nodes: list[RayNode]) -> list[str]:
-    """Pending actors no node could ever hold. An actor inside a placement group waits for its group
+def _offers(snap: Snapshot, nodes: list[RayNode]) -> list[str]:
+    """What the alive nodes offer, each; without per-node totals, the cluster's from `ray status`."""
+    offers = [f"{_node_name(n)}: {resources_text(n.resources_total)}" for n in nodes if n.resources_total]
+    if not offers and snap.ray_status is not None and snap.ray_status.usage:
+        totals = {name: total for name, (_, total) in snap.ray_status.usage.items()}
+        offers.append(f"the whole cluster (ray status, no per-node totals): {resources_text(totals)}")
+    return offers
+
+
+def _infeasible_actors(snap: Snapshot, capacity: Capacity | None) -> list[str]:
+    """Pending actors nothing could ever hold. An actor inside a placement group waits for its group
     (a placement-group finding), not for resources of its own."""
+    if capacity is None:
+        return []
     return [
-        f"{_actor_name(a)} requires {bundle_text(a.required_resources)}: {shortfall(a.required_resources, nodes)}"
+        f"{_actor_name(a)} requires {bundle_text(a.required_resources)}: {capacity.shortfall(a.required_resources)}"
         for a in snap.ray_actors
         if a.state in PENDING_ACTOR_STATES and a.placement_group_id is None and a.required_resources
-        and fits_one_node(a.required_resources, nodes) is False
+        and not capacity.fits(a.required_resources)
     ]
 
 
-def _infeasible_demands(snap: Snapshot, nodes: list[RayNode]) -> list[str]:
-    """`ray status` task/actor demands that fit no node; without per-node totals, those larger than the
-    whole cluster (a task or actor runs on one node, so that is enough to know)."""
-    status = snap.ray_status
-    if status is None:
+def _infeasible_demands(snap: Snapshot, capacity: Capacity | None) -> list[str]:
+    """`ray status` task/actor demands nothing could ever hold."""
+    if snap.ray_status is None or capacity is None:
         return []
-    found = []
-    for demand in status.demands:
-        if demand.kind != "task_or_actor":
-            continue
-        fitting = fits_one_node(demand.resources, nodes)
-        if fitting is None and status.usage:
-            fitting = fits(demand.resources, {name: total for name, (_, total) in status.usage.items()})
-        if fitting is False:
-            where = shortfall(demand.resources, nodes) if nodes else "more than the whole cluster has"
-            found.append(f"ray status: {bundle_text(demand.resources)}: {demand.count}+ pending tasks/actors ({where})")
-    return found
+    return [
+        f"ray status: {bundle_text(d.resources)}: {d.count}+ pending tasks/actors ({capacity.shortfall(d.resources)})"
+        for d in snap.ray_status.demands
+        if d.kind == "task_or_actor" and not capacity.fits(d.resources)
+    ]
 
 
 def _collection_failures(snap: Snapshot) -> list[str]:
@@ -287,14 +306,15 @@ def _never_placeable(pg: PlacementGroup, merged: dict[str, float], nodes: list[R
     reasons = []
     if pg.scheduling_state == "INFEASIBLE":
         reasons.append("Ray's scheduler marks it INFEASIBLE (stats.scheduling_state)")
-    known = [n for n in nodes if n.resources_total]
+    known = [n.resources_total for n in nodes if n.resources_total]
     if not known or not pg.bundles:
         return reasons
-    if pg.strategy == "STRICT_PACK" and not fits_one_node(merged, known):
-        reasons.append(f"STRICT_PACK puts all bundles on one node, {bundle_text(merged)} in all: {shortfall(merged, known)}")
+    capacity = Capacity(known, per_node=True)
+    if pg.strategy == "STRICT_PACK" and not capacity.fits(merged):
+        reasons.append(f"STRICT_PACK puts all bundles on one node, {bundle_text(merged)} in all: {capacity.shortfall(merged)}")
     if pg.strategy == "STRICT_SPREAD" and len(pg.bundles) > len(known):
         reasons.append(f"STRICT_SPREAD puts each of its {len(pg.bundles)} bundles on its own node; the cluster has {len(known)} node(s)")
     for bundle in pg.bundles if pg.strategy != "STRICT_PACK" else []:  # STRICT_PACK's check above covers each
-        if not fits_one_node(bundle, known):
-            reasons.append(f"bundle {bundle_text(bundle)} fits no node: {shortfall(bundle, known)}")
+        if not capacity.fits(bundle):
+            reasons.append(f"bundle {bundle_text(bundle)} fits no node: {capacity.shortfall(bundle)}")
     return reasons
