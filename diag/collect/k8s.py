@@ -76,7 +76,7 @@ class VllmPod:
 # ----------------------------------------------------------------------------- phase 1: objects
 
 
-def collect_objects(kube: "KubeAccess", target: Target, sink: Sink) -> tuple[list[Pod], list[SourceResult]]:
+def collect_objects(kube: KubeAccess, target: Target, sink: Sink) -> tuple[list[Pod], list[SourceResult]]:
     """Write k8s/*.json for the target; return the pods read (parsed) and how each file fared."""
     namespace = target_namespace(kube, target)
     with ThreadPoolExecutor(max_workers=PARALLEL_REQUESTS) as pool:
@@ -109,16 +109,18 @@ def collect_objects(kube: "KubeAccess", target: Target, sink: Sink) -> tuple[lis
     return pods, results
 
 
-def target_namespace(kube: "KubeAccess", target: Target) -> str | None:
+def target_namespace(kube: KubeAccess, target: Target) -> str | None:
     """The namespace to read (None: all of them): -A, else -n, else the context's own."""
     return None if target.all_namespaces else (target.namespace or kube.current_namespace())
 
 
-def _list(kube: "KubeAccess", kind: str, namespace: str | None, **selectors: str | None) -> dict | SourceResult:
+def _list(
+    kube: KubeAccess, kind: str, namespace: str | None, label_selector: str | None = None, field_selector: str | None = None
+) -> dict | SourceResult:
     from diag.collect.kube import KubeError
 
     try:
-        return kube.list_json(kind, namespace, **selectors)
+        return kube.list_json(kind, namespace, label_selector, field_selector)
     except KubeError as e:
         if kind in RAY_KINDS and e.status == 404:
             return SourceResult(f"k8s/{kind}.json", "skipped", "the ray.io/v1 CRDs are not installed")
@@ -163,7 +165,7 @@ def _parsed_pods(pods_list: dict | None, results: list[SourceResult]) -> list[Po
         return []
 
 
-def _events(kube: "KubeAccess", scope: Scope, pods: list[Pod], lists: dict[str, dict]) -> dict | list[SourceResult]:
+def _events(kube: KubeAccess, scope: Scope, pods: list[Pod], lists: dict[str, dict]) -> dict | list[SourceResult]:
     """Events of the scoped objects, and of the nodes their pods run on, in one v1 List."""
     outcome = _list(kube, "events", scope.namespace)
     if isinstance(outcome, SourceResult):
@@ -194,7 +196,7 @@ def _involved(event: dict) -> _ObjectRef:
 
 def _related_objects(pods: list[Pod], lists: dict[str, dict]) -> set[_ObjectRef]:
     """The pods, their owners, and every other object collected in the scope."""
-    related = {("Pod", p.namespace, p.name) for p in pods}
+    related: set[_ObjectRef] = {("Pod", p.namespace, p.name) for p in pods}
     related |= {(p.owner_kind, p.namespace, p.owner_name) for p in pods if p.owner_kind}
     for kind in ("services", "deployments", "statefulsets", "hpa", "rayclusters", "rayservices"):
         for item in (lists.get(kind) or {}).get("items", []):
@@ -328,7 +330,7 @@ def _init_failed(container: Container) -> bool:
     return container.restart_count > 0 or (container.state == "terminated" and container.last_exit_code not in (None, 0))
 
 
-def collect_logs(kube: "KubeAccess", pods: list[Pod], sink: Sink, tail_lines: int) -> list[SourceResult]:
+def collect_logs(kube: KubeAccess, pods: list[Pod], sink: Sink, tail_lines: int) -> list[SourceResult]:
     """Bounded log tails (current and --previous) of the pods that matter."""
     from diag.collect.kube import KubeError
 
@@ -346,7 +348,7 @@ def collect_logs(kube: "KubeAccess", pods: list[Pod], sink: Sink, tail_lines: in
     return results + _parallel(read, requests)
 
 
-def collect_gpu_exec(kube: "KubeAccess", pods: list[Pod], sink: Sink, timeout_s: float) -> list[SourceResult]:
+def collect_gpu_exec(kube: KubeAccess, pods: list[Pod], sink: Sink, timeout_s: float) -> list[SourceResult]:
     """nvidia-smi -q -x and the --query-gpu CSV, run in one GPU pod per node -> gpu/<node>.xml, .csv."""
     from diag.collect.gpu import NVIDIA_SMI_CSV, NVIDIA_SMI_XML
     from diag.collect.kube import KubeError

@@ -188,7 +188,7 @@ class KubeAccess:
         """`kubectl logs <pod> -c <container> --tail=N [--previous]`, at most MAX_LOG_BYTES."""
         import kubernetes.client
 
-        api = kubernetes.client.CoreV1Api(self._client)
+        api: Any = kubernetes.client.CoreV1Api(self._client)  # with _preload_content=False: the raw response
         kwargs: dict[str, Any] = {
             "tail_lines": tail_lines,
             "limit_bytes": MAX_LOG_BYTES,

@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 REDACTED = "<redacted>"
 ARGV_FILE_SUFFIX = ".cmdline.txt"  # vllm/<server>.cmdline.txt: a process's argv, one element a line
@@ -179,10 +180,15 @@ def _clean_object(obj: dict, hits: Counter[str]) -> dict:
 
 def _clean_env_entry(entry: Any, hits: Counter[str]) -> Any:
     """{"name": "HF_TOKEN", "value": "..."} -> value redacted; valueFrom references stay (no secret in them)."""
-    if isinstance(entry, dict) and isinstance(entry.get("name"), str) and isinstance(entry.get("value"), str):
-        if secret_name(entry["name"]) and entry["value"] not in ("", REDACTED):
-            hits[ENV_SECRET] += 1
-            return {**entry, "value": REDACTED}
+    if (
+        isinstance(entry, dict)
+        and isinstance(entry.get("name"), str)
+        and isinstance(entry.get("value"), str)
+        and secret_name(entry["name"])
+        and entry["value"] not in ("", REDACTED)
+    ):
+        hits[ENV_SECRET] += 1
+        return {**entry, "value": REDACTED}
     return entry
 
 

@@ -17,16 +17,18 @@ import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self, cast
 
 from diag.bundle import Bundle
 from diag.collect.base import Sink, SourceResult, Target
 from diag.collect.manifest import CollectionRecord, write_manifest
 from diag.collect.redact import Redactor
-from diag.model import Pod
+from diag.model import Pod, SourceState
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.live import Live
+    from rich.text import Text
 
     from diag.collect.kube import KubeAccess
 
@@ -41,7 +43,7 @@ class CollectContext:
 
     target: Target
     sink: Sink
-    kube: "KubeAccess | None"  # None: no Kubernetes configuration could be loaded
+    kube: KubeAccess | None  # None: no Kubernetes configuration could be loaded
     pods: list[Pod] = field(default_factory=list)  # filled by the phase-1 Kubernetes collector
 
 
@@ -73,7 +75,7 @@ class _RunSink(Sink):
 
 
 def collect(
-    target: Target, collectors: list[Collector], progress: "Console | None" = None
+    target: Target, collectors: list[Collector], progress: Console | None = None
 ) -> tuple[Bundle, list[SourceResult]]:
     """Run `collectors` for `target` into a new in-memory bundle with manifest.json."""
     started = time.time()
@@ -111,7 +113,7 @@ def collect(
     return sink.bundle, results
 
 
-def _connect(target: Target, collectors: list[Collector]) -> tuple["KubeAccess | None", list[SourceResult]]:
+def _connect(target: Target, collectors: list[Collector]) -> tuple[KubeAccess | None, list[SourceResult]]:
     from diag.collect.kube import KubeAccess, KubeError
 
     try:
@@ -119,18 +121,18 @@ def _connect(target: Target, collectors: list[Collector]) -> tuple["KubeAccess |
     except KubeError as e:
         asked = any((target.kubeconfig, target.context, target.namespace, target.selector, target.pod, target.ray_cluster))
         outside = any((target.vllm_urls, target.ray_address, target.prometheus_url))
-        status = "failed" if asked or not outside else "skipped"
+        status: SourceState = "failed" if asked or not outside else "skipped"
         return None, [SourceResult("kubernetes", status, str(e))] if collectors else []
 
 
-def _namespace(kube: "KubeAccess | None", target: Target) -> str | None:
+def _namespace(kube: KubeAccess | None, target: Target) -> str | None:
     from diag.collect.k8s import target_namespace
 
     return target_namespace(kube, target) if kube else None
 
 
 def _run_phase(
-    pool: ThreadPoolExecutor, collectors: list[Collector], ctx: CollectContext, deadline: float, view: "_ProgressView"
+    pool: ThreadPoolExecutor, collectors: list[Collector], ctx: CollectContext, deadline: float, view: _ProgressView
 ) -> tuple[list[SourceResult], bool]:
     """Run one phase's collectors at once; wait for each until its own timeout or the run's ends.
     Returns what came back, and whether Ctrl-C stopped the waiting (the rest is then "interrupted")."""
@@ -183,13 +185,13 @@ def _guarded(collector: Collector, ctx: CollectContext) -> list[SourceResult]:
 class _ProgressView:
     """One line per collector on stderr: reading, or how it ended."""
 
-    def __init__(self, console: "Console | None") -> None:
+    def __init__(self, console: Console | None) -> None:
         self._console = console
         self._lines: dict[str, str] = {}
         self._lock = threading.Lock()
-        self._live = None
+        self._live: Live | None = None
 
-    def __enter__(self) -> "_ProgressView":
+    def __enter__(self) -> Self:
         if self._console is not None:
             from rich.live import Live
 
@@ -221,7 +223,7 @@ class _ProgressView:
             if self._live is not None:
                 self._live.update(self._render())
 
-    def _render(self):  # noqa: ANN202 - a rich renderable
+    def _render(self) -> Text:
         from rich.text import Text
 
         return Text.from_markup("\n".join(self._lines.values()) or "collecting…")
@@ -248,7 +250,7 @@ def default_collectors(target: Target) -> list[Collector]:
     return collectors
 
 
-def collect_live(target: Target, progress: "Console | None" = None) -> Bundle:
+def collect_live(target: Target, progress: Console | None = None) -> Bundle:
     """What `llmdiag triage` and `llmdiag collect` call: every source, one bundle."""
     bundle, _ = collect(target, default_collectors(target), progress)
     return bundle
@@ -321,7 +323,7 @@ def _local_gpu(ctx: CollectContext) -> list[SourceResult]:
     files, statuses = collect_local(socket.gethostname())
     for rel, data in files.items():
         ctx.sink.write(rel, data)
-    return [SourceResult(rel, status, detail) for rel, (status, detail) in statuses.items()]
+    return [SourceResult(rel, cast(SourceState, status), detail) for rel, (status, detail) in statuses.items()]
 
 
 def _prometheus(ctx: CollectContext) -> list[SourceResult]:

@@ -49,15 +49,15 @@ def recorded_cluster() -> ReplayCluster:
 
 def live_target(kubeconfig: Path, **overrides: object) -> Target:
     """A Target for the replay server: short timeouts, quick scrapes, no local GPU."""
-    settings: dict = dict(
-        kubeconfig=str(kubeconfig),
-        local_gpu=False,
-        scrapes=2,
-        scrape_interval_s=0.2,
-        source_timeout_s=15.0,
-        total_timeout_s=90.0,
-        log_tail_lines=100,
-    )
+    settings: dict = {
+        "kubeconfig": str(kubeconfig),
+        "local_gpu": False,
+        "scrapes": 2,
+        "scrape_interval_s": 0.2,
+        "source_timeout_s": 15.0,
+        "total_timeout_s": 90.0,
+        "log_tail_lines": 100,
+    }
     settings.update(overrides)
     return Target(**settings)
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Self
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from diag.bundle import Bundle
@@ -103,7 +104,7 @@ class ReplayCluster:
     upstreams: dict[tuple[str, str, str, str], str] = field(default_factory=dict)
 
     @classmethod
-    def from_bundle(cls, bundle: Bundle) -> "ReplayCluster":
+    def from_bundle(cls, bundle: Bundle) -> ReplayCluster:
         cluster = cls()
         for name, resource in RESOURCES.items():
             raw = bundle.files.get(f"k8s/{resource.bundle_file}")
@@ -157,14 +158,14 @@ class ReplayServer:
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self._httpd.daemon_threads = True
         self._httpd.replay = self  # type: ignore[attr-defined]
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     @property
     def url(self) -> str:
         host, port = self._httpd.server_address[:2]
         return f"http://{host}:{port}"
 
-    def __enter__(self) -> "ReplayServer":
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
@@ -202,7 +203,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: ThreadingHTTPServer
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - quiet in tests
+    def log_message(self, format: str, *args: object) -> None:
         pass
 
     @property
@@ -405,9 +406,9 @@ def _request_info(method: str, path: str, query: dict[str, list[str]]) -> Reques
     """The RBAC attributes of a request, as the API server's RequestInfoFactory derives them."""
     segments = [unquote(s) for s in path.strip("/").split("/")]
     if segments[:2] == ["api", "v1"]:
-        group, version, rest = "", "v1", segments[2:]
+        group, rest = "", segments[2:]
     elif segments[:1] == ["apis"] and len(segments) >= 3:
-        group, version, rest = segments[1], segments[2], segments[3:]
+        group, rest = segments[1], segments[3:]
     else:
         return None
     namespace = None

@@ -7,6 +7,7 @@ import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Self
 
 # prometheus_client's CONTENT_TYPE_LATEST, which vLLM's /metrics answers with
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -36,8 +37,8 @@ class RecordedHttp:
         host, port = self._httpd.server_address[:2]
         return f"http://{host}:{port}"
 
-    def __enter__(self) -> "RecordedHttp":
-        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+    def __enter__(self) -> Self:
+        threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -57,10 +58,10 @@ class RecordedHttp:
         upstream = self
 
         class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - quiet in tests
+            def log_message(self, format: str, *args: object) -> None:
                 pass
 
-            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            def do_GET(self) -> None:
                 answer = upstream.next_answer(self.path.split("?", 1)[0])
                 self.send_response(answer.status)
                 self.send_header("Content-Type", answer.content_type)
