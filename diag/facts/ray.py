@@ -99,6 +99,7 @@ def cluster_facts(snap: Snapshot) -> dict:
     groups = ray_pods.ray_pod_groups(snap)
     head = next((p for g in groups for p in g.heads), None)
     capacity = Capacity.of(snap, nodes)
+    failures = _collection_failures(snap)
     return {
         "ray_status_seen": status is not None,
         "ray_head_version": snap.ray_head_version,
@@ -115,7 +116,9 @@ def cluster_facts(snap: Snapshot) -> dict:
         ],
         "ray_cluster_expected": bool(groups or snap.ray_clusters),
         "ray_cluster_pods": [ray_pods.pod_brief(p) for g in groups for p in g.heads + g.workers],
-        "ray_collection_failures": _collection_failures(snap),
+        "ray_sources_failed": sorted(failures),
+        # the collector's own word on the dashboard, else the first Ray source it could not read
+        "ray_dashboard_failure": failures.get(DASHBOARD_SOURCE) or next(iter(failures.values()), None),
         "ray_sources_read": sorted(n for n, s in snap.sources.items() if n.startswith("ray/") and s.status == "ok"),
         "ray_head_unreachable": _head_unreachable(snap),
         "ray_version_mismatches": ray_pods.version_mismatches(snap),
@@ -157,15 +160,16 @@ def _infeasible_demands(snap: Snapshot, capacity: Capacity | None) -> list[str]:
     ]
 
 
-def _collection_failures(snap: Snapshot) -> list[str]:
+def _collection_failures(snap: Snapshot) -> dict[str, str]:
+    """Ray sources the collector itself could not read (manifest.json), name -> its detail."""
     recorded = snap.manifest.get("sources")
     if not isinstance(recorded, dict):
-        return []
-    return [
-        f"{name}: {entry.get('detail') or 'failed'}"
+        return {}
+    return {
+        name: str(entry.get("detail") or "failed")
         for name, entry in sorted(recorded.items())
         if name.startswith("ray/") and isinstance(entry, dict) and entry.get("status") == "failed"
-    ]
+    }
 
 
 def _head_unreachable(snap: Snapshot) -> bool:
@@ -269,12 +273,15 @@ def _died_of_failure(actor: RayActor) -> bool:
 
 
 def _actor(actor: RayActor, snap: Snapshot, waiting_on: list[str]) -> dict:
-    same_class = [a for a in snap.ray_actors if a.class_name == actor.class_name and _died_of_failure(a)]
+    # Actors of one class that died the same way (Serve replaces a failed replica with a new actor) are
+    # one failure: the first of them stands for the rest.
+    same = [a for a in snap.ray_actors if _died_of_failure(a) and (a.class_name, a.death_cause) == (actor.class_name, actor.death_cause)]
     pending = actor.state in PENDING_ACTOR_STATES
     return plain(actor) | {
         "display_name": _actor_name(actor),
         "died_of_failure": _died_of_failure(actor),
-        "class_failures": len(same_class),
+        "same_deaths": len(same),
+        "first_of_same_deaths": bool(same) and same[0] is actor,
         "_subject": f"actor/{actor.name or actor.class_name}/{actor.actor_id[:8]}",
         "_links": link("actor", actor.actor_id) + link("ray_node", actor.node_id)
         + link("placement_group", actor.placement_group_id) + (waiting_on if pending else []),
