@@ -144,7 +144,7 @@ def version_mismatch_errors(snap: Snapshot) -> list[str]:
                 if text and (m := _VERSION_MISMATCH.search(text)) is not None:
                     found.append(
                         f"{pod.key} [{container.name}]: the cluster runs Ray {m['cluster_ray']} / Python {m['cluster_py']}, "
-                        f"this node ({m['where']}) Ray {m['own_ray']} / Python {m['own_py']}"
+                        f"this process ({m['where']}) Ray {m['own_ray']} / Python {m['own_py']}"
                     )
                     break
     return found
