@@ -88,7 +88,8 @@ def _memory_faults(gpu: GPU) -> list[str]:
     faults = []
     if gpu.ecc_uncorrected_volatile:
         lifetime = "" if gpu.ecc_uncorrected_aggregate is None else f" ({gpu.ecc_uncorrected_aggregate} over the GPU's life)"
-        faults.append(f"{gpu.ecc_uncorrected_volatile} uncorrectable ECC errors since the driver loaded{lifetime}")
+        plural = "s" if gpu.ecc_uncorrected_volatile != 1 else ""
+        faults.append(f"{gpu.ecc_uncorrected_volatile} uncorrectable ECC error{plural} since the driver loaded{lifetime}")
     if gpu.retired_pages_pending:
         faults.append("pages retired for ECC errors wait for a GPU reset (retired_pages.pending: Yes)")
     if gpu.remapped_rows_pending:
