@@ -319,8 +319,11 @@ def _never_placeable(pg: PlacementGroup, merged: dict[str, float], nodes: list[R
     capacity = Capacity(known, per_node=True)
     if pg.strategy == "STRICT_PACK" and not capacity.fits(merged):
         reasons.append(f"STRICT_PACK puts all bundles on one node, {bundle_text(merged)} in all: {capacity.shortfall(merged)}")
-    if pg.strategy == "STRICT_SPREAD" and len(pg.bundles) > len(known):
-        reasons.append(f"STRICT_SPREAD puts each of its {len(pg.bundles)} bundles on its own node; the cluster has {len(known)} node(s)")
+    eligible = [totals for totals in known if any(fits(b, totals) for b in pg.bundles)]
+    if pg.strategy == "STRICT_SPREAD" and len(pg.bundles) > len(eligible):
+        reasons.append(
+            f"STRICT_SPREAD puts each of its {len(pg.bundles)} bundles on its own node; {len(eligible)} of the {len(known)} node(s) can hold one"
+        )
     for bundle in pg.bundles if pg.strategy != "STRICT_PACK" else []:  # STRICT_PACK's check above covers each
         if not capacity.fits(bundle):
             reasons.append(f"bundle {bundle_text(bundle)} fits no node: {capacity.shortfall(bundle)}")
