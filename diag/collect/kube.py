@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import parse_qsl, quote, urlsplit
 
 PAGE_SIZE = 500  # items per list request (limit/continue)
+REQUEST_TIMEOUT_S = 30.0  # lists, logs and the exec handshake; proxied GETs take the caller's timeout
 MAX_ITEMS = 5000  # hard cap per kind; a capped List keeps metadata.continue, as the API does
 MAX_LOG_BYTES = 4 * 1024 * 1024  # per log request (limitBytes), on top of tailLines
 IN_CLUSTER_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
@@ -105,10 +106,20 @@ KINDS: dict[str, _Kind] = {
 class KubeAccess:
     """A configured, read-only API client. Thread-safe: collectors share one instance."""
 
-    def __init__(self, kubeconfig: str | None = None, context: str | None = None) -> None:
+    def __init__(
+        self, kubeconfig: str | None = None, context: str | None = None, request_timeout_s: float = REQUEST_TIMEOUT_S
+    ) -> None:
+        import urllib3
+        import websocket
         from kubernetes import client, config
 
         self._configuration = client.Configuration()
+        # No retry after a read timeout: a hung pod behind the proxy would cost 4x the caller's timeout.
+        self._configuration.retries = urllib3.Retry(total=None, connect=2, read=0, status=0, other=0, redirect=3)
+        self._timeout = request_timeout_s
+        # The exec websocket takes no connect timeout of its own; without one a silent API server
+        # would hold the collector's thread (and the process's exit) forever.
+        websocket.setdefaulttimeout(request_timeout_s)
         self.in_cluster = kubeconfig is None and context is None and "KUBERNETES_SERVICE_HOST" in os.environ
         try:
             if self.in_cluster:
@@ -165,7 +176,7 @@ class KubeAccess:
         import kubernetes.client
 
         api = getattr(kubernetes.client, spec.api)(self._client)
-        kwargs: dict[str, Any] = {"limit": PAGE_SIZE, "_preload_content": False}
+        kwargs: dict[str, Any] = {"limit": PAGE_SIZE, "_preload_content": False, "_request_timeout": self._timeout}
         if label_selector:
             kwargs["label_selector"] = label_selector
         if field_selector:
@@ -194,6 +205,7 @@ class KubeAccess:
             "limit_bytes": MAX_LOG_BYTES,
             "previous": previous,
             "_preload_content": False,
+            "_request_timeout": self._timeout,
         }
         if container:
             kwargs["container"] = container
@@ -253,25 +265,26 @@ class KubeAccess:
         import kubernetes.client
         from kubernetes.stream import stream
 
-        # stream() swaps call_api on the ApiClient it is given for the duration of the call, so it
-        # gets a private client: the shared one keeps serving other threads' plain requests.
-        api = kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(self._configuration))
         kwargs: dict[str, Any] = {"command": list(argv), "stdout": True, "stderr": True, "stdin": False, "tty": False}
         if container:
             kwargs["container"] = container
         what = f"exec {argv[0]} in {namespace}/{pod}"
-        ws = self._call(
-            what,
-            lambda: stream(api.connect_get_namespaced_pod_exec, pod, namespace, _preload_content=False, **kwargs),
-        )
-        try:
-            ws.run_forever(timeout=timeout)
-            if ws.is_open():
-                raise KubeTimeout(f"{what}: no exit after {timeout:g}s")
-            stdout, stderr = ws.read_stdout(timeout=0), ws.read_stderr(timeout=0)
-            status = ws.read_channel(3)
-        finally:
-            ws.close()
+        # stream() swaps call_api on the ApiClient it is given for the duration of the call, so it
+        # gets a private client: the shared one keeps serving other threads' plain requests.
+        with kubernetes.client.ApiClient(self._configuration) as exec_client:
+            api = kubernetes.client.CoreV1Api(exec_client)
+            ws = self._call(
+                what,
+                lambda: stream(api.connect_get_namespaced_pod_exec, pod, namespace, _preload_content=False, **kwargs),
+            )
+            try:
+                ws.run_forever(timeout=timeout)
+                if ws.is_open():
+                    raise KubeTimeout(f"{what}: no exit after {timeout:g}s")
+                stdout, stderr = ws.read_stdout(timeout=0), ws.read_stderr(timeout=0)
+                status = ws.read_channel(3)
+            finally:
+                ws.close()
         _check_exec_status(what, status, stderr)
         return stdout
 
@@ -289,12 +302,25 @@ class KubeAccess:
                 raise KubeTimeout(f"{what}: timed out") from e
             status, line = _api_error(e)
             raise KubeError(f"{what}: {line}", status=status) from e
-        except (urllib3.exceptions.TimeoutError, TimeoutError) as e:
-            raise KubeTimeout(f"{what}: timed out") from e
         except urllib3.exceptions.HTTPError as e:
-            raise KubeError(f"{what}: cannot reach the API server ({_one_line(e)})") from e
+            raise _transport_error(what, e) from e
+        except TimeoutError as e:
+            raise KubeTimeout(f"{what}: timed out") from e
         except OSError as e:
             raise KubeError(f"{what}: {_one_line(e)}") from e
+
+
+def _transport_error(what: str, error: Exception) -> KubeError:
+    """No HTTP answer: the connection was refused (NewConnectionError is a ConnectTimeoutError in
+    urllib3, so it is told apart first), it timed out, or something else broke."""
+    import urllib3
+
+    reason = error.reason if isinstance(error, urllib3.exceptions.MaxRetryError) and error.reason else error
+    if isinstance(reason, urllib3.exceptions.NewConnectionError):
+        return KubeError(f"{what}: cannot connect to the API server ({str(reason).rsplit(': ', 1)[-1]})")
+    if isinstance(reason, urllib3.exceptions.TimeoutError):
+        return KubeTimeout(f"{what}: timed out")
+    return KubeError(f"{what}: cannot reach the API server ({_one_line(reason)})")
 
 
 def _seg(text: str) -> str:

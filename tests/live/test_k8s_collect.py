@@ -21,7 +21,7 @@ import diag.collect.kube as kube_module
 from diag.bundle import Bundle
 from diag.collect.base import SourceResult, Target
 from diag.collect.gpu import NVIDIA_SMI_CSV, NVIDIA_SMI_XML
-from diag.collect.kube import KubeAccess, KubeError
+from diag.collect.kube import KubeAccess, KubeError, KubeTimeout
 from diag.collect.runner import (
     INTERRUPTED,
     CollectContext,
@@ -40,7 +40,7 @@ from tests.replay.harness import (
     recorded_cluster,
 )
 from tests.replay.server import RecordedRequest, ReplayCluster, ReplayServer
-from tests.replay.upstream import RecordedHttp, vllm_routes
+from tests.replay.upstream import Answer, RecordedHttp, vllm_routes
 
 LLM_PODS = {
     "llama-3-8b-7c9d6b5f4-abcde",
@@ -279,6 +279,18 @@ def test_proxy_answers_come_back_whatever_their_status(cluster: ReplayCluster, r
     with pytest.raises(KubeError, match="connection refused") as refused:  # the API server's own answer
         kube.pod_proxy_get("llm", "redis-0", 6379, "/", 5)
     assert refused.value.status == 503
+
+
+def test_a_slow_pod_behind_the_proxy_is_a_timeout_after_one_try(cluster: ReplayCluster, replay: ReplayServer, tmp_path: Path) -> None:
+    kube = KubeAccess(str(replay.write_kubeconfig(tmp_path, namespace="llm")))
+    namespace, pod, port = VLLM_POD
+    with RecordedHttp({"/metrics": [Answer(200, b"", delay_s=3)]}) as slow:
+        cluster.upstreams[("pods", *VLLM_POD)] = slow.url
+        started = time.monotonic()
+        with pytest.raises(KubeTimeout, match="timed out$"):
+            kube.pod_proxy_get(namespace, pod, port, "/metrics", 0.5)
+        assert time.monotonic() - started < 1.5
+        assert slow.served("/metrics") == 1  # not retried: a caller's timeout is the time it waits
 
 
 # ----------------------------------------------------------------------------- secrets and files

@@ -228,6 +228,12 @@ class _Handler(BaseHTTPRequestHandler):
     # ------------------------------------------------------------------ dispatch
 
     def _handle(self) -> None:
+        try:
+            self._answer()
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the client gave up (its timeout); nothing to answer
+
+    def _answer(self) -> None:
         parts = urlsplit(self.path)
         query = parse_qs(parts.query, keep_blank_values=True)
         upgrade = self.headers.get("Upgrade", "").lower() == "websocket"

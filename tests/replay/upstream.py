@@ -4,6 +4,7 @@ service proxies forward to (here a vLLM server's /metrics, /health and /v1/model
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -19,6 +20,7 @@ class Answer:
     status: int
     body: bytes = b""
     content_type: str = "application/json"
+    delay_s: float = 0.0  # a server slow to answer
 
 
 class RecordedHttp:
@@ -45,6 +47,10 @@ class RecordedHttp:
         self._httpd.shutdown()
         self._httpd.server_close()
 
+    def served(self, path: str) -> int:
+        with self._lock:
+            return self._served.get(path, 0)
+
     def next_answer(self, path: str) -> Answer:
         answers = self._routes.get(path)
         if not answers:
@@ -63,6 +69,7 @@ class RecordedHttp:
 
             def do_GET(self) -> None:
                 answer = upstream.next_answer(self.path.split("?", 1)[0])
+                time.sleep(answer.delay_s)
                 self.send_response(answer.status)
                 self.send_header("Content-Type", answer.content_type)
                 self.send_header("Content-Length", str(len(answer.body)))
