@@ -423,14 +423,24 @@ def _unhealthy_ray_conditions(cluster: RayClusterSpec) -> list[str]:
 
 def _parallel_gpus_needed(cluster: RayClusterSpec, members: list[Pod], snap: Snapshot) -> int | None:
     """GPUs one vLLM replica spans (tensor x pipeline parallel), from a vLLM server in the cluster's pods
-    or from the RayService's serve config (ray.serve.llm engine_kwargs)."""
+    or from the serve config (ray.serve.llm engine_kwargs) of the RayService it belongs to."""
     keys = {p.key for p in members}
     sizes = [
         s.engine_args.tensor_parallel_size * s.engine_args.pipeline_parallel_size
         for s in snap.vllm_servers if s.pod in keys and s.engine_args
     ]
-    sizes += _serve_config_parallel_sizes(cluster.serve_config)
+    for config in [cluster.serve_config] + [s.serve_config for s in _owning_rayservices(cluster, snap)]:
+        sizes += _serve_config_parallel_sizes(config)
     return max(sizes) if sizes else None
+
+
+def _owning_rayservices(cluster: RayClusterSpec, snap: Snapshot) -> list[RayClusterSpec]:
+    """The RayService that created this RayCluster: KubeRay names its clusters <rayservice>-<random suffix>."""
+    return [
+        s for s in snap.ray_clusters
+        if s.kind == "RayService" and cluster.kind == "RayCluster" and s.namespace == cluster.namespace
+        and cluster.name.startswith(s.name + "-")
+    ]
 
 
 def _serve_config_parallel_sizes(config: Any) -> list[int]:
