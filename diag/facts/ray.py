@@ -52,7 +52,7 @@ def bundle_text(resources: dict[str, float]) -> str:
 def resources_text(totals: dict[str, float]) -> str:
     """A node's schedulable resources, without the per-node markers and byte counts."""
     shown = {k: v for k, v in totals.items() if not k.startswith("node:") and dashboard_name(k) not in _BYTE_RESOURCES}
-    return bundle_text(shown)
+    return bundle_text(shown) if shown else "no CPU, no GPU, nothing to schedule on"
 
 
 @dataclass
