@@ -6,9 +6,10 @@ import dataclasses
 import re
 
 from diag.facts.common import link, plain
+from diag.facts.k8s_containers import vllm_container
 from diag.facts.kubernetes import pod_gpu_request
 from diag.join import VLLM_LOG_SIGNALS
-from diag.model import EngineArgs, Pod, RayClusterSpec, Scrape, Service, Snapshot, VllmServer
+from diag.model import GPU, EngineArgs, Pod, RayClusterSpec, Scrape, Service, Snapshot, VllmServer
 from diag.parsers.logs import scan_log
 from diag.parsers.vllm_metrics import ITL, KV_CACHE_USAGE, QUEUE_TIME, REQUESTS_RUNNING, VllmMetrics, summarize
 
@@ -20,6 +21,12 @@ _ESTIMATED_MAX_LEN = re.compile(r"estimated maximum model length is (\d+)")
 _ENGINE_LABEL = "engine"
 # Flags that spread one server over several hosts: its GPUs are then not one pod's.
 _MULTI_HOST_FLAGS = ("--nnodes", "--headless")
+# Engine-arg fields whose flag the evidence quotes, with vLLM's fixed default where it has one.
+_QUOTED_FLAGS = {
+    "max_num_seqs": None, "max_num_batched_tokens": None, "max_model_len": None, "gpu_memory_utilization": 0.9,
+    "tensor_parallel_size": 1, "pipeline_parallel_size": 1, "kv_cache_dtype": "auto", "enable_chunked_prefill": None,
+    "enable_prefix_caching": None,
+}
 
 
 def scopes(snap: Snapshot) -> dict[str, list[dict]]:
@@ -46,9 +53,10 @@ def _server(server: VllmServer, snap: Snapshot) -> dict:
         "gpu_count": len(gpus) if gpus else None,
         "gpu_utilization_pct": max(g.utilization_gpu_pct for g in gpus if g.utilization_gpu_pct is not None)
         if any(g.utilization_gpu_pct is not None for g in gpus) else None,
-        "gpu_names": sorted({f"{g.host}/{g.index} ({g.name or 'unknown model'})" for g in gpus}),
+        "gpus_text": _gpus_text(gpus),
         "engine_args_from": _engine_args_origin(server, snap),
         "flags": " ".join(args.raw) if args else None,
+        "flag": _flag_texts(args),
         "max_num_seqs": args.max_num_seqs if args else None,
         "stats_disabled": args is not None and "--disable-log-stats" in args.explicit,
         "max_num_seqs_given": args is not None and "--max-num-seqs" in args.explicit,
@@ -64,6 +72,8 @@ def _server(server: VllmServer, snap: Snapshot) -> dict:
         "gpus_provided_by": gpus_provided_by,
         "pod_name": pod.name if pod else None,
         "pod_phase": pod.phase if pod else None,
+        "pod_state": _pod_state(pod),
+        "cpu_limit": _cpu_limit(pod),
         "restarts": sum(c.restart_count for c in pod.containers) if pod else None,
         "edit_hint": _edit_hint(server, pod),
         "_subject": f"vllm/{server.namespace + '/' if server.namespace else ''}{server.name}",
@@ -148,6 +158,21 @@ def _estimated_max_model_len(lines: list[str]) -> int | None:
     return found[-1] if found else None
 
 
+def _flag_texts(args: EngineArgs | None) -> dict[str, str]:
+    """How each quoted flag reads on the server's command line: its value, its default, or why unknown."""
+    texts = {}
+    for name, default in _QUOTED_FLAGS.items():
+        flag = "--" + name.replace("_", "-")
+        value = getattr(args, name) if args else None
+        if args is None:
+            texts[name] = "unknown (no command line)"
+        elif flag in args.explicit:
+            texts[name] = str(value).lower() if isinstance(value, bool) else str(value) if value is not None else "a value known only at run time"
+        else:
+            texts[name] = f"{default} (default)" if default is not None else "not set (vLLM's default)"
+    return texts
+
+
 def _engine_args_origin(server: VllmServer, snap: Snapshot) -> str | None:
     cmdline = f"vllm/{server.name}.cmdline.txt"
     if cmdline in snap.sources and snap.sources[cmdline].status == "ok":
@@ -155,6 +180,25 @@ def _engine_args_origin(server: VllmServer, snap: Snapshot) -> str | None:
     if server.pod and server.engine_args:
         return f"the container command/args of pod {server.pod}"
     return None
+
+
+def _pod_state(pod: Pod | None) -> str | None:
+    """One line: the pod's phase and its vLLM container's state, restarts and last exit."""
+    if pod is None:
+        return None
+    container = vllm_container(pod)
+    parts = [f"pod {pod.key} {pod.phase or 'phase unknown'}"]
+    if container is not None:
+        state = container.state_reason or container.state or "state unknown"
+        parts.append(f"container {container.name} {state}, {container.restart_count} restarts")
+        if container.last_terminated_reason or container.last_exit_code is not None:
+            parts.append(f"last exit: {container.last_terminated_reason or '?'} (code {container.last_exit_code})")
+    return "; ".join(parts)
+
+
+def _cpu_limit(pod: Pod | None) -> str | None:
+    container = vllm_container(pod) if pod else None
+    return container.limits.get("cpu") if container else None
 
 
 def _edit_hint(server: VllmServer, pod: Pod | None) -> str:
@@ -196,6 +240,15 @@ def _gpus_provided(server: VllmServer, pod: Pod | None, snap: Snapshot) -> tuple
 
 def _ray_cluster_gpus(cluster: RayClusterSpec) -> int:
     return cluster.head_gpu_limit + sum((g.replicas or 0) * g.gpu_limit_per_pod for g in cluster.worker_groups)
+
+
+def _gpus_text(gpus: list[GPU]) -> str | None:
+    """"8 GPUs of gpu-h100-2 (NVIDIA H100 80GB HBM3)": the GPUs a server is joined to, in one line."""
+    if not gpus:
+        return None
+    hosts = ", ".join(sorted({g.host for g in gpus}))
+    models = ", ".join(sorted({g.name or "unknown model" for g in gpus}))
+    return f"{len(gpus)} GPU{'s' if len(gpus) != 1 else ''} of {hosts} ({models})"
 
 
 def _endpoints_text(service: Service | None) -> str | None:
