@@ -12,7 +12,18 @@ from diag.config import Config
 from diag.engine import builtin_rules_dir, evaluate, load_rules
 from diag.facts import build_facts
 from diag.join import join
-from diag.model import GPU, Container, Event, GPUProcess, Node, Pod, RayActor, RayNode, Snapshot, SourceStatus
+from diag.model import (
+    GPU,
+    Container,
+    Event,
+    GPUProcess,
+    Node,
+    Pod,
+    RayActor,
+    RayNode,
+    Snapshot,
+    SourceStatus,
+)
 
 RULES = {r.id: r for r in load_rules([builtin_rules_dir()])}
 SETTINGS = settings_with_overrides(builtin_rules_dir(), Config())
@@ -27,14 +38,14 @@ def xid_event(node: str, line: str) -> Event:
 
 def busy_gpu(index: int = 0, **values) -> GPU:
     """A GPU serving at its power cap, as in our real H200 load capture."""
-    fields = dict(
-        host="gpu-node-a", index=index, uuid=f"GPU-{index}", name="NVIDIA H200", pci_bus_id=PCI[index],
-        memory_used_mib=42623.0, memory_total_mib=143771.0, utilization_gpu_pct=98.0, temperature_c=55.0,
-        power_draw_w=689.3, power_limit_w=700.0, clock_sm_mhz=1470.0, clock_sm_max_mhz=1980.0,
-        clocks_event_reasons=["sw_power_cap"], ecc_uncorrected_volatile=0, ecc_uncorrected_aggregate=0,
-        remapped_rows_pending=False, remapped_rows_failure=False,
-        pcie_gen_current=5, pcie_gen_max=5, pcie_width_current=16, pcie_width_max=16,
-    )
+    fields = {
+        "host": "gpu-node-a", "index": index, "uuid": f"GPU-{index}", "name": "NVIDIA H200", "pci_bus_id": PCI[index],
+        "memory_used_mib": 42623.0, "memory_total_mib": 143771.0, "utilization_gpu_pct": 98.0, "temperature_c": 55.0,
+        "power_draw_w": 689.3, "power_limit_w": 700.0, "clock_sm_mhz": 1470.0, "clock_sm_max_mhz": 1980.0,
+        "clocks_event_reasons": ["sw_power_cap"], "ecc_uncorrected_volatile": 0, "ecc_uncorrected_aggregate": 0,
+        "remapped_rows_pending": False, "remapped_rows_failure": False,
+        "pcie_gen_current": 5, "pcie_gen_max": 5, "pcie_width_current": 16, "pcie_width_max": 16,
+    }
     fields.update(values)
     return GPU(**fields)
 
