@@ -67,10 +67,9 @@ class Capacity:
         known = [n.resources_total for n in nodes if n.resources_total]
         if known:
             return cls(known, per_node=True)
-        if snap.ray_status is not None and snap.ray_status.usage:
-            # a task or actor runs on one node: more than the whole cluster has is enough to know
-            return cls([{name: total for name, (_, total) in snap.ray_status.usage.items()}], per_node=False)
-        return None
+        cluster = _status_totals(snap)
+        # a task or actor runs on one node: more than the whole cluster has is enough to know
+        return cls([cluster], per_node=False) if cluster else None
 
     def fits(self, resources: dict[str, float]) -> bool:
         return any(fits(resources, totals) for totals in self.totals)
@@ -86,6 +85,11 @@ class Capacity:
         return "; ".join(short) or "each resource exists somewhere, but no single node has them all"
 
 
+def _status_totals(snap: Snapshot) -> dict[str, float]:
+    """The cluster's resource totals as `ray status` (or /api/cluster_status) reports them."""
+    return {name: total for name, (_, total) in snap.ray_status.usage.items()} if snap.ray_status else {}
+
+
 def _alive(snap: Snapshot) -> list[RayNode]:
     return [n for n in snap.ray_nodes if n.state in (None, "ALIVE")]
 
@@ -95,18 +99,12 @@ def _alive(snap: Snapshot) -> list[RayNode]:
 
 def cluster_facts(snap: Snapshot) -> dict:
     nodes = _alive(snap)
-    status = snap.ray_status
     groups = ray_pods.ray_pod_groups(snap)
     head = next((p for g in groups for p in g.heads), None)
     capacity = Capacity.of(snap, nodes)
     failures = _collection_failures(snap)
     return {
-        "ray_status_seen": status is not None,
-        "ray_head_version": snap.ray_head_version,
-        "ray_nodes_alive": len(nodes),
-        "ray_gpu_total": sum(n.resources_total.get("GPU", 0.0) for n in nodes),
         "ray_offers": _offers(snap, nodes),
-        "ray_head_pod": head.key if head else None,
         # what `kubectl exec` needs to reach the head, for remediation commands
         "ray_head_exec": f"-n {head.namespace} {head.name}" if head else "<head pod>",
         "infeasible_actors": _infeasible_actors(snap, capacity),
@@ -130,8 +128,7 @@ def cluster_facts(snap: Snapshot) -> dict:
 def _offers(snap: Snapshot, nodes: list[RayNode]) -> list[str]:
     """What the alive nodes offer, each; without per-node totals, the cluster's from `ray status`."""
     offers = [f"{_node_name(n)}: {resources_text(n.resources_total)}" for n in nodes if n.resources_total]
-    if not offers and snap.ray_status is not None and snap.ray_status.usage:
-        totals = {name: total for name, (_, total) in snap.ray_status.usage.items()}
+    if not offers and (totals := _status_totals(snap)):
         offers.append(f"the whole cluster (ray status, no per-node totals): {resources_text(totals)}")
     return offers
 
@@ -189,11 +186,11 @@ def _object_stores(snap: Snapshot, nodes: list[RayNode]) -> list[dict]:
     for node in nodes:
         used, total = _node_object_store(node)
         if used is not None and total:
-            stores.append(_store(_node_name(node), used, total, link("ray_node", node.node_id) + link("pod", node.pod)))
+            stores.append(_store(_node_name(node), used, total))
     if not stores and snap.ray_status is not None:
         usage = snap.ray_status.usage.get(OBJECT_STORE) or snap.ray_status.usage.get(dashboard_name(OBJECT_STORE))
         if usage is not None and usage[1]:
-            stores.append(_store("the whole cluster (ray status)", usage[0], usage[1], []))
+            stores.append(_store("the whole cluster (ray status)", usage[0], usage[1]))
     return stores
 
 
@@ -205,14 +202,9 @@ def _node_object_store(node: RayNode) -> tuple[float | None, float | None]:
     return (total - available if total is not None and available is not None else None), total
 
 
-def _store(where: str, used: float, total: float, links: list[str]) -> dict:
+def _store(where: str, used: float, total: float) -> dict:
     gib = 2.0**30
-    return {
-        "where": where,
-        "usage": used / total,
-        "text": f"{where}: {used / gib:.2f} GiB of {total / gib:.2f} GiB in use ({100 * used / total:.0f}%)",
-        "links": links,
-    }
+    return {"usage": used / total, "text": f"{where}: {used / gib:.2f} GiB of {total / gib:.2f} GiB in use ({100 * used / total:.0f}%)"}
 
 
 # --------------------------------------------------------------------------- per subject
@@ -289,18 +281,13 @@ def _actor(actor: RayActor, snap: Snapshot, waiting_on: list[str]) -> dict:
 
 
 def _placement_group(pg: PlacementGroup, nodes: list[RayNode], snap: Snapshot, waiting_on: list[str]) -> dict:
-    merged: dict[str, float] = {}
-    for bundle in pg.bundles:
-        for name, need in bundle.items():
-            merged[name] = merged.get(name, 0.0) + need
     members = [a for a in snap.ray_actors if a.placement_group_id == pg.placement_group_id]
     pending = pg.state in PENDING_PG_STATES
     return plain(pg) | {
         "display_name": f"placement group {pg.name or '(unnamed)'} ({pg.placement_group_id[:8]})",
         "bundles_text": ", ".join(bundle_text(b) for b in pg.bundles) or "bundles not reported",
-        "total_resources": merged,
         "pending": pending,
-        "never_placeable": _never_placeable(pg, merged, nodes),
+        "never_placeable": _never_placeable(pg, nodes),
         "waiting_actors": [_actor_name(a) for a in members if a.state in PENDING_ACTOR_STATES],
         "_subject": f"placement_group/{pg.name or pg.placement_group_id[:8]}",
         "_links": link("placement_group", pg.placement_group_id) + [f"actor:{a.actor_id}" for a in members]
@@ -308,7 +295,7 @@ def _placement_group(pg: PlacementGroup, nodes: list[RayNode], snap: Snapshot, w
     }
 
 
-def _never_placeable(pg: PlacementGroup, merged: dict[str, float], nodes: list[RayNode]) -> list[str]:
+def _never_placeable(pg: PlacementGroup, nodes: list[RayNode]) -> list[str]:
     """Why the group can never be placed on the nodes the cluster has, each reason one line."""
     reasons = []
     if pg.scheduling_state == "INFEASIBLE":
@@ -317,6 +304,10 @@ def _never_placeable(pg: PlacementGroup, merged: dict[str, float], nodes: list[R
     if not known or not pg.bundles:
         return reasons
     capacity = Capacity(known, per_node=True)
+    merged: dict[str, float] = {}
+    for bundle in pg.bundles:
+        for name, need in bundle.items():
+            merged[name] = merged.get(name, 0.0) + need
     if pg.strategy == "STRICT_PACK" and not capacity.fits(merged):
         reasons.append(f"STRICT_PACK puts all bundles on one node, {bundle_text(merged)} in all: {capacity.shortfall(merged)}")
     eligible = [totals for totals in known if any(fits(b, totals) for b in pg.bundles)]
