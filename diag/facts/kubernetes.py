@@ -31,7 +31,7 @@ SPREAD_REASON_MARKS = ("pod topology spread constraints", "pod affinity rules", 
 KUBERAY_ERROR_EVENT_PREFIXES = ("Invalid", "FailedTo")
 # GPU-operator / device-plugin daemonsets that put GPUs into pods, recognised by name or image.
 GPU_COMPONENTS: dict[str, tuple[str, ...]] = {
-    "device-plugin": ("nvidia-device-plugin", "k8s-device-plugin"),
+    "device-plugin": ("nvidia-device-plugin",),  # by name: GPU feature discovery ships in the same image
     "driver": ("nvidia-driver-daemonset", "nvcr.io/nvidia/driver"),
     "container-toolkit": ("nvidia-container-toolkit", "container-toolkit"),
 }
@@ -236,12 +236,20 @@ def _placement(pod: Pod, index: _Index) -> dict:
         "tolerations": [placement.toleration_text(t) for t in pod.tolerations],
         "missing_tolerations": sorted({placement.toleration_for(t) for _, t in untolerated}),
         "gpu_free": [
-            f"{n.name}: {index.gpu_free(n)} of {placement.gpu_allocatable(n)} nvidia.com/gpu free"
+            f"{n.name}: {index.gpu_free(n)} of {placement.gpu_allocatable(n)} nvidia.com/gpu free{_unavailable_note(n)}"
             for n in matching if placement.gpu_allocatable(n) is not None
         ],
         "gpu_allocatable_max": max((a for n in matching if (a := placement.gpu_allocatable(n)) is not None), default=None),
         "spread_and_pod_affinity": placement.spread_and_pod_affinity(pod),
     }
+
+
+def _unavailable_note(node: Node) -> str:
+    """Why free GPUs on this node do not count: it is cordoned or not Ready."""
+    notes = (["cordoned"] if node.unschedulable else []) + (
+        [f"Ready={node.conditions['Ready'].get('status')}"] if node.conditions.get("Ready", {}).get("status") not in (None, "True") else []
+    )
+    return f" ({', '.join(notes)})" if notes else ""
 
 
 def _gpu_resource_mismatch(pod: Pod, index: _Index) -> dict | None:
@@ -312,7 +320,7 @@ def _node(node: Node, index: _Index) -> dict:
         "pods": [p.key for p in on_node],
         "gpu_pods": [p.key for p in on_node if wants_gpus(p) and p.phase not in TERMINAL_PHASES],
         "events": event_facts(node.events),
-        "warning_events": [f"{e.reason}: {e.message}" for e in node.events if e.type == "Warning"],
+        "event_lines": [f"{e.reason}: {e.message}" for e in node.events],
         "_subject": f"node/{node.name}",
         "_links": link("node", node.name) + [f"pod:{p.key}" for p in on_node],
     }
