@@ -9,9 +9,25 @@ from diag.facts.common import link, plain
 from diag.facts.k8s_containers import vllm_container
 from diag.facts.kubernetes import pod_gpu_request
 from diag.join import VLLM_LOG_SIGNALS
-from diag.model import GPU, EngineArgs, Pod, RayClusterSpec, Scrape, Service, Snapshot, VllmServer
+from diag.model import (
+    GPU,
+    EngineArgs,
+    Pod,
+    RayClusterSpec,
+    Scrape,
+    Service,
+    Snapshot,
+    VllmServer,
+)
 from diag.parsers.logs import scan_log
-from diag.parsers.vllm_metrics import ITL, KV_CACHE_USAGE, QUEUE_TIME, REQUESTS_RUNNING, VllmMetrics, summarize
+from diag.parsers.vllm_metrics import (
+    ITL,
+    KV_CACHE_USAGE,
+    QUEUE_TIME,
+    REQUESTS_RUNNING,
+    VllmMetrics,
+    summarize,
+)
 
 # Families the vLLM rules read beyond what the metrics summary already counts as relied on
 # (VLLM-106 splits time to first token into queue and prefill with the queue-time histogram).
@@ -66,6 +82,7 @@ def _server(server: VllmServer, snap: Snapshot) -> dict:
         "idle": _idle(summary),
         "ttft_queue_share": _ttft_queue_share(summary),
         "log_signals": {name: signals.get(name, []) for name in VLLM_LOG_SIGNALS},
+        "failure_line": next((signals[name][-1] for name in VLLM_LOG_SIGNALS if signals.get(name)), None),
         "estimated_max_model_len": _estimated_max_model_len(signals.get("kv_cache_too_small", [])),
         "parallel_gpus": _parallel_gpus(args),
         "gpus_provided": gpus_provided,
@@ -76,6 +93,7 @@ def _server(server: VllmServer, snap: Snapshot) -> dict:
         "cpu_limit": _cpu_limit(pod),
         "restarts": sum(c.restart_count for c in pod.containers) if pod else None,
         "edit_hint": _edit_hint(server, pod),
+        "logs_command": _logs_command(server, pod),
         "_subject": f"vllm/{server.namespace + '/' if server.namespace else ''}{server.name}",
         "_links": link("vllm", server.name) + link("pod", server.pod) + link("node", server.node)
         + link("ray_node", server.ray_node_id) + link("service", server.service) + [f"gpu:{g}" for g in server.gpus],
@@ -199,6 +217,15 @@ def _pod_state(pod: Pod | None) -> str | None:
 def _cpu_limit(pod: Pod | None) -> str | None:
     container = vllm_container(pod) if pod else None
     return container.limits.get("cpu") if container else None
+
+
+def _logs_command(server: VllmServer, pod: Pod | None) -> str:
+    """Where this server's own log is read."""
+    if pod is not None:
+        container = vllm_container(pod)
+        name = f" -c {container.name}" if container is not None and len(pod.containers) > 1 else ""
+        return f"kubectl -n {pod.namespace} logs {pod.name}{name} --tail=500"
+    return f"the log of the process that serves {server.name} (journalctl or its log file on that host)"
 
 
 def _edit_hint(server: VllmServer, pod: Pod | None) -> str:

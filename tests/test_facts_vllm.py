@@ -1,0 +1,211 @@
+"""What the vLLM rules read: diag.facts.vllm over small snapshots built from /metrics texts and pod specs."""
+
+from __future__ import annotations
+
+from diag.facts import vllm
+from diag.join import join
+from diag.model import (
+    Container,
+    Pod,
+    RayClusterSpec,
+    RayWorkerGroup,
+    Scrape,
+    Service,
+    Snapshot,
+    SourceStatus,
+    VllmServer,
+)
+from diag.parsers.engine_args import parse_engine_args
+from diag.parsers.prom_text import parse_exposition
+
+MODEL = 'model_name="llama"'
+
+
+def scrape(text: str, taken_at: float | None = None) -> Scrape:
+    return Scrape(parse_exposition(text).samples, taken_at)
+
+
+def v1(running: float, waiting: float, generated: float, engines: int = 1, kv: float = 0.1) -> str:
+    lines = []
+    for e in range(engines):
+        labels = f'engine="{e}",{MODEL}'
+        lines += [
+            f"vllm:num_requests_running{{{labels}}} {running / engines}",
+            f"vllm:num_requests_waiting{{{labels}}} {waiting / engines}",
+            f"vllm:kv_cache_usage_perc{{{labels}}} {kv}",
+            f"vllm:generation_tokens_total{{{labels}}} {generated / engines}",
+            f"vllm:prompt_tokens_total{{{labels}}} {generated / engines}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def vllm_pod(args: list[str], gpus: str = "1", name: str = "vllm-0", labels: dict | None = None, ip: str = "10.0.0.5") -> Pod:
+    return Pod(
+        namespace="llm", name=name, labels=labels or {"app": "vllm"}, node_name="gpu-1", phase="Running", pod_ip=ip,
+        owner_kind="ReplicaSet", owner_name="vllm-6c9d",
+        containers=[Container(name="vllm", image="vllm/vllm-openai:v0.11.0", command=["vllm", "serve"], args=args,
+                              limits={"nvidia.com/gpu": gpus, "cpu": "8"}, ready=True, state="running")],
+    )
+
+
+def facts_of(snap: Snapshot, name: str = "vllm-0") -> dict:
+    join(snap)
+    return next(s for s in vllm.scopes(snap)["vllm_server"] if s["name"] == name)
+
+
+def served(pod: Pod, *scrapes: Scrape, health: str | None = "200") -> Snapshot:
+    server = VllmServer(name=pod.name, scrapes=list(scrapes), health=health)
+    return Snapshot(pods=[pod], vllm_servers=[server])
+
+
+# --------------------------------------------------------------------------- the scheduler cap
+
+
+def test_the_seq_cap_is_per_engine_core_times_the_cores_one_metrics_covers() -> None:
+    pod = vllm_pod(["m", "--max-num-seqs", "16", "--data-parallel-size", "2"])
+    facts = facts_of(served(pod, scrape(v1(32, 5, 100, engines=2))))
+    assert facts["engines"] == 2
+    assert facts["max_num_seqs"] == 16
+    assert facts["max_num_seqs_total"] == 32
+    assert facts["flag"]["max_num_seqs"] == "16"
+
+
+def test_an_absent_max_num_seqs_is_unknown_not_a_guessed_default() -> None:
+    facts = facts_of(served(vllm_pod(["m"]), scrape(v1(256, 9, 100))))
+    assert facts["max_num_seqs"] is None
+    assert facts["max_num_seqs_total"] is None
+    assert facts["max_num_seqs_given"] is False
+    assert facts["flag"]["max_num_seqs"] == "not set (vLLM's default)"
+    assert facts["flag"]["gpu_memory_utilization"] == "0.9 (default)"
+
+
+def test_a_run_time_value_is_given_but_unknown() -> None:
+    facts = facts_of(served(vllm_pod(["m", "--max-num-seqs", "$(MAX_SEQS)"]), scrape(v1(96, 4, 100))))
+    assert facts["max_num_seqs"] is None
+    assert facts["max_num_seqs_given"] is True
+    assert facts["flag"]["max_num_seqs"] == "a value known only at run time"
+
+
+def test_engine_args_from_a_cmdline_file_are_named_as_such() -> None:
+    server = VllmServer(name="10.0.7.21_8000", scrapes=[scrape(v1(1, 0, 10))],
+                        engine_args=parse_engine_args(["vllm", "serve", "m", "--max-num-seqs", "8"], []))
+    snap = Snapshot(vllm_servers=[server])
+    snap.sources["vllm/10.0.7.21_8000.cmdline.txt"] = SourceStatus("ok")
+    facts = facts_of(snap, "10.0.7.21_8000")
+    assert facts["engine_args_from"] == "vllm/10.0.7.21_8000.cmdline.txt"
+    assert facts["edit_hint"].startswith("the command line that starts 10.0.7.21_8000")
+    assert facts["gpus_provided"] is None
+
+
+# --------------------------------------------------------------------------- progress, idleness
+
+
+def test_a_hang_needs_requests_running_in_every_scrape() -> None:
+    pod = vllm_pod(["m"])
+    steady = facts_of(served(pod, scrape(v1(14, 20, 500)), scrape(v1(14, 31, 500))))
+    assert steady["running_every_scrape"] is True
+    assert steady["metrics"]["generation_tokens_delta"] == 0.0
+    started_late = facts_of(served(vllm_pod(["m"]), scrape(v1(0, 0, 500)), scrape(v1(3, 0, 500))))
+    assert started_late["running_every_scrape"] is False
+
+
+def test_running_every_scrape_is_unknown_when_a_scrape_lacks_the_gauge() -> None:
+    no_gauge = "vllm:generation_tokens_total{" + MODEL + "} 5\n"
+    facts = facts_of(served(vllm_pod(["m"]), scrape(no_gauge), scrape(v1(2, 0, 9))))
+    assert facts["running_every_scrape"] is None
+
+
+def test_idle_means_nothing_running_or_waiting_and_no_token_between_scrapes() -> None:
+    pod = vllm_pod(["m"])
+    assert facts_of(served(pod, scrape(v1(0, 0, 700)), scrape(v1(0, 0, 700))))["idle"] is True
+    moved = facts_of(served(vllm_pod(["m"]), scrape(v1(0, 0, 700)), scrape(v1(0, 0, 900))))
+    assert moved["idle"] is False
+    assert facts_of(served(vllm_pod(["m"])))["idle"] is None  # no /metrics: unknown, not idle
+
+
+def test_a_pod_left_out_of_its_service_endpoints_is_seen() -> None:
+    pod = vllm_pod(["m"])
+    svc = Service(namespace="llm", name="vllm", selector={"app": "vllm"}, ready_addresses=[], not_ready_addresses=["vllm-0"],
+                  endpoints_seen=True)
+    snap = served(pod, scrape(v1(0, 0, 1)))
+    snap.services.append(svc)
+    facts = facts_of(snap)
+    assert facts["service_ready_endpoints"] == 0
+    assert facts["in_service_endpoints"] is False
+    assert facts["service_endpoints"] == "ready: none; not ready: vllm-0"
+
+
+# --------------------------------------------------------------------------- latency split, missing metrics
+
+
+def test_the_first_token_time_is_split_into_queue_and_the_rest() -> None:
+    text = v1(4, 0, 10) + "\n".join([
+        f'vllm:time_to_first_token_seconds_bucket{{{MODEL},le="+Inf"}} 10',
+        f"vllm:time_to_first_token_seconds_sum{{{MODEL}}} 40",
+        f"vllm:time_to_first_token_seconds_count{{{MODEL}}} 10",
+        f'vllm:request_queue_time_seconds_bucket{{{MODEL},le="+Inf"}} 10',
+        f"vllm:request_queue_time_seconds_sum{{{MODEL}}} 10",
+        f"vllm:request_queue_time_seconds_count{{{MODEL}}} 10",
+    ]) + "\n"
+    facts = facts_of(served(vllm_pod(["m"]), scrape(text)))
+    assert facts["ttft_queue_share"] == 0.25
+    assert "vllm:request_queue_time_seconds" not in facts["metrics_missing"]
+
+
+def test_an_old_server_without_the_queue_histogram_is_reported_missing_it() -> None:
+    v0 = "\n".join([
+        f"vllm:num_requests_running{{{MODEL}}} 3", f"vllm:num_requests_waiting{{{MODEL}}} 0",
+        f"vllm:gpu_cache_usage_perc{{{MODEL}}} 0.4", f"vllm:num_preemptions_total{{{MODEL}}} 0",
+        f"vllm:generation_tokens_total{{{MODEL}}} 10",
+    ]) + "\n"
+    facts = facts_of(served(vllm_pod(["m"]), scrape(v0)))
+    assert facts["metrics"]["api_generation"] == "v0"
+    assert facts["metric_names"]["kv_cache_usage"] == "vllm:gpu_cache_usage_perc"
+    assert "vllm:request_queue_time_seconds" in facts["metrics_missing"]
+    assert facts["ttft_queue_share"] is None
+
+
+# --------------------------------------------------------------------------- GPUs for TP x PP
+
+
+def test_parallel_gpus_against_the_pods_nvidia_gpu() -> None:
+    facts = facts_of(served(vllm_pod(["m", "-tp", "4", "-pp", "2"], gpus="4")))
+    assert facts["parallel_gpus"] == 8
+    assert facts["gpus_provided"] == 4
+    assert facts["gpus_provided_by"] == "pod llm/vllm-0: nvidia.com/gpu 4"
+
+
+def test_under_ray_the_clusters_gpus_count_not_the_pods() -> None:
+    pod = vllm_pod(["m", "--tensor-parallel-size", "8"], gpus="1", labels={"ray.io/cluster": "llm-ray", "ray.io/node-type": "head"})
+    pod.ray_cluster = "llm-ray"
+    snap = served(pod)
+    snap.ray_clusters.append(RayClusterSpec(kind="RayCluster", namespace="llm", name="llm-ray", head_gpu_limit=0,
+                                            worker_groups=[RayWorkerGroup(name="gpu", replicas=2, gpu_limit_per_pod=4)]))
+    facts = facts_of(snap)
+    assert facts["gpus_provided"] == 8
+    assert "RayCluster llm/llm-ray" in facts["gpus_provided_by"]
+
+
+def test_a_server_spread_over_hosts_is_not_judged_by_one_pod() -> None:
+    facts = facts_of(served(vllm_pod(["m", "-tp", "8", "--nnodes", "2"], gpus="4")))
+    assert facts["gpus_provided"] is None
+
+
+# --------------------------------------------------------------------------- logs
+
+
+def test_the_specific_failure_line_is_preferred_over_the_engine_death_that_follows() -> None:
+    pod = vllm_pod(["m"])
+    pod.containers[0].log_signals = {
+        "engine_dead": ["RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"],
+        "kv_cache_too_small": [(
+            "ValueError: To serve at least one request with the models's max seq len (131072), (10.00 GiB KV cache is needed, "
+            "which is larger than the available KV cache memory (6.45 GiB). Based on the available memory, the estimated "
+            "maximum model length is 84528. Try increasing ..."
+        )],
+    }
+    facts = facts_of(served(pod, health="connection refused"))
+    assert facts["failure_line"].startswith("ValueError: To serve at least one request")
+    assert facts["estimated_max_model_len"] == 84528
+    assert facts["log_signals"]["cuda_oom"] == []
+    assert facts["pod_state"] == "pod llm/vllm-0 Running; container vllm running, 0 restarts"
