@@ -87,10 +87,10 @@ def _vllm_servers_to_pods(snap: Snapshot) -> None:
             break
     # A server known only by its files (vllm/<pod>.health.txt ...) runs in the pod of that name even when
     # no container starts vLLM itself: Ray Serve runs it in pods whose command is `ray start`.
-    pods = {p.name: p for p in snap.pods} | {f"{p.namespace}.{p.name}": p for p in snap.pods}
+    by_name = {p.name: p for p in snap.pods} | {f"{p.namespace}.{p.name}": p for p in snap.pods}
     for server in snap.vllm_servers:
-        if server.pod is None and (pod := pods.get(server.name)) is not None and pod.containers:
-            _server_in_pod(server, pod, pod.containers[0], services)
+        if server.pod is None and (named := by_name.get(server.name)) is not None and named.containers:
+            _server_in_pod(server, named, named.containers[0], services)
 
 
 def _server_in_pod(server: VllmServer, pod: Pod, container: Container, services: list[Service]) -> None:
