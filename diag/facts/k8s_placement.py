@@ -114,7 +114,7 @@ def _term_matches(term: dict, node: Node) -> bool:
 
 
 def _expression_matches(expr: dict, labels: dict[str, str]) -> bool:
-    key, operator, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+    key, operator, values = str(expr.get("key", "")), expr.get("operator"), expr.get("values") or []
     present = key in labels
     value = labels.get(key, "")
     if operator == "In":

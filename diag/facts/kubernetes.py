@@ -8,7 +8,17 @@ from typing import Any
 from diag.facts import k8s_containers as containers
 from diag.facts import k8s_placement as placement
 from diag.facts.common import event_facts, link, plain
-from diag.model import HPA, DaemonSet, Node, Pod, RayClusterSpec, Service, Snapshot, VllmServer
+from diag.model import (
+    HPA,
+    DaemonSet,
+    EngineArgs,
+    Node,
+    Pod,
+    RayClusterSpec,
+    Service,
+    Snapshot,
+    VllmServer,
+)
 from diag.parsers.logs import model_load_seconds
 from diag.parsers.quantity import gpu_count, mig_counts
 from diag.parsers.scheduler import parse_fit_error
@@ -297,7 +307,6 @@ def _vllm_facts(pod: Pod, server: VllmServer | None) -> dict | None:
         "container": container.name,
         "port": port,
         "model": args.model if args else None,
-        "parallel_gpus": args.tensor_parallel_size * args.pipeline_parallel_size if args else None,
         "health": server.health if server else None,
     } | containers.probe_facts(container, port)
 
@@ -434,12 +443,18 @@ def _parallel_gpus_needed(cluster: RayClusterSpec, members: list[Pod], snap: Sna
     or from the serve config (ray.serve.llm engine_kwargs) of the RayService it belongs to."""
     keys = {p.key for p in members}
     sizes = [
-        s.engine_args.tensor_parallel_size * s.engine_args.pipeline_parallel_size
-        for s in snap.vllm_servers if s.pod in keys and s.engine_args
+        size for s in snap.vllm_servers
+        if s.pod in keys and s.engine_args and (size := _parallel_size(s.engine_args)) is not None
     ]
     for config in [cluster.serve_config] + [s.serve_config for s in _owning_rayservices(cluster, snap)]:
         sizes += _serve_config_parallel_sizes(config)
     return max(sizes) if sizes else None
+
+
+def _parallel_size(args: EngineArgs) -> int | None:
+    if args.tensor_parallel_size is None or args.pipeline_parallel_size is None:
+        return None
+    return args.tensor_parallel_size * args.pipeline_parallel_size
 
 
 def _owning_rayservices(cluster: RayClusterSpec, snap: Snapshot) -> list[RayClusterSpec]:

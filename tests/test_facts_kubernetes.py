@@ -1,0 +1,228 @@
+"""Kubernetes facts: scheduler filters as the rules read them (selector, taints, GPU resources), the vLLM
+container's probes, crash causes, and the K8S rules on small snapshots built from the model."""
+
+from __future__ import annotations
+
+import pytest
+
+from diag.engine import builtin_rules_dir, evaluate, load_rules, load_settings
+from diag.facts import build_facts
+from diag.facts import k8s_containers as containers
+from diag.facts import k8s_placement as placement
+from diag.join import join
+from diag.model import Container, Event, Node, Pod, Probe, Snapshot, SourceStatus
+
+GPU_LABELS = {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count": "8"}
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+VLLM_ARGS = ["serve", "meta-llama/Llama-3.1-8B-Instruct", "--port", "8000", "--tensor-parallel-size", "4"]
+
+
+def gpu_node(name: str, gpus: str | None = "8", **kw) -> Node:
+    resources = {"cpu": "208", "memory": "2000Gi"} | ({"nvidia.com/gpu": gpus} if gpus is not None else {})
+    return Node(name=name, labels=dict(GPU_LABELS) | kw.pop("labels", {}), taints=kw.pop("taints", [GPU_TAINT]),
+                conditions={"Ready": {"status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status"}},
+                capacity=dict(resources), allocatable=dict(resources), **kw)
+
+
+def vllm_container(gpus: int = 4, probes: list[Probe] | None = None, memory_limit: str | None = None, **kw) -> Container:
+    limits = {"nvidia.com/gpu": str(gpus)} | ({"memory": memory_limit} if memory_limit else {})
+    return Container(name="vllm", image="vllm/vllm-openai:v0.10.1.1", command=["vllm"], args=list(VLLM_ARGS),
+                     ports={"http": 8000}, limits=limits, requests={"nvidia.com/gpu": str(gpus)}, probes=probes or [], **kw)
+
+
+def pending_pod(name: str, message: str, gpus: int = 4, **kw) -> Pod:
+    pod = Pod(namespace="llm", name=name, phase="Pending", containers=[vllm_container(gpus)],
+              tolerations=kw.pop("tolerations", [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]), **kw)
+    pod.events.append(Event("llm", "Pod", name, "FailedScheduling", message, "Warning"))
+    return pod
+
+
+def running_pod(name: str, node: str, gpus: int, namespace: str = "llm") -> Pod:
+    trainer = Container(name="trainer", limits={"nvidia.com/gpu": str(gpus)})
+    return Pod(namespace=namespace, name=name, phase="Running", node_name=node, containers=[trainer])
+
+
+def fired(snap: Snapshot) -> dict[str, list[str]]:
+    """rule id -> subjects, for the K8S rules only."""
+    rules_dir = builtin_rules_dir()
+    settings = {name: spec["default"] for name, spec in load_settings(rules_dir).items()}
+    rules = [r for r in load_rules([rules_dir]) if r.id.startswith("K8S-")]
+    snap.sources = {"k8s/pods.json": SourceStatus("ok"), "k8s/nodes.json": SourceStatus("ok")}
+    result = evaluate(rules, build_facts(join(snap)), settings)
+    assert {rid: o.detail for rid, o in result.outcomes.items() if o.status == "error"} == {}
+    found: dict[str, list[str]] = {}
+    for f in result.findings:
+        found.setdefault(f.rule, []).append(f.subject)
+    return found
+
+
+INSUFFICIENT = ("0/3 nodes are available: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, "
+                "2 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are available: 2 No preemption victims found for incoming pod, "
+                "1 Preemption is not helpful for scheduling.")
+
+
+# --------------------------------------------------------------------------- placement
+
+
+def test_node_selector_and_required_affinity_as_the_scheduler_filters_them():
+    node = gpu_node("gpu-1", labels={"pool": "a", "nvidia.com/gpu.count": "8"})
+    pod = Pod(namespace="llm", name="p", node_selector={"pool": "a"})
+    assert placement.matches_selector(pod, node)
+    pod.node_selector = {"pool": "b"}
+    assert not placement.matches_selector(pod, node)
+
+    def with_terms(*terms: dict) -> Pod:
+        return Pod(namespace="llm", name="p", affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": list(terms)}}})
+
+    gt_7 = {"matchExpressions": [{"key": "nvidia.com/gpu.count", "operator": "Gt", "values": ["7"]}]}
+    gt_8 = {"matchExpressions": [{"key": "nvidia.com/gpu.count", "operator": "Gt", "values": ["8"]}]}
+    absent = {"matchExpressions": [{"key": "spot", "operator": "DoesNotExist"}]}
+    not_in = {"matchExpressions": [{"key": "pool", "operator": "NotIn", "values": ["a"]}]}
+    by_name = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gpu-1"]}]}
+    assert placement.matches_selector(with_terms(gt_7), node)
+    assert not placement.matches_selector(with_terms(gt_8), node)
+    assert placement.matches_selector(with_terms(gt_8, absent), node)  # terms are ORed
+    assert not placement.matches_selector(with_terms(not_in), node)
+    assert placement.matches_selector(with_terms(by_name), node)
+    assert not placement.matches_selector(with_terms({}), node)  # an empty term matches nothing
+    assert placement.selector_terms(with_terms(gt_7)) == ["nvidia.com/gpu.count Gt [7]"]
+
+
+@pytest.mark.parametrize(
+    ("toleration", "tolerated"),
+    [
+        ({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}, True),
+        ({"key": "nvidia.com/gpu", "operator": "Equal", "value": "present"}, True),  # no effect: every effect
+        ({"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}, True),  # Equal is the default
+        ({"key": "nvidia.com/gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}, False),
+        ({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute"}, False),
+        ({"operator": "Exists"}, True),  # empty key with Exists tolerates everything
+        ({"key": "dedicated", "operator": "Exists"}, False),
+    ],
+)
+def test_tolerations_match_taints_like_the_taint_toleration_plugin(toleration: dict, tolerated: bool):
+    pod = Pod(namespace="llm", name="p", tolerations=[toleration])
+    assert (placement.untolerated_taints(pod, gpu_node("gpu-1")) == []) is tolerated
+
+
+def test_lifecycle_control_plane_and_soft_taints_are_not_reported_as_missing_tolerations():
+    node = gpu_node("gpu-1", taints=[
+        {"key": "node.kubernetes.io/unreachable", "value": None, "effect": "NoSchedule"},
+        {"key": "node-role.kubernetes.io/control-plane", "value": None, "effect": "NoSchedule"},
+        {"key": "gpu-burst", "value": "true", "effect": "PreferNoSchedule"},
+    ])
+    assert placement.untolerated_taints(Pod(namespace="llm", name="p"), node) == []
+    assert placement.toleration_for(GPU_TAINT) == '{key: "nvidia.com/gpu", operator: "Equal", value: "present", effect: "NoSchedule"}'
+    assert placement.taint_text({"key": "nvidia.com/gpu", "value": None, "effect": "NoSchedule"}) == "nvidia.com/gpu:NoSchedule"
+
+
+def test_gpu_nodes_known_by_labels_even_without_advertised_gpus_and_sharing_read_from_gfd_labels():
+    bare = Node(name="gpu-new", labels={"feature.node.kubernetes.io/pci-10de.present": "true"})
+    assert placement.is_gpu_node(bare) and not placement.advertises_gpus(bare)
+    mixed = Node(name="mig", allocatable={"nvidia.com/mig-1g.10gb": "7"}, capacity={"nvidia.com/mig-1g.10gb": "7"})
+    assert placement.is_gpu_node(mixed) and placement.mig_offered(mixed) == ["nvidia.com/mig-1g.10gb"]
+    assert placement.gpu_sharing(gpu_node("gpu-1")) is None
+    shared = gpu_node("gpu-2", labels={"nvidia.com/gpu.product": "NVIDIA-L4-SHARED", "nvidia.com/gpu.replicas": "4",
+                                       "nvidia.com/gpu.sharing-strategy": "time-slicing"}, gpus="32")
+    assert placement.gpu_sharing(shared) == {"strategy": "time-slicing", "replicas": "4", "product": "NVIDIA-L4-SHARED",
+                                             "physical_gpus": "8", "advertised_gpus": "32"}
+
+
+# --------------------------------------------------------------------------- containers
+
+
+def test_probe_facts_resolve_named_ports_and_compute_the_liveness_budget():
+    probes = [Probe("liveness", "httpGet", path="/health", port="http", initial_delay_seconds=60, period_seconds=10, failure_threshold=3),
+              Probe("readiness", "httpGet", path="/healthz", port="metrics")]
+    facts = containers.probe_facts(vllm_container(probes=probes), vllm_port=8000)
+    assert facts["liveness_budget_s"] == 90
+    assert facts["liveness"]["port_number"] == 8000
+    assert facts["startup"] is None
+    assert facts["readiness"]["port_number"] is None  # "metrics" is not a declared container port
+    assert facts["readiness_port_mismatch"] is True
+    assert facts["readiness_path_unknown"] is True
+    tcp = containers.probe_facts(vllm_container(probes=[Probe("readiness", "tcpSocket", port=8000)]), vllm_port=8000)
+    assert tcp["readiness_port_mismatch"] is False and tcp["readiness_path_unknown"] is None
+    unknown_port = containers.probe_facts(vllm_container(probes=[Probe("readiness", "tcpSocket", port=8000)]), vllm_port=None)
+    assert unknown_port["readiness_port_mismatch"] is None
+
+
+def test_crash_causes_other_rules_name_are_not_unexplained():
+    oom = vllm_container(state="waiting", state_reason="CrashLoopBackOff", last_terminated_reason="OOMKilled", last_exit_code=137,
+                         restart_count=4, memory_limit="48Gi")
+    cuda = vllm_container(state="waiting", state_reason="CrashLoopBackOff", last_terminated_reason="Error", last_exit_code=1,
+                          restart_count=4, log_signals={"cuda_oom": ["torch.OutOfMemoryError: CUDA out of memory."]})
+    plain = vllm_container(state="waiting", state_reason="CrashLoopBackOff", last_terminated_reason="Error", last_exit_code=2,
+                           restart_count=4, previous_logs="one\n\ntwo\nthree\nfour\nfive\nsix\n")
+    pod = Pod(namespace="llm", name="p", containers=[oom])
+    assert containers.oom_killed(pod)[0]["memory_limit"] == "48Gi"
+    assert containers.unexplained_crashes(pod) == []
+    assert containers.unexplained_crashes(Pod(namespace="llm", name="p", containers=[cuda])) == []
+    crash = containers.unexplained_crashes(Pod(namespace="llm", name="p", containers=[plain]))
+    assert crash[0]["exit_code"] == 2 and crash[0]["last_lines"] == ["two", "three", "four", "five", "six"]
+
+
+def test_gpu_visibility_variables_that_hide_gpus_are_not_gpu_use():
+    env = {"NVIDIA_VISIBLE_DEVICES": "void", "CUDA_VISIBLE_DEVICES": "0,1"}
+    pod = Pod(namespace="llm", name="p", containers=[Container(name="app", env=env)])
+    assert containers.gpu_env_without_request(pod) == ["app: CUDA_VISIBLE_DEVICES=0,1"]
+
+
+# --------------------------------------------------------------------------- rules on snapshots
+
+
+def test_gpu_shortage_is_told_apart_from_a_request_no_node_can_hold():
+    nodes = [gpu_node("gpu-1"), gpu_node("gpu-2")]
+    busy = [running_pod("train-a", "gpu-1", 8, "research"), running_pod("train-b", "gpu-2", 8, "research")]
+    full = fired(Snapshot(nodes=nodes, pods=busy + [pending_pod("fits", INSUFFICIENT, gpus=4)]))
+    assert full.get("K8S-101") == ["pod/llm/fits"] and "K8S-102" not in full
+    too_big = fired(Snapshot(nodes=[gpu_node("gpu-1"), gpu_node("gpu-2")], pods=[pending_pod("huge", INSUFFICIENT, gpus=16)]))
+    assert too_big.get("K8S-102") == ["pod/llm/huge"] and "K8S-101" not in too_big
+
+
+def test_gpu_nodes_without_a_device_plugin_are_the_finding_not_a_shortage():
+    nodes = [gpu_node("gpu-1", gpus=None), Node(name="cpu-1")]
+    found = fired(Snapshot(nodes=nodes, pods=[pending_pod("waits", INSUFFICIENT)]))
+    assert found.get("K8S-103") == ["cluster"]
+    assert "K8S-101" not in found and "K8S-102" not in found
+
+
+def test_untolerated_gpu_taint_names_the_taint_but_the_control_plane_taint_alone_does_not_fire():
+    message = ("0/3 nodes are available: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, "
+               "2 node(s) had untolerated taint {nvidia.com/gpu: present}.")
+    nodes = [gpu_node("gpu-1"), gpu_node("gpu-2")]
+    found = fired(Snapshot(nodes=nodes, pods=[pending_pod("no-toleration", message, tolerations=[])]))
+    assert found.get("K8S-104") == ["pod/llm/no-toleration"]
+    tolerant = fired(Snapshot(nodes=[gpu_node("gpu-1"), gpu_node("gpu-2")], pods=[pending_pod("tolerates", INSUFFICIENT)]))
+    assert "K8S-104" not in tolerant
+
+
+def test_selector_mismatch_needs_every_gpu_node_to_miss_the_label():
+    message = "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector."
+    wrong = pending_pod("wrong", message, node_selector={"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"})
+    assert fired(Snapshot(nodes=[gpu_node("gpu-1"), gpu_node("gpu-2")], pods=[wrong])).get("K8S-105") == ["pod/llm/wrong"]
+    right = pending_pod("right", message, node_selector={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"})
+    assert "K8S-105" not in fired(Snapshot(nodes=[gpu_node("gpu-1"), gpu_node("gpu-2")], pods=[right]))
+
+
+def test_liveness_budget_shorter_than_the_logged_load_time_fires_only_without_a_startup_probe():
+    load_log = "(VllmWorker TP0 pid=389) INFO 12-01 14:10:44 [gpu_model_runner.py:2007] Model loading took 32.8854 GiB and 98.611370 seconds\n"
+    liveness = Probe("liveness", "httpGet", path="/health", port=8000, initial_delay_seconds=60, period_seconds=10, failure_threshold=3)
+
+    def pod(probes: list[Probe]) -> Pod:
+        c = vllm_container(probes=probes, state="waiting", state_reason="CrashLoopBackOff", last_terminated_reason="Error",
+                           last_exit_code=137, restart_count=9, previous_logs=load_log)
+        return Pod(namespace="llm", name="vllm-0", phase="Running", node_name="gpu-1", containers=[c])
+
+    assert "K8S-201" in fired(Snapshot(nodes=[gpu_node("gpu-1")], pods=[pod([liveness])]))
+    startup = Probe("startup", "httpGet", path="/health", port=8000, period_seconds=10, failure_threshold=60)
+    assert "K8S-201" not in fired(Snapshot(nodes=[gpu_node("gpu-1")], pods=[pod([liveness, startup])]))
+
+
+def test_daemonset_agents_may_see_every_gpu_but_a_workload_may_not():
+    agent = Pod(namespace="gpu-operator", name="dcgm-exporter-x", phase="Running", node_name="gpu-1", owner_kind="DaemonSet",
+                owner_name="nvidia-dcgm-exporter", containers=[Container(name="exporter", env={"NVIDIA_VISIBLE_DEVICES": "all"})])
+    notebook = Pod(namespace="research", name="nb", phase="Running", node_name="gpu-1",
+                   containers=[Container(name="notebook", env={"NVIDIA_VISIBLE_DEVICES": "all"})])
+    found = fired(Snapshot(nodes=[gpu_node("gpu-1")], pods=[agent, notebook]))
+    assert found.get("K8S-123") == ["pod/research/nb"]
