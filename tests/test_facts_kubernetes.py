@@ -159,7 +159,7 @@ def test_crash_causes_other_rules_name_are_not_unexplained():
     assert containers.unexplained_crashes(pod) == []
     assert containers.unexplained_crashes(Pod(namespace="llm", name="p", containers=[cuda])) == []
     crash = containers.unexplained_crashes(Pod(namespace="llm", name="p", containers=[plain]))
-    assert crash[0]["exit_code"] == 2 and crash[0]["last_lines"] == ["two", "three", "four", "five", "six"]
+    assert crash[0]["exit_code"] == 2 and crash[0]["last_lines"] == "four | five | six"
 
 
 def test_gpu_visibility_variables_that_hide_gpus_are_not_gpu_use():

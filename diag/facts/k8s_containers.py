@@ -13,7 +13,7 @@ VLLM_READY_PATHS = ("/health", "/ping", "/v1/models", "/version", "/metrics")
 IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
 GPU_VISIBILITY_ENV = ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
 NO_GPU_VALUES = ("", "void", "none", "-1")  # values that hide every GPU from the container
-LAST_LOG_LINES = 5
+LAST_LOG_LINES = 3
 # Log signals (diag.parsers.logs) whose own rules already name a crash's cause.
 DIAGNOSED_CRASH_SIGNALS = (
     "kv_cache_too_small", "no_cache_blocks", "cuda_oom", "cuda_driver_too_old", "model_not_found", "xid",
@@ -130,11 +130,12 @@ def unexplained_crashes(pod: Pod) -> list[dict]:
     return crashes
 
 
-def _last_lines(text: str | None) -> list[str] | None:
+def _last_lines(text: str | None) -> str | None:
+    """The log's last lines as one evidence line, " | " between them."""
     if text is None:
         return None
-    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
-    return lines[-LAST_LOG_LINES:]
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return " | ".join(lines[-LAST_LOG_LINES:])
 
 
 # --------------------------------------------------------------------------- GPUs outside the device plugin

@@ -166,6 +166,7 @@ def _pod(pod: Pod, index: _Index) -> dict:
         event_reasons=sorted({e.reason for e in pod.events}),
         gpu_request=pod_gpu_request(pod),
         wants_gpus=wants_gpus(pod),
+        owner_ref=f"{(pod.workload_kind or 'pod').lower()}/{pod.workload_name}" if pod.workload_name else f"pod/{pod.name}",
         mig_requests={k: v for c in pod.containers for k, v in mig_counts(c.limits, c.requests).items()},
         restarts=sum(c.restart_count for c in pod.containers),
         log_signals=signals,
