@@ -3,6 +3,7 @@ free, which clock and link readings are faults and which are a busy or idle GPU 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -210,6 +211,20 @@ def test_a_stray_process_on_a_gpu_ray_counts_free_fires_gpu_106():
 def test_without_gpu_ids_a_gpu_running_a_ray_actor_is_not_free():
     snap = ray_snapshot(1.0, {0: [GPUProcess(1502, "ray::RayWorkerWrapper", 128512.0)]}, None)
     assert [f["ray_counts_free"] for f in gpu_facts(snap)] == [False, True]
+
+
+def test_an_engine_process_of_no_actor_leaves_ray_s_free_gpus_unknown():
+    # vLLM V1 runs its engine in a child of the Ray actor: its pid is no actor's. Ray holds one GPU,
+    # and which one cannot be told without the actors' GPU ids.
+    snap = ray_snapshot(1.0, {0: [GPUProcess(1733, "VLLM::EngineCore", 128512.0)]}, None)
+    assert [f["ray_counts_free"] for f in gpu_facts(snap)] == [None, None]
+    assert fired(snap, "GPU-106") == {"GPU-106": []}
+
+
+def test_gpus_beyond_those_ray_was_given_leave_it_unknown():
+    snap = ray_snapshot(1.0, {1: [GPUProcess(2875, "python3", 71230.0)]}, ["0"])
+    snap.gpus.append(replace(busy_gpu(1), index=2, uuid="GPU-2", pci_bus_id="00000000:BA:00.0"))  # another pod's GPU
+    assert [f["ray_counts_free"] for f in gpu_facts(snap)] == [None, None, None]
 
 
 def test_no_gpu_free_in_ray_means_no_gpu_106():

@@ -166,20 +166,29 @@ def _pod_ref(key: str | None) -> dict | None:
 
 
 def _ray_counts_free(gpu: GPU, node: RayNode | None, snap: Snapshot) -> bool | None:
-    """Would Ray place a GPU task on this GPU? None when unknown.
+    """Would Ray place a GPU task on this GPU? None when that cannot be told.
 
-    Ray must report a whole GPU available on the node, and this GPU must not be one its live actors
-    hold: by the GPU ids Ray assigned them (the dashboard's logical actors) when known, else by a
-    process of a Ray actor running on it.
+    Ray must report a whole GPU available on the node, and this GPU must not be one it has given out.
+    Which ones it gave out is known from the GPU ids of its live actors (the dashboard's logical
+    actors), else when the GPUs running a Ray actor's process are exactly as many as Ray holds (a
+    vLLM V1 engine runs in a child process of its actor, so its GPU shows no actor pid). Both read
+    GPU indexes as Ray numbers them, so only when the data shows exactly the GPUs Ray was given.
     """
     if node is None or node.resources_available is None:
         return None
-    if node.resources_available.get("GPU", 0.0) < 1.0:
+    total, available = node.resources_total.get("GPU", 0.0), node.resources_available.get("GPU", 0.0)
+    if available < 1.0:
         return False
+    seen = [g for g in snap.gpus if g.host == gpu.host]
+    if len(seen) != total:
+        return None
     held = {slot for a in snap.ray_actors if a.node_id == node.node_id and a.state == "ALIVE" for slot in a.gpu_ids}
     if held:
         return str(gpu.index) not in held
-    return not any(p.ray_actor_id for p in gpu.processes)
+    running_actors = {g.index for g in seen if any(p.ray_actor_id for p in g.processes)}
+    if len(running_actors) == total - available:
+        return gpu.index not in running_actors
+    return None
 
 
 # --------------------------------------------------------------------------- driver against the container's CUDA
