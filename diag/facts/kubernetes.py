@@ -408,6 +408,7 @@ def _raycluster(cluster: RayClusterSpec, snap: Snapshot) -> dict:
     running = [p for p in members if p.phase == "Running"]
     return plain(cluster, drop=("events",)) | {
         "events": event_facts(cluster.events),
+        "kubectl_kind": cluster.kind.lower(),
         "operator_errors": [
             f"{e.reason}: {e.message}" for e in cluster.events
             if e.type == "Warning" and e.reason.startswith(KUBERAY_ERROR_EVENT_PREFIXES)
