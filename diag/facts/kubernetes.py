@@ -64,23 +64,32 @@ class _Index:
     gpu_nodes: list[Node] = field(default_factory=list)
     allocated: dict[str, int] = field(default_factory=dict)  # node -> GPUs held by its live pods
     servers: dict[str, VllmServer] = field(default_factory=dict)
+    by_node: dict[str, list[Pod]] = field(default_factory=dict)
+    mig_offered: list[str] = field(default_factory=list)  # nvidia.com/mig-* advertised anywhere
+    whole_gpus_offered: bool = False  # some node advertises nvidia.com/gpu
 
     @classmethod
     def of(cls, snap: Snapshot) -> _Index:
         allocated: dict[str, int] = {}
+        by_node: dict[str, list[Pod]] = {}
         for pod in snap.pods:
-            if pod.node_name and pod.phase not in TERMINAL_PHASES:
-                allocated[pod.node_name] = allocated.get(pod.node_name, 0) + pod_gpu_request(pod)
+            if pod.node_name:
+                by_node.setdefault(pod.node_name, []).append(pod)
+                if pod.phase not in TERMINAL_PHASES:
+                    allocated[pod.node_name] = allocated.get(pod.node_name, 0) + pod_gpu_request(pod)
         return cls(
             snap=snap,
             nodes={n.name: n for n in snap.nodes},
             gpu_nodes=[n for n in snap.nodes if placement.is_gpu_node(n)],
             allocated=allocated,
             servers={s.name: s for s in snap.vllm_servers},
+            by_node=by_node,
+            mig_offered=sorted({r for n in snap.nodes for r in placement.mig_offered(n)}),
+            whole_gpus_offered=any(placement.gpu_allocatable(n) for n in snap.nodes),
         )
 
     def pods_on(self, node: str) -> list[Pod]:
-        return [p for p in self.snap.pods if p.node_name == node]
+        return self.by_node.get(node, [])
 
     def gpu_free(self, node: Node) -> int | None:
         allocatable = placement.gpu_allocatable(node)
@@ -104,7 +113,7 @@ def cluster_facts(snap: Snapshot) -> dict:
             f"{n.name} ({_gpu_labels_text(n)}; allocatable nvidia.com/gpu: {n.allocatable.get('nvidia.com/gpu', 'absent')})"
             for n in index.gpu_nodes if not placement.advertises_gpus(n)
         ],
-        "mig_resources_offered": sorted({r for n in snap.nodes for r in placement.mig_offered(n)}),
+        "mig_resources_offered": index.mig_offered,
         "nodes": {n.name: _node_brief(n, index) for n in snap.nodes},
     }
 
@@ -267,8 +276,7 @@ def _gpu_resource_mismatch(pod: Pod, index: _Index) -> dict | None:
     """The GPU resource the pod asks for against what the device plugins offer (MIG strategy)."""
     if not index.snap.nodes:
         return None
-    offered_mig = sorted({r for n in index.snap.nodes for r in placement.mig_offered(n)})
-    offers_whole = any(placement.gpu_allocatable(n) for n in index.snap.nodes)
+    offered_mig, offers_whole = index.mig_offered, index.whole_gpus_offered
     asked_mig = sorted({k for c in pod.containers for k in mig_counts(c.limits, c.requests)})
     if asked_mig and not set(asked_mig) & set(offered_mig):
         asked = asked_mig
