@@ -10,7 +10,20 @@ from diag.facts import build_facts
 from diag.facts import k8s_containers as containers
 from diag.facts import k8s_placement as placement
 from diag.join import join
-from diag.model import Container, Event, Node, Pod, Probe, Snapshot, SourceStatus
+from diag.model import (
+    HPA,
+    Container,
+    Event,
+    Node,
+    Pod,
+    Probe,
+    RayClusterSpec,
+    RayWorkerGroup,
+    Snapshot,
+    SourceStatus,
+    VllmServer,
+    Workload,
+)
 
 GPU_LABELS = {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count": "8"}
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
@@ -226,3 +239,61 @@ def test_daemonset_agents_may_see_every_gpu_but_a_workload_may_not():
                    containers=[Container(name="notebook", env={"NVIDIA_VISIBLE_DEVICES": "all"})])
     found = fired(Snapshot(nodes=[gpu_node("gpu-1")], pods=[agent, notebook]))
     assert found.get("K8S-123") == ["pod/research/nb"]
+
+
+@pytest.mark.parametrize(
+    ("reason", "message"),
+    [
+        ("UnexpectedAdmissionError", ("Pod was rejected: Allocate failed due to requested number of devices unavailable for "
+                                      "nvidia.com/gpu. Requested: 4, Available: 0, which is unexpected")),
+        ("OutOfnvidia.com/gpu", "Pod was rejected: Node didn't have enough resource: nvidia.com/gpu, requested: 4, used: 8, capacity: 8"),
+        ("TopologyAffinityError", "Pod was rejected: Resources cannot be allocated with Topology locality"),
+    ],
+)
+def test_kubelet_admission_refusals_of_gpu_pods(reason: str, message: str):
+    rejected = Pod(namespace="llm", name="rejected", phase="Failed", node_name="gpu-1", reason=reason, message=message,
+                   containers=[vllm_container()])
+    evicted = Pod(namespace="llm", name="evicted", phase="Failed", node_name="gpu-1", reason="Evicted",
+                  message="The node was low on resource: memory.", containers=[vllm_container()])
+    found = fired(Snapshot(nodes=[gpu_node("gpu-1")], pods=[rejected, evicted]))
+    assert found.get("K8S-107") == ["pod/llm/rejected"]
+    assert found.get("K8S-113") == ["pod/llm/evicted"]
+
+
+def test_hpa_conditions_that_are_choices_are_not_metric_failures():
+    def snapshot(reason: str) -> Snapshot:
+        pod = Pod(namespace="llm", name="vllm-6c9d8b7f5d-x2x9k", phase="Running", node_name="gpu-1", owner_kind="ReplicaSet",
+                  owner_name="vllm-6c9d8b7f5d", containers=[vllm_container()])
+        hpa = HPA(namespace="llm", name="vllm", target_kind="Deployment", target_name="vllm", min_replicas=0, max_replicas=4,
+                  current_replicas=0, metrics=[{"type": "Pods", "name": "vllm:num_requests_waiting"}],
+                  conditions={"ScalingActive": {"status": "False", "reason": reason, "message": "..."}})
+        return Snapshot(nodes=[gpu_node("gpu-1")], pods=[pod], hpas=[hpa], vllm_servers=[VllmServer(name="vllm-6c9d8b7f5d-x2x9k")],
+                        workloads=[Workload(kind="Deployment", namespace="llm", name="vllm")])
+
+    def hpa_findings(snap: Snapshot) -> list[str]:
+        snap.sources = {"k8s/hpa.json": SourceStatus("ok")}
+        rules = [r for r in load_rules([builtin_rules_dir()]) if r.id == "K8S-312"]
+        return [f.subject for f in evaluate(rules, build_facts(join(snap)), {}).findings]
+
+    assert hpa_findings(snapshot("FailedGetPodsMetric")) == ["hpa/llm/vllm"]
+    assert hpa_findings(snapshot("ScalingDisabled")) == []
+
+
+def test_parallel_size_of_a_rayservice_cluster_comes_from_its_serve_config():
+    serve = {"applications": [{"args": {"llm_configs": [{"engine_kwargs": {"tensor_parallel_size": 8, "pipeline_parallel_size": 2}}]}}]}
+    service = RayClusterSpec(kind="RayService", namespace="ray", name="llama", serve_config=serve)
+    cluster = RayClusterSpec(kind="RayCluster", namespace="ray", name="llama-x7k2m",
+                             worker_groups=[RayWorkerGroup(name="gpu", replicas=2, gpu_limit_per_pod=8)])
+
+    def worker(name: str, node: str | None) -> Pod:
+        return Pod(namespace="ray", name=name, phase="Running" if node else "Pending", node_name=node, ray_cluster="llama-x7k2m",
+                   ray_group="gpu", ray_node_type="worker", containers=[Container(name="ray-worker", limits={"nvidia.com/gpu": "8"})])
+
+    snap = Snapshot(nodes=[gpu_node("gpu-1")], pods=[worker("w1", "gpu-1"), worker("w2", None)], ray_clusters=[service, cluster])
+    snap.sources = {"k8s/rayclusters.json": SourceStatus("ok")}
+    facts = build_facts(join(snap))
+    subject = next(s for s in facts.scopes["raycluster"] if s["name"] == "llama-x7k2m")
+    assert subject["parallel_gpus_needed"] == 16 and subject["gpus_running"] == 8
+    assert subject["partial_groups"] == ["gpu: 1 of 2 pods running, 1 pending (8 GPU each)"]
+    rules = [r for r in load_rules([builtin_rules_dir()]) if r.id == "K8S-402"]
+    assert [f.subject for f in evaluate(rules, facts, {}).findings] == ["raycluster/ray/llama-x7k2m"]
