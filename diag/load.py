@@ -35,6 +35,9 @@ EXPECTED_SOURCES = (
     "vllm",
 )
 
+# Files that stand for an expected source under another name (the dashboard's answer for `ray status`).
+_SAME_SOURCE = {"ray/status": ("ray/cluster_status",), "ray/nodes.json": ("ray/nodes_summary.json",)}
+
 _K8S_LISTS: dict[str, Callable[[Snapshot, str], None]] = {
     "pods.json": lambda s, t: s.pods.extend(k8s.parse_pods(t)),
     "events.json": lambda s, t: s.events.extend(k8s.parse_events(t)),
@@ -231,7 +234,8 @@ class _Loader:
     def _mark_missing(self) -> None:
         present = self.snap.sources
         for expected in EXPECTED_SOURCES:
-            if not any(name == expected or name.startswith(expected + "/") or name.startswith(expected + ".") for name in present):
+            names = (expected, *_SAME_SOURCE.get(expected, ()))
+            if not any(name == n or name.startswith((n + "/", n + ".")) for name in present for n in names):
                 present[expected] = SourceStatus("missing", "not in the bundle")
 
     def _merge_manifest_statuses(self) -> None:

@@ -209,3 +209,13 @@ def test_the_specific_failure_line_is_preferred_over_the_engine_death_that_follo
     assert facts["estimated_max_model_len"] == 84528
     assert facts["log_signals"]["cuda_oom"] == []
     assert facts["pod_state"] == "pod llm/vllm-0 Running; container vllm running, 0 restarts"
+
+
+def test_mig_slices_count_as_the_gpus_a_pod_provides() -> None:
+    from diag.facts.vllm import _gpus_provided
+    from diag.model import Container, EngineArgs, Pod, Snapshot, VllmServer
+
+    pod = Pod("llm", "vllm-0", containers=[Container("vllm", limits={"nvidia.com/mig-3g.71gb": "2"})])
+    server = VllmServer("vllm-0", namespace="llm", pod=pod.key, engine_args=EngineArgs(tensor_parallel_size=2))
+    count, text = _gpus_provided(server, pod, Snapshot(pods=[pod]))
+    assert count == 2 and "MIG slices 2" in text

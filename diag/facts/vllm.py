@@ -8,6 +8,7 @@ import re
 from diag.facts.common import link, plain
 from diag.facts.k8s_containers import vllm_container
 from diag.facts.kubernetes import pod_gpu_request
+from diag.parsers.quantity import mig_total
 from diag.join import VLLM_LOG_SIGNALS
 from diag.model import (
     GPU,
@@ -262,6 +263,9 @@ def _gpus_provided(server: VllmServer, pod: Pod | None, snap: Snapshot) -> tuple
     if pod.ray_cluster or (args is not None and args.distributed_executor_backend == "ray"):
         return None, "unknown: Ray places the workers and the bundle has no RayCluster spec"
     count = pod_gpu_request(pod)
+    slices = sum(mig_total(c.limits, c.requests) for c in pod.containers)  # each MIG slice is one CUDA device
+    if slices:
+        return count + slices, f"pod {pod.key}: nvidia.com/gpu {count}, MIG slices {slices}"
     return count, f"pod {pod.key}: nvidia.com/gpu {count}"
 
 
