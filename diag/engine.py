@@ -163,47 +163,69 @@ def _rule(path: Path, raw: Any) -> Rule:
 # --------------------------------------------------------------------------- evaluation
 
 
+@dataclass
+class _Tally:
+    fired: int = 0
+    unknown: int = 0
+    error: str = ""
+
+
 def evaluate(rules: list[Rule], facts: Facts, settings: dict[str, Any]) -> Evaluation:
+    """Every rule over every subject of its scope.
+
+    Converting a subject's facts into CEL values costs far more than evaluating a condition, so each
+    subject is converted once (one cel.Context) and every rule of its scope runs on it.
+    """
     findings: list[Finding] = []
     outcomes: dict[str, RuleOutcome] = {}
     sources = facts.cluster.get("sources", {})
+    by_scope: dict[str, list[Rule]] = {}
     for rule in rules:
         if rule.requires and not any(_source_present(sources, r) for r in rule.requires):
             outcomes[rule.id] = RuleOutcome("skipped", f"needs {', '.join(rule.requires)}, not in the bundle")
-            continue
-        subjects = facts.scopes.get(rule.scope, [])
-        fired, unknown, error = 0, 0, ""
-        for subject in subjects:
-            env = {rule.scope: subject, "cluster": facts.cluster, "settings": settings}
-            try:
-                hit = rule.program.execute(env)
-            except TypeError:  # an operand was null: the data to decide is missing
-                unknown += 1
-                continue
-            except (KeyError, ValueError, RuntimeError) as e:
-                error = f"{type(e).__name__}: {e}"
-                continue
-            if hit is True:
-                fired += 1
-                findings.append(_finding(rule, subject, env))
-        if error:
-            outcomes[rule.id] = RuleOutcome("error", error, len(subjects))
-        elif fired:
-            outcomes[rule.id] = RuleOutcome("fired", f"{fired} of {len(subjects)}", len(subjects))
-        elif not subjects:
-            outcomes[rule.id] = RuleOutcome("skipped", f"no {rule.scope.replace('_', ' ')} in the bundle")
-        elif unknown == len(subjects):
-            outcomes[rule.id] = RuleOutcome("unknown", "the values it needs were not reported", len(subjects))
         else:
-            outcomes[rule.id] = RuleOutcome("silent", f"{len(subjects)} checked", len(subjects))
+            by_scope.setdefault(rule.scope, []).append(rule)
+    tallies = {rule.id: _Tally() for scoped in by_scope.values() for rule in scoped}
+    for scope, scoped_rules in by_scope.items():
+        for subject in facts.scopes.get(scope, []):
+            env = cel.Context({scope: subject, "cluster": facts.cluster, "settings": settings})
+            for rule in scoped_rules:
+                tally = tallies[rule.id]
+                try:
+                    hit = rule.program.execute(env)
+                except TypeError:  # an operand was null: the data to decide is missing
+                    tally.unknown += 1
+                    continue
+                except (KeyError, ValueError, RuntimeError) as e:
+                    tally.error = f"{type(e).__name__}: {e}"
+                    continue
+                if hit is True:
+                    tally.fired += 1
+                    findings.append(_finding(rule, subject, env))
+    for scope, scoped_rules in by_scope.items():
+        count = len(facts.scopes.get(scope, []))
+        for rule in scoped_rules:
+            outcomes[rule.id] = _outcome(tallies[rule.id], count, scope)
     return Evaluation(findings, outcomes)
+
+
+def _outcome(tally: _Tally, subjects: int, scope: str) -> RuleOutcome:
+    if tally.error:
+        return RuleOutcome("error", tally.error, subjects)
+    if tally.fired:
+        return RuleOutcome("fired", f"{tally.fired} of {subjects}", subjects)
+    if not subjects:
+        return RuleOutcome("skipped", f"no {scope.replace('_', ' ')} in the bundle")
+    if tally.unknown == subjects:
+        return RuleOutcome("unknown", "the values it needs were not reported", subjects)
+    return RuleOutcome("silent", f"{subjects} checked", subjects)
 
 
 def _source_present(sources: dict[str, str], prefix: str) -> bool:
     return any((name == prefix or name.startswith(prefix)) and status == "ok" for name, status in sources.items())
 
 
-def _finding(rule: Rule, subject: dict, env: dict) -> Finding:
+def _finding(rule: Rule, subject: dict, env: cel.Context) -> Finding:
     return Finding(
         rule=rule.id, layer=rule.layer, severity=rule.severity, title=rule.title,
         subject=subject.get("_subject", rule.scope),
@@ -213,7 +235,7 @@ def _finding(rule: Rule, subject: dict, env: dict) -> Finding:
     )
 
 
-def render(template: str, env: dict) -> str:
+def render(template: str, env: dict | cel.Context) -> str:
     """Fill each {{ expr }} with the value of the CEL expression; "?" where it cannot be known."""
 
     def fill(match: re.Match) -> str:
