@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+from collections import Counter
 import time
 from pathlib import Path
 
@@ -109,6 +110,9 @@ def main() -> None:
     a, b = outcomes.values()
     disagree = sum(1 for x, y in zip(a, b) if (x is True) != (y is True))  # same loop order in both
     print(f"verdicts that differ between the two: {disagree} of {len(a)}")
+    kinds = Counter((x, y) for x, y in zip(a, b) if (x is True) != (y is True))
+    for (x, y), count in kinds.most_common():
+        print(f"  cel={x!s:5} cel-python={y!s:5}: {count}")
 
 
 if __name__ == "__main__":
