@@ -7,6 +7,7 @@ ci/vllm_cpu/setup.sh; without it the tests skip, or fail under LLMDIAG_REQUIRE_L
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -74,7 +75,10 @@ def run_triage(url: str) -> tuple[int, dict, str]:
 def triage_under_load(scenario_name: str, work: Path) -> Triage:
     scenario = SCENARIOS[scenario_name]
     with start_server(work / "server.log", scenario.server_args, scenario.server_env) as server:
-        with LoadGenerator(server.url, scenario.load) as load:
+        # The recordings' load ends on its own; here it must outlast the CLI's run, however slow the
+        # machine: many more requests, still capped by max_duration_s, and stopped right after.
+        load_shape = dataclasses.replace(scenario.load, total_requests=scenario.load.total_requests * 20)
+        with LoadGenerator(server.url, load_shape) as load:
             time.sleep(LOAD_WARMUP_S)
             exit_code, report, stderr = run_triage(server.url)
             load.stop()
