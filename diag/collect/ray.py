@@ -28,6 +28,7 @@ DASHBOARD_FILES: tuple[tuple[str, str], ...] = (
     ("ray/placement_groups.json", f"/api/v0/placement_groups?detail=1&limit={LIST_LIMIT}"),
     ("ray/nodes.json", f"/api/v0/nodes?detail=1&limit={LIST_LIMIT}"),
     ("ray/nodes_summary.json", "/nodes?view=summary"),
+    ("ray/logical_actors.json", "/logical/actors"),  # the GPU ids each actor holds
     ("ray/version.json", "/api/version"),
 )
 
