@@ -26,6 +26,7 @@ from diag.parsers.vllm_metrics import (
     KV_CACHE_USAGE,
     QUEUE_TIME,
     REQUESTS_RUNNING,
+    REQUESTS_WAITING,
     VllmMetrics,
     summarize,
 )
@@ -80,6 +81,7 @@ def _server(server: VllmServer, snap: Snapshot) -> dict:
         "engines": _engines(server.scrapes),
         "max_num_seqs_total": _seq_cap(args, server.scrapes),
         "running_every_scrape": _running_every_scrape(server.scrapes),
+        "queue_per_scrape": _queue_per_scrape(server.scrapes),
         "idle": _idle(summary),
         "ttft_queue_share": _ttft_queue_share(summary),
         "log_signals": {name: signals.get(name, []) for name in VLLM_LOG_SIGNALS},
@@ -134,6 +136,14 @@ def _running_every_scrape(scrapes: list[Scrape]) -> bool | None:
     if not running or None in running:
         return None
     return all(value > 0 for value in running if value is not None)
+
+
+def _queue_per_scrape(scrapes: list[Scrape]) -> list[dict]:
+    """{running, waiting} at each scrape where both were reported: a gauge read at one instant can miss
+    a state that held at the others (seen on a starved CPU server), so rules may look at every scrape."""
+    running = _per_scrape_total(scrapes, REQUESTS_RUNNING[0])
+    waiting = _per_scrape_total(scrapes, REQUESTS_WAITING[0])
+    return [{"running": r, "waiting": w} for r, w in zip(running, waiting) if r is not None and w is not None]
 
 
 def _engines(scrapes: list[Scrape]) -> int | None:
