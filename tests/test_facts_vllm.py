@@ -219,3 +219,13 @@ def test_mig_slices_count_as_the_gpus_a_pod_provides() -> None:
     server = VllmServer("vllm-0", namespace="llm", pod=pod.key, engine_args=EngineArgs(tensor_parallel_size=2))
     count, text = _gpus_provided(server, pod, Snapshot(pods=[pod]))
     assert count == 2 and "MIG slices 2" in text
+
+
+def test_queue_per_scrape_keeps_each_instant() -> None:
+    """A starved server's gauges can read 0 at one scrape and the cap at another: rules see every scrape."""
+    pod = vllm_pod(["m", "--max-num-seqs", "2"])
+    facts = facts_of(served(pod, scrape(v1(2, 14, 100)), scrape(v1(0, 0, 900)), scrape(v1(0, 0, 1700))))
+    assert facts["queue_per_scrape"] == [
+        {"running": 2.0, "waiting": 14.0}, {"running": 0.0, "waiting": 0.0}, {"running": 0.0, "waiting": 0.0},
+    ]
+    assert facts["metrics"]["requests_running"] == 0.0
