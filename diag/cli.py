@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import functools
 import inspect
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -211,7 +212,13 @@ def main() -> None:
         _fail(f"{e.format_message()} (see `llmdiag --help`)")
     except Exception as e:  # noqa: BLE001 - the last guard: users get one line, never a traceback
         _fail(f"internal error: {type(e).__name__}: {e} (please report this with the bundle)")
-    sys.exit(code if isinstance(code, int) else 0)
+    code = code if isinstance(code, int) else 0
+    if "diag.collect.runner" in sys.modules and sys.modules["diag.collect.runner"].collectors_still_running():
+        # Python would wait for abandoned collector threads at exit: the report is out, do not hold it back.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 def _fail(message: str) -> None:

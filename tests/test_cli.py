@@ -181,3 +181,30 @@ def test_bad_user_rule_is_one_line(gpu_bundle: Path, tmp_path: Path) -> None:
     result = llmdiag("analyze", str(gpu_bundle), "--rules", str(folder))
     assert result.returncode == 3
     assert "x.yaml: X-001: missing" in result.stderr
+
+
+def test_triage_returns_at_its_deadline_when_a_server_never_answers(tmp_path: Path) -> None:
+    """A vLLM URL that accepts connections and never answers: the report still comes out on time."""
+    import socket
+    import time
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)  # accepted by the kernel, never read: every GET hangs until its own timeout
+    port = listener.getsockname()[1]
+    try:
+        started = time.monotonic()
+        result = subprocess.run(
+            [sys.executable, "-m", "diag.cli", "triage", "--vllm-url", f"http://127.0.0.1:{port}", "--no-local-gpu",
+             "--kubeconfig", str(tmp_path / "none"), "--scrapes", "3", "--scrape-interval", "1",
+             "--timeout", "3", "--source-timeout", "15", "--output", "json"],
+            capture_output=True, text=True, timeout=120, env={**__import__("os").environ, "KUBECONFIG": str(tmp_path / "none")},
+        )
+        elapsed = time.monotonic() - started
+    finally:
+        listener.close()
+    report = json.loads(result.stdout)
+    assert_report_contract(report)
+    assert elapsed < 12, f"triage took {elapsed:.1f}s past a 3 s deadline (reads block for 15 s each)"
+    failed = [name for name, s in report["sources"].items() if name.startswith("vllm") and s["status"] == "failed"]
+    assert failed, report["sources"]

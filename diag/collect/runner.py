@@ -74,6 +74,9 @@ class _RunSink(Sink):
             self._closed = True
 
 
+THREAD_PREFIX = "llmdiag-collect"
+
+
 def collect(
     target: Target, collectors: list[Collector], progress: Console | None = None
 ) -> tuple[Bundle, list[SourceResult]]:
@@ -85,7 +88,7 @@ def collect(
     kube, results = _connect(target, collectors)
     ctx = CollectContext(target, sink, kube)
     view = _ProgressView(progress)
-    pool = ThreadPoolExecutor(max_workers=MAX_PARALLEL_COLLECTORS, thread_name_prefix="llmdiag-collect")
+    pool = ThreadPoolExecutor(max_workers=MAX_PARALLEL_COLLECTORS, thread_name_prefix=THREAD_PREFIX)
     phases = [[c for c in collectors if c.phase == 1], [c for c in collectors if c.phase != 1]]
     try:
         with view:
@@ -123,6 +126,12 @@ def _connect(target: Target, collectors: list[Collector]) -> tuple[KubeAccess | 
         outside = any((target.vllm_urls, target.ray_address, target.prometheus_url))
         status: SourceState = "failed" if asked or not outside else "skipped"
         return None, [SourceResult("kubernetes", status, str(e))] if collectors else []
+
+
+def collectors_still_running() -> bool:
+    """A collector past its timeout is abandoned, not stopped (a blocked read cannot be interrupted);
+    its thread may still be alive when the report is ready."""
+    return any(t.name.startswith(THREAD_PREFIX) and t.is_alive() for t in threading.enumerate())
 
 
 def _namespace(kube: KubeAccess | None, target: Target) -> str | None:
