@@ -7,12 +7,14 @@ from pathlib import Path
 
 from diag.bundle import Bundle
 from diag.config import Config, ConfigError
+from diag.coverage import gaps
 from diag.diagnosis import Verdict, link_causes, verdict
 from diag.engine import Finding, RuleOutcome, builtin_rules_dir, evaluate, load_rules, load_settings
 from diag.facts import build_facts
 from diag.join import join
 from diag.load import load_bundle
 from diag.model import SourceStatus
+from diag.relevance import on_serving_path, serving_links
 
 # Exit codes, as Nagios-style checks use them, so runbooks can branch on them.
 EXIT_HEALTHY, EXIT_WARNING, EXIT_CRITICAL, EXIT_CANNOT_ANALYZE = 0, 1, 2, 3
@@ -28,9 +30,10 @@ class Report:
 
     @property
     def exit_code(self) -> int:
-        if not any(s.status == "ok" for s in self.sources.values()):
+        """By the verdict: a fault by the worst serving-path finding, inconclusive 3, healthy 0."""
+        if self.verdict.status == "inconclusive":
             return EXIT_CANNOT_ANALYZE
-        severities = {f.severity for f in self.findings}
+        severities = {f.severity for f in self.findings if f.serving}
         if "critical" in severities:
             return EXIT_CRITICAL
         if "warning" in severities:
@@ -59,7 +62,11 @@ def analyze_bundle(bundle: Bundle, config: Config | None = None, extra_rule_dirs
     result = evaluate(rules, facts, settings)
     pod_labels = {p.key: p.labels for p in snap.pods}
     findings = config.apply(result.findings, pod_labels)
+    serving = serving_links(snap)
+    for finding in findings:
+        finding.serving = on_serving_path(finding, serving)
     link_causes(findings, {r.id: r for r in rules})
     checked = sum(1 for o in result.outcomes.values() if o.status in ("fired", "silent"))
     undecided = sum(1 for o in result.outcomes.values() if o.status in ("unknown", "skipped"))
-    return Report(verdict(findings, checked, undecided), findings, snap.sources, result.outcomes, origin=bundle.origin)
+    diagnosis = verdict(findings, checked, undecided, gaps(snap))
+    return Report(diagnosis, findings, snap.sources, result.outcomes, origin=bundle.origin)

@@ -1,26 +1,39 @@
 """From findings to a diagnosis: which finding causes which, and the verdict.
 
-A finding A explains a finding B when A's rule lists B's rule under `explains` and the two subjects
-are joined (they share a pod, node, Ray node, GPU, vLLM server ... in their links), or A is about the
-whole cluster. The verdict is the root cause: among findings nothing explains, the most severe, and
-among those the deepest layer (gpu < kubernetes < ray < vllm), since a fault low in the stack
-explains the symptoms above it.
+A finding A explains a finding B when A's rule lists B's rule under `explains` and the two are about
+joined subjects: they share a pod, node, Ray node, GPU, vLLM server ... in their links. A cluster-wide
+finding has links only where its rule says which subjects it is about (`links:`); two cluster-wide
+findings are about the same thing. A finding off the serving path (diag.relevance) never explains one
+on it.
+
+The verdict is one of three answers:
+  fault         among serving-path findings nothing explains, the most severe, and among those the
+                deepest layer (gpu < kubernetes < ray < vllm): a fault low in the stack explains the
+                symptoms above it
+  inconclusive  no fault, and a source that would decide was missing, empty or damaged (diag.coverage)
+  healthy       no fault, and every deciding source was read
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal
 
+from diag.coverage import Gap
 from diag.engine import SEVERITIES, Finding, Rule
 from diag.model import LAYERS
+
+VerdictStatus = Literal["fault", "healthy", "inconclusive"]
 
 
 @dataclass
 class Verdict:
+    status: VerdictStatus
     layer: str | None
     rule: str | None
     summary: str
     finding: Finding | None = None
+    gaps: list[Gap] = field(default_factory=list)
 
 
 def link_causes(findings: list[Finding], rules: dict[str, Rule]) -> None:
@@ -30,26 +43,40 @@ def link_causes(findings: list[Finding], rules: dict[str, Rule]) -> None:
         for cause in ordered:
             if cause is effect or effect.rule not in rules[cause.rule].explains:
                 continue
+            if effect.serving and not cause.serving:
+                continue
             if _related(cause, effect) and cause.explained_by != effect.rule:
                 effect.explained_by = cause.rule
                 break
 
 
 def _related(a: Finding, b: Finding) -> bool:
-    return a.subject == "cluster" or b.subject == "cluster" or bool(set(a.links) & set(b.links))
+    if a.subject == "cluster" and b.subject == "cluster":
+        return True
+    return bool(set(a.links) & set(b.links))
 
 
 def _rank(f: Finding) -> tuple[int, int, str, str]:
     return (-SEVERITIES.index(f.severity), LAYERS.index(f.layer), f.rule, f.subject)
 
 
-def verdict(findings: list[Finding], checked: int, undecided: int) -> Verdict:
-    """`checked`: rules that had their data; `undecided`: rules that could not run on this bundle."""
-    roots = sorted((f for f in findings if f.explained_by is None and f.severity != "info"), key=_rank)
-    if not roots:
-        gap = f"; {undecided} could not be decided from this bundle (see sources)" if undecided else ""
-        return Verdict(None, None, f"No fault found: {checked} rules had the data they need and none found a fault{gap}.")
-    root = roots[0]
-    consequences = sum(1 for f in findings if f.explained_by is not None)
-    more = f" It explains {consequences} other finding{'s' if consequences != 1 else ''}." if consequences else ""
-    return Verdict(root.layer, root.rule, f"{root.layer} layer: {root.title} ({root.subject}).{more}", root)
+def verdict(findings: list[Finding], checked: int, undecided: int, gaps: list[Gap] | None = None) -> Verdict:
+    """`checked`: rules that had their data; `undecided`: rules that could not run on this bundle;
+    `gaps`: the deciding sources that were not read."""
+    gaps = gaps or []
+    roots = sorted((f for f in findings if f.serving and f.explained_by is None and f.severity != "info"), key=_rank)
+    if roots:
+        root = roots[0]
+        consequences = sum(1 for f in findings if f.explained_by is not None)
+        more = f" It explains {consequences} other finding{'s' if consequences != 1 else ''}." if consequences else ""
+        damaged = f" {len(gaps)} source{'s' if len(gaps) != 1 else ''} could not be read (see sources)." if gaps else ""
+        return Verdict("fault", root.layer, root.rule, f"{root.layer} layer: {root.title} ({root.subject}).{more}{damaged}", root, gaps)
+    if gaps:
+        names = ", ".join(g.source for g in gaps[:4]) + (f" and {len(gaps) - 4} more" if len(gaps) > 4 else "")
+        return Verdict(
+            "inconclusive", None, None,
+            f"Inconclusive: no fault found in what was read, but {names} could not be read, so a fault there cannot be ruled out.",
+            gaps=gaps,
+        )
+    gap = f"; {undecided} could not be decided from this bundle (see sources)" if undecided else ""
+    return Verdict("healthy", None, None, f"No fault found: {checked} rules had the data they need and none found a fault{gap}.")

@@ -54,6 +54,7 @@ class Rule:
     references: list[str] = field(default_factory=list)
     explains: list[str] = field(default_factory=list)
     requires: list[str] = field(default_factory=list)  # source names (prefixes); all missing -> skipped
+    links: str = ""  # CEL list of the subjects a cluster-wide finding is about ("node:gpu-1", "pod:ns/name")
     description: str = ""
     file: str = ""
     program: Any = field(default=None, repr=False, compare=False)
@@ -71,6 +72,7 @@ class Finding:
     references: list[str] = field(default_factory=list)
     links: list[str] = field(default_factory=list)
     explained_by: str | None = None
+    serving: bool = True  # on the serving path (diag.relevance); False: an "other problem"
 
 
 @dataclass
@@ -155,10 +157,12 @@ def _rule(path: Path, raw: Any) -> Rule:
         scope=raw["scope"], when=str(raw["when"]).strip(), evidence=[str(e).strip() for e in evidence],
         remediation=str(raw["remediation"]).strip(), references=list(raw.get("references", [])),
         explains=list(raw.get("explains", [])), requires=list(raw.get("requires", [])),
-        description=str(raw.get("description", "")).strip(), file=path.name,
+        links=str(raw.get("links", "")).strip(), description=str(raw.get("description", "")).strip(), file=path.name,
     )
     try:
         rule.program = cel.compile(rule.when)
+        if rule.links:
+            cel.compile(rule.links)
         for text in [*rule.evidence, rule.remediation]:
             for hole in _HOLE.findall(text):
                 cel.compile(hole.strip())
@@ -248,8 +252,18 @@ def _finding(rule: Rule, subject: dict, env: cel.Context) -> Finding:
         subject=subject.get("_subject", rule.scope),
         evidence=[render(text, env) for text in rule.evidence],
         remediation=render(rule.remediation, env), references=rule.references,
-        links=list(subject.get("_links", [])),
+        links=list(subject.get("_links", [])) + _rule_links(rule, env),
     )
+
+
+def _rule_links(rule: Rule, env: cel.Context) -> list[str]:
+    if not rule.links:
+        return []
+    try:
+        value = cel.evaluate(rule.links, env)
+    except (TypeError, KeyError, ValueError, RuntimeError):
+        return []
+    return [str(v) for v in value] if isinstance(value, list) else []
 
 
 def render(template: str, env: dict | cel.Context) -> str:

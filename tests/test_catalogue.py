@@ -31,6 +31,8 @@ def test_fixture_fires_exactly_what_it_expects(scenario: Path) -> None:
     assert fired == sorted(expected["fires"]), [f"{f.rule} {f.subject}: {f.evidence}" for f in report.findings]
     assert report.verdict.layer == expected["verdict"]["layer"], report.verdict.summary
     assert report.verdict.rule == expected["verdict"]["rule"], report.verdict.summary
+    status = expected["verdict"].get("status", "healthy" if expected["verdict"]["layer"] is None else "fault")
+    assert report.verdict.status == status, report.verdict.summary
     errors = {rid: o.detail for rid, o in report.outcomes.items() if o.status == "error"}
     assert errors == {}
 

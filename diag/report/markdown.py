@@ -10,8 +10,11 @@ from diag.report.view import view
 def render_markdown(report: Report) -> str:
     v = view(report)
     out = ["# llmdiag report", ""]
-    if v.root is None:
+    if report.verdict.status == "healthy":
         out += ["**Verdict: healthy.** " + report.verdict.summary, ""]
+    elif report.verdict.status == "inconclusive":
+        out += ["**Verdict: inconclusive.** " + report.verdict.summary, "", "Could not read, and how to get it:", ""]
+        out += [f"- {g.problem}: `{g.remedy}`" for g in report.verdict.gaps] + [""]
     else:
         out += [f"**Verdict: {report.verdict.layer} layer** — {report.verdict.summary}", ""]
         out += _finding_section(v.root, "Root cause")
@@ -25,6 +28,9 @@ def render_markdown(report: Report) -> str:
             out += [f"- **{f.severity}** `{f.rule}` {f.title} — `{f.subject}`{cause}"]
             out += [f"  - {line}" for line in f.evidence]
         out.append("")
+    if v.other_problems:
+        out += ["## Other problems (not on the serving path)", ""]
+        out += [f"- **{f.severity}** `{f.rule}` {f.title} — `{f.subject}`" for f in v.other_problems] + [""]
     out += ["## Sources", "", f"- read: {len(v.sources_ok)}"]
     if v.sources_missing:
         out.append(f"- missing: {', '.join(f'`{s}`' for s in v.sources_missing)}")

@@ -13,7 +13,8 @@ from diag.model import LAYERS
 class ReportView:
     root: Finding | None
     consequences: list[Finding]  # explained (directly or through others) by the root cause
-    by_layer: dict[str, list[Finding]]  # every other finding, deepest layer first
+    by_layer: dict[str, list[Finding]]  # every other serving-path finding, deepest layer first
+    other_problems: list[Finding]  # findings off the serving path: reported, never the verdict
     sources_ok: list[str]
     sources_missing: list[str]
     sources_failed: list[tuple[str, str]]  # (status, one-line reason): failed and skipped sources
@@ -27,14 +28,20 @@ def view(report: Report) -> ReportView:
     consequences = _explained_by(root, report.findings) if root else []
     shown = {id(f) for f in consequences} | ({id(root)} if root else set())
     by_layer: dict[str, list[Finding]] = {}
+    other_problems: list[Finding] = []
     for f in sorted(report.findings, key=lambda f: (LAYERS.index(f.layer), -SEVERITIES.index(f.severity), f.rule)):
-        if id(f) not in shown:
+        if id(f) in shown:
+            continue
+        if f.serving:
             by_layer.setdefault(f.layer, []).append(f)
+        else:
+            other_problems.append(f)
     outcomes = report.outcomes.values()
     return ReportView(
         root=root,
         consequences=consequences,
         by_layer=by_layer,
+        other_problems=other_problems,
         sources_ok=sorted(n for n, s in report.sources.items() if s.status == "ok"),
         sources_missing=sorted(n for n, s in report.sources.items() if s.status == "missing"),
         sources_failed=sorted((s.status, s.detail or n) for n, s in report.sources.items() if s.status in ("failed", "skipped")),

@@ -1,0 +1,155 @@
+"""What the analysis could not see: the gaps that forbid calling a bundle healthy.
+
+"Healthy" is said only when the sources that decide were read. A layer the bundle speaks of is
+relevant; each relevant layer needs its deciding sources:
+  kubernetes  pods (at least one), nodes and events
+  ray         the cluster status, its nodes and its actors
+  vllm        at least one /metrics read of every server that runs (a pending or crashing pod has none
+              to give: its own state is the evidence)
+A source that failed (damaged file, collector error) is a gap whatever its layer: what it would have
+shown is unknown. Every gap names what is missing and the command that gets it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from diag.model import Snapshot
+
+
+@dataclass(frozen=True)
+class Gap:
+    source: str  # bundle path or collector name
+    problem: str  # one line: what is missing or wrong
+    remedy: str  # the command (or step) that gets it
+
+
+_KUBERNETES_SOURCES = {
+    "k8s/pods.json": "kubectl get pods {ns} -o json > k8s/pods.json",
+    "k8s/nodes.json": "kubectl get nodes -o json > k8s/nodes.json",
+    "k8s/events.json": "kubectl get events {ns} -o json > k8s/events.json",
+}
+# Each Ray need is met by any one of its files (the `ray` CLI's output or the dashboard's answer).
+_RAY_SOURCES = {
+    ("ray/status.txt", "ray/cluster_status.json"): "kubectl exec <ray-head-pod> -- ray status > ray/status.txt",
+    ("ray/nodes.json", "ray/nodes_summary.json"): "kubectl exec <ray-head-pod> -- ray list nodes --detail --format json > ray/nodes.json",
+    ("ray/actors.json",): "kubectl exec <ray-head-pod> -- ray list actors --detail --format json > ray/actors.json",
+}
+_REMEDY_BY_PREFIX = {
+    "kubernetes": "check the kubeconfig and its context: kubectl config current-context; kubectl get pods -n <namespace>",
+    "k8s/": "collect it again: kubectl get <kind> -o json",
+    "ray/": "collect it again on the Ray head (ray status; ray list ... --format json)",
+    "gpu/": "collect it again: nvidia-smi -q -x on the node",
+    "vllm/": "scrape it again: curl -s http://<pod>:8000/metrics",
+    "prometheus/": "query Prometheus again (llmdiag triage --prometheus-url ...)",
+}
+
+
+def gaps(snap: Snapshot) -> list[Gap]:
+    found: list[Gap] = []
+    found += _failed_sources(snap)
+    if _kubernetes_relevant(snap):
+        found += _kubernetes_gaps(snap)
+    if _ray_relevant(snap):
+        found += _ray_gaps(snap)
+    found += _vllm_gaps(snap)
+    if not any(s.status == "ok" for s in snap.sources.values()):
+        found.append(Gap("bundle", "no source could be read", "run `llmdiag collect` against the cluster, or check the bundle's path"))
+    unique: dict[str, Gap] = {}
+    for gap in found:
+        unique.setdefault(gap.source, gap)
+    return list(unique.values())
+
+
+def _failed_sources(snap: Snapshot) -> list[Gap]:
+    return [
+        Gap(name, status.detail or f"{name}: could not be read", _remedy_for(name))
+        for name, status in sorted(snap.sources.items())
+        if status.status == "failed"
+    ]
+
+
+def _remedy_for(name: str) -> str:
+    for prefix, remedy in _REMEDY_BY_PREFIX.items():
+        if name.startswith(prefix):
+            return remedy
+    return f"check the {name} collector's access (llmdiag collect prints why it failed)"
+
+
+def _read(snap: Snapshot, name: str) -> bool:
+    return snap.sources.get(name) is not None and snap.sources[name].status == "ok"
+
+
+def _kubernetes_relevant(snap: Snapshot) -> bool:
+    kubernetes = snap.manifest.get("kubernetes")
+    asked_live = isinstance(kubernetes, dict) and bool(kubernetes.get("context"))
+    attempted = any(
+        (name.startswith("k8s/") or name == "kubernetes") and s.status in ("ok", "failed") for name, s in snap.sources.items()
+    )
+    return asked_live or attempted
+
+
+def _kubernetes_gaps(snap: Snapshot) -> list[Gap]:
+    ns = _namespace_flag(snap)
+    found = [
+        Gap(name, f"{name}: {_state(snap, name)}", command.format(ns=ns))
+        for name, command in _KUBERNETES_SOURCES.items()
+        if not _read(snap, name)
+    ]
+    if _read(snap, "k8s/pods.json") and not snap.pods:
+        found.append(Gap("k8s/pods.json", f"no pod matched {_target_words(snap)}", "check the namespace (-n), the selector (-l) and the kube context"))
+    return found
+
+
+def _ray_relevant(snap: Snapshot) -> bool:
+    attempted = any((name.startswith("ray/") or name == "ray") and s.status in ("ok", "failed") for name, s in snap.sources.items())
+    return attempted or bool(snap.ray_clusters) or any(p.ray_cluster for p in snap.pods)
+
+
+def _ray_gaps(snap: Snapshot) -> list[Gap]:
+    return [
+        Gap(names[0], f"{' / '.join(names)}: {_state(snap, names[0])}", command)
+        for names, command in _RAY_SOURCES.items()
+        if not any(_read(snap, n) for n in names)
+    ]
+
+
+def _vllm_gaps(snap: Snapshot) -> list[Gap]:
+    found = []
+    for server in snap.vllm_servers:
+        if server.scrapes:
+            continue
+        pod = snap.pod(server.pod) if server.pod else None
+        if pod is not None and pod.phase != "Running":
+            continue  # nothing to scrape yet: the pod's own state speaks
+        where = server.url or (f"http://<{server.pod} IP>:8000/metrics" if server.pod else f"{server.name}:8000/metrics")
+        found.append(Gap(f"vllm/{server.name}.metrics.txt", f"no /metrics read of vLLM server {server.name}", f"curl -s {where}"))
+    return found
+
+
+def _state(snap: Snapshot, name: str) -> str:
+    status = snap.sources.get(name)
+    if status is None or status.status == "missing":
+        return "not in the bundle"
+    return status.detail or status.status
+
+
+def _namespace_flag(snap: Snapshot) -> str:
+    namespaces = (snap.manifest.get("kubernetes") or {}).get("namespaces") if isinstance(snap.manifest.get("kubernetes"), dict) else None
+    if namespaces == ["*"]:
+        return "-A"
+    if isinstance(namespaces, list) and len(namespaces) == 1:
+        return f"-n {namespaces[0]}"
+    return "-n <namespace>"
+
+
+def _target_words(snap: Snapshot) -> str:
+    kubernetes = snap.manifest.get("kubernetes") if isinstance(snap.manifest.get("kubernetes"), dict) else {}
+    selectors = snap.manifest.get("selectors") if isinstance(snap.manifest.get("selectors"), dict) else {}
+    namespaces = kubernetes.get("namespaces") or []
+    words = [f"namespace {', '.join(map(str, namespaces))}" if namespaces else "the namespace"]
+    for key, label in (("label", "selector"), ("pod", "pod"), ("ray_cluster", "Ray cluster")):
+        if selectors.get(key):
+            words.append(f"{label} {selectors[key]}")
+    context = kubernetes.get("context")
+    return " and ".join(words) + (f" (context {context})" if context else "")
