@@ -158,10 +158,27 @@ def collect(
     target,
     out: Path = typer.Option(..., "--out", "-o", help="Where to write the bundle: a folder, or FILE.tar.gz."),
 ) -> None:
-    """Collect the raw bundle (secrets redacted, files 0600) to attach to a ticket; analyze it later."""
+    """Collect the raw bundle (secrets redacted, files 0600) to attach to a ticket; analyze it later.
+
+    Exits 3 when no source gave anything (the bundle, holding only manifest.json, is still written:
+    it says why each source failed)."""
     bundle = _collect_live(target)
     written = bundle.save(out)
+    gathered = [name for name in bundle.files if name != "manifest.json"]
+    if not gathered:
+        raise UserError(f"collected nothing ({_why_nothing(bundle)}); wrote only the manifest to {written}")
     stderr.print(f"wrote {len(bundle.files)} files to {written}")
+
+
+def _why_nothing(bundle: Bundle) -> str:
+    import json
+
+    try:
+        sources = json.loads(bundle.files["manifest.json"]).get("sources", {})
+    except (KeyError, ValueError, AttributeError):
+        return "no source answered"
+    reasons = [f"{name}: {entry.get('detail') or entry.get('status')}" for name, entry in sources.items() if entry.get("status") == "failed"]
+    return "; ".join(reasons[:3]) or "no source answered"
 
 
 # ----------------------------------------------------------------------------- rules
@@ -222,7 +239,7 @@ def main() -> None:
 
 
 def _fail(message: str) -> None:
-    stderr.print(f"llmdiag: {message}", markup=False, highlight=False)
+    stderr.print(f"llmdiag: {message}", markup=False, highlight=False, soft_wrap=True)
     sys.exit(EXIT_CANNOT_ANALYZE)
 
 

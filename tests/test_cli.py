@@ -208,3 +208,46 @@ def test_triage_returns_at_its_deadline_when_a_server_never_answers(tmp_path: Pa
     assert elapsed < 12, f"triage took {elapsed:.1f}s past a 3 s deadline (reads block for 15 s each)"
     failed = [name for name, s in report["sources"].items() if name.startswith("vllm") and s["status"] == "failed"]
     assert failed, report["sources"]
+
+
+def _no_cluster_env(tmp_path: Path) -> dict[str, str]:
+    import os
+
+    return {**os.environ, "KUBECONFIG": str(tmp_path / "none"), "COLUMNS": "200"}
+
+
+def test_triage_against_nothing_is_inconclusive_and_says_which(tmp_path: Path) -> None:
+    args = ["triage", "--kubeconfig", str(tmp_path / "none"), "--no-local-gpu", "--timeout", "10"]
+    terminal = subprocess.run([sys.executable, "-m", "diag.cli", *args], capture_output=True, text=True, timeout=120, env=_no_cluster_env(tmp_path))
+    assert terminal.returncode == 3
+    assert "healthy" not in terminal.stdout.lower() and "inconclusive" in terminal.stdout
+    assert "cannot load Kubernetes configuration" in terminal.stdout
+    as_json = subprocess.run([sys.executable, "-m", "diag.cli", *args, "-o", "json"], capture_output=True, text=True, timeout=120, env=_no_cluster_env(tmp_path))
+    report = json.loads(as_json.stdout)
+    assert_report_contract(report)
+    assert report["verdict"]["status"] == "inconclusive" and report["exit_code"] == 3
+    assert "kubernetes" in [g["source"] for g in report["verdict"]["gaps"]]
+
+
+def test_collect_that_gathered_nothing_exits_3_with_one_line(tmp_path: Path) -> None:
+    out = tmp_path / "case"
+    result = subprocess.run(
+        [sys.executable, "-m", "diag.cli", "collect", "--kubeconfig", str(tmp_path / "none"), "--no-local-gpu", "--timeout", "10", "--out", str(out)],
+        capture_output=True, text=True, timeout=120, env=_no_cluster_env(tmp_path),
+    )
+    assert result.returncode == 3
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("llmdiag: collected nothing (kubernetes: cannot load Kubernetes configuration")
+    assert (out / "manifest.json").exists()
+
+
+def test_an_inconclusive_bundle_never_shows_a_healthy_panel(tmp_path: Path) -> None:
+    bundle = tmp_path / "b"
+    (bundle / "k8s").mkdir(parents=True)
+    (bundle / "k8s" / "pods.json").write_text('{"apiVersion": "v1", "kind": "List", "items": []}')
+    result = llmdiag("analyze", str(bundle))
+    assert result.returncode == 3
+    assert "healthy" not in result.stdout.lower()
+    assert "no pod matched" in result.stdout and "kubectl get nodes -o json" in result.stdout
+    markdown = llmdiag("analyze", str(bundle), "-o", "markdown").stdout
+    assert "**Verdict: inconclusive.**" in markdown and "healthy" not in markdown.lower()

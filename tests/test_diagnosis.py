@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from diag.coverage import Gap
 from diag.diagnosis import link_causes, verdict
 from diag.engine import Finding, Rule
 
@@ -57,3 +58,37 @@ def test_severity_before_depth_and_info_is_never_the_verdict() -> None:
     only_info = [finding("K8S-103", "kubernetes", severity="info")]
     v = verdict(only_info, 3, 1)
     assert v.layer is None and "1 could not be decided" in v.summary
+    assert v.status == "healthy"
+
+
+def test_no_fault_with_a_gap_is_inconclusive_and_names_it() -> None:
+    v = verdict([finding("K8S-103", "kubernetes", severity="info")], 3, 0, [Gap("k8s/events.json", "not in the bundle", "kubectl get events")])
+    assert (v.status, v.layer, v.rule) == ("inconclusive", None, None)
+    assert "k8s/events.json" in v.summary and v.gaps[0].remedy == "kubectl get events"
+
+
+def test_a_fault_beside_a_gap_is_still_the_verdict() -> None:
+    v = verdict([finding("VLLM-101", "vllm")], 3, 0, [Gap("k8s/nodes.json", "truncated", "kubectl get nodes")])
+    assert (v.status, v.rule) == ("fault", "VLLM-101") and "1 source could not be read" in v.summary
+
+
+def test_an_unrelated_workload_never_takes_the_verdict_nor_explains() -> None:
+    unrelated = finding("K8S-101", "kubernetes", links=("pod:ns/web", "node:n1"))
+    unrelated.serving = False
+    serving = finding("VLLM-112", "vllm", severity="warning", links=("vllm:a", "node:n1"))
+    findings = [unrelated, serving]
+    link_causes(findings, RULES)
+    assert serving.explained_by is None
+    v = verdict(findings, 2, 0)
+    assert (v.status, v.rule) == ("fault", "VLLM-112")
+    assert verdict([unrelated], 2, 0).status == "healthy"
+
+
+def test_cluster_wide_findings_link_only_to_the_subjects_they_name() -> None:
+    cause = finding("K8S-103", "kubernetes", links=("node:gpu-1",), subject="cluster")
+    on_that_node = finding("K8S-101", "kubernetes", links=("pod:ns/a", "node:gpu-1"))
+    elsewhere = finding("K8S-101", "kubernetes", links=("pod:ns/b", "node:gpu-9"), subject="pod/ns/b")
+    ray_wide = finding("RAY-102", "ray", links=(), subject="cluster")
+    rules = RULES | {"K8S-103": rule("K8S-103", "kubernetes", ("K8S-101", "RAY-102"))}
+    link_causes([cause, on_that_node, elsewhere, ray_wide], rules)
+    assert (on_that_node.explained_by, elsewhere.explained_by, ray_wide.explained_by) == ("K8S-103", None, "K8S-103")

@@ -212,6 +212,8 @@ class _ProgressView:
         if self._live is not None:
             self._live.update(self._render())
             self._live.__exit__(None, None, None)
+            if self._console is not None and not self._console.is_terminal:
+                self._console.line()  # Live leaves its last line open off a terminal
 
     def started(self, name: str) -> None:
         self._set(name, f"[cyan]…[/] {name}: reading")

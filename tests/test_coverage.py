@@ -1,0 +1,120 @@
+""""Healthy" only after seeing: each deciding source, taken away, turns a healthy bundle inconclusive."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from diag.analyze import EXIT_CANNOT_ANALYZE, EXIT_HEALTHY, analyze_bundle
+from diag.bundle import Bundle
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+HEALTHY = FIXTURES / "healthy-k8s-vllm"
+RAY_FAULT = FIXTURES / "ray-infeasible-actor"
+
+
+def copy_of(fixture: Path, tmp_path: Path) -> Path:
+    target = tmp_path / fixture.name
+    shutil.copytree(fixture, target)
+    (target / "expected.json").unlink()
+    return target
+
+
+def test_the_untouched_healthy_bundle_is_healthy(tmp_path: Path) -> None:
+    report = analyze_bundle(Bundle.open(copy_of(HEALTHY, tmp_path)))
+    assert (report.verdict.status, report.exit_code, report.verdict.gaps) == ("healthy", EXIT_HEALTHY, [])
+
+
+@pytest.mark.parametrize("source", ["k8s/pods.json", "k8s/nodes.json", "k8s/events.json"])
+@pytest.mark.parametrize("damage", ["delete", "empty", "truncate"])
+def test_a_deciding_kubernetes_source_lost_makes_it_inconclusive(tmp_path: Path, source: str, damage: str) -> None:
+    bundle = copy_of(HEALTHY, tmp_path)
+    path = bundle / source
+    if damage == "delete":
+        path.unlink()
+    elif damage == "empty":
+        path.write_text("")
+    else:
+        path.write_text(path.read_text()[: len(path.read_text()) // 2])
+    report = analyze_bundle(Bundle.open(bundle))
+    assert report.verdict.status == "inconclusive", report.verdict.summary
+    assert report.exit_code == EXIT_CANNOT_ANALYZE
+    assert source in [g.source for g in report.verdict.gaps]
+    gap = next(g for g in report.verdict.gaps if g.source == source)
+    assert "kubectl get" in gap.remedy
+
+
+def test_a_pod_list_that_matched_nothing_is_not_healthy(tmp_path: Path) -> None:
+    bundle = copy_of(HEALTHY, tmp_path)
+    (bundle / "k8s" / "pods.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": []}))
+    (bundle / "manifest.json").write_text(json.dumps({"kubernetes": {"context": "prod", "namespaces": ["llm-servng"]}, "selectors": {"label": "app=vllm"}}))
+    report = analyze_bundle(Bundle.open(bundle))
+    assert report.verdict.status == "inconclusive"
+    problems = [g.problem for g in report.verdict.gaps]
+    assert any("no pod matched namespace llm-servng and selector app=vllm (context prod)" in p for p in problems), problems
+
+
+def test_a_running_vllm_server_without_metrics_is_a_gap(tmp_path: Path) -> None:
+    bundle = copy_of(HEALTHY, tmp_path)
+    for scrape in (bundle / "vllm").glob("llama-70b-7f8d9c6b5d-pfnp5.metrics*.txt"):
+        scrape.unlink()
+    report = analyze_bundle(Bundle.open(bundle))
+    assert report.verdict.status == "inconclusive"
+    assert [g.source for g in report.verdict.gaps] == ["vllm/llama-70b-7f8d9c6b5d-pfnp5.metrics.txt"]
+
+
+def test_a_damaged_file_of_any_layer_is_a_gap(tmp_path: Path) -> None:
+    bundle = copy_of(HEALTHY, tmp_path)
+    (bundle / "gpu" / "gpu-h100-1.csv").write_text("this is not nvidia-smi output\n")
+    report = analyze_bundle(Bundle.open(bundle))
+    assert report.verdict.status == "inconclusive"
+    assert [g.source for g in report.verdict.gaps] == ["gpu/gpu-h100-1.csv"]
+
+
+def test_no_kubernetes_sources_at_all_is_not_a_kubernetes_gap(tmp_path: Path) -> None:
+    """A bundle of a vLLM server outside Kubernetes (triage --vllm-url) needs no pod list."""
+    bundle = copy_of(HEALTHY, tmp_path)
+    shutil.rmtree(bundle / "k8s")
+    report = analyze_bundle(Bundle.open(bundle))
+    assert not [g for g in report.verdict.gaps if g.source.startswith("k8s/")]
+
+
+@pytest.mark.parametrize(
+    "ray_files",
+    [("ray/actors.json",), ("ray/status.txt",), ("ray/nodes.json", "ray/nodes_summary.json")],
+    ids=lambda files: files[0],
+)
+def test_ray_state_is_deciding_when_the_bundle_speaks_of_ray(tmp_path: Path, ray_files: tuple[str, ...]) -> None:
+    bundle = copy_of(RAY_FAULT, tmp_path)
+    for name in ray_files:
+        (bundle / name).unlink()
+    report = analyze_bundle(Bundle.open(bundle))
+    assert ray_files[0] in [g.source for g in report.verdict.gaps]
+
+
+def test_the_dashboard_answer_stands_for_the_ray_cli_file(tmp_path: Path) -> None:
+    bundle = copy_of(RAY_FAULT, tmp_path)
+    (bundle / "ray" / "nodes.json").unlink()
+    report = analyze_bundle(Bundle.open(bundle))
+    assert not [g for g in report.verdict.gaps if g.source.startswith("ray/")]
+
+
+def test_faults_found_beside_damaged_sources_are_still_reported(tmp_path: Path) -> None:
+    bundle = copy_of(FIXTURES / "k8s-oomkilled", tmp_path)
+    (bundle / "k8s" / "nodes.json").write_text("{")
+    report = analyze_bundle(Bundle.open(bundle))
+    assert report.verdict.status == "fault" and report.verdict.rule == "K8S-210"
+    assert "k8s/nodes.json" in [g.source for g in report.verdict.gaps]
+    assert "could not be read" in report.verdict.summary
+
+
+def test_nothing_readable_is_inconclusive(tmp_path: Path) -> None:
+    bundle = tmp_path / "empty"
+    (bundle / "k8s").mkdir(parents=True)
+    (bundle / "k8s" / "pods.json").write_text("<html>login</html>")
+    report = analyze_bundle(Bundle.open(bundle))
+    assert report.verdict.status == "inconclusive" and report.exit_code == EXIT_CANNOT_ANALYZE
+    assert "bundle" in [g.source for g in report.verdict.gaps]
