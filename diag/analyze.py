@@ -30,15 +30,14 @@ class Report:
 
     @property
     def exit_code(self) -> int:
-        """By the verdict: a fault by the worst serving-path finding, inconclusive 3, healthy 0."""
-        if self.verdict.status == "inconclusive":
-            return EXIT_CANNOT_ANALYZE
+        """The worst serving-path finding (2 critical, 1 warning); else 3 when the verdict is
+        inconclusive, 0 when healthy."""
         severities = {f.severity for f in self.findings if f.serving}
         if "critical" in severities:
             return EXIT_CRITICAL
         if "warning" in severities:
             return EXIT_WARNING
-        return EXIT_HEALTHY
+        return EXIT_CANNOT_ANALYZE if self.verdict.status == "inconclusive" else EXIT_HEALTHY
 
 
 def settings_with_overrides(rules_dir: Path, config: Config) -> dict:

@@ -22,6 +22,21 @@ class Gap:
     source: str  # bundle path or collector name
     problem: str  # one line: what is missing or wrong
     remedy: str  # the command (or step) that gets it
+    # deciding: a fault the source would show could be the root cause (pods, nodes, events, the Ray
+    # state, GPUs, vLLM metrics); other lists (HPAs, Services, KubeRay objects, history) only add detail
+    deciding: bool = True
+    links: tuple[str, ...] = ()  # the subjects whose data is missing ("node:gpu-2"), when known
+
+    @property
+    def layer(self) -> str | None:
+        """The layer whose faults this source would show; None for history and for the whole bundle."""
+        for prefix, layer in _LAYER_OF_SOURCE:
+            if self.source == prefix.rstrip("/") or self.source.startswith(prefix):
+                return layer
+        return None
+
+
+_LAYER_OF_SOURCE = (("k8s/", "kubernetes"), ("kubernetes", "kubernetes"), ("ray/", "ray"), ("ray", "ray"), ("gpu/", "gpu"), ("vllm/", "vllm"))
 
 
 _KUBERNETES_SOURCES = {
@@ -61,12 +76,28 @@ def gaps(snap: Snapshot) -> list[Gap]:
     return list(unique.values())
 
 
+_DECIDING = (
+    "kubernetes", "k8s/pods.json", "k8s/nodes.json", "k8s/events.json", "ray", "ray/status.txt", "ray/cluster_status.json",
+    "ray/nodes.json", "ray/nodes_summary.json", "ray/actors.json", "ray/dashboard", "gpu", "gpu/", "vllm", "vllm/",
+)
+
+
 def _failed_sources(snap: Snapshot) -> list[Gap]:
     return [
-        Gap(name, status.detail or f"{name}: could not be read", _remedy_for(name))
+        Gap(name, status.detail or f"{name}: could not be read", _remedy_for(name), name.startswith(_DECIDING), _links_of(snap, name))
         for name, status in sorted(snap.sources.items())
         if status.status == "failed"
     ]
+
+
+def _links_of(snap: Snapshot, name: str) -> tuple[str, ...]:
+    """gpu/<host-or-pod>.* is about that node or pod; vllm/<server>.* about that server."""
+    if name.startswith("gpu/"):
+        stem = name.removeprefix("gpu/").split(".", 1)[0]
+        return tuple([f"node:{n.name}" for n in snap.nodes if n.name == stem] + [f"pod:{p.key}" for p in snap.pods if p.name == stem])
+    if name.startswith("vllm/"):
+        return (f"vllm:{name.removeprefix('vllm/').split('.', 1)[0]}",)
+    return ()
 
 
 def _remedy_for(name: str) -> str:

@@ -10,7 +10,9 @@ The verdict is one of three answers:
   fault         among serving-path findings nothing explains, the most severe, and among those the
                 deepest layer (gpu < kubernetes < ray < vllm): a fault low in the stack explains the
                 symptoms above it
-  inconclusive  no fault, and a source that would decide was missing, empty or damaged (diag.coverage)
+  inconclusive  a source that would decide was missing, empty or damaged (diag.coverage), and either
+                nothing fired or the root found lies above that source's layer: a fault in the layer
+                not seen would explain it, so naming the root would be a guess
   healthy       no fault, and every deciding source was read
 """
 
@@ -65,6 +67,16 @@ def verdict(findings: list[Finding], checked: int, undecided: int, gaps: list[Ga
     `gaps`: the deciding sources that were not read."""
     gaps = gaps or []
     roots = sorted((f for f in findings if f.serving and f.explained_by is None and f.severity != "info"), key=_rank)
+    deeper_gaps = [g for g in gaps if roots and _may_hide_a_deeper_cause(g, roots[0])]
+    if roots and deeper_gaps:
+        root = roots[0]
+        names = _source_names(deeper_gaps)
+        return Verdict(
+            "inconclusive", None, None,
+            f"Inconclusive: the findings point at the {root.layer} layer ({root.rule}: {root.title}), but {names} could not "
+            f"be read, and a fault there would explain them.",
+            gaps=gaps,
+        )
     if roots:
         root = roots[0]
         consequences = sum(1 for f in findings if f.explained_by is not None)
@@ -72,7 +84,7 @@ def verdict(findings: list[Finding], checked: int, undecided: int, gaps: list[Ga
         damaged = f" {len(gaps)} source{'s' if len(gaps) != 1 else ''} could not be read (see sources)." if gaps else ""
         return Verdict("fault", root.layer, root.rule, f"{root.layer} layer: {root.title} ({root.subject}).{more}{damaged}", root, gaps)
     if gaps:
-        names = ", ".join(g.source for g in gaps[:4]) + (f" and {len(gaps) - 4} more" if len(gaps) > 4 else "")
+        names = _source_names(gaps)
         return Verdict(
             "inconclusive", None, None,
             f"Inconclusive: no fault found in what was read, but {names} could not be read, so a fault there cannot be ruled out.",
@@ -80,3 +92,15 @@ def verdict(findings: list[Finding], checked: int, undecided: int, gaps: list[Ga
         )
     gap = f"; {undecided} could not be decided from this bundle (see sources)" if undecided else ""
     return Verdict("healthy", None, None, f"No fault found: {checked} rules had the data they need and none found a fault{gap}.")
+
+
+def _may_hide_a_deeper_cause(gap: Gap, root: Finding) -> bool:
+    """A deciding source of a layer below the root's, unless the root itself is why it is missing
+    (a GPU node that is down cannot answer nvidia-smi)."""
+    if not gap.deciding or set(gap.links) & set(root.links):
+        return False
+    return gap.layer is None or LAYERS.index(gap.layer) < LAYERS.index(root.layer)
+
+
+def _source_names(gaps: list[Gap]) -> str:
+    return ", ".join(g.source for g in gaps[:4]) + (f" and {len(gaps) - 4} more" if len(gaps) > 4 else "")

@@ -103,11 +103,29 @@ def builtin_rules_dir() -> Path:
 
 def load_settings(rules_dir: Path) -> dict[str, dict]:
     path = rules_dir / "settings.yaml"
-    data = yaml.safe_load(path.read_text()) if path.exists() else {}
+    data = _yaml(path.read_text()) if path.exists() else {}
     return dict((data or {}).get("settings", {}))
 
 
+def _yaml(text: str) -> Any:
+    """libyaml's loader where PyYAML was built with it: the pure-Python one is most of an analysis' time."""
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+_loaded: dict[tuple, list[Rule]] = {}
+
+
 def load_rules(dirs: list[Path]) -> list[Rule]:
+    """Every rule of the folders, compiled; the same files (by name, size and time) are compiled once
+    per process."""
+    key = tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for d in dirs if d.is_dir() for p in sorted(d.glob("*.yaml")))
+    key += tuple(str(d) for d in dirs)
+    if key not in _loaded:
+        _loaded[key] = _compile_rules(dirs)
+    return _loaded[key]
+
+
+def _compile_rules(dirs: list[Path]) -> list[Rule]:
     rules: dict[str, Rule] = {}
     for directory in dirs:
         if not directory.is_dir():
@@ -128,7 +146,7 @@ def load_rules(dirs: list[Path]) -> list[Rule]:
 
 def _rules_in_file(path: Path) -> list[Rule]:
     try:
-        data = yaml.safe_load(path.read_text())
+        data = _yaml(path.read_text())
     except yaml.YAMLError as e:
         raise RuleError(f"{path.name}: not valid YAML ({str(e).splitlines()[0]})") from e
     if not isinstance(data, dict) or not isinstance(data.get("rules"), list):

@@ -67,9 +67,24 @@ def test_no_fault_with_a_gap_is_inconclusive_and_names_it() -> None:
     assert "k8s/events.json" in v.summary and v.gaps[0].remedy == "kubectl get events"
 
 
-def test_a_fault_beside_a_gap_is_still_the_verdict() -> None:
-    v = verdict([finding("VLLM-101", "vllm")], 3, 0, [Gap("k8s/nodes.json", "truncated", "kubectl get nodes")])
-    assert (v.status, v.rule) == ("fault", "VLLM-101") and "1 source could not be read" in v.summary
+def test_a_fault_beside_a_gap_it_cannot_hide_under_is_still_the_verdict() -> None:
+    same_layer = Gap("k8s/nodes.json", "truncated", "kubectl get nodes")
+    v = verdict([finding("K8S-101", "kubernetes")], 3, 0, [same_layer])
+    assert (v.status, v.rule) == ("fault", "K8S-101") and "1 source could not be read" in v.summary
+    detail_only = Gap("k8s/hpa.json", "forbidden", "kubectl get hpa", deciding=False)
+    assert verdict([finding("VLLM-101", "vllm")], 3, 0, [detail_only]).rule == "VLLM-101"
+
+
+def test_a_gap_below_the_root_leaves_the_cause_undecided() -> None:
+    v = verdict([finding("VLLM-101", "vllm")], 3, 0, [Gap("gpu/node-a.xml", "not XML", "nvidia-smi -q -x")])
+    assert (v.status, v.layer, v.rule) == ("inconclusive", None, None)
+    assert "point at the vllm layer (VLLM-101" in v.summary and "gpu/node-a.xml" in v.summary
+
+
+def test_a_gap_the_root_explains_does_not_undecide_it() -> None:
+    node_down = finding("K8S-110", "kubernetes", links=("node:gpu-2",), subject="node/gpu-2")
+    unreachable = Gap("gpu/gpu-2.xml", "error dialing backend", "nvidia-smi -q -x", links=("node:gpu-2",))
+    assert verdict([node_down], 3, 0, [unreachable]).rule == "K8S-110"
 
 
 def test_an_unrelated_workload_never_takes_the_verdict_nor_explains() -> None:
