@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from diag.diagnosis import link_causes
 from diag.engine import Evaluation, builtin_rules_dir, evaluate, load_rules, load_settings
 from diag.facts import build_facts, vllm
 from diag.join import join
@@ -332,7 +333,11 @@ def test_a_server_whose_metrics_were_not_scraped_leaves_the_metric_rules_unknown
     """Known from its pod spec and /health, with no /metrics: nothing about its queue or latency may read as checked."""
     snap = served(vllm_pod(["m", "--max-num-seqs", str(CAP)]), health="200")
     snap.sources["vllm/vllm-0.health.txt"] = SourceStatus("ok")
-    snap.sources["vllm/vllm-0.metrics.txt"] = SourceStatus("error", "connection refused")
+    snap.sources["vllm/vllm-0.metrics.txt"] = SourceStatus("failed", "connection refused")
+    snap.sources["k8s/services.json"] = SourceStatus("ok")
+    # No ready endpoint: whether VLLM-109 holds turns on the server being idle, which only /metrics tells.
+    snap.services.append(Service(namespace="llm", name="vllm", selector={"app": "vllm"}, ready_addresses=[],
+                                 not_ready_addresses=["vllm-0"], endpoints_seen=True))
     result = evaluate_rules(snap)
     assert {rule: result.outcomes[rule].status for rule in METRIC_RULES} == {rule: "unknown" for rule in METRIC_RULES}
     assert result.outcomes["VLLM-112"].status == "silent"  # its /health was read and answered 200
@@ -366,3 +371,22 @@ def test_a_hang_needs_the_scrape_times() -> None:
     untimed = evaluate_rules(served(vllm_pod(["m"]), queue_scrape(14, 20, 0.3, 500, 0, None),
                                     queue_scrape(14, 31, 0.3, 500, 0, None)))
     assert untimed.outcomes["VLLM-108"].status == "unknown"
+
+
+def test_a_server_no_service_selects_is_known_not_to_be_behind_one() -> None:
+    snap = served(vllm_pod(["m"]), scrape(v1(0, 0, 1)))
+    snap.sources["k8s/services.json"] = SourceStatus("ok")
+    assert facts_of(snap)["behind_service"] is False
+    unread = served(vllm_pod(["m"]), scrape(v1(0, 0, 1)))
+    assert facts_of(unread)["behind_service"] is None
+    selected = served(vllm_pod(["m"]), scrape(v1(0, 0, 1)))
+    selected.services.append(Service(namespace="llm", name="vllm", selector={"app": "vllm"}))
+    assert facts_of(selected)["behind_service"] is True
+
+
+def test_a_hung_engine_explains_a_queue_growing_at_a_full_cache() -> None:
+    pod = vllm_pod(["m", "--max-num-seqs", str(CAP)])
+    result = evaluate_rules(served(pod, queue_scrape(20, 5, 0.95, 500, 0, 0.0), queue_scrape(20, 30, 0.95, 500, 0, 10.0)))
+    link_causes(result.findings, {r.id: r for r in load_rules([builtin_rules_dir()])})
+    explained = {f.rule: f.explained_by for f in result.findings if f.severity != "info"}
+    assert explained == {"VLLM-108": None, "VLLM-101": "VLLM-108"}

@@ -69,6 +69,7 @@ def _server(server: VllmServer, snap: Snapshot) -> dict:
         "metrics_missing": missing,
         "metrics_missing_count": len(missing) if missing is not None else None,
         "service_name": service.name if service else None,
+        "behind_service": _behind_service(server, snap),
         "service_ready_endpoints": len(service.ready_addresses) if service and service.endpoints_seen else None,
         "service_endpoints": _endpoints_text(service),
         "in_service_endpoints": _in_endpoints(service, pod),
@@ -297,6 +298,22 @@ def _gpus_text(gpus: list[GPU]) -> str | None:
     hosts = ", ".join(sorted({g.host for g in gpus}))
     models = ", ".join(sorted({g.name or "unknown model" for g in gpus}))
     return f"{len(gpus)} GPU{'s' if len(gpus) != 1 else ''} of {hosts} ({models})"
+
+
+def _behind_service(server: VllmServer, snap: Snapshot) -> bool | None:
+    """Whether a Service selects this server's pod: no only where services.json was read and the server's
+    pod is known (or pods.json was read and the server is in none of its pods, so it runs outside the cluster)."""
+    if server.service is not None:
+        return True
+    if not _read(snap, "k8s/services.json"):
+        return None
+    if server.pod is not None or _read(snap, "k8s/pods.json"):
+        return False
+    return None
+
+
+def _read(snap: Snapshot, source: str) -> bool:
+    return source in snap.sources and snap.sources[source].status == "ok"
 
 
 def _endpoints_text(service: Service | None) -> str | None:
