@@ -241,7 +241,7 @@ QUEUE_RULES = ("VLLM-101", "VLLM-102", "VLLM-114")
 CAP = 32
 USAGE = {"low": 0.2, "mid": 0.7, "high": 0.95}  # around kv_cache_low 0.5 and kv_cache_high 0.9
 RUNNING = {"at_cap": CAP, "below": 12}
-WAITING = {"grows": (5, 20), "flat": (8, 8), "none": (0, 0)}
+WAITING = {"grows": (5, 20), "flat": (8, 8), "drains": (20, 5), "none": (0, 0)}  # first and last scrape
 
 
 def evaluate_rules(snap: Snapshot) -> Evaluation:
