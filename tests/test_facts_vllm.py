@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from diag.facts import vllm
+import pytest
+
+from diag.diagnosis import link_causes
+from diag.engine import Evaluation, builtin_rules_dir, evaluate, load_rules, load_settings
+from diag.facts import build_facts, vllm
 from diag.join import join
 from diag.model import (
     Container,
@@ -229,3 +233,160 @@ def test_queue_per_scrape_keeps_each_instant() -> None:
         {"running": 2.0, "waiting": 14.0}, {"running": 0.0, "waiting": 0.0}, {"running": 0.0, "waiting": 0.0},
     ]
     assert facts["metrics"]["requests_running"] == 0.0
+
+
+# --------------------------------------------------------------------------- the queue plane, through the rules
+
+QUEUE_RULES = ("VLLM-101", "VLLM-102", "VLLM-114")
+CAP = 32
+USAGE = {"low": 0.2, "mid": 0.7, "high": 0.95}  # around kv_cache_low 0.5 and kv_cache_high 0.9
+RUNNING = {"at_cap": CAP, "below": 12}
+WAITING = {"grows": (5, 20), "flat": (8, 8), "drains": (20, 5), "none": (0, 0)}  # first and last scrape
+
+
+def evaluate_rules(snap: Snapshot) -> Evaluation:
+    join(snap)
+    snap.sources["vllm/vllm-0.metrics.txt"] = SourceStatus("ok")
+    rules_dir = builtin_rules_dir()
+    settings = {name: spec["default"] for name, spec in load_settings(rules_dir).items()}
+    return evaluate(load_rules([rules_dir]), build_facts(snap), settings)
+
+
+def queue_scrape(running: float, waiting: float, kv: float, generated: float, preempted: float, at: float | None) -> Scrape:
+    labels = f'engine="0",{MODEL}'
+    return scrape("\n".join([
+        f"vllm:num_requests_running{{{labels}}} {running}",
+        f"vllm:num_requests_waiting{{{labels}}} {waiting}",
+        f"vllm:kv_cache_usage_perc{{{labels}}} {kv}",
+        f"vllm:generation_tokens_total{{{labels}}} {generated}",
+        f"vllm:prompt_tokens_total{{{labels}}} {generated}",
+        f"vllm:num_preemptions_total{{{labels}}} {preempted}",
+    ]) + "\n", at)
+
+
+def queue_server(usage: str, running: str, waiting: str, cap_known: bool, preempted: float = 0.0) -> Snapshot:
+    args = ["m", "--max-num-seqs", str(CAP)] if cap_known else ["m"]
+    first, last = WAITING[waiting]
+    kv, run = USAGE[usage], RUNNING[running]
+    return served(vllm_pod(args), queue_scrape(run, first, kv, 1000, 0, 0.0), queue_scrape(run, last, kv, 5000, preempted, 10.0))
+
+
+def expected_queue_finding(usage: str, running: str, waiting: str, cap_known: bool) -> tuple[str, str] | None:
+    """The design of rules/vllm.yaml's header, cell by cell: one rule at most, never two."""
+    if waiting == "none":
+        return None
+    if usage == "high":  # the cache is the limit, whatever the cap; a steady queue without preemptions is not a fault
+        return ("VLLM-101", "critical") if waiting == "grows" else None
+    if cap_known:  # the cap is known: at it the cap is the limit, below it neither limit holds
+        return ("VLLM-102", "warning") if running == "at_cap" else None
+    return ("VLLM-114", "warning") if waiting == "grows" else None  # the cap unknown: only a growing queue says
+
+
+PLANE = [
+    (usage, running, waiting, cap_known)
+    for usage in USAGE for running in RUNNING for waiting in WAITING for cap_known in (True, False)
+]
+
+
+@pytest.mark.parametrize(("usage", "running", "waiting", "cap_known"), PLANE,
+                         ids=["-".join([u, r, w, "cap" if c else "nocap"]) for u, r, w, c in PLANE])
+def test_the_queue_plane_has_one_finding_per_cell_at_most(usage: str, running: str, waiting: str, cap_known: bool) -> None:
+    result = evaluate_rules(queue_server(usage, running, waiting, cap_known))
+    fired = [(f.rule, f.severity) for f in result.findings if f.rule in QUEUE_RULES]
+    expected = expected_queue_finding(usage, running, waiting, cap_known)
+    assert fired == ([expected] if expected else [])
+    assert all(result.outcomes[rule].status != "error" for rule in QUEUE_RULES)
+
+
+def test_the_plane_covers_both_thresholds_and_the_unknown_cap() -> None:
+    """The issue's two cells: pinned at a known cap between the thresholds, a growing queue with the cap unknown."""
+    assert expected_queue_finding("mid", "at_cap", "grows", True) == ("VLLM-102", "warning")
+    assert expected_queue_finding("mid", "at_cap", "grows", False) == ("VLLM-114", "warning")
+    settings = load_settings(builtin_rules_dir())
+    assert USAGE["low"] < settings["kv_cache_low"]["default"] <= USAGE["mid"] < settings["kv_cache_high"]["default"] <= USAGE["high"]
+
+
+def test_preemptions_at_a_full_cache_fire_even_on_a_steady_queue() -> None:
+    result = evaluate_rules(queue_server("high", "below", "flat", cap_known=False, preempted=40))
+    assert [f.rule for f in result.findings if f.rule in QUEUE_RULES] == ["VLLM-101"]
+
+
+def test_an_unknown_cap_leaves_the_cap_rule_unknown_not_silent() -> None:
+    result = evaluate_rules(queue_server("mid", "at_cap", "flat", cap_known=False))
+    assert result.outcomes["VLLM-102"].status == "unknown"
+    assert result.outcomes["VLLM-114"].status == "silent"  # a steady queue proves nothing without the cap
+
+
+def test_one_scrape_cannot_tell_a_capped_engine_from_a_hung_one() -> None:
+    snap = served(vllm_pod(["m", "--max-num-seqs", str(CAP)]), queue_scrape(CAP, 9, 0.3, 1000, 0, 0.0))
+    result = evaluate_rules(snap)
+    assert [f.rule for f in result.findings if f.rule in QUEUE_RULES] == []
+    assert result.outcomes["VLLM-102"].status == "unknown"
+
+
+# --------------------------------------------------------------------------- a server without /metrics
+
+METRIC_RULES = ("VLLM-101", "VLLM-102", "VLLM-106", "VLLM-107", "VLLM-108", "VLLM-109", "VLLM-111", "VLLM-114")
+
+
+def test_a_server_whose_metrics_were_not_scraped_leaves_the_metric_rules_unknown() -> None:
+    """Known from its pod spec and /health, with no /metrics: nothing about its queue or latency may read as checked."""
+    snap = served(vllm_pod(["m", "--max-num-seqs", str(CAP)]), health="200")
+    snap.sources["vllm/vllm-0.health.txt"] = SourceStatus("ok")
+    snap.sources["vllm/vllm-0.metrics.txt"] = SourceStatus("failed", "connection refused")
+    snap.sources["k8s/services.json"] = SourceStatus("ok")
+    # No ready endpoint: whether VLLM-109 holds turns on the server being idle, which only /metrics tells.
+    snap.services.append(Service(namespace="llm", name="vllm", selector={"app": "vllm"}, ready_addresses=[],
+                                 not_ready_addresses=["vllm-0"], endpoints_seen=True))
+    result = evaluate_rules(snap)
+    assert {rule: result.outcomes[rule].status for rule in METRIC_RULES} == {rule: "unknown" for rule in METRIC_RULES}
+    assert result.outcomes["VLLM-112"].status == "silent"  # its /health was read and answered 200
+
+
+def test_metric_facts_of_a_server_without_metrics_are_unknown() -> None:
+    facts = facts_of(served(vllm_pod(["m"]), health=None))
+    assert facts["has_metrics"] is False
+    assert facts["metrics"] is None
+    assert facts["queue_per_scrape"] is None
+    assert facts["metrics_missing_count"] is None
+    assert facts["health_failing"] is None
+
+
+def test_queue_per_scrape_is_unknown_when_no_scrape_has_both_gauges() -> None:
+    no_gauges = "vllm:generation_tokens_total{" + MODEL + "} 5\n"
+    facts = facts_of(served(vllm_pod(["m"]), scrape(no_gauges), scrape(no_gauges)))
+    assert facts["queue_per_scrape"] is None
+
+
+def test_health_failing_is_known_only_from_a_collected_answer() -> None:
+    assert facts_of(served(vllm_pod(["m"]), health="503"))["health_failing"] is True
+    assert facts_of(served(vllm_pod(["m"]), health="200"))["health_failing"] is False
+
+
+def test_a_hang_needs_the_scrape_times() -> None:
+    """Counters read a moment apart prove nothing: without times VLLM-108 is unknown, with 10 s it fires."""
+    pod = vllm_pod(["m"])
+    timed = evaluate_rules(served(pod, queue_scrape(14, 20, 0.3, 500, 0, 0.0), queue_scrape(14, 31, 0.3, 500, 0, 10.0)))
+    assert [f.rule for f in timed.findings if f.rule == "VLLM-108"] == ["VLLM-108"]
+    untimed = evaluate_rules(served(vllm_pod(["m"]), queue_scrape(14, 20, 0.3, 500, 0, None),
+                                    queue_scrape(14, 31, 0.3, 500, 0, None)))
+    assert untimed.outcomes["VLLM-108"].status == "unknown"
+
+
+def test_a_server_no_service_selects_is_known_not_to_be_behind_one() -> None:
+    snap = served(vllm_pod(["m"]), scrape(v1(0, 0, 1)))
+    snap.sources["k8s/services.json"] = SourceStatus("ok")
+    assert facts_of(snap)["behind_service"] is False
+    unread = served(vllm_pod(["m"]), scrape(v1(0, 0, 1)))
+    assert facts_of(unread)["behind_service"] is None
+    selected = served(vllm_pod(["m"]), scrape(v1(0, 0, 1)))
+    selected.services.append(Service(namespace="llm", name="vllm", selector={"app": "vllm"}))
+    assert facts_of(selected)["behind_service"] is True
+
+
+def test_a_hung_engine_explains_a_queue_growing_at_a_full_cache() -> None:
+    pod = vllm_pod(["m", "--max-num-seqs", str(CAP)])
+    result = evaluate_rules(served(pod, queue_scrape(20, 5, 0.95, 500, 0, 0.0), queue_scrape(20, 30, 0.95, 500, 0, 10.0)))
+    link_causes(result.findings, {r.id: r for r in load_rules([builtin_rules_dir()])})
+    explained = {f.rule: f.explained_by for f in result.findings if f.severity != "info"}
+    assert explained == {"VLLM-108": None, "VLLM-101": "VLLM-108"}

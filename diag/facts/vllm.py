@@ -59,12 +59,17 @@ def _server(server: VllmServer, snap: Snapshot) -> dict:
     args = server.engine_args
     signals = scan_log("\n".join(server.log_lines))
     gpus_provided, gpus_provided_by = _gpus_provided(server, pod, snap)
+    missing = _missing(summary)
+    seq_cap = _seq_cap(args, server.scrapes)
     return plain(server, drop=("scrapes",)) | {
         "metrics": dataclasses.asdict(summary) if summary else None,
         "has_metrics": summary is not None,
+        "health_failing": server.health != "200" if server.health is not None else None,
         "metric_names": _metric_names(summary),
-        "metrics_missing": _missing(summary),
+        "metrics_missing": missing,
+        "metrics_missing_count": len(missing) if missing is not None else None,
         "service_name": service.name if service else None,
+        "behind_service": _behind_service(server, snap),
         "service_ready_endpoints": len(service.ready_addresses) if service and service.endpoints_seen else None,
         "service_endpoints": _endpoints_text(service),
         "in_service_endpoints": _in_endpoints(service, pod),
@@ -79,7 +84,8 @@ def _server(server: VllmServer, snap: Snapshot) -> dict:
         "stats_disabled": args is not None and "--disable-log-stats" in args.explicit,
         "max_num_seqs_given": args is not None and "--max-num-seqs" in args.explicit,
         "engines": _engines(server.scrapes),
-        "max_num_seqs_total": _seq_cap(args, server.scrapes),
+        "max_num_seqs_total": seq_cap,
+        "seq_cap_known": seq_cap is not None,  # known either way: VLLM-114 is the cap-unknown case
         "running_every_scrape": _running_every_scrape(server.scrapes),
         "queue_per_scrape": _queue_per_scrape(server.scrapes),
         "idle": _idle(summary),
@@ -138,12 +144,14 @@ def _running_every_scrape(scrapes: list[Scrape]) -> bool | None:
     return all(value > 0 for value in running if value is not None)
 
 
-def _queue_per_scrape(scrapes: list[Scrape]) -> list[dict]:
+def _queue_per_scrape(scrapes: list[Scrape]) -> list[dict] | None:
     """{running, waiting} at each scrape where both were reported: a gauge read at one instant can miss
-    a state that held at the others (seen on a starved CPU server), so rules may look at every scrape."""
+    a state that held at the others (seen on a starved CPU server), so rules may look at every scrape.
+    None (unknown) when no scrape reported both: an empty list would read as "never queued"."""
     running = _per_scrape_total(scrapes, REQUESTS_RUNNING[0])
     waiting = _per_scrape_total(scrapes, REQUESTS_WAITING[0])
-    return [{"running": r, "waiting": w} for r, w in zip(running, waiting) if r is not None and w is not None]
+    both = [{"running": r, "waiting": w} for r, w in zip(running, waiting) if r is not None and w is not None]
+    return both or None
 
 
 def _engines(scrapes: list[Scrape]) -> int | None:
@@ -290,6 +298,22 @@ def _gpus_text(gpus: list[GPU]) -> str | None:
     hosts = ", ".join(sorted({g.host for g in gpus}))
     models = ", ".join(sorted({g.name or "unknown model" for g in gpus}))
     return f"{len(gpus)} GPU{'s' if len(gpus) != 1 else ''} of {hosts} ({models})"
+
+
+def _behind_service(server: VllmServer, snap: Snapshot) -> bool | None:
+    """Whether a Service selects this server's pod: no only where services.json was read and the server's
+    pod is known (or pods.json was read and the server is in none of its pods, so it runs outside the cluster)."""
+    if server.service is not None:
+        return True
+    if not _read(snap, "k8s/services.json"):
+        return None
+    if server.pod is not None or _read(snap, "k8s/pods.json"):
+        return False
+    return None
+
+
+def _read(snap: Snapshot, source: str) -> bool:
+    return source in snap.sources and snap.sources[source].status == "ok"
 
 
 def _endpoints_text(service: Service | None) -> str | None:
