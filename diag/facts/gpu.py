@@ -24,16 +24,16 @@ XID_MEANINGS = {
     31: "GPU memory page fault",
     43: "GPU stopped processing",
     45: "preemptive cleanup, due to previous errors",
-    68: "video processor exception",
-    109: "context switch timeout",
     48: "double-bit ECC error",
     63: "ECC page retirement or row remapping recorded",
     64: "ECC page retirement or row remapping failed",
+    68: "video processor exception",
     74: "NVLink error",
     79: "GPU has fallen off the bus",
     92: "high single-bit ECC error rate",
     94: "contained ECC error",
     95: "uncontained ECC error",
+    109: "context switch timeout",
 }
 
 CUDA_DRIVER_TOO_OLD = SIGNALS["cuda_driver_too_old"]

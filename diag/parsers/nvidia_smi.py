@@ -14,8 +14,9 @@ import csv
 import io
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from itertools import count
 from typing import Any
 
 from diag.errors import ParseError
@@ -78,9 +79,7 @@ class _XmlGpu:
 def parse_xml(text: str, host: str) -> list[GPU]:
     """`nvidia-smi -q -x`: one GPU per <gpu> element, indexed in document order (nvidia-smi's order),
     and one per GPU nvidia-smi could not open (its line sits outside the XML document)."""
-    lines = text.splitlines()
-    unopened = [found for line in lines if (found := unopened_gpu(line)) is not None]
-    text = "\n".join(line for line in lines if unopened_gpu(line) is None)
+    text, unopened = _without_unopened_lines(text)
     try:
         root = ET.fromstring(text.lstrip())
     except ET.ParseError as exc:
@@ -89,11 +88,25 @@ def parse_xml(text: str, host: str) -> list[GPU]:
         raise ParseError(f"not nvidia-smi -q -x output: the root element is <{root.tag}>, not <nvidia_smi_log>")
     driver_version = _known_text(root, "driver_version")
     cuda_version = _known_text(root, "cuda_version")
+    indexes = _free_indexes(unopened)
     gpus = [
-        _xml_gpu(_XmlGpu(element, index), host, driver_version, cuda_version)
-        for index, element in enumerate(root.findall("gpu"))
+        _xml_gpu(_XmlGpu(element, next(indexes)), host, driver_version, cuda_version)
+        for element in root.findall("gpu")
     ]
     return gpus + _unopened_gpus(unopened, host, {g.index for g in gpus}, driver_version)
+
+
+def _without_unopened_lines(text: str) -> tuple[str, list[UnopenedGpu]]:
+    """The output without nvidia-smi's "Unable to determine the device handle" lines, and those GPUs."""
+    lines = text.splitlines()
+    unopened = [found for line in lines if (found := unopened_gpu(line)) is not None]
+    return "\n".join(line for line in lines if unopened_gpu(line) is None), unopened
+
+
+def _free_indexes(unopened: list[UnopenedGpu]) -> Iterator[int]:
+    """The indexes, in order, of the GPUs nvidia-smi printed: all but those its error lines name."""
+    named = {u.index for u in unopened if u.index is not None}
+    return (index for index in count() if index not in named)
 
 
 def _unopened_gpus(unopened: list[UnopenedGpu], host: str, taken: set[int], driver_version: str | None) -> list[GPU]:
@@ -287,9 +300,7 @@ def parse_csv(text: str, host: str, columns: tuple[str, ...] | None = None) -> l
     The header names the columns; without one (noheader) they are `columns`, or else the bundle's
     default query (BUNDLE_CSV_COLUMNS). Columns llmdiag has no field for are ignored.
     """
-    lines = text.splitlines()
-    unopened = [found for line in lines if (found := unopened_gpu(line)) is not None]
-    text = "\n".join(line for line in lines if unopened_gpu(line) is None)
+    text, unopened = _without_unopened_lines(text)
     rows = [row for row in csv.reader(io.StringIO(text), skipinitialspace=True) if any(cell.strip() for cell in row)]
     if not rows:
         return _unopened_gpus(unopened, host, set(), None)
@@ -306,10 +317,11 @@ def parse_csv(text: str, host: str, columns: tuple[str, ...] | None = None) -> l
                 f" {len(names)} columns {','.join(names)}: {','.join(rows[0])[:80]!r}"
             )
     gpus = []
+    indexes = _free_indexes(unopened)
     for position, row in enumerate(rows):
         if len(row) != len(names):
             raise ParseError(f"GPU row {position + 1}: {len(row)} fields, but there are {len(names)} columns")
-        gpus.append(_csv_gpu(dict(zip(names, row, strict=True)), host, position))
+        gpus.append(_csv_gpu(dict(zip(names, row, strict=True)), host, position, next(indexes)))
     return gpus + _unopened_gpus(unopened, host, {g.index for g in gpus}, None)
 
 
@@ -321,7 +333,8 @@ def _is_header(row: list[str]) -> bool:
     )
 
 
-def _csv_gpu(cells: dict[str, str], host: str, position: int) -> GPU:
+def _csv_gpu(cells: dict[str, str], host: str, position: int, index: int) -> GPU:
+    """One row; `index` is the GPU's place in nvidia-smi's output, for a query without the index column."""
     values: dict[str, Any] = {}
     for attribute, columns, convert in _CSV_FIELDS:
         for column in columns:
@@ -332,7 +345,7 @@ def _csv_gpu(cells: dict[str, str], host: str, position: int) -> GPU:
                     break
     if "clocks_event_reasons" not in values:
         values["clocks_event_reasons"] = _csv_reason_flags(cells, position)
-    values.setdefault("index", position)
+    values.setdefault("index", index)
     return GPU(host=host, **values)
 
 

@@ -88,3 +88,16 @@ def test_the_nvml_snapshot_of_a_lost_gpu_says_so() -> None:
     document["gpus"].append({"index": 1, "handle": "error: GPU is lost"})
     answered, lost = parse_nvml_json(json.dumps(document), "h200")
     assert (answered.open_error, lost.index, lost.open_error) == (None, 1, "GPU is lost")
+
+
+def test_gpus_around_a_lost_one_keep_their_own_indexes() -> None:
+    """nvidia-smi -q -x of a node whose GPU 1 is lost: the <gpu> elements are GPUs 0 and 2, not 0 and 1."""
+    xml = (REAL / "h200-load.xml").read_text()
+    head, gpu_end = xml.index("<gpu id="), xml.index("</gpu>") + len("</gpu>")
+    element = xml[head:gpu_end]
+    two_gpus = xml[:gpu_end] + "\n\t" + element.replace("00000000:00:06.0", "00000000:00:07.0") + xml[gpu_end:]
+    text = "Unable to determine the device handle for GPU1: 0000:00:08.0: GPU is lost. Reboot the system to recover this GPU\n" + two_gpus
+    gpus = parse_xml(text, "h200")
+    assert [(g.index, pci_address(g.pci_bus_id), g.open_error) for g in gpus] == [
+        (0, "0000:00:06", None), (2, "0000:00:07", None), (1, "0000:00:08", "GPU is lost"),
+    ]
