@@ -10,6 +10,7 @@ from collections import Counter
 
 from diag.model import GPU, Container, Pod, Service, Snapshot, VllmServer
 from diag.parsers import engine_args
+from diag.parsers.gpu_common import pci_address
 from diag.parsers.logs import xid_device, xids_in
 
 # Log signals that belong to a vLLM server's story (see diag.parsers.logs).
@@ -120,17 +121,16 @@ def _gpus_to_nodes_and_pods(snap: Snapshot) -> None:
         else:
             gpu.node = gpu.host if gpu.host in nodes or not nodes else None
             gpu.serving_pods = [p.key for p in gpu_pods_by_node.get(gpu.host, [])]
-    node_xid_lines = _xid_lines_by_node(snap)
+    node_xid_lines = xid_lines_by_node(snap)
     for gpu in snap.gpus:
         if gpu.node:
-            node_gpus = [g for g in snap.gpus if g.node == gpu.node]
-            gpu.xid_lines = _xid_lines_about(gpu, node_xid_lines.get(gpu.node, []), node_gpus)
+            gpu.xid_lines = _xid_lines_about(gpu, node_xid_lines.get(gpu.node, []))
             gpu.xids = sorted(set(gpu.xids) | set(xids_in(gpu.xid_lines)))
     for server in snap.vllm_servers:
         server.gpus = [_gpu_ref(g) for g in snap.gpus if server.pod and server.pod in g.serving_pods]
 
 
-def _xid_lines_by_node(snap: Snapshot) -> dict[str, list[str]]:
+def xid_lines_by_node(snap: Snapshot) -> dict[str, list[str]]:
     """Kernel Xid lines seen in pod logs or node events, per Kubernetes node, each once."""
     found: dict[str, list[str]] = {}
     for pod in snap.pods:
@@ -142,29 +142,11 @@ def _xid_lines_by_node(snap: Snapshot) -> dict[str, list[str]]:
     return {node: list(dict.fromkeys(lines)) for node, lines in found.items()}
 
 
-def _xid_lines_about(gpu: GPU, lines: list[str], node_gpus: list[GPU]) -> list[str]:
-    """The lines naming this GPU's PCI address. A line naming no GPU known on the node goes to the GPUs
-    whose address is unknown (a GPU that fell off the bus answers no query), or else to all of them."""
-    own = _pci_location(gpu.pci_bus_id)
-    known = {loc for g in node_gpus if (loc := _pci_location(g.pci_bus_id)) is not None}
-    takes_unplaced = own is None or len(known) == len(node_gpus)
-    about = []
-    for line in lines:
-        named = _pci_location(xid_device(line))
-        if (named is not None and named == own) or (named not in known and takes_unplaced):
-            about.append(line)
-    return about
-
-
-def _pci_location(address: str | None) -> tuple[int, int, int] | None:
-    """(domain, bus, device) of "00000000:65:00.0" (nvidia-smi, NVML) or "0000:65:00" (the kernel's Xid line)."""
-    parts = (address or "").split(":")
-    if len(parts) != 3:
-        return None
-    try:
-        return int(parts[0], 16), int(parts[1], 16), int(parts[2].split(".")[0], 16)
-    except ValueError:
-        return None
+def _xid_lines_about(gpu: GPU, lines: list[str]) -> list[str]:
+    """The lines naming exactly this GPU's PCI address. A line whose address no GPU of the node has
+    goes to none of them: it is a finding about the node (diag.facts.gpu), never about every GPU."""
+    own = pci_address(gpu.pci_bus_id)
+    return [line for line in lines if own is not None and pci_address(xid_device(line)) == own]
 
 
 def _gpu_processes_to_ray_actors(snap: Snapshot) -> None:

@@ -332,6 +332,7 @@ class GPU:
     mig_mode: str | None = None  # Enabled | Disabled
     processes: list[GPUProcess] = field(default_factory=list)
     xids: list[int] = field(default_factory=list)  # from logs / events naming this GPU's host
+    open_error: str | None = None  # NVML's / nvidia-smi's answer when it could not open the GPU ("GPU is lost")
     # filled by join
     node: str | None = None  # Kubernetes node
     serving_pods: list[str] = field(default_factory=list)  # "ns/name" of pods this GPU is given to

@@ -86,20 +86,81 @@ def test_an_xid_line_with_the_pci_function_matches_too():
     assert [g.xids for g in snap.gpus] == [[79], []]
 
 
-def test_a_line_naming_no_known_gpu_goes_to_the_gpu_nvml_could_not_open():
-    lost = GPU(host="gpu-node-a", index=1)  # NVML answered "error: GPU is lost": no PCI address, no UUID
-    line = "NVRM: Xid (PCI:0000:db:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
-    snap = snapshot(busy_gpu(0), lost, events=[xid_event("gpu-node-a", line)])
-    assert [g.xids for g in snap.gpus] == [[], [79]]
-    facts = gpu_facts(snap)[1]
-    assert facts["identity"].startswith("no name, UUID or PCI address")
-    assert facts["xid_reports"] == [{"xid": 79, "meaning": "GPU has fallen off the bus", "text": f"Xid 79 (GPU has fallen off the bus): {line}"}]
+def test_an_xid_naming_gpu_b_gives_only_gpu_b_the_finding():
+    """Two GPUs on one node: the line names the second one's address in the kernel's spelling."""
+    line = "NVRM: Xid (PCI:0000:2a:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
+    snap = snapshot(busy_gpu(0), busy_gpu(1), events=[xid_event("gpu-node-a", line)])
+    assert fired(snap, "GPU-102", "GPU-108") == {"GPU-102": ["gpu/gpu-node-a/1"], "GPU-108": []}
+    assert [f["pci_address"] for f in gpu_facts(snap)] == ["0000:18:00", "0000:2a:00"]
 
 
-def test_a_line_naming_no_gpu_goes_to_every_gpu_when_all_addresses_are_known():
+def test_a_line_naming_no_known_gpu_is_one_node_finding_not_every_gpu():
     line = "NVRM: Xid (PCI:0000:db:00): 74, pid=<unknown>, name=<unknown>, NVLink: fatal error detected on link 6"
     snap = snapshot(busy_gpu(0), busy_gpu(1), events=[xid_event("gpu-node-a", line)])
-    assert [g.xids for g in snap.gpus] == [[74], [74]]
+    assert [g.xids for g in snap.gpus] == [[], []]
+    assert fired(snap, "GPU-102", "GPU-108") == {"GPU-102": [], "GPU-108": ["node/gpu-node-a"]}
+    [node] = build_facts(snap).scopes["gpu_node"]
+    assert node["unplaced_xid_reports"] == [{"xid": 74, "meaning": "NVLink error", "text": f"Xid 74 (NVLink error): {line}"}]
+
+
+def test_a_lost_gpu_without_an_address_does_not_take_a_line_for_an_unknown_address():
+    lost = GPU(host="gpu-node-a", index=1, open_error="GPU is lost")  # NVML could not open it: no address, no UUID
+    line = "NVRM: Xid (PCI:0000:db:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
+    snap = snapshot(busy_gpu(0), lost, events=[xid_event("gpu-node-a", line)])
+    assert [g.xids for g in snap.gpus] == [[], []]
+    assert fired(snap, "GPU-102", "GPU-108", "GPU-109") == {
+        "GPU-102": [], "GPU-108": ["node/gpu-node-a"], "GPU-109": ["gpu/gpu-node-a/1"],
+    }
+    facts = gpu_facts(snap)[1]
+    assert facts["identity"].startswith("no name, UUID or PCI address") and facts["lost"] is True
+
+
+def test_a_lost_gpu_is_a_finding_without_any_xid():
+    snap = snapshot(busy_gpu(0), GPU(host="gpu-node-a", index=1, pci_bus_id="0000:2A:00.0", open_error="GPU is lost"))
+    assert fired(snap, "GPU-102", "GPU-109") == {"GPU-102": [], "GPU-109": ["gpu/gpu-node-a/1"]}
+
+
+def test_a_lost_gpu_nvidia_smi_names_by_address_takes_its_xid_line():
+    lost = GPU(host="gpu-node-a", index=1, pci_bus_id="0000:2A:00.0", open_error="GPU is lost")
+    line = "NVRM: Xid (PCI:0000:2a:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
+    snap = snapshot(busy_gpu(0), lost, events=[xid_event("gpu-node-a", line)])
+    assert fired(snap, "GPU-102", "GPU-108", "GPU-109") == {
+        "GPU-102": ["gpu/gpu-node-a/1"], "GPU-108": [], "GPU-109": ["gpu/gpu-node-a/1"],
+    }
+
+
+def test_an_xid_on_a_node_whose_gpus_were_not_captured_is_a_node_finding():
+    line = "NVRM: Xid (PCI:0000:18:00): 48, pid=1911, name=python3, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 6, subpartition 0."
+    snap = join(Snapshot(nodes=[Node("gpu-node-b")], events=[xid_event("gpu-node-b", line)], sources=dict(READ)))
+    assert fired(snap, "GPU-108") == {"GPU-108": ["node/gpu-node-b"]}
+
+
+def test_an_application_xid_at_an_unknown_address_is_no_gpu_fault():
+    line = "NVRM: Xid (PCI:0000:db:00): 109, pid=2271934, name=python3, Ch 00000008"
+    snap = snapshot(busy_gpu(0), events=[xid_event("gpu-node-a", line)])
+    assert fired(snap, "GPU-108") == {"GPU-108": []}
+
+
+@pytest.mark.parametrize("xid", [13, 31, 43, 45, 68, 109])
+def test_the_xids_the_device_plugin_ignores_are_no_gpu_fault(xid: int):
+    snap = snapshot(busy_gpu(0, xids=[xid]))
+    assert fired(snap, "GPU-102") == {"GPU-102": []}
+
+
+def gpu_node(name: str, capacity: str, allocatable: str) -> Node:
+    return Node(name, capacity={"nvidia.com/gpu": capacity}, allocatable={"nvidia.com/gpu": allocatable})
+
+
+def test_a_node_advertising_fewer_gpus_than_it_has_fires_gpu_110():
+    nodes = [gpu_node("gpu-node-a", "4", "3"), gpu_node("gpu-node-b", "4", "4"), Node("cpu-node")]
+    snap = join(Snapshot(nodes=nodes, sources=dict(READ)))
+    assert fired(snap, "GPU-110") == {"GPU-110": ["node/gpu-node-a"]}
+    assert [n["name"] for n in build_facts(snap).scopes["gpu_node"]] == ["gpu-node-a", "gpu-node-b"]
+
+
+def test_without_nodes_json_the_gpu_count_of_a_node_is_unknown():
+    [node] = build_facts(join(Snapshot(gpus=[busy_gpu(0)], sources=dict(READ)))).scopes["gpu_node"]
+    assert (node["name"], node["gpu_capacity"], node["gpus_unadvertised"]) == ("gpu-node-a", None, None)
 
 
 def test_application_and_followup_xids_are_not_gpu_faults():

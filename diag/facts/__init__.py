@@ -25,7 +25,7 @@ class Facts:
 
 SCOPES = (
     "cluster", "pod", "node", "service", "workload", "hpa", "raycluster", "daemonset",
-    "ray_node", "actor", "placement_group", "gpu", "vllm_server",
+    "ray_node", "actor", "placement_group", "gpu", "gpu_node", "vllm_server",
 )
 
 

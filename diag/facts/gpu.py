@@ -1,10 +1,15 @@
-"""Facts for the gpu layer: one subject per physical GPU seen through NVML or nvidia-smi."""
+"""Facts for the gpu layer: one subject per physical GPU seen through NVML or nvidia-smi, and one per
+node with GPUs (scope gpu_node) for what cannot be pinned on one GPU: an Xid line whose PCI address no
+GPU in the data has, and the device plugin advertising fewer GPUs than the node has."""
 
 from __future__ import annotations
 
 from diag.facts.common import link, plain
-from diag.model import GPU, GPUProcess, Pod, RayNode, Snapshot
-from diag.parsers.logs import SIGNALS, xids_in
+from diag.join import xid_lines_by_node
+from diag.model import GPU, GPUProcess, Node, Pod, RayNode, Snapshot
+from diag.parsers.gpu_common import pci_address
+from diag.parsers.logs import SIGNALS, xid_device, xids_in
+from diag.parsers.quantity import GPU_RESOURCE, gpu_count
 
 # Clocks-event reasons that mean something holds the clocks down against the workload (names as in
 # diag.parsers.gpu_common). sw_power_cap is not one: a busy GPU reaches its power limit and the driver
@@ -13,6 +18,7 @@ from diag.parsers.logs import SIGNALS, xids_in
 SLOWDOWN_REASONS = ("hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
 
 # NVIDIA's Xid catalog in a few words (shared/reference/gpu/XID.md), to say what a code means.
+# 68 and 109 are named as NVIDIA's k8s-device-plugin names them (internal/rm/health.go).
 XID_MEANINGS = {
     13: "graphics engine exception",
     31: "GPU memory page fault",
@@ -21,11 +27,13 @@ XID_MEANINGS = {
     48: "double-bit ECC error",
     63: "ECC page retirement or row remapping recorded",
     64: "ECC page retirement or row remapping failed",
+    68: "video processor exception",
     74: "NVLink error",
     79: "GPU has fallen off the bus",
     92: "high single-bit ECC error rate",
     94: "contained ECC error",
     95: "uncontained ECC error",
+    109: "context switch timeout",
 }
 
 CUDA_DRIVER_TOO_OLD = SIGNALS["cuda_driver_too_old"]
@@ -40,7 +48,7 @@ def cluster_facts(snap: Snapshot) -> dict:
 
 
 def scopes(snap: Snapshot) -> dict[str, list[dict]]:
-    return {"gpu": [_gpu(g, snap) for g in snap.gpus]}
+    return {"gpu": [_gpu(g, snap) for g in snap.gpus], "gpu_node": _gpu_nodes(snap)}
 
 
 def _gpu(gpu: GPU, snap: Snapshot) -> dict:
@@ -49,6 +57,9 @@ def _gpu(gpu: GPU, snap: Snapshot) -> dict:
     return plain(gpu) | {
         "node_name": gpu.node or gpu.host,
         "identity": _identity(gpu),
+        "pci_address": pci_address(gpu.pci_bus_id),
+        "device_id": _device_id(gpu),
+        "lost": gpu.open_error is not None,
         "memory_used_pct": (
             100.0 * gpu.memory_used_mib / gpu.memory_total_mib if gpu.memory_used_mib is not None and gpu.memory_total_mib else None
         ),
@@ -81,6 +92,12 @@ def _identity(gpu: GPU) -> str:
     """"NVIDIA H200 GPU-4b79... (PCI 00000000:18:00.0)" with what is known; a GPU NVML cannot open has none."""
     parts = [p for p in (gpu.name, gpu.uuid) if p] + ([f"(PCI {gpu.pci_bus_id})"] if gpu.pci_bus_id else [])
     return " ".join(parts) or "no name, UUID or PCI address: the GPU did not answer NVML or nvidia-smi"
+
+
+def _device_id(gpu: GPU) -> str:
+    """What `nvidia-smi -i` takes to name this GPU on any machine: its UUID, else its PCI address. The
+    index is never used: a container numbers the GPUs it was given from 0, the host numbers them all."""
+    return gpu.uuid or gpu.pci_bus_id or "<the GPU's UUID or PCI address: nvidia-smi -L on the node>"
 
 
 def _memory_faults(gpu: GPU) -> list[str]:
@@ -137,6 +154,55 @@ def _memory_of(processes: list[GPUProcess]) -> float | None:
     """MiB the processes hold; None when none of them says (0.0 only when there are none)."""
     known = [p.used_memory_mib for p in processes if p.used_memory_mib is not None]
     return sum(known) if known or not processes else None
+
+
+# --------------------------------------------------------------------------- per node: what no one GPU owns
+
+
+def _gpu_nodes(snap: Snapshot) -> list[dict]:
+    """One subject per node with GPUs: in the GPU data, in Xid lines, or in the node's capacity."""
+    xid_lines = xid_lines_by_node(snap)
+    nodes = {n.name: n for n in snap.nodes}
+    names = {g.node for g in snap.gpus if g.node} | {n for n, lines in xid_lines.items() if lines}
+    names |= {n.name for n in snap.nodes if GPU_RESOURCE in n.capacity}
+    return [_gpu_node(name, nodes.get(name), snap, xid_lines.get(name, [])) for name in sorted(names)]
+
+
+def _gpu_node(name: str, node: Node | None, snap: Snapshot, xid_lines: list[str]) -> dict:
+    gpus = [g for g in snap.gpus if g.node == name]
+    known = {address for g in gpus if (address := pci_address(g.pci_bus_id)) is not None}
+    unplaced = [line for line in xid_lines if pci_address(xid_device(line)) not in known]
+    capacity, allocatable = _gpu_capacity(node), _gpu_allocatable(node)
+    return {
+        "name": name,
+        "gpus_in_data": len(gpus),
+        "gpu_addresses": sorted(known),
+        "unplaced_xids": xids_in(unplaced),
+        "unplaced_xid_reports": [_xid_report(code, line) for line in unplaced for code in xids_in([line])],
+        "lost_gpus": [_lost_text(g) for g in gpus if g.open_error is not None],
+        "gpu_capacity": capacity,
+        "gpu_allocatable": allocatable,
+        "gpus_unadvertised": None if capacity is None or allocatable is None else capacity - allocatable,
+        "serving_pods": sorted({p for g in gpus for p in g.serving_pods}),
+        "_subject": f"node/{name}",
+        "_links": link("node", name) + [f"gpu:{g.uuid or f'{g.host}/{g.index}'}" for g in gpus],
+    }
+
+
+def _lost_text(gpu: GPU) -> str:
+    """"GPU 3 (PCI 0000:DB:00.0): GPU is lost", with whatever names the GPU still had."""
+    known = [p for p in (gpu.uuid, gpu.pci_bus_id and f"PCI {gpu.pci_bus_id}") if p]
+    return f"GPU {gpu.index}{' (' + ', '.join(known) + ')' if known else ''}: {gpu.open_error}"
+
+
+def _gpu_capacity(node: Node | None) -> int | None:
+    """nvidia.com/gpu in the node's capacity: the GPUs the device plugin found; 0 when it lists none."""
+    return None if node is None else gpu_count(node.capacity)
+
+
+def _gpu_allocatable(node: Node | None) -> int | None:
+    """nvidia.com/gpu in the node's allocatable: the device plugin leaves out the GPUs it marked unhealthy."""
+    return None if node is None else gpu_count(node.allocatable)
 
 
 # --------------------------------------------------------------------------- Ray's view of the GPU

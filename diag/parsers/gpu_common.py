@@ -7,6 +7,7 @@ and must run on a GPU host that has nothing but Python and nvidia-ml-py.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from diag.errors import ParseError
 
@@ -105,3 +106,51 @@ def hex_mask(text: str | None, what: str) -> int | None:
         return int(text.strip(), 16)
     except ValueError:
         raise ParseError(f"{what}: {text.strip()!r} is not a hexadecimal bitmask") from None
+
+
+# A PCI address as the kernel prints it in an Xid line ("0000:3b:00": domain:bus:device) or as
+# nvidia-smi and NVML print it ("00000000:3B:00.0": 8-digit domain, upper case, with the function).
+_PCI_ADDRESS = re.compile(r"^([0-9A-Fa-f]{1,8}):([0-9A-Fa-f]{1,2}):([0-9A-Fa-f]{1,2})(?:\.[0-7])?$")
+
+
+def pci_address(text: str | None) -> str | None:
+    """One spelling for every source: "0000:3b:00" (domain, bus, device in lower-case hex), or None.
+
+    The function is left out: the kernel's Xid line does not print it, and a GPU is function 0.
+    """
+    match = _PCI_ADDRESS.match((text or "").strip())
+    if match is None:
+        return None
+    domain, bus, device = (int(part, 16) for part in match.groups())
+    return f"{domain:04x}:{bus:02x}:{device:02x}"
+
+
+# nvidia-smi's line for a GPU it cannot open, in place of that GPU's output. Drivers before 5xx name
+# the GPU by its PCI address ("Unable to determine the device handle for GPU 0000:05:00.0: GPU is
+# lost.  Reboot the system to recover this GPU"), later ones by index and address ("... for GPU0:
+# 0000:01:00.0: GPU is lost. Reboot ..."); "Unknown Error" is the other answer seen for such a GPU.
+_ADDRESS = r"[0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+(?:\.[0-7])?"
+_NO_DEVICE_HANDLE = re.compile(
+    rf"Unable to determine the device handle for GPU\s*"
+    rf"(?:(?P<address>{_ADDRESS}):\s*|(?P<index>\d+):\s*(?:(?P<indexed_address>{_ADDRESS}):\s*)?)(?P<error>.+?)\s*$"
+)
+
+
+@dataclass(frozen=True)
+class UnopenedGpu:
+    """A GPU nvidia-smi named but could not open: its index when the line gives one, its address, NVML's error."""
+
+    index: int | None
+    pci_bus_id: str | None
+    error: str
+
+
+def unopened_gpu(line: str) -> UnopenedGpu | None:
+    """The GPU an "Unable to determine the device handle for GPU..." line is about, or None for any other line."""
+    match = _NO_DEVICE_HANDLE.search(line)
+    if match is None:
+        return None
+    index = match.group("index")
+    error = match.group("error").split(".")[0].strip()  # "GPU is lost.  Reboot the system ..." -> "GPU is lost"
+    address = match.group("indexed_address") or match.group("address")
+    return UnopenedGpu(None if index is None else int(index), address, error)

@@ -3,6 +3,9 @@
 Both are read across driver generations: the XML renamed clocks_throttle_reasons to
 clocks_event_reasons (driver 535), power_readings to gpu_power_readings, and split the ECC counters
 from single_bit/double_bit totals into dram/sram counters; the CSV takes any column set.
+
+A GPU nvidia-smi cannot open gets one line instead of its output ("Unable to determine the device
+handle for GPU 0000:05:00.0: GPU is lost. ..."): it becomes a GPU with `open_error` set.
 """
 
 from __future__ import annotations
@@ -11,19 +14,22 @@ import csv
 import io
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from itertools import count
 from typing import Any
 
 from diag.errors import ParseError
 from diag.model import GPU, GPUProcess
 from diag.parsers.gpu_common import (
+    UnopenedGpu,
     clocks_event_reason_names,
     hex_mask,
     in_reason_order,
     integer,
     is_unknown,
     number,
+    unopened_gpu,
     yes_no,
 )
 
@@ -71,7 +77,9 @@ class _XmlGpu:
 
 
 def parse_xml(text: str, host: str) -> list[GPU]:
-    """`nvidia-smi -q -x`: one GPU per <gpu> element, indexed in document order (nvidia-smi's order)."""
+    """`nvidia-smi -q -x`: one GPU per <gpu> element, indexed in document order (nvidia-smi's order),
+    and one per GPU nvidia-smi could not open (its line sits outside the XML document)."""
+    text, unopened = _without_unopened_lines(text)
     try:
         root = ET.fromstring(text.lstrip())
     except ET.ParseError as exc:
@@ -80,10 +88,39 @@ def parse_xml(text: str, host: str) -> list[GPU]:
         raise ParseError(f"not nvidia-smi -q -x output: the root element is <{root.tag}>, not <nvidia_smi_log>")
     driver_version = _known_text(root, "driver_version")
     cuda_version = _known_text(root, "cuda_version")
-    return [
-        _xml_gpu(_XmlGpu(element, index), host, driver_version, cuda_version)
-        for index, element in enumerate(root.findall("gpu"))
+    indexes = _free_indexes(unopened)
+    gpus = [
+        _xml_gpu(_XmlGpu(element, next(indexes)), host, driver_version, cuda_version)
+        for element in root.findall("gpu")
     ]
+    return gpus + _unopened_gpus(unopened, host, {g.index for g in gpus}, driver_version)
+
+
+def _without_unopened_lines(text: str) -> tuple[str, list[UnopenedGpu]]:
+    """The output without nvidia-smi's "Unable to determine the device handle" lines, and those GPUs."""
+    lines = text.splitlines()
+    unopened = [found for line in lines if (found := unopened_gpu(line)) is not None]
+    return "\n".join(line for line in lines if unopened_gpu(line) is None), unopened
+
+
+def _free_indexes(unopened: list[UnopenedGpu]) -> Iterator[int]:
+    """The indexes, in order, of the GPUs nvidia-smi printed: all but those its error lines name."""
+    named = {u.index for u in unopened if u.index is not None}
+    return (index for index in count() if index not in named)
+
+
+def _unopened_gpus(unopened: list[UnopenedGpu], host: str, taken: set[int], driver_version: str | None) -> list[GPU]:
+    """GPUs nvidia-smi could not open. The index is the one the line names; an older driver's line names
+    only the PCI address, and then the GPU takes the lowest index no other GPU of the output has."""
+    gpus = []
+    taken = set(taken) | {u.index for u in unopened if u.index is not None}
+    for found in unopened:
+        index = found.index
+        if index is None:
+            index = min(set(range(len(taken) + 1)) - taken)
+            taken.add(index)
+        gpus.append(GPU(host=host, index=index, pci_bus_id=found.pci_bus_id, driver_version=driver_version, open_error=found.error))
+    return gpus
 
 
 def _known_text(element: ET.Element, path: str) -> str | None:
@@ -263,9 +300,10 @@ def parse_csv(text: str, host: str, columns: tuple[str, ...] | None = None) -> l
     The header names the columns; without one (noheader) they are `columns`, or else the bundle's
     default query (BUNDLE_CSV_COLUMNS). Columns llmdiag has no field for are ignored.
     """
+    text, unopened = _without_unopened_lines(text)
     rows = [row for row in csv.reader(io.StringIO(text), skipinitialspace=True) if any(cell.strip() for cell in row)]
     if not rows:
-        return []
+        return _unopened_gpus(unopened, host, set(), None)
     if _is_header(rows[0]):
         names = [_UNIT_SUFFIX.sub("", cell.strip()) for cell in rows[0]]
         if _COMPUTE_APPS_COLUMNS.intersection(names):
@@ -279,11 +317,12 @@ def parse_csv(text: str, host: str, columns: tuple[str, ...] | None = None) -> l
                 f" {len(names)} columns {','.join(names)}: {','.join(rows[0])[:80]!r}"
             )
     gpus = []
+    indexes = _free_indexes(unopened)
     for position, row in enumerate(rows):
         if len(row) != len(names):
             raise ParseError(f"GPU row {position + 1}: {len(row)} fields, but there are {len(names)} columns")
-        gpus.append(_csv_gpu(dict(zip(names, row, strict=True)), host, position))
-    return gpus
+        gpus.append(_csv_gpu(dict(zip(names, row, strict=True)), host, position, next(indexes)))
+    return gpus + _unopened_gpus(unopened, host, {g.index for g in gpus}, None)
 
 
 def _is_header(row: list[str]) -> bool:
@@ -294,7 +333,8 @@ def _is_header(row: list[str]) -> bool:
     )
 
 
-def _csv_gpu(cells: dict[str, str], host: str, position: int) -> GPU:
+def _csv_gpu(cells: dict[str, str], host: str, position: int, index: int) -> GPU:
+    """One row; `index` is the GPU's place in nvidia-smi's output, for a query without the index column."""
     values: dict[str, Any] = {}
     for attribute, columns, convert in _CSV_FIELDS:
         for column in columns:
@@ -305,7 +345,7 @@ def _csv_gpu(cells: dict[str, str], host: str, position: int) -> GPU:
                     break
     if "clocks_event_reasons" not in values:
         values["clocks_event_reasons"] = _csv_reason_flags(cells, position)
-    values.setdefault("index", position)
+    values.setdefault("index", index)
     return GPU(host=host, **values)
 
 

@@ -73,6 +73,10 @@ def _cuda_version(encoded: int | None) -> str | None:
 
 def _gpu(fields: _NvmlFields, position: int, host: str, driver_version: str | None, cuda_version: str | None) -> GPU:
     index = fields.integer("index")
+    handle = fields.data.get("handle")
+    if isinstance(handle, str) and handle.startswith("error:"):  # NVML could not open the GPU: nothing else was read
+        error = handle.removeprefix("error:").strip() or "no reason given"
+        return GPU(host=host, index=index if index is not None else position, open_error=error)
     memory = fields.child("memory")
     util = fields.child("util")
     remapped = fields.integers("remapped_rows", length=4)  # corr, unc, pending, failure

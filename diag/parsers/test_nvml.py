@@ -97,7 +97,12 @@ def test_every_refused_call_reads_as_unknown() -> None:
 
 def test_a_gpu_nvml_could_not_open_is_kept_with_nothing_known() -> None:
     [gpu] = parse_nvml_json(json.dumps({"gpus": [{"index": 1, "handle": "error: GPU is lost"}]}), "n")
-    assert (gpu.index, gpu.uuid, gpu.memory_used_mib) == (1, None, None)
+    assert (gpu.index, gpu.uuid, gpu.memory_used_mib, gpu.open_error) == (1, None, None, "GPU is lost")
+
+
+def test_a_gpu_nvml_opened_has_no_open_error() -> None:
+    [gpu] = parse_nvml_json(_snapshot(), "n")
+    assert gpu.open_error is None
 
 
 @pytest.mark.parametrize(
