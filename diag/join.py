@@ -38,6 +38,8 @@ def _events_to_objects(snap: Snapshot) -> None:
     clusters = {(c.namespace, c.name): c for c in snap.ray_clusters}
     for event in snap.events:
         if event.involved_kind == "Pod" and (pod := pods.get((event.namespace, event.involved_name))):
+            if event.involved_uid and pod.uid and event.involved_uid != pod.uid:
+                continue  # about an earlier pod of that name (a StatefulSet pod is recreated under its name)
             pod.events.append(event)
         elif event.involved_kind == "Node" and (node := nodes.get(event.involved_name)):
             node.events.append(event)

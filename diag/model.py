@@ -37,6 +37,7 @@ class Event:
     count: int = 1
     last_seen: str | None = None  # RFC 3339
     source: str | None = None  # reporting component / host
+    involved_uid: str | None = None  # the object's uid: tells a pod from an earlier one of the same name
 
 
 @dataclass

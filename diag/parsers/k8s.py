@@ -447,6 +447,7 @@ def _event(obj: _Object, names: _EventFields) -> Event:
         last_seen=series.text("lastObservedTime") or e.text(names.last_timestamp) or e.text("eventTime")
         or e.text(names.first_timestamp),
         source=e.text(names.reporter) or source.text("component") or source.text("host"),
+        involved_uid=about.text("uid") or None,
     )
 
 
