@@ -67,8 +67,8 @@ class _Loader:
     def ok(self, name: str, detail: str = "") -> None:
         self.snap.sources[name] = SourceStatus("ok", detail)
 
-    def failed(self, name: str, detail: str) -> None:
-        self.snap.sources[name] = SourceStatus("failed", f"{name}: {detail}")
+    def failed(self, name: str, detail: str, recovered: int | None = None) -> None:
+        self.snap.sources[name] = SourceStatus("failed", f"{name}: {detail}", recovered)
 
     def run(self, name: str, action: Callable[[], object]) -> None:
         """Run one parse step; a bad file becomes a failed source, never an exception."""
@@ -90,7 +90,7 @@ class _Loader:
             return
         self.run(rel, lambda: use(cut.text))
         if self.snap.sources[rel].status == "ok":
-            self.failed(rel, f"truncated after {cut.items} complete item{'' if cut.items == 1 else 's'} (those were used)")
+            self.failed(rel, f"truncated after {cut.items} complete item{'' if cut.items == 1 else 's'} (those were used)", cut.items)
 
     # ------------------------------------------------------------------ per folder
 
@@ -199,7 +199,7 @@ class _Loader:
                 server.scrapes.append(Scrape(exposition.samples, taken_at))
                 if exposition.errors:
                     kept = f"(the other {len(exposition.samples)} samples were used)"
-                    self.failed(rel, f"{exposition.errors[0]} {kept}")
+                    self.failed(rel, f"{exposition.errors[0]} {kept}", len(exposition.samples))
                 else:
                     self.ok(rel)
         self.snap.vllm_servers.extend(self.servers.values())

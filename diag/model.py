@@ -21,6 +21,9 @@ class SourceStatus:
 
     status: SourceState
     detail: str = ""
+    # A "failed" source that still gave part of its data (the complete items of a list cut off part-way,
+    # the good samples of a damaged scrape): how many items or samples were used. None: nothing was used.
+    recovered: int | None = None
 
 
 # --------------------------------------------------------------------------- kubernetes

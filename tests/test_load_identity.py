@@ -156,12 +156,13 @@ def test_a_truncated_pod_list_gives_its_complete_items_and_stays_failed():
     assert [p.key for p in snap.pods] == ["llm-serving/vllm-0"]
     status = snap.sources["k8s/pods.json"]
     assert (status.status, status.detail) == ("failed", "k8s/pods.json: truncated after 1 complete item (those were used)")
+    assert status.recovered == 1
 
 
 def test_damaged_or_empty_lists_give_nothing():
     damaged = TWO_NAMESPACES.replace('"spec"', '"spec" 1', 1)
     snap = snapshot({"k8s/pods.json": damaged, "k8s/nodes.json": ""})
     assert snap.pods == [] and snap.nodes == []
-    assert snap.sources["k8s/pods.json"].status == "failed"
+    assert (snap.sources["k8s/pods.json"].status, snap.sources["k8s/pods.json"].recovered) == ("failed", None)
     assert "not valid JSON" in snap.sources["k8s/pods.json"].detail
     assert snap.sources["k8s/nodes.json"].detail == "k8s/nodes.json: empty file: expected a Node list (kubectl get -o json)"
