@@ -176,9 +176,7 @@ def recover_truncated_list(text: str) -> TruncatedList | None:
     reader = _ListReader(text.removeprefix("\ufeff"))
     try:
         reader.read()
-    except _Damaged:
-        return None
-    except RecursionError:
+    except (_Damaged, RecursionError):
         return None
     if not reader.cut or reader.items is None:
         return None
