@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from diag.model import GPU, Container, Pod, Service, Snapshot, VllmServer
+from diag.identity import GPU_FILE_SUFFIXES, VLLM_FILE, Ambiguous, PodNames
+from diag.model import GPU, Container, Pod, Service, SourceStatus, Snapshot, VllmServer
 from diag.parsers import engine_args
 from diag.parsers.gpu_common import pci_address
 from diag.parsers.logs import xid_device, xids_in
@@ -38,6 +39,8 @@ def _events_to_objects(snap: Snapshot) -> None:
     clusters = {(c.namespace, c.name): c for c in snap.ray_clusters}
     for event in snap.events:
         if event.involved_kind == "Pod" and (pod := pods.get((event.namespace, event.involved_name))):
+            if event.involved_uid and pod.uid and event.involved_uid != pod.uid:
+                continue  # about an earlier pod of that name (a StatefulSet pod is recreated under its name)
             pod.events.append(event)
         elif event.involved_kind == "Node" and (node := nodes.get(event.involved_name)):
             node.events.append(event)
@@ -62,36 +65,56 @@ def _pods_to_workloads(snap: Snapshot) -> None:
 
 def _ray_nodes_to_pods(snap: Snapshot) -> None:
     by_ip = {p.pod_ip: p for p in snap.pods if p.pod_ip}
-    by_name = {p.name: p for p in snap.pods}
+    names = PodNames(snap.pods)
     for node in snap.ray_nodes:
-        pod = by_name.get(node.node_name or "") or by_ip.get(node.node_ip or "") or by_ip.get(node.node_name or "")
+        named = names.pod(node.node_name) if node.node_name else None
+        pod = named if isinstance(named, Pod) else by_ip.get(node.node_ip or "") or by_ip.get(node.node_name or "")
         if pod is not None:
             node.pod = pod.key
             pod.ray_node_id = node.node_id
 
 
 def _vllm_servers_to_pods(snap: Snapshot) -> None:
-    servers = {s.name: s for s in snap.vllm_servers}
+    """A server's files (vllm/<pod ref>.*) join the pod they name; a pod whose container starts vLLM
+    without files gets a server of its own. A server is named after its pod: the bare pod name where
+    no other namespace has it, else <namespace>.<pod>."""
+    names = PodNames(snap.pods)
+    by_pod: dict[str, VllmServer] = {}
+    for server in snap.vllm_servers:
+        found = names.pod(server.name)
+        if isinstance(found, Ambiguous):
+            _refuse(snap, [rel for rel in snap.sources if (m := VLLM_FILE.match(rel)) and m["server"] == server.name], found)
+        elif found is not None:
+            server.name = _server_name(found, names)
+            by_pod[found.key] = server
     services = [s for s in snap.services if s.selector]
     for pod in snap.pods:
         for container in pod.containers:
             args = engine_args.parse_engine_args(container.command, container.args, container.image)
             if args is None:
                 continue
-            server = servers.get(f"{pod.namespace}.{pod.name}") or servers.get(pod.name)
+            server = by_pod.get(pod.key)
             if server is None:
-                server = VllmServer(name=pod.name)
+                server = by_pod[pod.key] = VllmServer(name=_server_name(pod, names))
                 snap.vllm_servers.append(server)
-                servers[server.name] = server
             server.engine_args = server.engine_args or args
             _server_in_pod(server, pod, container, services)
             break
-    # A server known only by its files (vllm/<pod>.health.txt ...) runs in the pod of that name even when
-    # no container starts vLLM itself: Ray Serve runs it in pods whose command is `ray start`.
-    by_name = {p.name: p for p in snap.pods} | {f"{p.namespace}.{p.name}": p for p in snap.pods}
-    for server in snap.vllm_servers:
-        if server.pod is None and (named := by_name.get(server.name)) is not None and named.containers:
-            _server_in_pod(server, named, named.containers[0], services)
+    # A server known only by its files runs in the pod they name even when no container starts vLLM
+    # itself: Ray Serve runs it in pods whose command is `ray start`.
+    for key, server in by_pod.items():
+        if server.pod is None and (pod := snap.pod(key)) is not None and pod.containers:
+            _server_in_pod(server, pod, pod.containers[0], services)
+
+
+def _server_name(pod: Pod, names: PodNames) -> str:
+    return pod.name if names.unique(pod) else f"{pod.namespace}.{pod.name}"
+
+
+def _refuse(snap: Snapshot, files: list[str], found: Ambiguous) -> None:
+    """A file that names a pod by a bare name two namespaces share joins neither: say so, file by file."""
+    for rel in files:
+        snap.sources[rel] = SourceStatus("failed", f"{rel}: {found.detail}")
 
 
 def _server_in_pod(server: VllmServer, pod: Pod, container: Container, services: list[Service]) -> None:
@@ -108,16 +131,22 @@ def _server_in_pod(server: VllmServer, pod: Pod, container: Container, services:
 
 def _gpus_to_nodes_and_pods(snap: Snapshot) -> None:
     nodes = {n.name for n in snap.nodes}
-    pods = {p.name: p for p in snap.pods}
+    names = PodNames(snap.pods)
     gpu_pods_by_node: dict[str, list[Pod]] = {}
     for pod in snap.pods:
         if pod.node_name and any(_gpu_limit(c.limits) for c in pod.containers):
             gpu_pods_by_node.setdefault(pod.node_name, []).append(pod)
+    refused: set[str] = set()
     for gpu in snap.gpus:
-        if gpu.host in pods:  # captured inside a pod: that pod's own view of its GPUs
-            pod = pods[gpu.host]
-            gpu.node = pod.node_name
-            gpu.serving_pods = [pod.key]
+        found = names.pod(gpu.host) if gpu.host not in nodes else None
+        if isinstance(found, Pod):  # captured inside a pod: that pod's own view of its GPUs
+            gpu.node = found.node_name
+            gpu.serving_pods = [found.key]
+        elif isinstance(found, Ambiguous):
+            gpu.node, gpu.serving_pods = None, []
+            if gpu.host not in refused:
+                refused.add(gpu.host)
+                _refuse(snap, [rel for rel in snap.sources if _gpu_file_host(rel) == gpu.host], found)
         else:
             gpu.node = gpu.host if gpu.host in nodes or not nodes else None
             gpu.serving_pods = [p.key for p in gpu_pods_by_node.get(gpu.host, [])]
@@ -190,6 +219,14 @@ def _placement_group_strategies(snap: Snapshot) -> None:
 
 def _shape(bundle: dict[str, float]) -> tuple[tuple[str, float], ...]:
     return tuple(sorted(bundle.items()))
+
+
+def _gpu_file_host(rel: str) -> str | None:
+    """The host (or pod ref) of gpu/<host>.nvml.json, .xml or .csv."""
+    if not rel.startswith("gpu/"):
+        return None
+    name = rel.removeprefix("gpu/")
+    return next((name.removesuffix(ext) for ext in GPU_FILE_SUFFIXES if name.endswith(ext)), None)
 
 
 def _gpu_limit(limits: dict[str, str]) -> int:

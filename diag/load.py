@@ -13,6 +13,7 @@ from pathlib import PurePosixPath
 
 from diag.bundle import Bundle
 from diag.errors import ParseError
+from diag.identity import GPU_FILE_SUFFIXES, VLLM_FILE, Ambiguous, PodNames
 from diag.model import (
     PromResult,
     Scrape,
@@ -51,7 +52,6 @@ _K8S_LISTS: dict[str, Callable[[Snapshot, str], None]] = {
     "daemonsets.json": lambda s, t: s.daemonsets.extend(k8s.parse_daemonsets(t)),
 }
 
-_VLLM_FILE = re.compile(r"^vllm/(?P<server>.+?)\.(?P<kind>metrics(?:\.(?P<n>\d+))?\.txt|models\.json|health\.txt|cmdline\.txt)$")
 _LOG_FILE = re.compile(r"^k8s/logs/(?P<stem>.+?)(?P<previous>\.previous)?\.log$")
 
 
@@ -67,8 +67,8 @@ class _Loader:
     def ok(self, name: str, detail: str = "") -> None:
         self.snap.sources[name] = SourceStatus("ok", detail)
 
-    def failed(self, name: str, detail: str) -> None:
-        self.snap.sources[name] = SourceStatus("failed", f"{name}: {detail}")
+    def failed(self, name: str, detail: str, recovered: int | None = None) -> None:
+        self.snap.sources[name] = SourceStatus("failed", f"{name}: {detail}", recovered)
 
     def run(self, name: str, action: Callable[[], object]) -> None:
         """Run one parse step; a bad file becomes a failed source, never an exception."""
@@ -81,6 +81,16 @@ class _Loader:
             self.failed(name, f"unexpected content ({type(e).__name__}: {e})")
         else:
             self.ok(name)
+
+    def k8s_list(self, rel: str, text: str, use: Callable[[str], object]) -> None:
+        """A `kubectl get -o json` list; one cut off part-way still gives its complete items, and the
+        source stays "failed" so that nobody reads it as the whole list."""
+        self.run(rel, lambda: use(text))
+        if self.snap.sources[rel].status == "ok" or (cut := k8s.recover_truncated_list(text)) is None:
+            return
+        self.run(rel, lambda: use(cut.text))
+        if self.snap.sources[rel].status == "ok":
+            self.failed(rel, f"truncated after {cut.items} complete item{'' if cut.items == 1 else 's'} (those were used)", cut.items)
 
     # ------------------------------------------------------------------ per folder
 
@@ -113,11 +123,11 @@ class _Loader:
             self.log_files.append((m["stem"], text, bool(m["previous"])))
             self.ok(rel)
         elif name in _K8S_LISTS:
-            self.run(rel, lambda: _K8S_LISTS[name](self.snap, text))
+            self.k8s_list(rel, text, lambda t: _K8S_LISTS[name](self.snap, t))
         elif name == "endpoints.json":
-            self.run(rel, lambda: self.endpoints.update(k8s.parse_endpoints(text)))
+            self.k8s_list(rel, text, lambda t: self.endpoints.update(k8s.parse_endpoints(t)))
         elif name == "endpointslices.json":
-            self.run(rel, lambda: self.endpoints.update(k8s.parse_endpointslices(text)))
+            self.k8s_list(rel, text, lambda t: self.endpoints.update(k8s.parse_endpointslices(t)))
         else:
             self.snap.sources[rel] = SourceStatus("skipped", f"{rel}: unknown Kubernetes file")
 
@@ -148,7 +158,8 @@ class _Loader:
 
     def _gpu(self, rel: str, text: str) -> None:
         name = PurePosixPath(rel).name
-        for suffix, parse in ((".nvml.json", nvml.parse_nvml_json), (".xml", nvidia_smi.parse_xml), (".csv", nvidia_smi.parse_csv)):
+        parsers = (nvml.parse_nvml_json, nvidia_smi.parse_xml, nvidia_smi.parse_csv)
+        for suffix, parse in zip(GPU_FILE_SUFFIXES, parsers, strict=True):
             if name.endswith(suffix):
                 host = name.removesuffix(suffix)
                 self.run(rel, lambda: _merge_gpus(self.snap, parse(text, host)))
@@ -156,7 +167,7 @@ class _Loader:
         self.snap.sources[rel] = SourceStatus("skipped", f"{rel}: unknown GPU file")
 
     def _vllm(self, rel: str, text: str) -> None:
-        m = _VLLM_FILE.match(rel)
+        m = VLLM_FILE.match(rel)
         if m is None:
             self.snap.sources[rel] = SourceStatus("skipped", f"{rel}: unknown vLLM file")
             return
@@ -188,7 +199,7 @@ class _Loader:
                 server.scrapes.append(Scrape(exposition.samples, taken_at))
                 if exposition.errors:
                     kept = f"(the other {len(exposition.samples)} samples were used)"
-                    self.failed(rel, f"{exposition.errors[0]} {kept}")
+                    self.failed(rel, f"{exposition.errors[0]} {kept}", len(exposition.samples))
                 else:
                     self.ok(rel)
         self.snap.vllm_servers.extend(self.servers.values())
@@ -205,24 +216,24 @@ class _Loader:
     # ------------------------------------------------------------------ after all files
 
     def _attach_logs(self) -> None:
-        containers = {(p.name, c.name): c for p in self.snap.pods for c in p.containers + p.init_containers}
-        first_container = {p.name: p.containers[0] for p in self.snap.pods if p.containers}
+        """k8s/logs/<stem>.log to its container: <stem> is [<namespace>.]<pod>[.<container>]. A bare pod
+        name that two namespaces share names neither pod: its log joins nothing and the sources say so."""
+        pods = PodNames(self.snap.pods)
         for stem, text, previous in self.log_files:
-            container = containers.get(tuple(stem.rsplit(".", 1))) if "." in stem else None
-            if container is None:
-                container = first_container.get(stem)
-            if container is None:
-                # <namespace>.<pod> naming, or a pod the bundle has no spec for
-                container = first_container.get(stem.split(".", 1)[-1])
-            if container is None:
-                self.snap.sources[f"k8s/logs/{stem}"] = SourceStatus("skipped", f"k8s/logs/{stem}: no such pod in k8s/pods.json")
+            rel = f"k8s/logs/{stem}{'.previous' if previous else ''}.log"
+            found = pods.container_of(stem)
+            if isinstance(found, Ambiguous):
+                self.failed(rel, found.detail)
+                continue
+            if found is None:
+                self.snap.sources[rel] = SourceStatus("skipped", f"{rel}: no such pod in k8s/pods.json")
                 continue
             if previous:
-                container.previous_logs = text
+                found.previous_logs = text
             else:
-                container.logs = text
+                found.logs = text
             for signal, lines in logs.scan_log(text).items():
-                container.log_signals.setdefault(signal, []).extend(lines)
+                found.log_signals.setdefault(signal, []).extend(lines)
 
     def _attach_endpoints(self) -> None:
         for svc in self.snap.services:

@@ -21,6 +21,9 @@ class SourceStatus:
 
     status: SourceState
     detail: str = ""
+    # A "failed" source that still gave part of its data (the complete items of a list cut off part-way,
+    # the good samples of a damaged scrape): how many items or samples were used. None: nothing was used.
+    recovered: int | None = None
 
 
 # --------------------------------------------------------------------------- kubernetes
@@ -37,6 +40,7 @@ class Event:
     count: int = 1
     last_seen: str | None = None  # RFC 3339
     source: str | None = None  # reporting component / host
+    involved_uid: str | None = None  # the object's uid: tells a pod from an earlier one of the same name
 
 
 @dataclass

@@ -70,7 +70,7 @@ class VllmPod:
     pod: str
     container: str
     port: int
-    file_stem: str  # vllm/<file_stem>.metrics.txt: the pod name, or <namespace>.<pod> when names clash
+    file_stem: str  # vllm/<file_stem>.metrics.txt: <namespace>.<pod>
 
 
 # ----------------------------------------------------------------------------- phase 1: objects
@@ -222,11 +222,10 @@ def _list_detail(answer: dict, note: str) -> str:
 
 
 def file_stems(pods: list[Pod]) -> dict[str, str]:
-    """pod key -> file stem: the pod name, or <namespace>.<pod> where two namespaces share a name."""
-    counts: dict[str, int] = {}
-    for pod in pods:
-        counts[pod.name] = counts.get(pod.name, 0) + 1
-    return {p.key: p.name if counts[p.name] == 1 else f"{p.namespace}.{p.name}" for p in pods}
+    """pod key -> file stem: always <namespace>.<pod>. A bare pod name is ambiguous as soon as another
+    namespace has the same name (StatefulSet names like vllm-0 repeat), and a capped or namespaced
+    pod list cannot show that it does not."""
+    return {p.key: f"{p.namespace}.{p.name}" for p in pods}
 
 
 def vllm_server_pods(pods: list[Pod]) -> list[VllmPod]:
@@ -301,16 +300,16 @@ class _LogRequest:
     pod: Pod
     container: str
     previous: bool
-    rel: str  # k8s/logs/<stem>[.<container>][.previous].log
+    rel: str  # k8s/logs/<namespace>.<pod>[.<container>][.previous].log
 
 
-def _log_requests(pods: list[Pod], all_pods: list[Pod]) -> tuple[list[_LogRequest], list[SourceResult]]:
+def _log_requests(pods: list[Pod]) -> tuple[list[_LogRequest], list[SourceResult]]:
     """Which logs to read: the current one of every container that ran, --previous where one restarted."""
-    stems = file_stems(all_pods)
+    stems = file_stems(pods)
     requests: list[_LogRequest] = []
     skipped: list[SourceResult] = []
     for pod in pods:
-        stem = stems.get(pod.key, pod.name)
+        stem = stems[pod.key]
         several = len(pod.containers) > 1
         chosen = [(c, False) for c in pod.containers] + [(c, True) for c in pod.init_containers if _init_failed(c)]
         for container, is_init in chosen:
@@ -334,7 +333,7 @@ def collect_logs(kube: KubeAccess, pods: list[Pod], sink: Sink, tail_lines: int)
     """Bounded log tails (current and --previous) of the pods that matter."""
     from diag.collect.kube import KubeError
 
-    requests, results = _log_requests(pods_that_matter(pods), pods)
+    requests, results = _log_requests(pods_that_matter(pods))
 
     def read(req: _LogRequest) -> SourceResult:
         where = f"{req.pod.key} container {req.container}" + (" (previous)" if req.previous else "")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from diag.facts import gpu, kubernetes, ray, vllm
+from diag.facts import gpu, k8s_events, kubernetes, ray, vllm
 from diag.model import Snapshot
 
 Subject = dict
@@ -24,7 +24,7 @@ class Facts:
 
 
 SCOPES = (
-    "cluster", "pod", "node", "service", "workload", "hpa", "raycluster", "daemonset",
+    "cluster", "pod", "node", "service", "workload", "hpa", "raycluster", "daemonset", "unlisted_object",
     "ray_node", "actor", "placement_group", "gpu", "gpu_node", "vllm_server",
 )
 
@@ -36,6 +36,7 @@ def build_facts(snap: Snapshot) -> Facts:
     cluster["_links"] = []
     scopes: dict[str, list[Subject]] = {"cluster": [cluster]}
     scopes.update(kubernetes.scopes(snap))
+    scopes.update(k8s_events.scopes(snap))
     scopes.update(ray.scopes(snap))
     scopes.update(gpu.scopes(snap))
     scopes.update(vllm.scopes(snap))

@@ -7,6 +7,8 @@ Anything else, and any field of the wrong type, is a ParseError of one line nami
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 
 import yaml
@@ -61,6 +63,8 @@ class _Object:
 def _objects(text: str, *kinds: str) -> list[_Object]:
     """The objects of one `kubectl get -o json` answer whose kind is one of `kinds`."""
     wanted = kinds[0]
+    if not text.strip():
+        raise ParseError(f"empty file: expected {_a(wanted)} list (kubectl get -o json)")
     doc = load_json(text)
     if not isinstance(doc, dict):
         raise ParseError(f"expected {_a(wanted)} list (kubectl get -o json), found {type_name(doc)}")
@@ -147,6 +151,125 @@ def _owner(metadata: Fields) -> tuple[str | None, str | None]:
     if controller is None:
         return None, None
     return controller.text("kind"), controller.text("name")
+
+
+# --------------------------------------------------------------------------- truncated lists
+
+
+@dataclass(frozen=True)
+class TruncatedList:
+    """What survives of a `kubectl get -o json` list cut off part-way (a collector killed at its
+    timeout, a copy-paste): its complete items, as a List document the parsers read like any other."""
+
+    text: str
+    items: int
+
+
+# A cut-off JSON document ends inside a token: the decoder stops at the end of the text, in a string
+# that never closes, or before a literal or number that lost its tail ("tr", "1.", "-").
+_PARTIAL_TOKEN = re.compile(r"[-+.\w]*")
+
+
+def recover_truncated_list(text: str) -> TruncatedList | None:
+    """The complete items of a list cut off part-way, or None when the text is not such a list (not
+    JSON at all, damaged in the middle, whole, or cut before its items began)."""
+    reader = _ListReader(text.removeprefix("\ufeff"))
+    try:
+        reader.read()
+    except (_Damaged, RecursionError):
+        return None
+    if not reader.cut or reader.items is None:
+        return None
+    kind = reader.head.get("kind")
+    document = {
+        "apiVersion": reader.head.get("apiVersion"),
+        "kind": kind if isinstance(kind, str) else "List",
+        "items": reader.items,
+    }
+    return TruncatedList(json.dumps(document), len(reader.items))
+
+
+class _Damaged(Exception):
+    """The text breaks the JSON grammar before its end: damaged, not merely cut short."""
+
+
+class _Ended(Exception):
+    """The text ended part-way through the document."""
+
+
+class _ListReader:
+    """Reads a `{..., "items": [...], ...}` document one value at a time with the real JSON decoder,
+    keeping every complete item, and notes whether the text ended before the document did."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+        self.decoder = json.JSONDecoder()
+        self.head: dict[str, object] = {}
+        self.items: list[object] | None = None  # None: the items list was never reached
+        self.cut = False
+
+    def read(self) -> None:
+        try:
+            self._document()
+        except _Ended:
+            self.cut = True
+
+    def _document(self) -> None:
+        self._expect("{")
+        if self._peek() == "}":
+            return
+        while True:
+            key = self._value()
+            self._expect(":")
+            if key == "items":
+                self._items()
+            else:
+                self.head[str(key)] = self._value()
+            if self._peek() == "}":
+                return
+            self._expect(",")
+
+    def _items(self) -> None:
+        self._expect("[")
+        self.items = []
+        if self._peek() == "]":
+            self.pos += 1
+            return
+        while True:
+            self.items.append(self._value())
+            if self._peek() == "]":
+                self.pos += 1
+                return
+            self._expect(",")
+
+    def _value(self) -> object:
+        self._peek()
+        try:
+            value, self.pos = self.decoder.raw_decode(self.text, self.pos)
+        except json.JSONDecodeError as e:
+            raise _Ended() if _cut_short(self.text, e) else _Damaged() from None
+        return value
+
+    def _peek(self) -> str:
+        """The next character after white space; _Ended when there is none."""
+        while self.pos < len(self.text) and self.text[self.pos] in " \t\r\n":
+            self.pos += 1
+        if self.pos >= len(self.text):
+            raise _Ended()
+        return self.text[self.pos]
+
+    def _expect(self, char: str) -> None:
+        if self._peek() != char:
+            raise _Damaged()
+        self.pos += 1
+
+
+def _cut_short(text: str, error: json.JSONDecodeError) -> bool:
+    """Whether the decoder failed because the text ended, not because it is damaged in the middle."""
+    if error.msg.startswith("Unterminated string"):
+        return True
+    return _PARTIAL_TOKEN.fullmatch(text[error.pos:].rstrip()) is not None
 
 
 # --------------------------------------------------------------------------- pods
@@ -322,6 +445,7 @@ def _event(obj: _Object, names: _EventFields) -> Event:
         last_seen=series.text("lastObservedTime") or e.text(names.last_timestamp) or e.text("eventTime")
         or e.text(names.first_timestamp),
         source=e.text(names.reporter) or source.text("component") or source.text("host"),
+        involved_uid=about.text("uid") or None,
     )
 
 

@@ -3,6 +3,7 @@ messages follow the scheduler and kubelet wording in shared/reference/k8s/."""
 
 import copy
 import json
+import re
 
 import pytest
 
@@ -244,7 +245,7 @@ def _broken(path: list, value) -> str:
     ("text", "expected"),
     [
         ('{"apiVersion": "v1", "kind": "List", "items": [{"kind": "Pod", "metadata": {"na', "not valid JSON"),
-        ("", "not valid JSON"),
+        ("", "empty file"),
         ("[]", "expected a Pod list (kubectl get -o json), found a list"),
         ('{"kind": "ServiceList", "items": []}', "expected a Pod list, found a ServiceList"),
         (json.dumps({"kind": "Service", "metadata": {"name": "x"}}), "expected a Pod list, found a Service"),
@@ -820,3 +821,93 @@ def test_wrong_typed_fields_never_escape_as_other_errors(parse, doc):
             parse(as_list(mutated))
         except ParseError as e:
             assert str(e) and "\n" not in str(e)
+
+
+# --------------------------------------------------------------------------- truncated lists
+
+
+def pod_named(namespace: str, name: str) -> dict:
+    pod = copy.deepcopy(VLLM_POD)
+    pod["metadata"].update(name=name, namespace=namespace)
+    return pod
+
+
+ALL_NAMESPACES = as_list(  # `kubectl get pods -A -o json`: one List, items from every namespace
+    pod_named("llm-serving", "vllm-0"), pod_named("other-team", "vllm-0"), pod_named("kube-system", "coredns-5d78c9869d-4kq2x"),
+)
+
+
+def cut_at(text: str, mark: str, occurrence: int = 1) -> str:
+    """The text up to (not including) the given occurrence of `mark`."""
+    at = -1
+    for _ in range(occurrence):
+        at = text.index(mark, at + 1)
+    return text[:at]
+
+
+def test_cut_mid_item_keeps_the_items_before_it():
+    cut = k8s.recover_truncated_list(cut_at(ALL_NAMESPACES, '"containerStatuses"', 2))
+    assert cut is not None and cut.items == 1
+    assert [(p.namespace, p.name) for p in k8s.parse_pods(cut.text)] == [("llm-serving", "vllm-0")]
+
+
+def test_cut_between_items_keeps_every_complete_item():
+    text = ALL_NAMESPACES[: ALL_NAMESPACES.index("kube-system")]
+    text = text[: text.rindex("},") + 2]  # right after the second item and its comma
+    cut = k8s.recover_truncated_list(text)
+    assert cut is not None and cut.items == 2
+    assert [p.key for p in k8s.parse_pods(cut.text)] == ["llm-serving/vllm-0", "other-team/vllm-0"]
+
+
+def test_cut_inside_a_string():
+    text = cut_at(ALL_NAMESPACES, "coredns") + "core"
+    cut = k8s.recover_truncated_list(text)
+    assert cut is not None and cut.items == 2
+
+
+@pytest.mark.parametrize("tail", ["tr", "fals", "nu", "1.", "-", '"ab\\'])
+def test_cut_inside_a_literal_number_or_escape(tail):
+    text = cut_at(ALL_NAMESPACES, "coredns") + 'x", "flag": ' + tail
+    cut = k8s.recover_truncated_list(text)
+    assert cut is not None and cut.items == 2
+
+
+def test_every_cut_point_keeps_exactly_the_items_completed_before_it():
+    item_ends = [m.end() for m in re.finditer(r"\n        }", ALL_NAMESPACES)]
+    assert len(item_ends) == 3
+    for i in range(0, len(ALL_NAMESPACES), 11):  # every 11th cut point: each kind of token is cut somewhere
+        cut = k8s.recover_truncated_list(ALL_NAMESPACES[:i])
+        items = None if cut is None else cut.items
+        if i <= ALL_NAMESPACES.index("["):
+            assert items is None  # cut before the items began: nothing to recover
+        else:
+            assert items == sum(1 for end in item_ends if end <= i)
+
+
+def test_whole_damaged_and_non_json_texts_are_not_truncated_lists():
+    assert k8s.recover_truncated_list(ALL_NAMESPACES) is None
+    assert k8s.recover_truncated_list("error: the server doesn't have a resource type \"podz\"") is None
+    assert k8s.recover_truncated_list("") is None
+    damaged = ALL_NAMESPACES.replace('"phase"', '"phase" "x"', 1)  # broken in the middle, not cut
+    assert k8s.recover_truncated_list(damaged) is None
+
+
+def test_empty_file_is_one_line_error():
+    assert one_line_error(k8s.parse_pods, "") == "empty file: expected a Pod list (kubectl get -o json)"
+    assert one_line_error(k8s.parse_events, " \n") == "empty file: expected an Event list (kubectl get -o json)"
+
+
+def test_a_list_with_zero_items():
+    assert k8s.parse_pods(as_list()) == []
+    assert k8s.recover_truncated_list(as_list()) is None  # whole
+    cut = k8s.recover_truncated_list('{\n    "apiVersion": "v1",\n    "items": [\n')
+    assert cut is not None and cut.items == 0
+    assert k8s.parse_pods(cut.text) == []
+
+
+def test_a_truncated_list_keeps_its_kind_for_the_parser():
+    whole = json.dumps({"apiVersion": "v1", "kind": "NodeList", "items": [{"metadata": {"name": "gpu-1"}}, {"metadata": {"name": "gpu-2"}}]})
+    text = cut_at(whole, "gpu-2")
+    cut = k8s.recover_truncated_list(text)
+    assert cut is not None and cut.items == 1
+    assert [n.name for n in k8s.parse_nodes(cut.text)] == ["gpu-1"]

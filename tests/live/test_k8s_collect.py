@@ -107,7 +107,7 @@ def test_full_collection_writes_a_bundle_that_the_analyzer_loads(
     assert {g.host for g in snapshot.gpus} == {"gpu-node-a", "gpu-node-b"}
     assert snapshot.ray_status is not None and snapshot.ray_actors
     (server,) = snapshot.vllm_servers
-    assert server.name == VLLM_POD[1] and len(server.scrapes) == 2 and server.health == "200"
+    assert server.name == f"{VLLM_POD[0]}.{VLLM_POD[1]}" and len(server.scrapes) == 2 and server.health == "200"
     assert all(scrape.taken_at is not None for scrape in server.scrapes)  # times from the manifest
     assert not [r for r in results if r.status == "failed" and r.name.startswith(("k8s/", "gpu/", "vllm/"))]
 
@@ -121,7 +121,7 @@ def test_manifest_records_the_run(replay: ReplayServer, tmp_path: Path) -> None:
     assert manifest["selectors"]["label"] == "app=llama-3-8b"
     assert manifest["sources"]["k8s/pods.json"] == {"status": "ok", "detail": "2 items"}
     # the vLLM pod's proxy has no server behind it here: a failed source, recorded, not raised
-    assert manifest["sources"][f"vllm/{VLLM_POD[1]}.metrics"]["status"] == "failed"
+    assert manifest["sources"][f"vllm/{VLLM_POD[0]}.{VLLM_POD[1]}.metrics"]["status"] == "failed"
     assert set(manifest["sources"]) == {r.name for r in results}
     assert manifest["redaction"]["applied"]["env-secret-value"] >= 2  # HF_TOKEN of both llama pods
     assert "secret-cli-flag" in manifest["redaction"]["rules"]
@@ -150,7 +150,7 @@ def test_all_namespaces_reads_every_namespace_and_names_clashing_pods_apart(repl
     bundle, _ = collect_from(replay, tmp_path, all_namespaces=True)
     pods = {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in _items(bundle, "pods")}
     assert ("other", "redis-0") in pods and ("llm", "redis-0") in pods
-    # other/redis-0 restarted: its logs, under <namespace>.<pod> since llm has a redis-0 too
+    # other/redis-0 restarted: its logs, under <namespace>.<pod> like every log (llm has a redis-0 too)
     assert bundle.files["k8s/logs/other.redis-0.previous.log"].startswith(b"1:C 29 Nov 2026")
     assert "k8s/logs/redis-0.log" not in bundle.files
     assert all(r.info.namespace is None for r in _lists_of(replay.seen(), "pods") if r.info)
@@ -165,7 +165,7 @@ def test_a_label_selector_scopes_the_pods_on_the_server_side(replay: ReplayServe
     # the events of the selected pods and of their nodes; not the embedder's BackOff
     assert {"FailedScheduling", "Pulled", "NodeNotReady"} <= reasons and "BackOff" not in reasons
     logs = {n for n in bundle.files if n.startswith("k8s/logs/")}
-    assert logs == {"k8s/logs/llama-3-8b-7c9d6b5f4-abcde.log", "k8s/logs/llama-3-8b-7c9d6b5f4-abcde.previous.log"}
+    assert logs == {"k8s/logs/llm.llama-3-8b-7c9d6b5f4-abcde.log", "k8s/logs/llm.llama-3-8b-7c9d6b5f4-abcde.previous.log"}
 
 
 def test_a_rayservice_scopes_to_the_raycluster_kuberay_made_for_it(replay: ReplayServer, tmp_path: Path) -> None:
@@ -209,19 +209,19 @@ def test_logs_of_the_pods_that_matter(cluster: ReplayCluster, replay: ReplayServ
     bundle, results = collect_from(replay, tmp_path, log_tail_lines=2)
     logs = {n for n in bundle.files if n.startswith("k8s/logs/")}
     assert logs == {
-        "k8s/logs/llama-3-8b-7c9d6b5f4-abcde.log",  # a vLLM server
-        "k8s/logs/llama-3-8b-7c9d6b5f4-abcde.previous.log",  # ... that restarted
-        "k8s/logs/embedder-5f6d7c8b9-k2m4n.log",  # crash-looping
-        "k8s/logs/embedder-5f6d7c8b9-k2m4n.previous.log",
-        "k8s/logs/qwen-ray-head-x7k2p.log",  # Ray head
-        "k8s/logs/qwen-ray-gpu-group-worker-9zt4q.ray-worker.log",  # Ray worker, two containers
-        "k8s/logs/qwen-ray-gpu-group-worker-9zt4q.fluentbit.log",
+        "k8s/logs/llm.llama-3-8b-7c9d6b5f4-abcde.log",  # a vLLM server
+        "k8s/logs/llm.llama-3-8b-7c9d6b5f4-abcde.previous.log",  # ... that restarted
+        "k8s/logs/llm.embedder-5f6d7c8b9-k2m4n.log",  # crash-looping
+        "k8s/logs/llm.embedder-5f6d7c8b9-k2m4n.previous.log",
+        "k8s/logs/llm.qwen-ray-head-x7k2p.log",  # Ray head
+        "k8s/logs/llm.qwen-ray-gpu-group-worker-9zt4q.ray-worker.log",  # Ray worker, two containers
+        "k8s/logs/llm.qwen-ray-gpu-group-worker-9zt4q.fluentbit.log",
     }  # not the healthy redis-0; not the pods whose containers never ran
     skipped = {r.name: r.detail for r in results if r.status == "skipped" and r.name.startswith("k8s/logs/")}
-    assert skipped["k8s/logs/tokenizer-6c7d8e9f0-p5q6r.log"].endswith("(ImagePullBackOff)")
-    assert skipped["k8s/logs/llama-3-8b-7c9d6b5f4-fghij.log"].endswith("(not scheduled)")
+    assert skipped["k8s/logs/llm.tokenizer-6c7d8e9f0-p5q6r.log"].endswith("(ImagePullBackOff)")
+    assert skipped["k8s/logs/llm.llama-3-8b-7c9d6b5f4-fghij.log"].endswith("(not scheduled)")
     recorded = (CLUSTER / "k8s" / "logs" / "qwen-ray-head-x7k2p.log").read_bytes()
-    assert bundle.files["k8s/logs/qwen-ray-head-x7k2p.log"] == b"".join(recorded.splitlines(keepends=True)[-2:])
+    assert bundle.files["k8s/logs/llm.qwen-ray-head-x7k2p.log"] == b"".join(recorded.splitlines(keepends=True)[-2:])
     log_reads = [r for r in replay.seen() if r.info and r.info.subresource == "log"]
     assert {r.query["tailLines"][0] for r in log_reads} == {"2"}
     assert all("limitBytes" in r.query for r in log_reads)
@@ -435,7 +435,7 @@ def test_progress_says_which_source_failed(replay: ReplayServer, tmp_path: Path)
     assert lines["✓ kubernetes objects"].endswith("11 ok")
     assert lines["✓ kubernetes logs"].endswith("7 ok, 2 skipped")
     # no server behind the vLLM pod here: the line names the source and why
-    assert "connection refused" in lines["✗ vllm"] and f"vllm/{VLLM_POD[1]}.metrics" in lines["✗ vllm"]
+    assert "connection refused" in lines["✗ vllm"] and f"vllm/{VLLM_POD[0]}.{VLLM_POD[1]}.metrics" in lines["✗ vllm"]
 
 
 # ----------------------------------------------------------------------------- every recorded cluster
