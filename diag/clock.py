@@ -127,4 +127,7 @@ def parse_duration(text: str) -> float:
     m = _DURATION.match(text)
     if m is None:
         raise ValueError(f"{text!r} is not a duration (use e.g. 30m, 1h, 2d)")
-    return float(m["n"]) * _UNIT_SECONDS[m["unit"] or "s"]
+    seconds = float(m["n"]) * _UNIT_SECONDS[m["unit"] or "s"]
+    if seconds <= 0:
+        raise ValueError(f"{text!r}: the window must be longer than 0")
+    return seconds

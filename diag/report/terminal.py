@@ -9,6 +9,7 @@ from rich.text import Text
 
 from diag.analyze import Report
 from diag.engine import Finding
+from diag.report import history_section
 from diag.report.view import view
 
 _STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
@@ -32,6 +33,7 @@ def print_report(report: Report, console: Console) -> None:
             console.print(_finding_line(f))
             for line in f.evidence:
                 console.print(f"    {escape(line)}", style="dim")
+    history_section.print_section(report, console)
     console.print(f"\n[bold]Checked[/]: {v.rules_checked} rules had the data they need, {v.rules_fired} fired.", highlight=False)
     if v.rules_unknown:
         console.print(f"[dim]Not decidable from this bundle: {', '.join(v.rules_unknown)}[/]")
