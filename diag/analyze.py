@@ -6,11 +6,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from diag.bundle import Bundle
+from diag.clock import Clock
 from diag.config import Config, ConfigError
 from diag.coverage import gaps
 from diag.diagnosis import Verdict, link_causes, verdict
 from diag.engine import Finding, RuleOutcome, builtin_rules_dir, evaluate, load_rules, load_settings
 from diag.facts import build_facts
+from diag.history import History, find_history
 from diag.join import join
 from diag.load import load_bundle
 from diag.model import SourceStatus
@@ -27,6 +29,7 @@ class Report:
     sources: dict[str, SourceStatus]
     outcomes: dict[str, RuleOutcome] = field(default_factory=dict)
     origin: str = ""
+    history: History | None = None  # faults past the history window; None where not computed
 
     @property
     def exit_code(self) -> int:
@@ -57,10 +60,12 @@ def analyze_bundle(bundle: Bundle, config: Config | None = None, extra_rule_dirs
     settings = settings_with_overrides(rules_dir, config)
 
     snap = join(load_bundle(bundle))
-    facts = build_facts(snap)
+    clock = Clock.of(snap, settings["history_window_seconds"])
+    facts = build_facts(snap, clock)
     result = evaluate(rules, facts, settings)
     pod_labels = {p.key: p.labels for p in snap.pods}
     findings = config.apply(result.findings, pod_labels)
+    history = find_history(snap, clock, facts, findings, rules, settings, lambda found: config.apply(found, pod_labels))
     serving = serving_links(snap)
     for finding in findings:
         finding.serving = on_serving_path(finding, serving)
@@ -68,4 +73,4 @@ def analyze_bundle(bundle: Bundle, config: Config | None = None, extra_rule_dirs
     checked = sum(1 for o in result.outcomes.values() if o.status in ("fired", "silent"))
     undecided = sum(1 for o in result.outcomes.values() if o.status in ("unknown", "skipped"))
     diagnosis = verdict(findings, checked, undecided, gaps(snap))
-    return Report(diagnosis, findings, snap.sources, result.outcomes, origin=bundle.origin)
+    return Report(diagnosis, findings, snap.sources, result.outcomes, origin=bundle.origin, history=history)

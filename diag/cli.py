@@ -16,7 +16,8 @@ from rich.console import Console
 
 from diag.analyze import EXIT_CANNOT_ANALYZE, Report, analyze_bundle
 from diag.bundle import Bundle, BundleError
-from diag.config import Config, ConfigError
+from diag.clock import parse_duration
+from diag.config import HISTORY_WINDOW_SETTING, Config, ConfigError
 from diag.engine import RuleError
 
 app = typer.Typer(
@@ -48,14 +49,25 @@ OutputOpt = typer.Option(Output.terminal, "--output", "-o", help="terminal, json
 RulesOpt = typer.Option(None, "--rules", help="Extra folder of rule files (repeatable).")
 ConfigOpt = typer.Option(None, "--config", help="Suppressions and overrides (default: ./.llmdiag.yaml).")
 MinSeverityOpt = typer.Option(None, "--min-severity", help="Hide findings below info|warning|critical.")
+SinceOpt = typer.Option(
+    None, "--since",
+    help="History window, e.g. 30m, 1h, 2d: events, container terminations and Ray deaths older than this at "
+    "collection time are reported as history, not as current faults (default: setting history_window_seconds, 1h). "
+    "It does not change what triage collects.",
+)
 
 
-def _config(path: Optional[Path], min_severity: Optional[str]) -> Config:
+def _config(path: Optional[Path], min_severity: Optional[str], since: Optional[str] = None) -> Config:
     config = Config.load(path)
     if min_severity is not None:
         if min_severity not in ("info", "warning", "critical"):
             raise UserError(f"--min-severity: {min_severity!r} is not one of info, warning, critical")
         config.min_severity = min_severity
+    if since is not None:
+        try:
+            config.settings[HISTORY_WINDOW_SETTING] = parse_duration(since)
+        except ValueError as e:
+            raise UserError(f"--since: {e}") from None
     return config
 
 
@@ -85,9 +97,10 @@ def analyze(
     rules: Optional[list[Path]] = RulesOpt,
     config: Optional[Path] = ConfigOpt,
     min_severity: Optional[str] = MinSeverityOpt,
+    since: Optional[str] = SinceOpt,
 ) -> None:
     """Analyze a saved bundle (a customer's, or one `llmdiag collect` wrote)."""
-    report = analyze_bundle(Bundle.open(bundle), _config(config, min_severity), list(rules or []))
+    report = analyze_bundle(Bundle.open(bundle), _config(config, min_severity, since), list(rules or []))
     _emit(report, output)
 
 
@@ -146,9 +159,10 @@ def triage(
     rules: Optional[list[Path]] = RulesOpt,
     config: Optional[Path] = ConfigOpt,
     min_severity: Optional[str] = MinSeverityOpt,
+    since: Optional[str] = SinceOpt,
 ) -> None:
     """Collect from the live cluster (in memory) and analyze it: the on-call command."""
-    settings = _config(config, min_severity)
+    settings = _config(config, min_severity, since)
     _emit(analyze_bundle(_collect_live(target), settings, list(rules or [])), output)
 
 

@@ -10,6 +10,7 @@
       GPU-104: info
     settings:
       kv_cache_high: 0.95
+      history_window_seconds: 2h       # a number of seconds, or 30m / 2h / 1d
     min_severity: warning
 """
 
@@ -22,9 +23,11 @@ from typing import Any
 
 import yaml
 
+from diag.clock import parse_duration
 from diag.engine import SEVERITIES, Finding
 
 DEFAULT_CONFIG_NAME = ".llmdiag.yaml"
+HISTORY_WINDOW_SETTING = "history_window_seconds"
 
 
 class ConfigError(Exception):
@@ -64,6 +67,8 @@ class Config:
             raise ConfigError(f"{path}: unknown severity {bad[0]!r} (use {', '.join(SEVERITIES)})")
         if not all(isinstance(s, dict) for s in config.suppress):
             raise ConfigError(f"{path}: each 'suppress' entry must be a mapping (rule/namespace/subject/label)")
+        if HISTORY_WINDOW_SETTING in config.settings:
+            config.settings[HISTORY_WINDOW_SETTING] = _window_seconds(path, config.settings[HISTORY_WINDOW_SETTING])
         return config
 
     def apply(self, findings: list[Finding], pod_labels: dict[str, dict[str, str]]) -> list[Finding]:
@@ -95,6 +100,17 @@ def _matches(entry: dict[str, Any], f: Finding, pod_labels: dict[str, dict[str, 
         if not any(all(pod_labels.get(p, {}).get(k) == str(v) for k, v in wanted.items()) for p in pods):
             return False
     return bool(entry)
+
+
+def _window_seconds(path: Path, value: Any) -> float:
+    """The history window as seconds: a positive number, or a duration text (30m, 2h, 1d)."""
+    try:
+        seconds = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else parse_duration(str(value))
+    except ValueError as e:
+        raise ConfigError(f"{path}: settings.{HISTORY_WINDOW_SETTING}: {e}") from None
+    if seconds <= 0:
+        raise ConfigError(f"{path}: settings.{HISTORY_WINDOW_SETTING}: must be more than 0, found {value!r}")
+    return seconds
 
 
 def _namespace_of_subject(subject: str) -> set[str]:

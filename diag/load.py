@@ -276,10 +276,13 @@ def _merge_ray_nodes(snap: Snapshot, nodes: list) -> None:
 
 
 def _merge_actor_gpu_ids(snap: Snapshot, logical: list) -> None:
-    """/logical/actors knows which GPU slots each actor holds; the state API does not."""
-    gpu_ids = {a.actor_id: a.gpu_ids for a in logical if a.gpu_ids}
+    """/logical/actors knows which GPU slots each actor holds and when it died; the state API does not."""
+    by_id = {a.actor_id: a for a in logical}
     for actor in snap.ray_actors:
-        actor.gpu_ids = actor.gpu_ids or gpu_ids.get(actor.actor_id, [])
+        known = by_id.get(actor.actor_id)
+        if known is not None:
+            actor.gpu_ids = actor.gpu_ids or known.gpu_ids
+            actor.end_time = actor.end_time or known.end_time
 
 
 def _set_ray_version(snap: Snapshot, text: str) -> None:

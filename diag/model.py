@@ -74,7 +74,9 @@ class Container:
     state_message: str | None = None
     last_terminated_reason: str | None = None  # OOMKilled, Error, ...
     last_exit_code: int | None = None
+    last_finished_at: str | None = None  # lastState.terminated.finishedAt, RFC 3339
     started_at: str | None = None
+    finished_at: str | None = None  # state.terminated.finishedAt (a container that ended), RFC 3339
     logs: str | None = None  # tail of the current container's log
     previous_logs: str | None = None  # kubectl logs --previous
     # known failure lines found in logs (see diag.parsers.logs): signal name -> matching lines
@@ -239,6 +241,8 @@ class RayNode:
     object_store_used_bytes: float | None = None
     object_store_total_bytes: float | None = None
     gpu_processes: list[dict] = field(default_factory=list)  # {pid, gpu_index, memory_used_mib} from the reporter
+    start_time: str | None = None  # ISO 8601 UTC
+    end_time: str | None = None  # when it died; None while alive or not reported
     pod: str | None = None  # "namespace/name", filled by join
 
 
@@ -256,6 +260,7 @@ class RayActor:
     death_cause: str | None = None  # one readable line
     num_restarts: int | None = None
     gpu_ids: list[str] = field(default_factory=list)  # physical GPU ids Ray assigned (CUDA_VISIBLE_DEVICES)
+    end_time: str | None = None  # when it died (ISO 8601 UTC); only /logical/actors reports it
 
 
 @dataclass

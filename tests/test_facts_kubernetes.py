@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from diag.clock import Clock
 from diag.engine import builtin_rules_dir, evaluate, load_rules, load_settings
 from diag.facts import build_facts
 from diag.facts import k8s_containers as containers
@@ -168,7 +169,7 @@ def test_crash_causes_other_rules_name_are_not_unexplained():
     plain = vllm_container(state="waiting", state_reason="CrashLoopBackOff", last_terminated_reason="Error", last_exit_code=2,
                            restart_count=4, previous_logs="one\n\ntwo\nthree\nfour\nfive\nsix\n")
     pod = Pod(namespace="llm", name="p", containers=[oom])
-    assert containers.oom_killed(pod)[0]["memory_limit"] == "48Gi"
+    assert containers.oom_killed(pod, Clock(None, "none"))[0]["memory_limit"] == "48Gi"
     assert containers.unexplained_crashes(pod) == []
     assert containers.unexplained_crashes(Pod(namespace="llm", name="p", containers=[cuda])) == []
     crash = containers.unexplained_crashes(Pod(namespace="llm", name="p", containers=[plain]))

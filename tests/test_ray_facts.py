@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from diag.clock import Clock
 from diag.facts import ray, ray_pods
 from diag.join import join
 from diag.model import (
@@ -129,7 +130,7 @@ def test_deaths_of_one_class_and_cause_are_one_failure() -> None:
     actors = [RayActor(c * 32, "ServeReplica:qa:App", state="DEAD", death_cause=same) for c in "abc"]
     actors.append(RayActor("d" * 32, "ServeReplica:qa:App", state="DEAD", death_cause="creation task failed: OSError: disk full"))
     snap = Snapshot(ray_actors=actors)
-    subjects = ray.scopes(snap)["actor"]
+    subjects = ray.scopes(snap, Clock.of(snap))["actor"]
     assert [s["first_of_same_deaths"] for s in subjects] == [True, False, False, True]
     assert [s["same_deaths"] for s in subjects] == [3, 3, 3, 1]
 
@@ -160,7 +161,7 @@ def test_a_ray_node_with_fewer_gpus_than_its_pod() -> None:
     hidden = RayNode("n" * 56, node_ip="10.0.0.9", state="ALIVE", resources_total={"CPU": 16.0})
     unknown = RayNode("u" * 56, node_ip="10.0.0.10", state="ALIVE")
     snap = join(Snapshot(pods=[pod], ray_nodes=[hidden, unknown]))
-    subjects = {s["node_id"]: s for s in ray.scopes(snap)["ray_node"]}
+    subjects = {s["node_id"]: s for s in ray.scopes(snap, Clock.of(snap))["ray_node"]}
     assert subjects[hidden.node_id]["gpu_total"] == 0.0 and subjects[hidden.node_id]["pod_gpu_limit"] == 2.0
     assert subjects[unknown.node_id]["gpu_total"] is None and subjects[unknown.node_id]["pod_gpu_limit"] is None
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from diag.clock import Clock, iso
 from diag.facts import gpu, k8s_events, kubernetes, ray, vllm
 from diag.model import Snapshot
 
@@ -29,15 +30,19 @@ SCOPES = (
 )
 
 
-def build_facts(snap: Snapshot) -> Facts:
-    cluster = kubernetes.cluster_facts(snap) | ray.cluster_facts(snap) | gpu.cluster_facts(snap)
+def build_facts(snap: Snapshot, clock: Clock | None = None) -> Facts:
+    """`clock`: the collection time and history window; by default none, so everything counts as current."""
+    clock = clock or Clock.of(snap)
+    cluster = kubernetes.cluster_facts(snap, clock) | ray.cluster_facts(snap) | gpu.cluster_facts(snap)
     cluster["sources"] = {name: s.status for name, s in snap.sources.items()}
+    cluster["collected_at"] = iso(clock.now) if clock.now else None
+    cluster["history_window_s"] = clock.window_s
     cluster["_subject"] = "cluster"
     cluster["_links"] = []
     scopes: dict[str, list[Subject]] = {"cluster": [cluster]}
-    scopes.update(kubernetes.scopes(snap))
+    scopes.update(kubernetes.scopes(snap, clock))
     scopes.update(k8s_events.scopes(snap))
-    scopes.update(ray.scopes(snap))
+    scopes.update(ray.scopes(snap, clock))
     scopes.update(gpu.scopes(snap))
     scopes.update(vllm.scopes(snap))
     return Facts(scopes=scopes, cluster=cluster)

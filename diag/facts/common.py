@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from diag.clock import Clock
 from diag.model import Event
 
 
@@ -16,11 +17,31 @@ def plain(obj: Any, drop: tuple[str, ...] = ()) -> dict:
     return data
 
 
-def event_facts(events: list[Event]) -> list[dict]:
+def event_facts(events: list[Event], clock: Clock) -> list[dict]:
+    """Every event, with its age at collection and whether it falls inside the history window
+    (`recent` null when its age is unknown)."""
     return [
-        {"reason": e.reason, "message": e.message, "type": e.type, "count": e.count, "last_seen": e.last_seen, "source": e.source}
+        {
+            "reason": e.reason, "message": e.message, "type": e.type, "count": e.count, "last_seen": e.last_seen,
+            "source": e.source, "age_seconds": clock.age(e.last_seen), "recent": clock.recent(e.last_seen),
+        }
         for e in events
     ]
+
+
+def current_events(events: list[Event], clock: Clock) -> list[Event]:
+    """The events that count as today's: seen within the window, or of unknown age."""
+    return [e for e in events if clock.current(e.last_seen)]
+
+
+def aged(what: str, when: str | None, clock: Clock) -> list[dict]:
+    """One `_aged` entry (something that would be a fault but is past the window), or none."""
+    return [{"what": what, "when": when, "age_seconds": clock.age(when)}] if not clock.current(when) else []
+
+
+def aged_events(events: list[Event], clock: Clock) -> list[dict]:
+    """The Warning events past the window, for the report's history."""
+    return [e for ev in events if ev.type == "Warning" for e in aged(f"{ev.reason}: {ev.message}", ev.last_seen, clock)]
 
 
 def link(kind: str, name: str | None) -> list[str]:

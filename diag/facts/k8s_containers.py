@@ -3,7 +3,9 @@ their causes, image pulls, volume mounts, and GPU environment variables set with
 
 from __future__ import annotations
 
-from diag.model import Container, Pod, Probe
+from diag.clock import Clock
+from diag.facts.common import aged
+from diag.model import Container, Event, Pod, Probe
 from diag.parsers import engine_args
 
 # Paths vLLM's OpenAI server answers with 200 once the engine is up (vllm/entrypoints/openai/api_server.py);
@@ -87,8 +89,10 @@ def _probe_text(probe: Probe) -> str:
 # --------------------------------------------------------------------------- crashes and start failures
 
 
-def oom_killed(pod: Pod) -> list[dict]:
-    """Containers the kernel killed for their memory limit (lastState.terminated.reason OOMKilled)."""
+def oom_killed(pod: Pod, clock: Clock) -> list[dict]:
+    """Containers the kernel killed for their memory limit (lastState.terminated.reason OOMKilled), now:
+    the kill is within the window (or of unknown age), or the container is still in its restart loop.
+    One killed long ago and running since is history."""
     return [
         {
             "container": c.name, "memory_limit": c.limits.get("memory"), "memory_request": c.requests.get("memory"),
@@ -96,11 +100,20 @@ def oom_killed(pod: Pod) -> list[dict]:
         }
         for c in pod.containers
         if c.last_terminated_reason == "OOMKilled" and (c.state_reason == "CrashLoopBackOff" or c.restart_count > 0)
+        and (c.state_reason == "CrashLoopBackOff" or clock.current(c.last_finished_at))
     ]
 
 
-def image_pull_errors(pod: Pod) -> list[dict]:
-    failures = [e.message for e in pod.events if e.reason == "Failed" and e.message.startswith("Failed to pull image")]
+def aged_terminations(pod: Pod, clock: Clock) -> list[dict]:
+    """Containers' last failed terminations past the window, for the report's history."""
+    return [
+        item for c in pod.containers if c.last_terminated_reason not in (None, "Completed")
+        for item in aged(f"{c.name}: terminated {c.last_terminated_reason} (exit code {c.last_exit_code})", c.last_finished_at, clock)
+    ]
+
+
+def image_pull_errors(pod: Pod, events: list[Event]) -> list[dict]:
+    failures = [e.message for e in events if e.reason == "Failed" and e.message.startswith("Failed to pull image")]
     return [
         {
             "container": c.name, "image": c.image, "reason": c.state_reason,
@@ -111,8 +124,8 @@ def image_pull_errors(pod: Pod) -> list[dict]:
     ]
 
 
-def failed_mounts(pod: Pod) -> list[str]:
-    return [e.message for e in pod.events if e.reason in ("FailedMount", "FailedAttachVolume")]
+def failed_mounts(events: list[Event]) -> list[str]:
+    return [e.message for e in events if e.reason in ("FailedMount", "FailedAttachVolume")]
 
 
 def unexplained_crashes(pod: Pod) -> list[dict]:

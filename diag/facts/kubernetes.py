@@ -7,11 +7,13 @@ from typing import Any
 
 from diag.facts import k8s_containers as containers
 from diag.facts import k8s_placement as placement
-from diag.facts.common import event_facts, link, plain
+from diag.clock import Clock
+from diag.facts.common import aged, aged_events, current_events, event_facts, link, plain
 from diag.model import (
     HPA,
     DaemonSet,
     EngineArgs,
+    Event,
     Node,
     Pod,
     RayClusterSpec,
@@ -60,6 +62,7 @@ class _Index:
     """Lookups every subject builder needs, computed once per snapshot."""
 
     snap: Snapshot
+    clock: Clock
     nodes: dict[str, Node] = field(default_factory=dict)
     gpu_nodes: list[Node] = field(default_factory=list)
     allocated: dict[str, int] = field(default_factory=dict)  # node -> GPUs held by its live pods
@@ -69,7 +72,7 @@ class _Index:
     whole_gpus_offered: bool = False  # some node advertises nvidia.com/gpu
 
     @classmethod
-    def of(cls, snap: Snapshot) -> _Index:
+    def of(cls, snap: Snapshot, clock: Clock) -> _Index:
         allocated: dict[str, int] = {}
         by_node: dict[str, list[Pod]] = {}
         for pod in snap.pods:
@@ -79,6 +82,7 @@ class _Index:
                     allocated[pod.node_name] = allocated.get(pod.node_name, 0) + pod_gpu_request(pod)
         return cls(
             snap=snap,
+            clock=clock,
             nodes={n.name: n for n in snap.nodes},
             gpu_nodes=[n for n in snap.nodes if placement.is_gpu_node(n)],
             allocated=allocated,
@@ -99,8 +103,8 @@ class _Index:
 # --------------------------------------------------------------------------- cluster
 
 
-def cluster_facts(snap: Snapshot) -> dict:
-    index = _Index.of(snap)
+def cluster_facts(snap: Snapshot, clock: Clock) -> dict:
+    index = _Index.of(snap, clock)
     allocatable = {n.name: placement.gpu_allocatable(n) for n in snap.nodes}
     known = snap.nodes != []
     return {
@@ -124,8 +128,8 @@ def _gpu_labels_text(node: Node) -> str:
     return ", ".join(shown) or "no GPU labels"
 
 
-def scopes(snap: Snapshot) -> dict[str, list[dict]]:
-    index = _Index.of(snap)
+def scopes(snap: Snapshot, clock: Clock) -> dict[str, list[dict]]:
+    index = _Index.of(snap, clock)
     return {
         "pod": [_pod(p, index) for p in snap.pods],
         "node": [_node(n, index) for n in snap.nodes],
@@ -134,8 +138,8 @@ def scopes(snap: Snapshot) -> dict[str, list[dict]]:
             plain(w) | {"_subject": f"{w.kind.lower()}/{w.namespace}/{w.name}", "_links": link("workload", f"{w.namespace}/{w.name}")}
             for w in snap.workloads
         ],
-        "hpa": [_hpa(h, snap) for h in snap.hpas],
-        "raycluster": [_raycluster(c, snap) for c in snap.ray_clusters],
+        "hpa": [_hpa(h, snap, clock) for h in snap.hpas],
+        "raycluster": [_raycluster(c, snap, clock) for c in snap.ray_clusters],
         "daemonset": [_daemonset(d, index) for d in snap.daemonsets],
     }
 
@@ -167,13 +171,15 @@ def _pod(pod: Pod, index: _Index) -> dict:
             if text and (seconds := model_load_seconds(text)) is not None:
                 load_times.append(seconds)
     node = index.nodes.get(pod.node_name or "")
-    scheduling = _failed_scheduling(pod)
+    clock = index.clock
+    events = current_events(pod.events, clock)  # what derived facts read: aged events are history
+    scheduling = _failed_scheduling(pod, events)
     server = index.servers.get(pod.vllm_server or "")
     facts.update(
         containers=[plain(c, drop=("logs", "previous_logs")) for c in pod.containers],
         init_containers=[plain(c, drop=("logs", "previous_logs")) for c in pod.init_containers],
-        events=event_facts(pod.events),
-        event_reasons=sorted({e.reason for e in pod.events}),
+        events=event_facts(pod.events, clock),
+        event_reasons=sorted({e.reason for e in events}),
         gpu_request=pod_gpu_request(pod),
         wants_gpus=wants_gpus(pod),
         owner_ref=f"{(pod.workload_kind or 'pod').lower()}/{pod.workload_name}" if pod.workload_name else f"pod/{pod.name}",
@@ -185,21 +191,28 @@ def _pod(pod: Pod, index: _Index) -> dict:
         placement=_placement(pod, index) if scheduling else None,
         gpu_resource_mismatch=_gpu_resource_mismatch(pod, index),
         admission_rejection=_admission_rejection(pod),
-        evicted=pod.phase == "Failed" and pod.reason == "Evicted",
+        evicted=pod.phase == "Failed" and pod.reason == "Evicted" and clock.current(_ended_at(pod)),
         node_gpu_sharing=placement.gpu_sharing(node) if node else None,
         gpu_env_without_request=[] if wants_gpus(pod) or pod.owner_kind == "DaemonSet" else containers.gpu_env_without_request(pod),
         ray_gpu_total=_ray_gpu_total(pod, index.snap),
         vllm=_vllm_facts(pod, server),
-        oom_killed=containers.oom_killed(pod),
-        image_pull_errors=containers.image_pull_errors(pod),
-        failed_mounts=containers.failed_mounts(pod),
+        oom_killed=containers.oom_killed(pod, clock),
+        image_pull_errors=containers.image_pull_errors(pod, events),
+        failed_mounts=containers.failed_mounts(events),
         unexplained_crashes=containers.unexplained_crashes(pod),
-        probe_failures=[e.message for e in pod.events if e.reason == "Unhealthy"],
+        probe_failures=[e.message for e in events if e.reason == "Unhealthy"],
         is_vllm=pod.vllm_server is not None,
         _subject=f"pod/{pod.namespace}/{pod.name}",
         _links=_pod_links(pod, index, pending=scheduling is not None),
+        _aged=aged_events(pod.events, clock) + containers.aged_terminations(pod, clock)
+        + (aged(f"evicted: {pod.message}", _ended_at(pod), clock) if pod.reason == "Evicted" else []),
     )
     return facts
+
+
+def _ended_at(pod: Pod) -> str | None:
+    """When the last of a finished pod's containers ended (an evicted pod's eviction)."""
+    return max((c.finished_at for c in pod.containers if c.finished_at), default=None)
 
 
 def _pod_links(pod: Pod, index: _Index, pending: bool) -> list[str]:
@@ -214,11 +227,11 @@ def _pod_links(pod: Pod, index: _Index, pending: bool) -> list[str]:
     return links
 
 
-def _failed_scheduling(pod: Pod) -> dict | None:
-    """The newest scheduler verdict on a pod that is not placed, from its events or its condition."""
+def _failed_scheduling(pod: Pod, events: list[Event]) -> dict | None:
+    """The newest scheduler verdict on a pod that is not placed, from its current events or its condition."""
     if pod.node_name:
         return None
-    messages = [e.message for e in pod.events if e.reason == "FailedScheduling"]
+    messages = [e.message for e in events if e.reason == "FailedScheduling"]
     condition = pod.conditions.get("PodScheduled", {})
     if condition.get("status") == "False" and condition.get("message"):
         messages.append(condition["message"])
@@ -338,10 +351,11 @@ def _node(node: Node, index: _Index) -> dict:
         "gpu_sharing": placement.gpu_sharing(node),
         "pods": [p.key for p in on_node],
         "gpu_pods": [p.key for p in on_node if wants_gpus(p) and p.phase not in TERMINAL_PHASES],
-        "events": event_facts(node.events),
-        "event_lines": [f"{e.reason}: {e.message}" for e in node.events],
+        "events": event_facts(node.events, index.clock),
+        "event_lines": [f"{e.reason}: {e.message}" for e in current_events(node.events, index.clock)],
         "_subject": f"node/{node.name}",
         "_links": link("node", node.name) + [f"pod:{p.key}" for p in on_node],
+        "_aged": aged_events(node.events, index.clock),
     }
 
 
@@ -373,7 +387,7 @@ def _pod_state(pod: Pod) -> str:
     return ", ".join(parts)
 
 
-def _hpa(hpa: HPA, snap: Snapshot) -> dict:
+def _hpa(hpa: HPA, snap: Snapshot, clock: Clock) -> dict:
     targets = [
         s for s in snap.vllm_servers
         if s.pod and (pod := snap.pod(s.pod)) and pod.namespace == hpa.namespace and pod.workload_name == hpa.target_name
@@ -400,11 +414,12 @@ def _hpa(hpa: HPA, snap: Snapshot) -> dict:
             if kind in HPA_BLOCKING_CONDITIONS and c.get("status") == "False" and c.get("reason") not in HPA_BENIGN_REASONS
         ],
         "warning_events": [
-            f"{e.reason}: {e.message}" for e in snap.events
+            f"{e.reason}: {e.message}" for e in current_events(snap.events, clock)
             if e.involved_kind == "HorizontalPodAutoscaler" and e.namespace == hpa.namespace
             and e.involved_name == hpa.name and e.type == "Warning"
         ],
         "_subject": f"hpa/{hpa.namespace}/{hpa.name}",
+        "_aged": aged_events([e for e in snap.events if e.involved_kind == "HorizontalPodAutoscaler" and e.involved_name == hpa.name], clock),
         "_links": link("workload", f"{hpa.namespace}/{hpa.target_name}") + [f"vllm:{s.name}" for s in targets],
     }
 
@@ -412,14 +427,14 @@ def _hpa(hpa: HPA, snap: Snapshot) -> dict:
 # --------------------------------------------------------------------------- KubeRay
 
 
-def _raycluster(cluster: RayClusterSpec, snap: Snapshot) -> dict:
+def _raycluster(cluster: RayClusterSpec, snap: Snapshot, clock: Clock) -> dict:
     members = [p for p in snap.pods if p.namespace == cluster.namespace and p.ray_cluster == cluster.name]
     running = [p for p in members if p.phase == "Running"]
     return plain(cluster, drop=("events",)) | {
-        "events": event_facts(cluster.events),
+        "events": event_facts(cluster.events, clock),
         "kubectl_kind": cluster.kind.lower(),
         "operator_errors": [
-            f"{e.reason}: {e.message}" for e in cluster.events
+            f"{e.reason}: {e.message}" for e in current_events(cluster.events, clock)
             if e.type == "Warning" and e.reason.startswith(KUBERAY_ERROR_EVENT_PREFIXES)
         ],
         "unhealthy_conditions": _unhealthy_ray_conditions(cluster),
@@ -434,6 +449,7 @@ def _raycluster(cluster: RayClusterSpec, snap: Snapshot) -> dict:
         "parallel_gpus_needed": _parallel_gpus_needed(cluster, members, snap),
         "_subject": f"{cluster.kind.lower()}/{cluster.namespace}/{cluster.name}",
         "_links": link("raycluster", f"{cluster.namespace}/{cluster.name}") + [f"pod:{p.key}" for p in members],
+        "_aged": aged_events(cluster.events, clock),
     }
 
 

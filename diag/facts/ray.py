@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from diag.clock import Clock
 from diag.facts import ray_pods
-from diag.facts.common import link, plain
+from diag.facts.common import aged, link, plain
 from diag.model import PlacementGroup, Pod, RayActor, RayNode, Snapshot
 from diag.parsers.quantity import gpu_count
 
@@ -211,13 +212,14 @@ def _store(where: str, used: float, total: float) -> dict:
 # --------------------------------------------------------------------------- per subject
 
 
-def scopes(snap: Snapshot) -> dict[str, list[dict]]:
+def scopes(snap: Snapshot, clock: Clock) -> dict[str, list[dict]]:
     nodes = _alive(snap)
     # An unplaced actor or group waits on every node and on the Kubernetes pods that should bring more.
     waiting_on = [f"ray_node:{n.node_id}" for n in nodes] + [g.link for g in ray_pods.ray_pod_groups(snap)]
+    deaths = _Deaths(snap, clock)
     return {
-        "ray_node": [_ray_node(n, snap) for n in snap.ray_nodes],
-        "actor": [_actor(a, snap, waiting_on) for a in snap.ray_actors],
+        "ray_node": [_ray_node(n, snap, clock) for n in snap.ray_nodes],
+        "actor": [_actor(a, snap, waiting_on, deaths) for a in snap.ray_actors],
         "placement_group": [_placement_group(pg, nodes, snap, waiting_on) for pg in snap.placement_groups],
     }
 
@@ -226,9 +228,10 @@ def _node_name(node: RayNode) -> str:
     return f"node {node.node_id[:12]}" + (f" (pod {node.pod})" if node.pod else f" ({node.node_ip})" if node.node_ip else "")
 
 
-def _ray_node(node: RayNode, snap: Snapshot) -> dict:
+def _ray_node(node: RayNode, snap: Snapshot, clock: Clock) -> dict:
     pod = snap.pod(node.pod) if node.pod else None
     message = node.state_message or ""
+    unexpected = node.state == "DEAD" and not message.startswith(EXPECTED_NODE_DEATHS)
     return plain(node) | {
         "name": _node_name(node),
         "resources_text": resources_text(node.resources_total),
@@ -240,10 +243,14 @@ def _ray_node(node: RayNode, snap: Snapshot) -> dict:
         "pod_namespace": pod.namespace if pod else None,
         "pod_name": pod.name if pod else None,
         "kuberay_object": ray_pods.kuberay_object(pod, snap) if pod and pod.ray_cluster else None,
-        "died_unexpectedly": node.state == "DEAD" and not message.startswith(EXPECTED_NODE_DEATHS),
+        # a death past the history window (end_time) is history, not today's fault
+        "died_unexpectedly": unexpected and clock.current(node.end_time),
+        "death_age_seconds": clock.age(node.end_time),
+        "death_recent": clock.recent(node.end_time),
         "actors_lost": [_actor_name(a) for a in snap.ray_actors if a.node_id == node.node_id and a.state in ("DEAD", "RESTARTING")],
         "_subject": f"ray_node/{node.node_id[:12]}" + (f" ({node.pod})" if node.pod else ""),
         "_links": link("ray_node", node.node_id) + link("pod", node.pod) + [f"vllm:{s}" for s in _servers_on_cluster(pod, snap)],
+        "_aged": aged(f"died: {node.state_message or 'no reason given'}", node.end_time, clock) if unexpected else [],
     }
 
 
@@ -265,19 +272,43 @@ def _died_of_failure(actor: RayActor) -> bool:
     return actor.state == "DEAD" and actor.death_cause is not None and not any(m in actor.death_cause for m in INTENDED_DEATH_MARKS)
 
 
-def _actor(actor: RayActor, snap: Snapshot, waiting_on: list[str]) -> dict:
+class _Deaths:
+    """When each dead actor died, and which failed deaths are today's (within the history window)."""
+
+    def __init__(self, snap: Snapshot, clock: Clock) -> None:
+        self.clock = clock
+        self.node_ends = {n.node_id: n.end_time for n in snap.ray_nodes if n.state == "DEAD"}
+
+    def time(self, actor: RayActor) -> str | None:
+        """The actor's end time; else its dead node's, which it cannot have outlived (so it is at least as old)."""
+        if actor.state != "DEAD":
+            return None
+        return actor.end_time or self.node_ends.get(actor.node_id or "")
+
+    def current_failure(self, actor: RayActor) -> bool:
+        return _died_of_failure(actor) and self.clock.current(self.time(actor))
+
+
+def _actor(actor: RayActor, snap: Snapshot, waiting_on: list[str], deaths: _Deaths) -> dict:
     # Actors of one class that died the same way (Serve replaces a failed replica with a new actor) are
-    # one failure: the first of them stands for the rest.
-    same = [a for a in snap.ray_actors if _died_of_failure(a) and (a.class_name, a.death_cause) == (actor.class_name, actor.death_cause)]
+    # one failure: the first of them stands for the rest. Deaths past the history window do not count.
+    same = [
+        a for a in snap.ray_actors
+        if deaths.current_failure(a) and (a.class_name, a.death_cause) == (actor.class_name, actor.death_cause)
+    ]
     pending = actor.state in PENDING_ACTOR_STATES
+    died_at = deaths.time(actor)
     return plain(actor) | {
         "display_name": _actor_name(actor),
         "died_of_failure": _died_of_failure(actor),
+        "death_age_seconds": deaths.clock.age(died_at),
+        "death_recent": deaths.clock.recent(died_at),
         "same_deaths": len(same),
         "first_of_same_deaths": bool(same) and same[0] is actor,
         "_subject": f"actor/{actor.name or actor.class_name}/{actor.actor_id[:8]}",
         "_links": link("actor", actor.actor_id) + link("ray_node", actor.node_id)
         + link("placement_group", actor.placement_group_id) + (waiting_on if pending else []),
+        "_aged": aged(f"died: {actor.death_cause}", died_at, deaths.clock) if _died_of_failure(actor) else [],
     }
 
 

@@ -390,9 +390,11 @@ def _apply_status(container: Container, status: Fields) -> None:
         container.state_reason = detail.text("reason")
         container.state_message = detail.text("message")
         container.started_at = detail.text("startedAt")
+        container.finished_at = detail.text("finishedAt")
     last = status.child("lastState").child("terminated")
     container.last_terminated_reason = last.text("reason")
     container.last_exit_code = last.integer("exitCode")
+    container.last_finished_at = last.text("finishedAt")
 
 
 # --------------------------------------------------------------------------- events

@@ -8,8 +8,10 @@ the detail columns are null, and read as unknown.
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any
 
+from diag.clock import iso, parse_time
 from diag.errors import ParseError
 from diag.model import PlacementGroup, RayActor, RayNode
 from diag.parsers.json_fields import Fields, type_name
@@ -129,7 +131,36 @@ def _node(row: Fields) -> RayNode:
         resources_total=resource_map(row, "resources_total"),
         labels=row.string_map("labels"),
         state_message=row.text("state_message") or None,
+        start_time=_ms_time(row, "start_time_ms"),
+        end_time=_ms_time(row, "end_time_ms"),
     )
+
+
+def _ms_time(row: Fields, key: str) -> str | None:
+    """A Ray time in milliseconds since the epoch, as ISO 8601 UTC; None when not given or 0 (not ended).
+
+    The dashboard sends a number (a string of digits in /nodes?view=summary); `ray list --detail`
+    humanises it in the local time of the machine that ran it ("2026-12-02 16:50:40.925000"), read
+    here as UTC, and the epoch itself ("1970-01-01 00:00:00") for 0.
+    """
+    value = row.data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise row.error(key, "a time in milliseconds", value)
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, (int, float)):
+        if value <= 0:
+            return None
+        try:
+            return iso(datetime.fromtimestamp(value / 1000, tz=timezone.utc))
+        except (OverflowError, OSError, ValueError):
+            raise row.error(key, "a time in milliseconds", value) from None
+    moment = parse_time(value) if isinstance(value, str) else None
+    if moment is None:
+        raise row.error(key, "a time in milliseconds or a date", value)
+    return None if moment.timestamp() <= 0 else iso(moment)
 
 
 def parse_nodes_summary(text: str) -> list[RayNode]:
@@ -162,6 +193,8 @@ def _summary_node(row: Fields, logical: dict[str, str]) -> RayNode:
         labels=raylet.string_map("labels"),
         state_message=raylet.text("stateMessage") or None,
         gpu_processes=_gpu_processes(row),
+        start_time=_ms_time(raylet, "startTimeMs"),
+        end_time=_ms_time(raylet, "endTimeMs"),
     )
     if node.node_id in logical:
         usage = _usage_lines(logical[node.node_id], f"data.nodeLogicalResources.{node.node_id}")
@@ -238,6 +271,7 @@ def _logical_actor(row: Fields) -> RayActor:
         death_cause=one_line(exit_detail) if exit_detail and exit_detail != "-" else None,
         num_restarts=proto_integer(row, "numRestarts"),
         gpu_ids=_gpu_slots(row.child("usedResources")),
+        end_time=_ms_time(row, "endTime"),
     )
 
 

@@ -180,7 +180,7 @@ def test_pod_spec_fields_and_statuses_are_merged():
     assert c.limits["nvidia.com/gpu"] == "1" and c.requests["memory"] == "32Gi"
     assert (c.ready, c.restart_count, c.state, c.state_reason) == (False, 16, "waiting", "CrashLoopBackOff")
     assert c.state_message.startswith("back-off 5m0s restarting failed container=vllm")
-    assert (c.last_terminated_reason, c.last_exit_code) == ("OOMKilled", 137)
+    assert (c.last_terminated_reason, c.last_exit_code, c.last_finished_at) == ("OOMKilled", 137, "2025-08-12T06:42:07Z")
     assert c.started_at is None  # waiting: not running now
 
     liveness, readiness, startup = c.probes
@@ -208,6 +208,7 @@ def test_pod_spec_fields_and_statuses_are_merged():
     assert (init.name, init.state, init.state_reason, init.ready) == ("wait-gcs-ready", "terminated", "Completed", True)
     (ray,) = worker.containers
     assert (ray.state, ray.started_at, ray.ready, ray.last_terminated_reason) == ("running", "2025-08-12T05:46:02Z", True, None)
+    assert (ray.finished_at, ray.last_finished_at) == (None, None)
     assert ray.limits == {"nvidia.com/mig-3g.40gb": "1"}
 
 

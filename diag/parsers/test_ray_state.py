@@ -527,3 +527,38 @@ def test_bad_input_is_one_line_parse_error(parse, text: str, says: str):
         parse(text)
     assert says in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+# --------------------------------------------------------------------------- times
+
+
+@pytest.mark.parametrize(
+    ("name", "start"),
+    [
+        ("ray_list_nodes.json", None),  # without --detail the times are null: unknown
+        ("ray_list_nodes_detail.json", "2026-12-02T16:50:40Z"),  # humanised, read as UTC
+        ("http_api_v0_nodes.json", "2026-12-02T16:50:40Z"),  # milliseconds
+    ],
+)
+def test_node_times_in_every_shape(name: str, start: str | None):
+    (node,) = parse_nodes(live(name))
+    assert node.start_time == start
+    assert node.end_time is None  # alive: 0, or the epoch humanised, means not ended
+
+
+def test_node_times_from_the_summary_and_a_dead_node():
+    (node,) = parse_nodes_summary(live("http_nodes_view_summary.json"))
+    assert (node.start_time, node.end_time) == ("2026-12-02T16:50:40Z", None)
+    row = {"node_id": NODE, "state": "DEAD", "start_time_ms": 1796230240925, "end_time_ms": 1796233840925}
+    assert parse_nodes(json.dumps([row]))[0].end_time == "2026-12-02T17:50:40Z"
+
+
+def test_node_time_that_is_no_time():
+    row = {"node_id": NODE, "state": "DEAD", "end_time_ms": "yesterday"}
+    with pytest.raises(ParseError, match=r"end_time_ms: expected a time in milliseconds or a date"):
+        parse_nodes(json.dumps([row]))
+
+
+def test_logical_actor_end_time():
+    actors = parse_logical_actors(live("http_logical_actors.json"))
+    assert [a.end_time for a in actors] == [None, None]  # endTime 0: alive or never created

@@ -10,6 +10,7 @@ import json
 
 from diag import __version__
 from diag.analyze import Report
+from diag.report import history_section
 
 SCHEMA = "llmdiag/report/v1"
 
@@ -44,7 +45,7 @@ def to_dict(report: Report) -> dict:
         "exit_code": report.exit_code,
         "tool": {"name": "llmdiag", "version": __version__},
         "bundle": report.origin,
-    }
+    } | history_section.json_fields(report)
 
 
 def render_json(report: Report) -> str:

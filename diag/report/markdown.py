@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from diag.analyze import Report
 from diag.engine import Finding
+from diag.report import history_section
 from diag.report.view import view
 
 
@@ -31,6 +32,7 @@ def render_markdown(report: Report) -> str:
     if v.other_problems:
         out += ["## Other problems (not on the serving path)", ""]
         out += [f"- **{f.severity}** `{f.rule}` {f.title} — `{f.subject}`" for f in v.other_problems] + [""]
+    out += history_section.markdown_lines(report)
     out += ["## Sources", "", f"- read: {len(v.sources_ok)}"]
     if v.sources_missing:
         out.append(f"- missing: {', '.join(f'`{s}`' for s in v.sources_missing)}")

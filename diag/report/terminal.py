@@ -10,6 +10,7 @@ from rich.text import Text
 from diag.analyze import Report
 from diag.diagnosis import Verdict
 from diag.engine import Finding
+from diag.report import history_section
 from diag.report.view import view
 
 _STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
@@ -35,6 +36,7 @@ def print_report(report: Report, console: Console) -> None:
     if v.other_problems:
         console.print("\n[bold underline]Other problems[/] (not on the serving path: not the verdict)")
         _print_findings(v.other_problems, console)
+    history_section.print_section(report, console)
     console.print(f"\n[bold]Checked[/]: {v.rules_checked} rules had the data they need, {v.rules_fired} fired.", highlight=False)
     if v.rules_unknown:
         console.print(f"[dim]Not decidable from this bundle: {', '.join(v.rules_unknown)}[/]")
