@@ -261,7 +261,7 @@ def _outcome(tally: _Tally, subjects: int, scope: str) -> RuleOutcome:
 
 
 def _source_present(sources: dict[str, str], prefix: str) -> bool:
-    return any((name == prefix or name.startswith(prefix)) and status == "ok" for name, status in sources.items())
+    return any((name == prefix or name.startswith(prefix)) and status in ("ok", "partial") for name, status in sources.items())
 
 
 def _finding(rule: Rule, subject: dict, env: cel.Context) -> Finding:

@@ -34,7 +34,8 @@ def build_facts(snap: Snapshot, clock: Clock | None = None) -> Facts:
     """`clock`: the collection time and history window; by default none, so everything counts as current."""
     clock = clock or Clock.of(snap)
     cluster = kubernetes.cluster_facts(snap, clock) | ray.cluster_facts(snap) | gpu.cluster_facts(snap)
-    cluster["sources"] = {name: s.status for name, s in snap.sources.items()}
+    # "partial": a cut-off list whose complete items were recovered; rules that need it still run
+    cluster["sources"] = {name: "partial" if s.status == "failed" and s.recovered is not None else s.status for name, s in snap.sources.items()}
     cluster["collected_at"] = iso(clock.now) if clock.now else None
     cluster["history_window_s"] = clock.window_s
     cluster["_subject"] = "cluster"

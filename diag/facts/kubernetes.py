@@ -514,17 +514,18 @@ def _daemonset(ds: DaemonSet, index: _Index) -> dict:
     component = _gpu_component(ds)
     own = [p for p in index.snap.pods if p.owner_kind == "DaemonSet" and p.owner_name == ds.name and p.namespace == ds.namespace]
     unready = [p for p in own if p.conditions.get("Ready", {}).get("status") != "True" and p.phase not in TERMINAL_PHASES]
-    uncovered = [
-        n for n in index.gpu_nodes
-        if any(n.labels.get(k) != v for k, v in ds.node_selector.items()) or (own and not any(p.node_name == n.name for p in own))
-    ] if component else []
+    excluded = [n for n in index.gpu_nodes if any(n.labels.get(k) != v for k, v in ds.node_selector.items())] if component else []
+    without_pod = [n for n in index.gpu_nodes if own and not any(p.node_name == n.name for p in own)] if component else []
+    # A node without one of the daemonset's pods says so only when the pod list was read whole.
+    pods_complete = index.snap.sources.get("k8s/pods.json") is not None and index.snap.sources["k8s/pods.json"].status == "ok"
+    uncovered = excluded + [n for n in without_pod if n not in excluded] if pods_complete or not without_pod else None
     return plain(ds) | {
         "gpu_component": component,
         "unready_pods": [_pod_state(p) + f" on {p.node_name or 'no node'}" for p in unready],
-        "gpu_nodes_uncovered": [n.name for n in uncovered],
+        "gpu_nodes_uncovered": None if uncovered is None else [n.name for n in uncovered],
         "_subject": f"daemonset/{ds.namespace}/{ds.name}",
         "_links": [f"pod:{p.key}" for p in unready] + [f"node:{p.node_name}" for p in unready if p.node_name]
-        + [f"node:{n.name}" for n in uncovered],
+        + [f"node:{n.name}" for n in uncovered or excluded],
     }
 
 
