@@ -160,19 +160,21 @@ def test_probe_facts_resolve_named_ports_and_compute_the_liveness_budget():
     assert unknown_port["readiness_port_mismatch"] is None
 
 
-def test_crash_causes_other_rules_name_are_not_unexplained():
+def test_crash_loops_carry_the_known_cause_lines_of_their_logs():
     oom = vllm_container(state="waiting", state_reason="CrashLoopBackOff", last_terminated_reason="OOMKilled", last_exit_code=137,
                          restart_count=4, memory_limit="48Gi")
     cuda = vllm_container(state="waiting", state_reason="CrashLoopBackOff", last_terminated_reason="Error", last_exit_code=1,
-                          restart_count=4, log_signals={"cuda_oom": ["torch.OutOfMemoryError: CUDA out of memory."]})
+                          restart_count=4, log_signals={"cuda_oom": ["torch.OutOfMemoryError: CUDA out of memory."],
+                                                        "engine_dead": ["EngineDeadError"]})
     plain = vllm_container(state="waiting", state_reason="CrashLoopBackOff", last_terminated_reason="Error", last_exit_code=2,
                            restart_count=4, previous_logs="one\n\ntwo\nthree\nfour\nfive\nsix\n")
     pod = Pod(namespace="llm", name="p", containers=[oom])
     assert containers.oom_killed(pod)[0]["memory_limit"] == "48Gi"
-    assert containers.unexplained_crashes(pod) == []
-    assert containers.unexplained_crashes(Pod(namespace="llm", name="p", containers=[cuda])) == []
-    crash = containers.unexplained_crashes(Pod(namespace="llm", name="p", containers=[plain]))
-    assert crash[0]["exit_code"] == 2 and crash[0]["last_lines"] == "four | five | six"
+    assert containers.crash_loops(pod) == []  # K8S-210's
+    [known] = containers.crash_loops(Pod(namespace="llm", name="p", containers=[cuda]))
+    assert known["known_causes"] == ["torch.OutOfMemoryError: CUDA out of memory."]
+    [crash] = containers.crash_loops(Pod(namespace="llm", name="p", containers=[plain]))
+    assert crash["exit_code"] == 2 and crash["last_lines"] == "four | five | six" and crash["known_causes"] == []
 
 
 def test_gpu_visibility_variables_that_hide_gpus_are_not_gpu_use():

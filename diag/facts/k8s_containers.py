@@ -14,9 +14,11 @@ IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "E
 GPU_VISIBILITY_ENV = ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
 NO_GPU_VALUES = ("", "void", "none", "-1")  # values that hide every GPU from the container
 LAST_LOG_LINES = 3
-# Log signals (diag.parsers.logs) whose own rules already name a crash's cause.
-DIAGNOSED_CRASH_SIGNALS = (
-    "kv_cache_too_small", "no_cache_blocks", "cuda_oom", "cuda_driver_too_old", "model_not_found", "xid",
+# Log signals (diag.parsers.logs) that name why a container exits at start; each has its own rule,
+# whose finding explains the crash loop (rules' `explains`).
+CRASH_CAUSE_SIGNALS = (
+    "kv_cache_too_small", "no_cache_blocks", "cuda_oom", "cuda_driver_too_old", "model_not_found",
+    "gpu_memory_taken", "xid",
 )
 
 
@@ -115,17 +117,17 @@ def failed_mounts(pod: Pod) -> list[str]:
     return [e.message for e in pod.events if e.reason in ("FailedMount", "FailedAttachVolume")]
 
 
-def unexplained_crashes(pod: Pod) -> list[dict]:
-    """Crash-looping containers whose cause no other rule names: not OOMKilled, no known failure line."""
+def crash_loops(pod: Pod) -> list[dict]:
+    """Crash-looping containers not OOMKilled (K8S-210 names that), each with the known failure lines
+    its current or previous log holds: a rule that names such a cause explains the crash loop."""
     crashes = []
     for c in pod.containers:
         if c.state_reason != "CrashLoopBackOff" or c.last_terminated_reason == "OOMKilled":
             continue
-        if any(signal in c.log_signals for signal in DIAGNOSED_CRASH_SIGNALS):
-            continue
         crashes.append({
             "container": c.name, "restarts": c.restart_count, "exit_code": c.last_exit_code,
             "last_reason": c.last_terminated_reason, "last_lines": _last_lines(c.previous_logs or c.logs),
+            "known_causes": [c.log_signals[s][-1] for s in CRASH_CAUSE_SIGNALS if c.log_signals.get(s)],
         })
     return crashes
 

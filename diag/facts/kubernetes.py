@@ -193,7 +193,7 @@ def _pod(pod: Pod, index: _Index) -> dict:
         oom_killed=containers.oom_killed(pod),
         image_pull_errors=containers.image_pull_errors(pod),
         failed_mounts=containers.failed_mounts(pod),
-        unexplained_crashes=containers.unexplained_crashes(pod),
+        crash_loops=containers.crash_loops(pod),
         probe_failures=[e.message for e in pod.events if e.reason == "Unhealthy"],
         is_vllm=pod.vllm_server is not None,
         _subject=f"pod/{pod.namespace}/{pod.name}",
