@@ -150,14 +150,18 @@ def test_probe_facts_resolve_named_ports_and_compute_the_liveness_budget():
     facts = containers.probe_facts(vllm_container(probes=probes), vllm_port=8000)
     assert facts["liveness_budget_s"] == 90
     assert facts["liveness"]["port_number"] == 8000
-    assert facts["startup"] is None
+    assert facts["startup"] is None and facts["has_startup"] is False and facts["has_liveness"] is True
     assert facts["readiness"]["port_number"] is None  # "metrics" is not a declared container port
     assert facts["readiness_port_mismatch"] is True
     assert facts["readiness_path_unknown"] is True
     tcp = containers.probe_facts(vllm_container(probes=[Probe("readiness", "tcpSocket", port=8000)]), vllm_port=8000)
-    assert tcp["readiness_port_mismatch"] is False and tcp["readiness_path_unknown"] is None
+    assert tcp["readiness_port_mismatch"] is False and tcp["readiness_path_unknown"] is False
     unknown_port = containers.probe_facts(vllm_container(probes=[Probe("readiness", "tcpSocket", port=8000)]), vllm_port=None)
     assert unknown_port["readiness_port_mismatch"] is None
+    exec_probe = containers.probe_facts(vllm_container(probes=[Probe("readiness", "exec")]), vllm_port=None)
+    assert exec_probe["readiness_port_mismatch"] is False  # an exec probe asks no port
+    none = containers.probe_facts(vllm_container(probes=[]), vllm_port=8000)
+    assert none["has_readiness"] is False and none["readiness_port_mismatch"] is False and none["readiness_path_unknown"] is False
 
 
 def test_crash_loops_carry_the_known_cause_lines_of_their_logs():
@@ -299,3 +303,57 @@ def test_parallel_size_of_a_rayservice_cluster_comes_from_its_serve_config():
     assert subject["partial_groups"] == ["gpu: 1 of 2 pods running, 1 pending (8 GPU each)"]
     rules = [r for r in load_rules([builtin_rules_dir()]) if r.id == "K8S-402"]
     assert [f.subject for f in evaluate(rules, facts, {}).findings] == ["raycluster/ray/llama-x7k2m"]
+
+
+# --------------------------------------------------------------------------- unknown is not silent
+
+
+def outcomes(snap: Snapshot, read: tuple[str, ...]) -> dict[str, str]:
+    """rule id -> fired | silent | unknown ..., for the K8S rules, with only the `read` files read."""
+    rules_dir = builtin_rules_dir()
+    settings = {name: spec["default"] for name, spec in load_settings(rules_dir).items()}
+    rules = [r for r in load_rules([rules_dir]) if r.id.startswith("K8S-")]
+    snap.sources = {name: SourceStatus("ok") for name in read}
+    result = evaluate(rules, build_facts(join(snap)), settings)
+    assert {rid: o.detail for rid, o in result.outcomes.items() if o.status == "error"} == {}
+    return {rid: o.status for rid, o in result.outcomes.items()}
+
+
+def waiting_pod(gpus: int = 4) -> Pod:
+    """A pending GPU pod whose status says nothing about scheduling: only events could."""
+    return Pod(namespace="llm", name="waits", phase="Pending", containers=[vllm_container(gpus)])
+
+
+# each rule with a pod whose other facts would let it fire, so only the scheduler's word decides
+@pytest.mark.parametrize(("rule", "gpus"), [("K8S-101", 4), ("K8S-102", 16), ("K8S-104", 4), ("K8S-106", 4)])
+def test_a_pending_pod_is_unknown_without_events_and_silent_with_events_that_hold_nothing(rule: str, gpus: int):
+    without = outcomes(Snapshot(nodes=[gpu_node("gpu-1")], pods=[waiting_pod(gpus)]), read=("k8s/pods.json", "k8s/nodes.json"))
+    assert without[rule] == "unknown"
+    empty = outcomes(Snapshot(nodes=[gpu_node("gpu-1")], pods=[waiting_pod(gpus)]),
+                     read=("k8s/pods.json", "k8s/nodes.json", "k8s/events.json"))
+    assert empty[rule] == "silent"
+
+
+def test_scheduling_facts_tell_none_seen_from_not_collected():
+    index_snap = Snapshot(nodes=[gpu_node("gpu-1")], pods=[waiting_pod(), running_pod("placed", "gpu-1", 4)])
+    index_snap.sources = {"k8s/pods.json": SourceStatus("ok"), "k8s/nodes.json": SourceStatus("ok")}
+    pods = {p["name"]: p for p in build_facts(join(index_snap)).scopes["pod"]}
+    assert pods["waits"]["failed_scheduling"] is None and pods["waits"]["failed_mounts"] is None
+    assert pods["placed"]["failed_scheduling"]["seen"] is False  # placed: known from pods.json alone
+    index_snap.sources["k8s/events.json"] = SourceStatus("ok")
+    pods = {p["name"]: p for p in build_facts(join(index_snap)).scopes["pod"]}
+    assert pods["waits"]["failed_scheduling"]["seen"] is False and pods["waits"]["failed_mounts"] == []
+    assert pods["waits"]["log_signals"] is None  # no log of it was collected
+
+
+def test_a_missing_model_volume_needs_events_and_logs_to_be_ruled_out():
+    def mounting(logs: str | None) -> Pod:
+        return Pod(namespace="llm", name="mounting", phase="Pending", node_name="gpu-1", containers=[vllm_container(logs=logs)])
+
+    def k8s_212(logs: str | None, read: tuple[str, ...]) -> str:
+        return outcomes(Snapshot(nodes=[gpu_node("gpu-1")], pods=[mounting(logs)]), read=read)["K8S-212"]
+
+    clean_log = "(APIServer pid=1) INFO 03-14 09:00:05 [api_server.py:1805] vLLM API server version 0.10.1\n"
+    assert k8s_212(clean_log, read=("k8s/pods.json",)) == "unknown"  # events: a FailedMount?
+    assert k8s_212(None, read=("k8s/pods.json", "k8s/events.json")) == "unknown"  # its log: a missing model?
+    assert k8s_212(clean_log, read=("k8s/pods.json", "k8s/events.json")) == "silent"

@@ -28,12 +28,17 @@ def vllm_container(pod: Pod) -> Container | None:
 
 
 def probe_facts(container: Container, vllm_port: int | None) -> dict:
-    """The vLLM container's probes, each with its port resolved and a one-line description."""
+    """The vLLM container's probes, each with its port resolved and a one-line description. A probe the
+    spec does not have is None with its `has_*` false; a port mismatch is None only when vLLM's port is."""
     probes = {p.kind: p for p in container.probes}
     readiness = probes.get("readiness")
     liveness = probes.get("liveness")
     readiness_port = _port_number(readiness, container) if readiness else None
+    port_checked = readiness is not None and readiness.handler in ("httpGet", "tcpSocket")
     return {
+        "has_liveness": liveness is not None,
+        "has_readiness": readiness is not None,
+        "has_startup": "startup" in probes,
         "liveness": _probe(liveness, container) if liveness else None,
         "readiness": _probe(readiness, container) if readiness else None,
         "startup": _probe(probes["startup"], container) if "startup" in probes else None,
@@ -42,11 +47,10 @@ def probe_facts(container: Container, vllm_port: int | None) -> dict:
         ),
         # a named port the container does not declare resolves to nothing: the probe cannot succeed
         "readiness_port_mismatch": (
-            readiness.handler in ("httpGet", "tcpSocket") and readiness_port != vllm_port
-            if readiness and vllm_port is not None else None
+            (readiness_port != vllm_port if vllm_port is not None else None) if port_checked else False
         ),
         "readiness_path_unknown": (
-            readiness.path not in VLLM_READY_PATHS if readiness and readiness.handler == "httpGet" else None
+            readiness is not None and readiness.handler == "httpGet" and readiness.path not in VLLM_READY_PATHS
         ),
     }
 
