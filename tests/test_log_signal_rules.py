@@ -10,6 +10,9 @@ import pytest
 
 from diag.analyze import Report, analyze_bundle
 from diag.bundle import Bundle
+from diag.facts import build_facts
+from diag.join import join
+from diag.model import GPU, Container, GPUProcess, Node, Pod, Snapshot, SourceStatus
 from diag.parsers.logs import SIGNALS, scan_log
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -103,3 +106,19 @@ def test_a_crash_loop_with_no_known_cause_is_the_verdict() -> None:
     report = analyze_bundle(_bundle("k8s-crashloop-bad-flag"))
     assert report.verdict.rule == "K8S-213"
     assert any("no known failure line" in line for f in report.findings if f.rule == "K8S-213" for line in f.evidence)
+
+
+def test_gpu_memory_taken_names_the_other_processes_on_the_servers_gpus() -> None:
+    line = ("(VllmWorker TP0 pid=389) ERROR 12-01 14:13:41 [multiproc_executor.py:559] ValueError: Free memory on device "
+            "(38.07/79.19 GiB) on startup is less than desired GPU memory utilization (0.92, 72.85 GiB). Decrease GPU "
+            "memory utilization or reduce GPU memory used by other processes.")
+    vllm = Container(name="vllm", command=["vllm"], args=["serve", "meta-llama/Llama-3.3-70B-Instruct", "--gpu-memory-utilization", "0.92"],
+                     limits={"nvidia.com/gpu": "1"}, previous_logs=line + "\n", log_signals=scan_log(line))
+    pod = Pod(namespace="llm", name="llama-70b-0", phase="Running", node_name="gpu-1", containers=[vllm])
+    leftover = GPUProcess(pid=4242, name="python3", used_memory_mib=41100)
+    gpu = GPU(host="gpu-1", index=0, uuid="GPU-6a1c", memory_used_mib=41600, memory_total_mib=81559, processes=[leftover])
+    snap = Snapshot(nodes=[Node(name="gpu-1")], pods=[pod], gpus=[gpu])
+    snap.sources = {"k8s/pods.json": SourceStatus("ok"), "k8s/logs/llama-70b-0.previous.log": SourceStatus("ok")}
+    [server] = build_facts(join(snap)).scopes["vllm_server"]
+    assert server["other_gpu_processes"] == ["GPU 0 of gpu-1: pid 4242 (python3, 41100 MiB)"]
+    assert server["gpu_memory_shortfall"]["utilization_that_fits"] == 0.48
