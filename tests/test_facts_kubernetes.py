@@ -346,14 +346,20 @@ def test_scheduling_facts_tell_none_seen_from_not_collected():
     assert pods["waits"]["log_signals"] is None  # no log of it was collected
 
 
-def test_a_missing_model_volume_needs_events_and_logs_to_be_ruled_out():
-    def mounting(logs: str | None) -> Pod:
-        return Pod(namespace="llm", name="mounting", phase="Pending", node_name="gpu-1", containers=[vllm_container(logs=logs)])
+def test_a_missing_model_volume_needs_events_and_a_started_pods_log_to_be_ruled_out():
+    def k8s_212(pod: Pod, read: tuple[str, ...]) -> str:
+        return outcomes(Snapshot(nodes=[gpu_node("gpu-1")], pods=[pod]), read=read)["K8S-212"]
 
-    def k8s_212(logs: str | None, read: tuple[str, ...]) -> str:
-        return outcomes(Snapshot(nodes=[gpu_node("gpu-1")], pods=[mounting(logs)]), read=read)["K8S-212"]
+    def mounting() -> Pod:  # no container has run: it has no log, only events could tell
+        return Pod(namespace="llm", name="mounting", phase="Pending", node_name="gpu-1", containers=[vllm_container()])
 
+    def restarting(logs: str | None) -> Pod:
+        crashing = vllm_container(state="waiting", state_reason="CrashLoopBackOff", restart_count=3, logs=logs)
+        return Pod(namespace="llm", name="restarting", phase="Running", node_name="gpu-1", containers=[crashing],
+                   conditions={"Ready": {"status": "False"}})
+
+    assert k8s_212(mounting(), read=("k8s/pods.json",)) == "unknown"
+    assert k8s_212(mounting(), read=("k8s/pods.json", "k8s/events.json")) == "silent"
     clean_log = "(APIServer pid=1) INFO 03-14 09:00:05 [api_server.py:1805] vLLM API server version 0.10.1\n"
-    assert k8s_212(clean_log, read=("k8s/pods.json",)) == "unknown"  # events: a FailedMount?
-    assert k8s_212(None, read=("k8s/pods.json", "k8s/events.json")) == "unknown"  # its log: a missing model?
-    assert k8s_212(clean_log, read=("k8s/pods.json", "k8s/events.json")) == "silent"
+    assert k8s_212(restarting(None), read=("k8s/pods.json", "k8s/events.json")) == "unknown"
+    assert k8s_212(restarting(clean_log), read=("k8s/pods.json", "k8s/events.json")) == "silent"

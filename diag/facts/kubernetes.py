@@ -207,10 +207,18 @@ def _pod(pod: Pod, index: _Index) -> dict:
         probe_failures=[e.message for e in pod.events if e.reason == "Unhealthy"] if events_read else None,
         is_vllm=pod.vllm_server is not None,
         runs_vllm=containers.vllm_container(pod) is not None,
+        ready=_condition_true(pod.conditions.get("Ready", {})),
+        # a container ran (or runs): only then can the pod have a log of its own
+        started=any(c.state in ("running", "terminated") or c.restart_count > 0 for c in pod.containers),
         _subject=f"pod/{pod.namespace}/{pod.name}",
         _links=_pod_links(pod, index, pending=pending),
     )
     return facts
+
+
+def _condition_true(condition: dict) -> bool | None:
+    status = condition.get("status")
+    return None if status not in ("True", "False") else status == "True"
 
 
 def _any_log_read(pod: Pod) -> bool:
