@@ -164,12 +164,11 @@ def _node_brief(node: Node, index: _Index) -> dict:
 
 def _pod(pod: Pod, index: _Index) -> dict:
     facts = plain(pod, drop=("containers", "init_containers", "events"))
-    signals: dict[str, list[str]] | None = {} if _any_log_read(pod) else None
+    signals: dict[str, list[str]] = {}
     load_times = []
     for c in pod.containers:
         for name, lines in c.log_signals.items():
-            if signals is not None:
-                signals.setdefault(name, []).extend(lines)
+            signals.setdefault(name, []).extend(lines)
         for text in (c.logs, c.previous_logs):
             if text and (seconds := model_load_seconds(text)) is not None:
                 load_times.append(seconds)
@@ -188,7 +187,7 @@ def _pod(pod: Pod, index: _Index) -> dict:
         owner_ref=f"{(pod.workload_kind or 'pod').lower()}/{pod.workload_name}" if pod.workload_name else f"pod/{pod.name}",
         mig_requests={k: v for c in pod.containers for k, v in mig_counts(c.limits, c.requests).items()},
         restarts=sum(c.restart_count for c in pod.containers),
-        log_signals=signals,
+        log_signals=signals if _any_log_read(pod) else None,  # None: no log of it was collected
         model_load_seconds=max(load_times) if load_times else None,
         failed_scheduling=scheduling,
         # why no node takes it: only for a pod the scheduler has not placed (None also without nodes.json)
@@ -253,13 +252,13 @@ def _failed_scheduling(pod: Pod, events_read: bool) -> dict | None:
     `seen` false when none was found where it would be (a placed pod, or events read with none for it);
     None when the pod waits, its condition says nothing and events.json was not read."""
     if pod.node_name:
-        return _NO_SCHEDULING_FAILURE
+        return _no_scheduling_failure()
     messages = [e.message for e in pod.events if e.reason == "FailedScheduling"]
     condition = pod.conditions.get("PodScheduled", {})
     if condition.get("status") == "False" and condition.get("message"):
         messages.append(condition["message"])
     if not messages:
-        return _NO_SCHEDULING_FAILURE if events_read else None
+        return _no_scheduling_failure() if events_read else None
     message = messages[-1]
     fit = parse_fit_error(message)
     reasons = fit.reasons if fit else {}
@@ -276,10 +275,11 @@ def _failed_scheduling(pod: Pod, events_read: bool) -> dict | None:
     }
 
 
-_NO_SCHEDULING_FAILURE: dict = {
-    "seen": False, "message": None, "nodes": None, "reasons": {}, "preemption": {}, "insufficient_gpu": False,
-    "taint_reasons": [], "affinity_mismatch": False, "spread_reasons": [],
-}
+def _no_scheduling_failure() -> dict:
+    return {
+        "seen": False, "message": None, "nodes": None, "reasons": {}, "preemption": {}, "insufficient_gpu": False,
+        "taint_reasons": [], "affinity_mismatch": False, "spread_reasons": [],
+    }
 
 
 def _placement(pod: Pod, index: _Index) -> dict:
