@@ -14,10 +14,10 @@ from diag.parsers import engine_args
 from diag.parsers.gpu_common import pci_address
 from diag.parsers.logs import xid_device, xids_in
 
-# Log signals that belong to a vLLM server's story (see diag.parsers.logs).
+# Log signals that belong to a vLLM server's story (see diag.parsers.logs), causes before the engine's death.
 VLLM_LOG_SIGNALS = (
-    "kv_cache_too_small", "no_cache_blocks", "cuda_oom", "cuda_driver_too_old", "model_not_found", "engine_dead",
-    "gpu_memory_taken",
+    "kv_cache_too_small", "no_cache_blocks", "cuda_oom", "cuda_driver_too_old", "model_not_found", "gpu_memory_taken",
+    "engine_dead", "preemption",
 )
 
 

@@ -151,29 +151,35 @@ def test_probe_facts_resolve_named_ports_and_compute_the_liveness_budget():
     facts = containers.probe_facts(vllm_container(probes=probes), vllm_port=8000)
     assert facts["liveness_budget_s"] == 90
     assert facts["liveness"]["port_number"] == 8000
-    assert facts["startup"] is None
+    assert facts["startup"] is None and facts["has_startup"] is False and facts["has_liveness"] is True
     assert facts["readiness"]["port_number"] is None  # "metrics" is not a declared container port
     assert facts["readiness_port_mismatch"] is True
     assert facts["readiness_path_unknown"] is True
     tcp = containers.probe_facts(vllm_container(probes=[Probe("readiness", "tcpSocket", port=8000)]), vllm_port=8000)
-    assert tcp["readiness_port_mismatch"] is False and tcp["readiness_path_unknown"] is None
+    assert tcp["readiness_port_mismatch"] is False and tcp["readiness_path_unknown"] is False
     unknown_port = containers.probe_facts(vllm_container(probes=[Probe("readiness", "tcpSocket", port=8000)]), vllm_port=None)
     assert unknown_port["readiness_port_mismatch"] is None
+    exec_probe = containers.probe_facts(vllm_container(probes=[Probe("readiness", "exec")]), vllm_port=None)
+    assert exec_probe["readiness_port_mismatch"] is False  # an exec probe asks no port
+    none = containers.probe_facts(vllm_container(probes=[]), vllm_port=8000)
+    assert none["has_readiness"] is False and none["readiness_port_mismatch"] is False and none["readiness_path_unknown"] is False
 
 
-def test_crash_causes_other_rules_name_are_not_unexplained():
+def test_crash_loops_carry_the_known_cause_lines_of_their_logs():
     oom = vllm_container(state="waiting", state_reason="CrashLoopBackOff", last_terminated_reason="OOMKilled", last_exit_code=137,
                          restart_count=4, memory_limit="48Gi")
     cuda = vllm_container(state="waiting", state_reason="CrashLoopBackOff", last_terminated_reason="Error", last_exit_code=1,
-                          restart_count=4, log_signals={"cuda_oom": ["torch.OutOfMemoryError: CUDA out of memory."]})
+                          restart_count=4, log_signals={"cuda_oom": ["torch.OutOfMemoryError: CUDA out of memory."],
+                                                        "engine_dead": ["EngineDeadError"]})
     plain = vllm_container(state="waiting", state_reason="CrashLoopBackOff", last_terminated_reason="Error", last_exit_code=2,
                            restart_count=4, previous_logs="one\n\ntwo\nthree\nfour\nfive\nsix\n")
     pod = Pod(namespace="llm", name="p", containers=[oom])
     assert containers.oom_killed(pod, Clock(None, "none"))[0]["memory_limit"] == "48Gi"
-    assert containers.unexplained_crashes(pod) == []
-    assert containers.unexplained_crashes(Pod(namespace="llm", name="p", containers=[cuda])) == []
-    crash = containers.unexplained_crashes(Pod(namespace="llm", name="p", containers=[plain]))
-    assert crash[0]["exit_code"] == 2 and crash[0]["last_lines"] == "four | five | six"
+    assert containers.crash_loops(pod) == []  # K8S-210's
+    [known] = containers.crash_loops(Pod(namespace="llm", name="p", containers=[cuda]))
+    assert known["known_causes"] == ["torch.OutOfMemoryError: CUDA out of memory."]
+    [crash] = containers.crash_loops(Pod(namespace="llm", name="p", containers=[plain]))
+    assert crash["exit_code"] == 2 and crash["last_lines"] == "four | five | six" and crash["known_causes"] == []
 
 
 def test_gpu_visibility_variables_that_hide_gpus_are_not_gpu_use():
@@ -298,3 +304,63 @@ def test_parallel_size_of_a_rayservice_cluster_comes_from_its_serve_config():
     assert subject["partial_groups"] == ["gpu: 1 of 2 pods running, 1 pending (8 GPU each)"]
     rules = [r for r in load_rules([builtin_rules_dir()]) if r.id == "K8S-402"]
     assert [f.subject for f in evaluate(rules, facts, {}).findings] == ["raycluster/ray/llama-x7k2m"]
+
+
+# --------------------------------------------------------------------------- unknown is not silent
+
+
+def outcomes(snap: Snapshot, read: tuple[str, ...]) -> dict[str, str]:
+    """rule id -> fired | silent | unknown ..., for the K8S rules, with only the `read` files read."""
+    rules_dir = builtin_rules_dir()
+    settings = {name: spec["default"] for name, spec in load_settings(rules_dir).items()}
+    rules = [r for r in load_rules([rules_dir]) if r.id.startswith("K8S-")]
+    snap.sources = {name: SourceStatus("ok") for name in read}
+    result = evaluate(rules, build_facts(join(snap)), settings)
+    assert {rid: o.detail for rid, o in result.outcomes.items() if o.status == "error"} == {}
+    return {rid: o.status for rid, o in result.outcomes.items()}
+
+
+def waiting_pod(gpus: int = 4) -> Pod:
+    """A pending GPU pod whose status says nothing about scheduling: only events could."""
+    return Pod(namespace="llm", name="waits", phase="Pending", containers=[vllm_container(gpus)])
+
+
+# each rule with a pod whose other facts would let it fire, so only the scheduler's word decides
+@pytest.mark.parametrize(("rule", "gpus"), [("K8S-101", 4), ("K8S-102", 16), ("K8S-104", 4), ("K8S-106", 4)])
+def test_a_pending_pod_is_unknown_without_events_and_silent_with_events_that_hold_nothing(rule: str, gpus: int):
+    without = outcomes(Snapshot(nodes=[gpu_node("gpu-1")], pods=[waiting_pod(gpus)]), read=("k8s/pods.json", "k8s/nodes.json"))
+    assert without[rule] == "unknown"
+    empty = outcomes(Snapshot(nodes=[gpu_node("gpu-1")], pods=[waiting_pod(gpus)]),
+                     read=("k8s/pods.json", "k8s/nodes.json", "k8s/events.json"))
+    assert empty[rule] == "silent"
+
+
+def test_scheduling_facts_tell_none_seen_from_not_collected():
+    index_snap = Snapshot(nodes=[gpu_node("gpu-1")], pods=[waiting_pod(), running_pod("placed", "gpu-1", 4)])
+    index_snap.sources = {"k8s/pods.json": SourceStatus("ok"), "k8s/nodes.json": SourceStatus("ok")}
+    pods = {p["name"]: p for p in build_facts(join(index_snap)).scopes["pod"]}
+    assert pods["waits"]["failed_scheduling"] is None and pods["waits"]["failed_mounts"] is None
+    assert pods["placed"]["failed_scheduling"]["seen"] is False  # placed: known from pods.json alone
+    index_snap.sources["k8s/events.json"] = SourceStatus("ok")
+    pods = {p["name"]: p for p in build_facts(join(index_snap)).scopes["pod"]}
+    assert pods["waits"]["failed_scheduling"]["seen"] is False and pods["waits"]["failed_mounts"] == []
+    assert pods["waits"]["log_signals"] is None  # no log of it was collected
+
+
+def test_a_missing_model_volume_needs_events_and_a_started_pods_log_to_be_ruled_out():
+    def k8s_212(pod: Pod, read: tuple[str, ...]) -> str:
+        return outcomes(Snapshot(nodes=[gpu_node("gpu-1")], pods=[pod]), read=read)["K8S-212"]
+
+    def mounting() -> Pod:  # no container has run: it has no log, only events could tell
+        return Pod(namespace="llm", name="mounting", phase="Pending", node_name="gpu-1", containers=[vllm_container()])
+
+    def restarting(logs: str | None) -> Pod:
+        crashing = vllm_container(state="waiting", state_reason="CrashLoopBackOff", restart_count=3, logs=logs)
+        return Pod(namespace="llm", name="restarting", phase="Running", node_name="gpu-1", containers=[crashing],
+                   conditions={"Ready": {"status": "False"}})
+
+    assert k8s_212(mounting(), read=("k8s/pods.json",)) == "unknown"
+    assert k8s_212(mounting(), read=("k8s/pods.json", "k8s/events.json")) == "silent"
+    clean_log = "(APIServer pid=1) INFO 03-14 09:00:05 [api_server.py:1805] vLLM API server version 0.10.1\n"
+    assert k8s_212(restarting(None), read=("k8s/pods.json", "k8s/events.json")) == "unknown"
+    assert k8s_212(restarting(clean_log), read=("k8s/pods.json", "k8s/events.json")) == "silent"

@@ -16,9 +16,11 @@ IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "E
 GPU_VISIBILITY_ENV = ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
 NO_GPU_VALUES = ("", "void", "none", "-1")  # values that hide every GPU from the container
 LAST_LOG_LINES = 3
-# Log signals (diag.parsers.logs) whose own rules already name a crash's cause.
-DIAGNOSED_CRASH_SIGNALS = (
-    "kv_cache_too_small", "no_cache_blocks", "cuda_oom", "cuda_driver_too_old", "model_not_found", "xid",
+# Log signals (diag.parsers.logs) that name why a container exits at start; each has its own rule,
+# whose finding explains the crash loop (rules' `explains`).
+CRASH_CAUSE_SIGNALS = (
+    "kv_cache_too_small", "no_cache_blocks", "cuda_oom", "cuda_driver_too_old", "model_not_found",
+    "gpu_memory_taken", "xid",
 )
 
 
@@ -28,12 +30,17 @@ def vllm_container(pod: Pod) -> Container | None:
 
 
 def probe_facts(container: Container, vllm_port: int | None) -> dict:
-    """The vLLM container's probes, each with its port resolved and a one-line description."""
+    """The vLLM container's probes, each with its port resolved and a one-line description. A probe the
+    spec does not have is None with its `has_*` false; a port mismatch is None only when vLLM's port is."""
     probes = {p.kind: p for p in container.probes}
     readiness = probes.get("readiness")
     liveness = probes.get("liveness")
     readiness_port = _port_number(readiness, container) if readiness else None
+    port_checked = readiness is not None and readiness.handler in ("httpGet", "tcpSocket")
     return {
+        "has_liveness": liveness is not None,
+        "has_readiness": readiness is not None,
+        "has_startup": "startup" in probes,
         "liveness": _probe(liveness, container) if liveness else None,
         "readiness": _probe(readiness, container) if readiness else None,
         "startup": _probe(probes["startup"], container) if "startup" in probes else None,
@@ -42,11 +49,10 @@ def probe_facts(container: Container, vllm_port: int | None) -> dict:
         ),
         # a named port the container does not declare resolves to nothing: the probe cannot succeed
         "readiness_port_mismatch": (
-            readiness.handler in ("httpGet", "tcpSocket") and readiness_port != vllm_port
-            if readiness and vllm_port is not None else None
+            (readiness_port != vllm_port if vllm_port is not None else None) if port_checked else False
         ),
         "readiness_path_unknown": (
-            readiness.path not in VLLM_READY_PATHS if readiness and readiness.handler == "httpGet" else None
+            readiness is not None and readiness.handler == "httpGet" and readiness.path not in VLLM_READY_PATHS
         ),
     }
 
@@ -128,17 +134,17 @@ def failed_mounts(events: list[Event]) -> list[str]:
     return [e.message for e in events if e.reason in ("FailedMount", "FailedAttachVolume")]
 
 
-def unexplained_crashes(pod: Pod) -> list[dict]:
-    """Crash-looping containers whose cause no other rule names: not OOMKilled, no known failure line."""
+def crash_loops(pod: Pod) -> list[dict]:
+    """Crash-looping containers not OOMKilled (K8S-210 names that), each with the known failure lines
+    its current or previous log holds: a rule that names such a cause explains the crash loop."""
     crashes = []
     for c in pod.containers:
         if c.state_reason != "CrashLoopBackOff" or c.last_terminated_reason == "OOMKilled":
             continue
-        if any(signal in c.log_signals for signal in DIAGNOSED_CRASH_SIGNALS):
-            continue
         crashes.append({
             "container": c.name, "restarts": c.restart_count, "exit_code": c.last_exit_code,
             "last_reason": c.last_terminated_reason, "last_lines": _last_lines(c.previous_logs or c.logs),
+            "known_causes": [c.log_signals[s][-1] for s in CRASH_CAUSE_SIGNALS if c.log_signals.get(s)],
         })
     return crashes
 

@@ -49,6 +49,12 @@ GPU_COMPONENTS: dict[str, tuple[str, ...]] = {
 }
 
 
+def source_read(snap: Snapshot, name: str) -> bool:
+    """Was this bundle file read? Facts drawn from a file that was not are unknown (None), not empty."""
+    status = snap.sources.get(name)
+    return status is not None and status.status == "ok"
+
+
 def pod_gpu_request(pod: Pod) -> int:
     return sum(gpu_count(c.limits, c.requests) for c in pod.containers)
 
@@ -173,7 +179,9 @@ def _pod(pod: Pod, index: _Index) -> dict:
     node = index.nodes.get(pod.node_name or "")
     clock = index.clock
     events = current_events(pod.events, clock)  # what derived facts read: aged events are history
-    scheduling = _failed_scheduling(pod, events)
+    events_read = source_read(index.snap, "k8s/events.json")
+    scheduling = _failed_scheduling(pod, events, events_read)
+    pending = scheduling is not None and scheduling["seen"]
     server = index.servers.get(pod.vllm_server or "")
     facts.update(
         containers=[plain(c, drop=("logs", "previous_logs")) for c in pod.containers],
@@ -185,25 +193,30 @@ def _pod(pod: Pod, index: _Index) -> dict:
         owner_ref=f"{(pod.workload_kind or 'pod').lower()}/{pod.workload_name}" if pod.workload_name else f"pod/{pod.name}",
         mig_requests={k: v for c in pod.containers for k, v in mig_counts(c.limits, c.requests).items()},
         restarts=sum(c.restart_count for c in pod.containers),
-        log_signals=signals,
+        log_signals=signals if _any_log_read(pod) else None,  # None: no log of it was collected
         model_load_seconds=max(load_times) if load_times else None,
         failed_scheduling=scheduling,
-        placement=_placement(pod, index) if scheduling else None,
+        # why no node takes it: only for a pod the scheduler has not placed (None also without nodes.json)
+        placement=_placement(pod, index) if not pod.node_name and source_read(index.snap, "k8s/nodes.json") else None,
         gpu_resource_mismatch=_gpu_resource_mismatch(pod, index),
         admission_rejection=_admission_rejection(pod),
         evicted=pod.phase == "Failed" and pod.reason == "Evicted" and clock.current(_ended_at(pod)),
-        node_gpu_sharing=placement.gpu_sharing(node) if node else None,
+        node_gpu_sharing=_node_gpu_sharing(pod, node),
         gpu_env_without_request=[] if wants_gpus(pod) or pod.owner_kind == "DaemonSet" else containers.gpu_env_without_request(pod),
         ray_gpu_total=_ray_gpu_total(pod, index.snap),
         vllm=_vllm_facts(pod, server),
         oom_killed=containers.oom_killed(pod, clock),
         image_pull_errors=containers.image_pull_errors(pod, events),
-        failed_mounts=containers.failed_mounts(events),
-        unexplained_crashes=containers.unexplained_crashes(pod),
-        probe_failures=[e.message for e in events if e.reason == "Unhealthy"],
+        failed_mounts=containers.failed_mounts(events) if events_read else None,
+        crash_loops=containers.crash_loops(pod),
+        probe_failures=[e.message for e in events if e.reason == "Unhealthy"] if events_read else None,
         is_vllm=pod.vllm_server is not None,
+        runs_vllm=containers.vllm_container(pod) is not None,
+        ready=_condition_true(pod.conditions.get("Ready", {})),
+        # a container ran (or runs): only then can the pod have a log of its own
+        started=any(c.state in ("running", "terminated") or c.restart_count > 0 for c in pod.containers),
         _subject=f"pod/{pod.namespace}/{pod.name}",
-        _links=_pod_links(pod, index, pending=scheduling is not None),
+        _links=_pod_links(pod, index, pending=pending),
         _aged=aged_events(pod.events, clock) + containers.aged_terminations(pod, clock)
         + (aged(f"evicted: {pod.message}", _ended_at(pod), clock) if pod.reason == "Evicted" else []),
     )
@@ -213,6 +226,26 @@ def _pod(pod: Pod, index: _Index) -> dict:
 def _ended_at(pod: Pod) -> str | None:
     """When the last of a finished pod's containers ended (an evicted pod's eviction)."""
     return max((c.finished_at for c in pod.containers if c.finished_at), default=None)
+
+
+def _condition_true(condition: dict) -> bool | None:
+    status = condition.get("status")
+    return None if status not in ("True", "False") else status == "True"
+
+
+def _any_log_read(pod: Pod) -> bool:
+    return any(c.logs is not None or c.previous_logs is not None for c in pod.containers)
+
+
+def _node_gpu_sharing(pod: Pod, node: Node | None) -> dict | None:
+    """How the pod's node shares its GPUs: `shared` false on an unshared node or for a pod on no node;
+    None when its node is not in nodes.json."""
+    if not pod.node_name:
+        return {"shared": False}
+    if node is None:
+        return None
+    sharing = placement.gpu_sharing(node)
+    return {"shared": False} if sharing is None else {"shared": True} | sharing
 
 
 def _pod_links(pod: Pod, index: _Index, pending: bool) -> list[str]:
@@ -227,20 +260,23 @@ def _pod_links(pod: Pod, index: _Index, pending: bool) -> list[str]:
     return links
 
 
-def _failed_scheduling(pod: Pod, events: list[Event]) -> dict | None:
-    """The newest scheduler verdict on a pod that is not placed, from its current events or its condition."""
+def _failed_scheduling(pod: Pod, events: list[Event], events_read: bool) -> dict | None:
+    """The newest scheduler verdict on a pod that is not placed, from its current events or its condition.
+    `seen` false when none was found where it would be (a placed pod, or events read with none for it);
+    None when the pod waits, its condition says nothing and events.json was not read."""
     if pod.node_name:
-        return None
+        return _no_scheduling_failure()
     messages = [e.message for e in events if e.reason == "FailedScheduling"]
     condition = pod.conditions.get("PodScheduled", {})
     if condition.get("status") == "False" and condition.get("message"):
         messages.append(condition["message"])
     if not messages:
-        return None
+        return _no_scheduling_failure() if events_read else None
     message = messages[-1]
     fit = parse_fit_error(message)
     reasons = fit.reasons if fit else {}
     return {
+        "seen": True,
         "message": message,
         "nodes": fit.nodes if fit else None,
         "reasons": reasons,
@@ -249,6 +285,13 @@ def _failed_scheduling(pod: Pod, events: list[Event]) -> dict | None:
         "taint_reasons": [r for r in reasons if any(mark in r for mark in TAINT_REASON_MARKS)],
         "affinity_mismatch": any(AFFINITY_REASON_MARK in r for r in reasons),
         "spread_reasons": [f"{n} {r}" for r, n in reasons.items() if any(mark in r for mark in SPREAD_REASON_MARKS)],
+    }
+
+
+def _no_scheduling_failure() -> dict:
+    return {
+        "seen": False, "message": None, "nodes": None, "reasons": {}, "preemption": {}, "insufficient_gpu": False,
+        "taint_reasons": [], "affinity_mismatch": False, "spread_reasons": [],
     }
 
 
@@ -273,7 +316,7 @@ def _placement(pod: Pod, index: _Index) -> dict:
             f"{n.name}: {index.gpu_free(n)} of {placement.gpu_allocatable(n)} nvidia.com/gpu free{_unavailable_note(n)}"
             for n in matching if placement.gpu_allocatable(n) is not None
         ],
-        "gpu_allocatable_max": max((a for n in matching if (a := placement.gpu_allocatable(n)) is not None), default=None),
+        "gpu_allocatable_max": max((placement.gpu_allocatable(n) or 0 for n in matching), default=0),
         "spread_and_pod_affinity": placement.spread_and_pod_affinity(pod),
     }
 
@@ -287,8 +330,9 @@ def _unavailable_note(node: Node) -> str:
 
 
 def _gpu_resource_mismatch(pod: Pod, index: _Index) -> dict | None:
-    """The GPU resource the pod asks for against what the device plugins offer (MIG strategy)."""
-    if not index.snap.nodes:
+    """The GPU resource the pod asks for against what the device plugins offer (MIG strategy): `found`
+    false when they agree; None without nodes.json."""
+    if not source_read(index.snap, "k8s/nodes.json"):
         return None
     offered_mig, offers_whole = index.mig_offered, index.whole_gpus_offered
     asked_mig = sorted({k for c in pod.containers for k in mig_counts(c.limits, c.requests)})
@@ -297,8 +341,9 @@ def _gpu_resource_mismatch(pod: Pod, index: _Index) -> dict | None:
     elif pod_gpu_request(pod) > 0 and not offers_whole and offered_mig:
         asked = ["nvidia.com/gpu"]
     else:
-        return None
+        return {"found": False}
     return {
+        "found": True,
         "requested": asked,
         "offered": offered_mig + (["nvidia.com/gpu"] if offers_whole else []),
         "mig_strategies": sorted(
@@ -308,11 +353,12 @@ def _gpu_resource_mismatch(pod: Pod, index: _Index) -> dict | None:
     }
 
 
-def _admission_rejection(pod: Pod) -> dict | None:
+def _admission_rejection(pod: Pod) -> dict:
+    """The kubelet's refusal of the pod at admission, from its status; `rejected` false when it did not."""
     reason = pod.reason or ""
     if pod.phase != "Failed" or not (reason in ADMISSION_REASONS or reason.startswith(ADMISSION_OUT_OF_GPU_PREFIX)):
-        return None
-    return {"reason": reason, "message": pod.message}
+        return {"rejected": False, "reason": None, "message": None}
+    return {"rejected": True, "reason": reason, "message": pod.message}
 
 
 def _ray_gpu_total(pod: Pod, snap: Snapshot) -> float | None:
@@ -371,6 +417,9 @@ def _service(svc: Service, snap: Snapshot) -> dict:
         "selected_pods": [p.key for p in selected],
         "selected_pod_states": [_pod_state(p) for p in selected],
         "fronts_vllm": any(p.vllm_server for p in selected),
+        # None when endpoints.json holds nothing for this Service: unknown, not empty
+        "ready_addresses": svc.ready_addresses if svc.endpoints_seen else None,
+        "not_ready_addresses": svc.not_ready_addresses if svc.endpoints_seen else None,
         "_subject": f"service/{svc.namespace}/{svc.name}",
         "_links": link("service", f"{svc.namespace}/{svc.name}") + [f"pod:{p.key}" for p in selected]
         + [f"vllm:{p.vllm_server}" for p in selected if p.vllm_server],
@@ -401,7 +450,10 @@ def _hpa(hpa: HPA, snap: Snapshot, clock: Clock) -> dict:
         "resource_metrics_only": bool(hpa.metrics) and all(m.get("type") in ("Resource", "ContainerResource") for m in hpa.metrics),
         "scales_vllm": bool(targets),
         "target_servers": [s.name for s in targets],
-        "at_max": hpa.current_replicas is not None and hpa.max_replicas is not None and hpa.current_replicas >= hpa.max_replicas,
+        "at_max": (
+            hpa.current_replicas >= hpa.max_replicas
+            if hpa.current_replicas is not None and hpa.max_replicas is not None else None
+        ),
         "target_queues": [
             f"{name}: {m.requests_waiting:g} waiting" + (f" ({m.waiting_growth:+g} between first and last scrape)" if m.waiting_growth is not None else "")
             for name, m in queues.items() if m.requests_waiting is not None
@@ -428,6 +480,7 @@ def _hpa(hpa: HPA, snap: Snapshot, clock: Clock) -> dict:
 
 
 def _raycluster(cluster: RayClusterSpec, snap: Snapshot, clock: Clock) -> dict:
+    events_read = source_read(snap, "k8s/events.json")
     members = [p for p in snap.pods if p.namespace == cluster.namespace and p.ray_cluster == cluster.name]
     running = [p for p in members if p.phase == "Running"]
     return plain(cluster, drop=("events",)) | {
@@ -436,7 +489,7 @@ def _raycluster(cluster: RayClusterSpec, snap: Snapshot, clock: Clock) -> dict:
         "operator_errors": [
             f"{e.reason}: {e.message}" for e in current_events(cluster.events, clock)
             if e.type == "Warning" and e.reason.startswith(KUBERAY_ERROR_EVENT_PREFIXES)
-        ],
+        ] if events_read else None,
         "unhealthy_conditions": _unhealthy_ray_conditions(cluster),
         "partial_groups": [
             f"{g.name}: {g.pods_running} of {desired} pods running, {pending} pending ({g.gpu_limit_per_pod} GPU each)"
@@ -521,6 +574,7 @@ def _daemonset(ds: DaemonSet, index: _Index) -> dict:
     uncovered = excluded + [n for n in without_pod if n not in excluded] if pods_complete or not without_pod else None
     return plain(ds) | {
         "gpu_component": component,
+        "is_gpu_component": component is not None,
         "unready_pods": [_pod_state(p) + f" on {p.node_name or 'no node'}" for p in unready],
         "gpu_nodes_uncovered": None if uncovered is None else [n.name for n in uncovered],
         "_subject": f"daemonset/{ds.namespace}/{ds.name}",

@@ -20,7 +20,7 @@ from diag.model import (
     Snapshot,
     VllmServer,
 )
-from diag.parsers.logs import scan_log
+from diag.parsers.logs import gpu_memory_shortfall, scan_log
 from diag.parsers.vllm_metrics import (
     ITL,
     KV_CACHE_USAGE,
@@ -37,6 +37,8 @@ ALSO_NEEDED = (QUEUE_TIME,)
 # vLLM's newer KV-too-small error names the longest context the cache could hold.
 _ESTIMATED_MAX_LEN = re.compile(r"estimated maximum model length is (\d+)")
 _ENGINE_LABEL = "engine"
+# Log signals that are not a failure of the server (V0 preemption warnings: VLLM-116).
+_NOT_FAILURES = ("preemption",)
 # Flags that spread one server over several hosts: its GPUs are then not one pod's.
 _MULTI_HOST_FLAGS = ("--nnodes", "--headless")
 # Engine-arg fields whose flag the evidence quotes, with vLLM's fixed default where it has one.
@@ -91,7 +93,13 @@ def _server(server: VllmServer, snap: Snapshot) -> dict:
         "idle": _idle(summary),
         "ttft_queue_share": _ttft_queue_share(summary),
         "log_signals": {name: signals.get(name, []) for name in VLLM_LOG_SIGNALS},
-        "failure_line": next((signals[name][-1] for name in VLLM_LOG_SIGNALS if signals.get(name)), None),
+        "failure_line": next(
+            (signals[name][-1] for name in VLLM_LOG_SIGNALS if name not in _NOT_FAILURES and signals.get(name)), None
+        ),
+        "gpu_memory_shortfall": next(
+            (found for line in reversed(signals.get("gpu_memory_taken", [])) if (found := gpu_memory_shortfall(line))), None
+        ),
+        "other_gpu_processes": _other_gpu_processes(gpus, server.pod),
         "estimated_max_model_len": _estimated_max_model_len(signals.get("kv_cache_too_small", [])),
         "parallel_gpus": _parallel_gpus(args),
         "gpus_provided": gpus_provided,
@@ -289,6 +297,18 @@ def _gpus_provided(server: VllmServer, pod: Pod | None, snap: Snapshot) -> tuple
 
 def _ray_cluster_gpus(cluster: RayClusterSpec) -> int:
     return cluster.head_gpu_limit + sum((g.replicas or 0) * g.gpu_limit_per_pod for g in cluster.worker_groups)
+
+
+def _other_gpu_processes(gpus: list[GPU], pod: str | None) -> list[str] | None:
+    """Processes on the server's GPUs that are not its own pod's, from nvidia-smi/NVML; None without that data."""
+    if not gpus:
+        return None
+    return [
+        f"GPU {g.index} of {g.node or g.host}: pid {p.pid} ({p.name or 'name unknown'}, "
+        f"{'memory unknown' if p.used_memory_mib is None else f'{p.used_memory_mib:.0f} MiB'}"
+        f"{', pod ' + p.pod if p.pod else ''})"
+        for g in gpus for p in g.processes if pod is None or p.pod != pod
+    ]
 
 
 def _gpus_text(gpus: list[GPU]) -> str | None:

@@ -10,6 +10,7 @@ ray/STATE-API.md).
 
 from __future__ import annotations
 
+import math
 import re
 from collections import deque
 from collections.abc import Iterable
@@ -84,6 +85,31 @@ def xid_device(line: str) -> str | None:
     """The PCI address an Xid line names: "0000:65:00" of "NVRM: Xid (PCI:0000:65:00): 79, ...", or None."""
     match = _XID_CODE.search(line)
     return match.group(1) if match else None
+
+
+# vLLM V1 worker's start-up check (v1/worker/gpu_worker.py): "Free memory on device [cuda:0 ](10.52/79.19 GiB) on
+# startup is less than desired GPU memory utilization (0.9, 71.27 GiB). ..."
+_GIB = r"(\d+(?:\.\d+)?)"
+_MEMORY_TAKEN = re.compile(
+    rf"Free memory on device (?:(\S+) )?\({_GIB}/{_GIB} GiB\) on startup is less than desired "
+    rf"GPU memory utilization \({_GIB}, {_GIB} GiB\)"
+)
+
+
+def gpu_memory_shortfall(line: str) -> dict | None:
+    """The numbers of a "Free memory on device ... on startup" line: free and total GiB when vLLM
+    started, the --gpu-memory-utilization asked and the GiB that share is; None for any other line."""
+    match = _MEMORY_TAKEN.search(line)
+    if match is None:
+        return None
+    device, free, total, utilization, requested = match.groups()
+    return {
+        "device": device, "free_gib": float(free), "total_gib": float(total),
+        "utilization": float(utilization), "requested_gib": float(requested),
+        "in_use_gib": round(float(total) - float(free), 2),
+        # the largest --gpu-memory-utilization the check passes with, at two decimals
+        "utilization_that_fits": math.floor(float(free) / float(total) * 100) / 100 if float(total) > 0 else None,
+    }
 
 
 # --------------------------------------------------------------------------- startup time

@@ -4,7 +4,7 @@ own values."""
 
 import pytest
 
-from diag.parsers.logs import MAX_LINES_PER_SIGNAL, SIGNALS, model_load_seconds, scan_log, xids_in
+from diag.parsers.logs import MAX_LINES_PER_SIGNAL, SIGNALS, gpu_memory_shortfall, model_load_seconds, scan_log, xids_in
 
 # A V1 vLLM server that starts cleanly: API server and engine core processes, uvicorn at the end.
 CLEAN_START = """\
@@ -128,6 +128,19 @@ def test_only_the_last_lines_are_kept_stripped_and_without_colour():
 def test_one_line_counts_once_per_signal_but_may_carry_several():
     line = "ERROR torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. EngineDeadError"
     assert scan_log(line) == {"cuda_oom": [line], "engine_dead": [line]}
+
+
+def test_gpu_memory_shortfall_reads_both_wordings():
+    [line] = scan_log(FAILURES)["gpu_memory_taken"]
+    assert gpu_memory_shortfall(line) == {
+        "device": None, "free_gib": 20.1, "total_gib": 139.8, "utilization": 0.9, "requested_gib": 125.8,
+        "in_use_gib": 119.7, "utilization_that_fits": 0.14,
+    }
+    newer = ("ValueError: Free memory on device cuda:0 (6.2/79.19 GiB) on startup is less than desired GPU memory "
+             "utilization (0.5, 39.6 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.")
+    shortfall = gpu_memory_shortfall(newer)
+    assert shortfall is not None and shortfall["device"] == "cuda:0" and shortfall["utilization_that_fits"] == 0.07
+    assert gpu_memory_shortfall("ValueError: No available memory for the cache blocks.") is None
 
 
 def test_xids_in():

@@ -1,0 +1,125 @@
+"""Every known log line reaches a rule, and a crash loop whose log (current or --previous) holds a
+known cause is explained by that cause's finding, which is the verdict."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from diag.analyze import Report, analyze_bundle
+from diag.bundle import Bundle
+from diag.facts import build_facts
+from diag.join import join
+from diag.model import GPU, Container, GPUProcess, Node, Pod, Snapshot, SourceStatus
+from diag.parsers.logs import SIGNALS, scan_log
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+# signal -> (fixture whose pod logs hold it, the rule that reads it and fires there)
+SIGNAL_RULES = {
+    "kv_cache_too_small": ("vllm-max-model-len-too-large", "VLLM-103"),
+    "no_cache_blocks": ("vllm-no-cache-blocks", "VLLM-104"),
+    "cuda_oom": ("vllm-cuda-oom-under-load", "VLLM-105"),
+    "cuda_driver_too_old": ("gpu-driver-too-old", "GPU-107"),
+    "model_not_found": ("k8s-model-path-missing", "K8S-212"),
+    "gpu_memory_taken": ("vllm-gpu-memory-taken", "VLLM-115"),
+    "preemption": ("vllm-v0-preemption-log", "VLLM-116"),
+    "engine_dead": ("vllm-tp-exceeds-gpus", "VLLM-117"),
+}
+
+
+def _bundle(fixture: str) -> Bundle:
+    return Bundle.open(FIXTURES / fixture)
+
+
+def _fired(report: Report) -> set[str]:
+    return {f.rule for f in report.findings}
+
+
+def _signals_in_logs(bundle: Bundle) -> set[str]:
+    return {name for rel in bundle.names("k8s/logs") for name in scan_log(bundle.text(rel))}
+
+
+@pytest.mark.parametrize("signal", sorted(SIGNAL_RULES))
+def test_each_log_signal_has_a_fixture_where_its_rule_fires(signal: str) -> None:
+    fixture, rule = SIGNAL_RULES[signal]
+    bundle = _bundle(fixture)
+    assert signal in _signals_in_logs(bundle)
+    assert rule in _fired(analyze_bundle(bundle))
+
+
+def test_every_signal_is_covered() -> None:
+    assert set(SIGNAL_RULES) | {"xid", "ray_cannot_schedule"} == set(SIGNALS)
+
+
+def test_an_xid_line_in_a_pod_log_reaches_the_gpu_rule() -> None:
+    bundle = _bundle("gpu-xid-fell-off-bus")
+    events = json.loads(bundle.text("k8s/events.json"))
+    xid_lines = [e["message"] for e in events["items"] if "NVRM: Xid" in e.get("message", "")]
+    events["items"] = [e for e in events["items"] if "NVRM: Xid" not in e.get("message", "")]
+    bundle.add("k8s/events.json", json.dumps(events))
+    # the Xid names the address of the GPU NVML could not open: a node-level finding (GPU-108)
+    assert "GPU-108" not in _fired(analyze_bundle(bundle))
+    # the same kernel line, seen by a pod on that node (dcgm-exporter tails the kernel log)
+    bundle.add("k8s/logs/nvidia-dcgm-exporter-zjkq5.log", "\n".join(xid_lines) + "\n")
+    assert "GPU-108" in _fired(analyze_bundle(bundle))
+
+
+def test_a_ray_cannot_be_scheduled_line_reaches_the_ray_rule() -> None:
+    bundle = _bundle("healthy-k8s-vllm")
+    assert "RAY-102" not in _fired(analyze_bundle(bundle))
+    pod = json.loads(bundle.text("k8s/pods.json"))["items"][0]["metadata"]["name"]
+    bundle.add(f"k8s/logs/{pod}.log", (
+        "2025-03-14 10:05:00,123\tWARNING worker.py:1034 -- The actor or task with ID ffffffffffffffff4c25a1a9c6d57d3c01000000 "
+        "cannot be scheduled right now. It requires {GPU: 1.000000}, {CPU: 1.000000} for placement, however the cluster "
+        "currently cannot provide the requested resources.\n"
+    ))
+    assert "RAY-102" in _fired(analyze_bundle(bundle))
+
+
+# the crash-looping pod of each fixture, and the rule that names its cause
+CRASH_CAUSES = {
+    "vllm-no-cache-blocks": ("llama-70b-5c7f9d8b64-w2xkd", "VLLM-104", "vllm"),
+    "vllm-max-model-len-too-large": ("llama-70b-5c7f9d8b64-w2xkd", "VLLM-103", "vllm"),
+    "gpu-driver-too-old": ("mistral-7b-7b9d4c6f8-tqbxd", "GPU-107", "gpu"),
+    "k8s-model-path-missing": ("llama-70b-7f8d9c6b5d-fxbfs", "K8S-212", "kubernetes"),
+    "vllm-gpu-memory-taken": ("llama-70b-7f8d9c6b5d-fxbfs", "VLLM-115", "vllm"),
+}
+
+
+@pytest.mark.parametrize("fixture", sorted(CRASH_CAUSES))
+def test_a_crash_loop_whose_previous_log_holds_the_cause_is_explained_by_it(fixture: str) -> None:
+    pod, cause, layer = CRASH_CAUSES[fixture]
+    bundle = _bundle(fixture)
+    current, previous = f"k8s/logs/{pod}.log", f"k8s/logs/{pod}.previous.log"
+    if current in bundle.files:  # only `kubectl logs --previous` keeps the crashed start
+        bundle.files[previous] = bundle.files.pop(current)
+    report = analyze_bundle(bundle)
+    crash = next(f for f in report.findings if f.rule == "K8S-213" and f.subject == f"pod/llm/{pod}")
+    assert crash.explained_by == cause
+    assert (report.verdict.rule, report.verdict.layer) == (cause, layer)
+    assert "CrashLoopBackOff" not in report.verdict.summary
+
+
+def test_a_crash_loop_with_no_known_cause_is_the_verdict() -> None:
+    report = analyze_bundle(_bundle("k8s-crashloop-bad-flag"))
+    assert report.verdict.rule == "K8S-213"
+    assert any("no known failure line" in line for f in report.findings if f.rule == "K8S-213" for line in f.evidence)
+
+
+def test_gpu_memory_taken_names_the_other_processes_on_the_servers_gpus() -> None:
+    line = ("(VllmWorker TP0 pid=389) ERROR 12-01 14:13:41 [multiproc_executor.py:559] ValueError: Free memory on device "
+            "(38.07/79.19 GiB) on startup is less than desired GPU memory utilization (0.92, 72.85 GiB). Decrease GPU "
+            "memory utilization or reduce GPU memory used by other processes.")
+    vllm = Container(name="vllm", command=["vllm"], args=["serve", "meta-llama/Llama-3.3-70B-Instruct", "--gpu-memory-utilization", "0.92"],
+                     limits={"nvidia.com/gpu": "1"}, previous_logs=line + "\n", log_signals=scan_log(line))
+    pod = Pod(namespace="llm", name="llama-70b-0", phase="Running", node_name="gpu-1", containers=[vllm])
+    leftover = GPUProcess(pid=4242, name="python3", used_memory_mib=41100)
+    gpu = GPU(host="gpu-1", index=0, uuid="GPU-6a1c", memory_used_mib=41600, memory_total_mib=81559, processes=[leftover])
+    snap = Snapshot(nodes=[Node(name="gpu-1")], pods=[pod], gpus=[gpu])
+    snap.sources = {"k8s/pods.json": SourceStatus("ok"), "k8s/logs/llama-70b-0.previous.log": SourceStatus("ok")}
+    [server] = build_facts(join(snap)).scopes["vllm_server"]
+    assert server["other_gpu_processes"] == ["GPU 0 of gpu-1: pid 4242 (python3, 41100 MiB)"]
+    assert server["gpu_memory_shortfall"]["utilization_that_fits"] == 0.48
