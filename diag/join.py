@@ -123,6 +123,7 @@ def _server_in_pod(server: VllmServer, pod: Pod, container: Container, services:
     pod.vllm_server = server.name
     for signal in VLLM_LOG_SIGNALS:
         server.log_lines.extend(container.log_signals.get(signal, []))
+    server.logs_read = server.logs_read or container.logs is not None or container.previous_logs is not None
     for svc in services:
         if svc.namespace == pod.namespace and all(pod.labels.get(k) == v for k, v in svc.selector.items()):
             server.service = f"{svc.namespace}/{svc.name}"

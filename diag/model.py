@@ -407,6 +407,7 @@ class VllmServer:
     scrapes: list[Scrape] = field(default_factory=list)
     engine_args: EngineArgs | None = None
     log_lines: list[str] = field(default_factory=list)  # failure lines found in its logs
+    logs_read: bool = False  # a log of its container was in the bundle (else its log lines are unknown)
     # filled by join
     node: str | None = None
     gpus: list[str] = field(default_factory=list)  # GPU uuids or host/index

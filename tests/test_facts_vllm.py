@@ -200,6 +200,7 @@ def test_a_server_spread_over_hosts_is_not_judged_by_one_pod() -> None:
 
 def test_the_specific_failure_line_is_preferred_over_the_engine_death_that_follows() -> None:
     pod = vllm_pod(["m"])
+    pod.containers[0].logs = "(the log these lines were found in)"
     pod.containers[0].log_signals = {
         "engine_dead": ["RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"],
         "kv_cache_too_small": [(
@@ -213,6 +214,11 @@ def test_the_specific_failure_line_is_preferred_over_the_engine_death_that_follo
     assert facts["estimated_max_model_len"] == 84528
     assert facts["log_signals"]["cuda_oom"] == []
     assert facts["pod_state"] == "pod llm/vllm-0 Running; container vllm running, 0 restarts"
+
+
+def test_without_its_log_a_servers_failure_lines_are_unknown_not_absent() -> None:
+    facts = facts_of(served(vllm_pod(["m"]), health="connection refused"))
+    assert facts["log_signals"] is None and facts["failure_line"] is None
 
 
 def test_mig_slices_count_as_the_gpus_a_pod_provides() -> None:

@@ -92,7 +92,8 @@ def _server(server: VllmServer, snap: Snapshot) -> dict:
         "queue_per_scrape": _queue_per_scrape(server.scrapes),
         "idle": _idle(summary),
         "ttft_queue_share": _ttft_queue_share(summary),
-        "log_signals": {name: signals.get(name, []) for name in VLLM_LOG_SIGNALS},
+        # null when no log of the server was collected: its failure lines are unknown, not absent
+        "log_signals": {name: signals.get(name, []) for name in VLLM_LOG_SIGNALS} if server.logs_read else None,
         "failure_line": next(
             (signals[name][-1] for name in VLLM_LOG_SIGNALS if name not in _NOT_FAILURES and signals.get(name)), None
         ),
