@@ -69,8 +69,9 @@ def analyze_bundle(bundle: Bundle, config: Config | None = None, extra_rule_dirs
     serving = serving_links(snap)
     for finding in findings:
         finding.serving = on_serving_path(finding, serving)
-    link_causes(findings, {r.id: r for r in rules})
+    by_id = {r.id: r for r in rules}
+    link_causes(findings, by_id)
     checked = sum(1 for o in result.outcomes.values() if o.status in ("fired", "silent"))
     undecided = sum(1 for o in result.outcomes.values() if o.status in ("unknown", "skipped"))
-    diagnosis = verdict(findings, checked, undecided, gaps(snap))
+    diagnosis = verdict(findings, checked, undecided, gaps(snap), by_id)
     return Report(diagnosis, findings, snap.sources, result.outcomes, origin=bundle.origin, history=history)

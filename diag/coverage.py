@@ -2,10 +2,16 @@
 
 "Healthy" is said only when the sources that decide were read. A layer the bundle speaks of is
 relevant; each relevant layer needs its deciding sources:
-  kubernetes  pods (at least one), nodes and events
-  ray         the cluster status, its nodes and its actors
+  kubernetes  every list `llmdiag collect` reads: pods (at least one), nodes, events, services and
+              their endpoints, deployments, statefulsets, HPAs, the GPU daemonsets; the KubeRay lists
+              where Ray runs
+  ray         the cluster status, its nodes, actors and placement groups
   vllm        at least one /metrics read of every server that runs (a pending or crashing pod has none
-              to give: its own state is the evidence)
+              to give: its own state is the evidence); its engine flags when requests wait (the cap
+              that may hold them); the scrapes' times when its counters stood still (a hang or a
+              short interval)
+  gpu         once any GPU data was collected, the GPUs of every node that runs a serving pod
+  logs        the log of a serving container that crashed or restarted (the cause is in it)
 A source that failed (damaged file, collector error) is a gap whatever its layer: what it would have
 shown is unknown. Every gap names what is missing and the command that gets it.
 """
@@ -14,7 +20,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from diag.model import Snapshot
+from diag.facts.k8s_placement import is_gpu_node
+from diag.model import Container, Snapshot
+from diag.parsers.vllm_metrics import summarize
+from diag.relevance import serving_pods
 
 
 @dataclass(frozen=True)
@@ -26,10 +35,19 @@ class Gap:
     # state, GPUs, vLLM metrics); other lists (HPAs, Services, KubeRay objects, history) only add detail
     deciding: bool = True
     links: tuple[str, ...] = ()  # the subjects whose data is missing ("node:gpu-2"), when known
+    source_layer: str | None = None  # where the source's path does not say it (manifest.json ...)
+    # a root finding on one of `links` whose rule explains this rule is why the data is not needed
+    # (a known cause of a crash makes its log a repetition)
+    moot_if_root_explains: str | None = None
 
     @property
     def layer(self) -> str | None:
-        """The layer whose faults this source would show; None for history and for the whole bundle."""
+        """The layer whose faults this source would show; None where a fault of any layer could hide
+        (a crash log, the whole bundle)."""
+        if self.source_layer is not None:
+            return self.source_layer
+        if self.source.startswith("k8s/logs/"):
+            return None
         for prefix, layer in _LAYER_OF_SOURCE:
             if self.source == prefix.rstrip("/") or self.source.startswith(prefix):
                 return layer
@@ -43,12 +61,25 @@ _KUBERNETES_SOURCES = {
     "k8s/pods.json": "kubectl get pods {ns} -o json > k8s/pods.json",
     "k8s/nodes.json": "kubectl get nodes -o json > k8s/nodes.json",
     "k8s/events.json": "kubectl get events {ns} -o json > k8s/events.json",
+    "k8s/services.json": "kubectl get services {ns} -o json > k8s/services.json",
+    "k8s/deployments.json": "kubectl get deployments {ns} -o json > k8s/deployments.json",
+    "k8s/statefulsets.json": "kubectl get statefulsets {ns} -o json > k8s/statefulsets.json",
+    "k8s/hpa.json": "kubectl get hpa {ns} -o json > k8s/hpa.json",
+    "k8s/daemonsets.json": "kubectl get daemonsets -A -o json > k8s/daemonsets.json",
+}
+CRASH_LOOP_RULE = "K8S-213"  # a container in CrashLoopBackOff, its cause not known
+_ENDPOINTS = ("k8s/endpoints.json", "k8s/endpointslices.json")
+# Read where Ray runs on Kubernetes; "skipped" (the CRDs are not installed) is an answer too.
+_KUBERAY_SOURCES = {
+    "k8s/rayclusters.json": "kubectl get rayclusters.ray.io {ns} -o json > k8s/rayclusters.json",
+    "k8s/rayservices.json": "kubectl get rayservices.ray.io {ns} -o json > k8s/rayservices.json",
 }
 # Each Ray need is met by any one of its files (the `ray` CLI's output or the dashboard's answer).
 _RAY_SOURCES = {
     ("ray/status.txt", "ray/cluster_status.json"): "kubectl exec <ray-head-pod> -- ray status > ray/status.txt",
     ("ray/nodes.json", "ray/nodes_summary.json"): "kubectl exec <ray-head-pod> -- ray list nodes --detail --format json > ray/nodes.json",
     ("ray/actors.json",): "kubectl exec <ray-head-pod> -- ray list actors --detail --format json > ray/actors.json",
+    ("ray/placement_groups.json",): "kubectl exec <ray-head-pod> -- ray list placement-groups --detail --format json > ray/placement_groups.json",
 }
 _REMEDY_BY_PREFIX = {
     "kubernetes": "check the kubeconfig and its context: kubectl config current-context; kubectl get pods -n <namespace>",
@@ -68,6 +99,8 @@ def gaps(snap: Snapshot) -> list[Gap]:
     if _ray_relevant(snap):
         found += _ray_gaps(snap)
     found += _vllm_gaps(snap)
+    found += _gpu_gaps(snap)
+    found += _log_gaps(snap)
     if not any(s.status == "ok" for s in snap.sources.values()):
         found.append(Gap("bundle", "no source could be read", "run `llmdiag collect` against the cluster, or check the bundle's path"))
     unique: dict[str, Gap] = {}
@@ -127,6 +160,14 @@ def _kubernetes_gaps(snap: Snapshot) -> list[Gap]:
         for name, command in _KUBERNETES_SOURCES.items()
         if not _read(snap, name)
     ]
+    if snap.services and not any(_read(snap, name) for name in _ENDPOINTS):
+        found.append(Gap(_ENDPOINTS[0], f"{_ENDPOINTS[0]}: {_state(snap, _ENDPOINTS[0])}", f"kubectl get endpoints {ns} -o json > k8s/endpoints.json"))
+    if _ray_relevant(snap):
+        found += [
+            Gap(name, f"{name}: {_state(snap, name)}", command.format(ns=ns), deciding=False)
+            for name, command in _KUBERAY_SOURCES.items()
+            if not _read(snap, name) and _state(snap, name) != "skipped"
+        ]
     if _read(snap, "k8s/pods.json") and not snap.pods:
         found.append(Gap("k8s/pods.json", f"no pod matched {_target_words(snap)}", "check the namespace (-n), the selector (-l) and the kube context"))
     return found
@@ -148,14 +189,76 @@ def _ray_gaps(snap: Snapshot) -> list[Gap]:
 def _vllm_gaps(snap: Snapshot) -> list[Gap]:
     found = []
     for server in snap.vllm_servers:
-        if server.scrapes:
+        link = (f"vllm:{server.name}",)
+        if not server.scrapes:
+            pod = snap.pod(server.pod) if server.pod else None
+            if pod is not None and pod.phase != "Running":
+                continue  # nothing to scrape yet: the pod's own state speaks
+            where = server.url or (f"http://<{server.pod} IP>:8000/metrics" if server.pod else f"{server.name}:8000/metrics")
+            found.append(Gap(f"vllm/{server.name}.metrics.txt", f"no /metrics read of vLLM server {server.name}", f"curl -s {where}", links=link))
             continue
-        pod = snap.pod(server.pod) if server.pod else None
-        if pod is not None and pod.phase != "Running":
-            continue  # nothing to scrape yet: the pod's own state speaks
-        where = server.url or (f"http://<{server.pod} IP>:8000/metrics" if server.pod else f"{server.name}:8000/metrics")
-        found.append(Gap(f"vllm/{server.name}.metrics.txt", f"no /metrics read of vLLM server {server.name}", f"curl -s {where}"))
+        summary = summarize(server.scrapes)
+        if server.engine_args is None and (summary.waiting_max or 0) > 0:
+            found.append(Gap(
+                f"vllm/{server.name}.cmdline.txt",
+                f"requests wait at vLLM server {server.name}, and its engine flags (--max-num-seqs ...) are unknown",
+                "tr '\\0' '\\n' < /proc/<vllm pid>/cmdline > vllm/<server>.cmdline.txt (or read the pod spec)",
+                links=link,
+            ))
+        if len(server.scrapes) > 1 and summary.interval_seconds is None and summary.generation_tokens_delta == 0:
+            found.append(Gap(
+                "manifest.json",
+                f"the tokens counters of vLLM server {server.name} stood still between scrapes taken at unknown times (a hang, or reads a moment apart)",
+                "llmdiag triage --vllm-url ... --scrapes 3 --scrape-interval 10 (the manifest records when each scrape was taken)",
+                links=link,
+                source_layer="vllm",
+            ))
     return found
+
+
+def _gpu_gaps(snap: Snapshot) -> list[Gap]:
+    """Once GPUs were collected at all, every GPU node a serving pod runs on must be among them."""
+    if not any(name.startswith("gpu/") for name in snap.sources):
+        return []
+    seen = {g.node or g.host for g in snap.gpus}
+    gpu_nodes = {n.name for n in snap.nodes if is_gpu_node(n)}
+    wanted = sorted({p.node_name for p in serving_pods(snap) if p.node_name in gpu_nodes} - seen)
+    return [
+        Gap(f"gpu/{node}.xml", f"no GPU data of node {node}, where serving pods run", f"kubectl debug node/{node} -- nvidia-smi -q -x (or exec it in a GPU pod there)", links=(f"node:{node}",))
+        for node in wanted
+    ]
+
+
+def _log_gaps(snap: Snapshot) -> list[Gap]:
+    """A serving container that crashed says why in its log: without it the cause could be in any layer."""
+    found = []
+    for pod in serving_pods(snap):
+        for container in pod.containers:
+            if (missing := _missing_log(container)) is not None:
+                flag = " --previous" if missing.endswith(".previous.log") else ""
+                found.append(Gap(
+                    f"k8s/logs/{pod.namespace}.{pod.name}.{container.name}{missing}",
+                    f"container {container.name} of pod {pod.key} {_crash_words(container)}, and its log was not collected",
+                    f"kubectl -n {pod.namespace} logs {pod.name} -c {container.name}{flag} --tail=200",
+                    links=(f"pod:{pod.key}",),
+                    moot_if_root_explains=CRASH_LOOP_RULE,
+                ))
+    return found
+
+
+def _missing_log(container: Container) -> str | None:
+    crashing = container.state_reason in ("CrashLoopBackOff", "Error") or (container.state == "terminated" and container.last_exit_code not in (None, 0))
+    restarted = container.restart_count > 0 and container.last_terminated_reason != "OOMKilled"
+    if crashing and container.logs is None and container.previous_logs is None:
+        return ".log"
+    if restarted and not crashing and container.previous_logs is None:
+        return ".previous.log"
+    return None
+
+
+def _crash_words(container: Container) -> str:
+    state = container.state_reason or container.state or "restarted"
+    return f"is {state} after {container.restart_count} restarts (last exit code {container.last_exit_code})"
 
 
 def _state(snap: Snapshot, name: str) -> str:

@@ -62,12 +62,14 @@ def _rank(f: Finding) -> tuple[int, int, str, str]:
     return (-SEVERITIES.index(f.severity), LAYERS.index(f.layer), f.rule, f.subject)
 
 
-def verdict(findings: list[Finding], checked: int, undecided: int, gaps: list[Gap] | None = None) -> Verdict:
+def verdict(
+    findings: list[Finding], checked: int, undecided: int, gaps: list[Gap] | None = None, rules: dict[str, Rule] | None = None
+) -> Verdict:
     """`checked`: rules that had their data; `undecided`: rules that could not run on this bundle;
-    `gaps`: the deciding sources that were not read."""
+    `gaps`: the deciding sources that were not read; `rules`: the catalogue, for what a root explains."""
     gaps = gaps or []
     roots = sorted((f for f in findings if f.serving and f.explained_by is None and f.severity != "info"), key=_rank)
-    deeper_gaps = [g for g in gaps if roots and _may_hide_a_deeper_cause(g, roots[0])]
+    deeper_gaps = [g for g in gaps if roots and _may_hide_a_deeper_cause(g, roots[0], rules or {})]
     if roots and deeper_gaps:
         root = roots[0]
         names = _source_names(deeper_gaps)
@@ -94,12 +96,20 @@ def verdict(findings: list[Finding], checked: int, undecided: int, gaps: list[Ga
     return Verdict("healthy", None, None, f"No fault found: {checked} rules had the data they need and none found a fault{gap}.")
 
 
-def _may_hide_a_deeper_cause(gap: Gap, root: Finding) -> bool:
-    """A deciding source of a layer below the root's, unless the root itself is why it is missing
-    (a GPU node that is down cannot answer nvidia-smi)."""
-    if not gap.deciding or set(gap.links) & set(root.links):
+def _may_hide_a_deeper_cause(gap: Gap, root: Finding, rules: dict[str, Rule]) -> bool:
+    """A deciding source of a layer below the root's, unless the root makes it moot: the root is why
+    it is missing (a GPU node that is down cannot answer nvidia-smi), or the root is a known cause of
+    what the source would explain (the crash whose log is missing)."""
+    if not gap.deciding:
         return False
-    return gap.layer is None or LAYERS.index(gap.layer) < LAYERS.index(root.layer)
+    if set(gap.links) & set(root.links):
+        if gap.moot_if_root_explains is None:
+            return False
+        if root.rule in rules and gap.moot_if_root_explains in rules[root.rule].explains:
+            return False
+    if gap.layer is None:  # a crash log, the whole bundle: a cause in any layer, so below all but the deepest
+        return root.layer != LAYERS[0]
+    return LAYERS.index(gap.layer) < LAYERS.index(root.layer)
 
 
 def _source_names(gaps: list[Gap]) -> str:

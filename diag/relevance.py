@@ -22,7 +22,7 @@ _SERVING_KINDS = ("vllm:", "ray_node:", "actor:", "placement_group:", "gpu:", "r
 
 def serving_links(snap: Snapshot) -> set[str] | None:
     """The link keys of the serving path; None when the bundle shows no serving subject at all."""
-    pods = [p for p in snap.pods if _serves(p)]
+    pods = serving_pods(snap)
     links = {f"pod:{p.key}" for p in pods}
     links |= {f"workload:{p.namespace}/{p.workload_name}" for p in pods if p.workload_name}
     links |= {f"node:{p.node_name}" for p in pods if p.node_name}
@@ -30,6 +30,10 @@ def serving_links(snap: Snapshot) -> set[str] | None:
     if not links and not (snap.vllm_servers or snap.ray_nodes or snap.ray_actors or snap.gpus or snap.ray_clusters):
         return None
     return links
+
+
+def serving_pods(snap: Snapshot) -> list[Pod]:
+    return [p for p in snap.pods if _serves(p)]
 
 
 def on_serving_path(finding: Finding, serving: set[str] | None) -> bool:

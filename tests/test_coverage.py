@@ -71,7 +71,8 @@ def test_a_damaged_file_of_any_layer_is_a_gap(tmp_path: Path) -> None:
     (bundle / "gpu" / "gpu-h100-1.csv").write_text("this is not nvidia-smi output\n")
     report = analyze_bundle(Bundle.open(bundle))
     assert report.verdict.status == "inconclusive"
-    assert [g.source for g in report.verdict.gaps] == ["gpu/gpu-h100-1.csv"]
+    # the damaged file, and so no GPU data of that node at all
+    assert [g.source for g in report.verdict.gaps] == ["gpu/gpu-h100-1.csv", "gpu/gpu-h100-1.xml"]
 
 
 def test_no_kubernetes_sources_at_all_is_not_a_kubernetes_gap(tmp_path: Path) -> None:
