@@ -110,8 +110,8 @@ def gaps(snap: Snapshot) -> list[Gap]:
 
 
 _DECIDING = (
-    "kubernetes", "k8s/pods.json", "k8s/nodes.json", "k8s/events.json", "ray", "ray/status.txt", "ray/cluster_status.json",
-    "ray/nodes.json", "ray/nodes_summary.json", "ray/actors.json", "ray/dashboard", "gpu", "gpu/", "vllm", "vllm/",
+    "kubernetes", *_KUBERNETES_SOURCES, *_ENDPOINTS, "ray", "ray/status.txt", "ray/cluster_status.json", "ray/nodes.json",
+    "ray/nodes_summary.json", "ray/actors.json", "ray/placement_groups.json", "ray/dashboard", "gpu", "gpu/", "vllm", "vllm/",
 )
 
 
@@ -249,11 +249,15 @@ def _log_gaps(snap: Snapshot) -> list[Gap]:
 def _missing_log(container: Container) -> str | None:
     crashing = container.state_reason in ("CrashLoopBackOff", "Error") or (container.state == "terminated" and container.last_exit_code not in (None, 0))
     restarted = container.restart_count > 0 and container.last_terminated_reason != "OOMKilled"
-    if crashing and container.logs is None and container.previous_logs is None:
+    if crashing and not _has_text(container.logs) and not _has_text(container.previous_logs):
         return ".log"
-    if restarted and not crashing and container.previous_logs is None:
+    if restarted and not crashing and not _has_text(container.previous_logs):
         return ".previous.log"
     return None
+
+
+def _has_text(log: str | None) -> bool:
+    return log is not None and log.strip() != ""
 
 
 def _crash_words(container: Container) -> str:

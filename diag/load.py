@@ -179,6 +179,8 @@ class _Loader:
             self.run(rel, lambda: _set_models(server, text))
         elif kind == "health.txt":
             self.run(rel, lambda: setattr(server, "health", vllm.parse_health(text)))
+        elif text and not text.endswith("\n"):  # cmdline.txt cut off: a flag and its value may be apart
+            self.failed(rel, "cut off mid-line: the command line is incomplete, so its flags are not used")
         else:  # cmdline.txt: the server's argv, one element per line
             argv = [line for line in text.splitlines() if line.strip()]
             self.run(rel, lambda: _set_engine_args(server, rel, argv))
@@ -228,11 +230,16 @@ class _Loader:
             if found is None:
                 self.snap.sources[rel] = SourceStatus("skipped", f"{rel}: no such pod in k8s/pods.json")
                 continue
-            if previous:
+            complete = text
+            if text and not text.endswith("\n"):
+                # cut off mid-line: its failure lines still count, but it cannot stand for the whole log
+                complete = text[: text.rfind("\n") + 1]
+                self.failed(rel, f"cut off mid-line (its {complete.count(chr(10))} complete lines were read)", complete.count("\n"))
+            elif previous:
                 found.previous_logs = text
             else:
                 found.logs = text
-            for signal, lines in logs.scan_log(text).items():
+            for signal, lines in logs.scan_log(complete).items():
                 found.log_signals.setdefault(signal, []).extend(lines)
 
     def _attach_endpoints(self) -> None:
