@@ -8,7 +8,7 @@ its subject (the subject facts' `_aged` entries).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,8 +75,8 @@ def find_history(
     """`facts` and `current` are the windowed facts and the findings kept from them; `keep` applies
     the user's suppressions and severity floor, so history shows what the report would have shown."""
     history = History(clock)
-    if clock.now is None or clock.window_s is None:
-        return history
+    if clock.now is None or clock.window_s is None or all(clock.current(t) for t in _windowed_times(snap)):
+        return history  # nothing is old enough to be history: the second pass would find the same
     unwindowed = keep(evaluate(rules, build_facts(snap, clock.without_window()), settings).findings)
     fired = {(f.rule, f.subject) for f in current}
     aged = {s["_subject"]: s.get("_aged", []) for subjects in facts.scopes.values() for s in subjects}
@@ -91,3 +91,13 @@ def find_history(
             items=[i["what"] for i in items],
         ))
     return history
+
+
+def _windowed_times(snap: Snapshot) -> Iterator[str]:
+    """The times the facts judge by the window: events, container terminations, Ray deaths."""
+    yield from (e.last_seen for e in snap.events if e.last_seen)
+    for pod in snap.pods:
+        for c in pod.containers + pod.init_containers:
+            yield from (t for t in (c.finished_at, c.last_finished_at) if t)
+    yield from (n.end_time for n in snap.ray_nodes if n.end_time)
+    yield from (a.end_time for a in snap.ray_actors if a.end_time)

@@ -54,8 +54,8 @@ def with_unrelated_crashloop(files: Files) -> Files | None:
 
 
 def with_healthy_twins(files: Files) -> Files | None:
-    """Every pod again, Running and Ready, in another namespace under the same name (StatefulSet names
-    such as vllm-0 repeat across namespaces); their GPUs left out so they take none from the nodes."""
+    """Every placed pod again, Running and Ready, in another namespace under the same name (StatefulSet
+    names such as vllm-0 repeat across namespaces), on the same nodes."""
     pods = _list(files, "k8s/pods.json")
     if pods is None:
         return None
@@ -95,10 +95,6 @@ def _healthy_twin(pod: dict) -> dict | None:
     meta = twin.get("metadata") or {}
     meta["namespace"] = TWIN_NAMESPACE
     meta["uid"] = "0000" + str(meta.get("uid", ""))[4:]
-    for container in (twin.get("spec") or {}).get("containers") or []:
-        resources = container.get("resources") or {}
-        for kind in ("limits", "requests"):
-            (resources.get(kind) or {}).pop("nvidia.com/gpu", None)
     status = twin.setdefault("status", {})
     if not (twin.get("spec") or {}).get("nodeName"):
         return None  # a twin of an unplaced pod would itself be a pending pod

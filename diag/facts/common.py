@@ -11,10 +11,23 @@ from diag.model import Event
 
 def plain(obj: Any, drop: tuple[str, ...] = ()) -> dict:
     """A dataclass as a dict of plain values (what CEL can read), without the named fields."""
-    data = dataclasses.asdict(obj)
-    for name in drop:
-        data.pop(name, None)
-    return data
+    return {f.name: _plain_value(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.name not in drop}
+
+
+def _plain_value(value: Any) -> Any:
+    # dataclasses.asdict would convert (and copy) a dropped field before dropping it: a server's scrapes
+    # are most of an analysis' time that way
+    return dataclasses.asdict(value) if dataclasses.is_dataclass(value) else _copy(value)
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_plain_value(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain_value(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return tuple(_plain_value(v) for v in value)
+    return value
 
 
 def event_facts(events: list[Event], clock: Clock) -> list[dict]:
