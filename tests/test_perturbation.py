@@ -1,0 +1,116 @@
+"""Every fixture, perturbed as real bundles are: never a wrong "healthy", never an unrelated verdict.
+
+For each fixture bundle with an expected.json:
+  - each file deleted, emptied and cut in half: a faulty bundle never becomes "healthy"; it keeps its
+    layer or becomes inconclusive;
+  - a healthy namespace added whose pods have the same names: a faulty bundle is never "healthy";
+  - an unrelated crash-looping pod added: the verdict does not change, and the crash is reported as
+    an other problem, off the serving path;
+  - every event ten days older: a fault that disappears must appear under history.
+The counts of every outcome are printed at the end of the run (tests/conftest.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from diag.analyze import Report, analyze_bundle
+from diag.bundle import Bundle
+from tests import perturb
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+SCENARIOS = sorted(p.parent for p in FIXTURES.rglob("expected.json"))
+TALLY: Counter[str] = Counter()
+
+
+def _files(scenario: Path) -> perturb.Files:
+    return {str(p.relative_to(scenario)): p.read_bytes() for p in scenario.rglob("*") if p.is_file()}
+
+
+def _expected_layer(scenario: Path) -> str | None:
+    return json.loads((scenario / "expected.json").read_text())["verdict"]["layer"]
+
+
+def _analyze(files: perturb.Files) -> Report:
+    return analyze_bundle(Bundle({k: v for k, v in files.items() if not k.endswith(perturb.SKIP)}))
+
+
+@cache
+def _pool() -> ProcessPoolExecutor:
+    """Thousands of analyses: spread over the machine's cores (the pool ends with the test process)."""
+    return ProcessPoolExecutor(max_workers=os.cpu_count() or 1)
+
+
+def _damage_outcome(layer: str | None, files: perturb.Files) -> str:
+    return _outcome(_analyze(files), layer)
+
+
+def _outcome(report: Report, layer: str | None) -> str:
+    if report.verdict.status == "healthy":
+        return "healthy"
+    if report.verdict.status == "inconclusive":
+        return "inconclusive"
+    return "same layer" if report.verdict.layer == layer else "other layer"
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda p: str(p.relative_to(FIXTURES)))
+def test_damaged_files_never_make_a_fault_healthy(scenario: Path) -> None:
+    layer = _expected_layer(scenario)
+    wrong = []
+    variants = list(perturb.damaged(_files(scenario)))
+    outcomes = _pool().map(_damage_outcome, [layer] * len(variants), [files for _, _, files in variants], chunksize=8)
+    for (name, how, _), outcome in zip(variants, outcomes):
+        kind = "faulty" if layer else "healthy"
+        TALLY[f"damage ({how}) of {kind} fixtures -> {outcome}"] += 1
+        if layer is not None and outcome in ("healthy", "other layer"):
+            wrong.append(f"{how} {name}: {outcome}")
+    assert wrong == []
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda p: str(p.relative_to(FIXTURES)))
+def test_same_named_pods_elsewhere_never_hide_a_fault(scenario: Path) -> None:
+    files = perturb.with_healthy_twins(_files(scenario))
+    if files is None:
+        pytest.skip("no pod list to add twins to")
+    layer = _expected_layer(scenario)
+    outcome = _outcome(_analyze(files), layer)
+    TALLY[f"healthy twins in another namespace, {'faulty' if layer else 'healthy'} fixtures -> {outcome}"] += 1
+    if layer is not None:
+        assert outcome in ("same layer", "inconclusive")
+    else:
+        assert outcome in ("healthy", "inconclusive")
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda p: str(p.relative_to(FIXTURES)))
+def test_an_unrelated_crashloop_never_takes_the_verdict(scenario: Path) -> None:
+    files = perturb.with_unrelated_crashloop(_files(scenario))
+    if files is None:
+        pytest.skip("no pod list to add a pod to")
+    before = _analyze(_files(scenario)).verdict
+    report = _analyze(files)
+    after = report.verdict
+    TALLY["unrelated crash-looping pod -> verdict " + ("kept" if (after.status, after.rule) == (before.status, before.rule) else "changed")] += 1
+    assert (after.status, after.layer, after.rule) == (before.status, before.layer, before.rule), after.summary
+    web = [f for f in report.findings if perturb.UNRELATED_NAMESPACE in f.subject]
+    assert web and not any(f.serving for f in web), [(f.rule, f.subject, f.serving) for f in web]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda p: str(p.relative_to(FIXTURES)))
+def test_aged_events_become_history_not_silence(scenario: Path) -> None:
+    files = perturb.aged(_files(scenario))
+    if files is None:
+        pytest.skip("no event list")
+    layer = _expected_layer(scenario)
+    report = _analyze(files)
+    outcome = _outcome(report, layer)
+    history = getattr(report, "history", [])
+    TALLY[f"events aged ten days, {'faulty' if layer else 'healthy'} fixtures -> {outcome}" + (" + history" if history else "")] += 1
+    if layer is not None and outcome == "healthy":
+        assert history, "the fault vanished without a trace in the history"
