@@ -119,3 +119,37 @@ def test_nothing_readable_is_inconclusive(tmp_path: Path) -> None:
     report = analyze_bundle(Bundle.open(bundle))
     assert report.verdict.status == "inconclusive" and report.exit_code == EXIT_CANNOT_ANALYZE
     assert "bundle" in [g.source for g in report.verdict.gaps]
+
+
+def test_a_restarted_serving_container_without_its_previous_log_is_a_gap(tmp_path: Path) -> None:
+    bundle = copy_of(FIXTURES / "vllm-cuda-oom-under-load", tmp_path)
+    (bundle / "k8s" / "logs" / "llama-70b-7f8d9c6b5d-pfnp5.previous.log").unlink()
+    report = analyze_bundle(Bundle.open(bundle))
+    gap = next(g for g in report.verdict.gaps if g.source.startswith("k8s/logs/"))
+    assert gap.remedy == "kubectl -n llm logs llama-70b-7f8d9c6b5d-pfnp5 -c vllm --previous --tail=200"
+    assert report.verdict.status == "inconclusive"
+
+
+def test_a_log_cut_off_mid_line_cannot_stand_for_the_whole_log(tmp_path: Path) -> None:
+    bundle = copy_of(FIXTURES / "vllm-cuda-oom-under-load", tmp_path)
+    log = bundle / "k8s" / "logs" / "llama-70b-7f8d9c6b5d-pfnp5.previous.log"
+    log.write_text(log.read_text()[:200])
+    report = analyze_bundle(Bundle.open(bundle))
+    assert report.sources["k8s/logs/llama-70b-7f8d9c6b5d-pfnp5.previous.log"].status == "failed"
+    assert report.verdict.status == "inconclusive"
+
+
+def test_a_gpu_node_of_serving_pods_without_gpu_data_is_a_gap(tmp_path: Path) -> None:
+    bundle = copy_of(HEALTHY, tmp_path)
+    (bundle / "gpu" / "gpu-h100-2.csv").unlink()
+    report = analyze_bundle(Bundle.open(bundle))
+    assert [(g.source, g.links) for g in report.verdict.gaps] == [("gpu/gpu-h100-2.xml", ("node:gpu-h100-2",))]
+
+
+def test_a_waiting_server_with_unknown_flags_is_a_gap(tmp_path: Path) -> None:
+    bundle = copy_of(FIXTURES / "real" / "vllm-cpu" / "max-num-seqs-2", tmp_path)
+    (cmdline,) = (bundle / "vllm").glob("*.cmdline.txt")
+    cmdline.unlink()
+    report = analyze_bundle(Bundle.open(bundle))
+    assert report.verdict.status == "inconclusive"
+    assert [g.source for g in report.verdict.gaps] == [f"vllm/{cmdline.name}"]
