@@ -499,3 +499,17 @@ def test_llmdiag_collect_writes_the_bundle_through_the_replay_server(replay: Rep
     bundle = Bundle.open(out)
     assert _names(bundle, "pods") == {"llama-3-8b-7c9d6b5f4-abcde", "llama-3-8b-7c9d6b5f4-fghij"}
     assert json.loads(bundle.files["manifest.json"])["selectors"]["label"] == "app=llama-3-8b"
+
+
+def test_triage_with_a_selector_that_matches_nothing_is_inconclusive_and_says_so(replay: ReplayServer, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from diag.cli import app
+
+    kubeconfig = replay.write_kubeconfig(tmp_path, namespace="llm")
+    args = ["triage", "--kubeconfig", str(kubeconfig), "-l", "app=no-such-app", "--no-local-gpu", "--scrape-interval", "0.1", "-o", "json"]
+    done = CliRunner().invoke(app, args)
+    report = json.loads(done.stdout)
+    assert report["verdict"]["status"] == "inconclusive" and report["exit_code"] == 3
+    problems = [g["problem"] for g in report["verdict"]["gaps"]]
+    assert any("no pod matched namespace llm and selector app=no-such-app" in p for p in problems), problems
