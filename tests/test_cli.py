@@ -251,3 +251,15 @@ def test_an_inconclusive_bundle_never_shows_a_healthy_panel(tmp_path: Path) -> N
     assert "no pod matched" in result.stdout and "kubectl get nodes -o json" in result.stdout
     markdown = llmdiag("analyze", str(bundle), "-o", "markdown").stdout
     assert "**Verdict: inconclusive.**" in markdown and "healthy" not in markdown.lower()
+
+
+def test_an_archive_that_is_not_a_bundle_is_never_healthy(tmp_path: Path) -> None:
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    (photos / "holiday.txt").write_text("not a bundle\n")
+    archive = tmp_path / "case.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(photos, arcname="photos")
+    result = llmdiag("analyze", str(archive))
+    assert result.returncode == 3
+    assert "healthy" not in result.stdout.lower() and "inconclusive" in result.stdout

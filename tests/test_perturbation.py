@@ -110,7 +110,7 @@ def test_aged_events_become_history_not_silence(scenario: Path) -> None:
     layer = _expected_layer(scenario)
     report = _analyze(files)
     outcome = _outcome(report, layer)
-    history = getattr(report, "history", [])
+    history = report.history.items
     TALLY[f"events aged ten days, {'faulty' if layer else 'healthy'} fixtures -> {outcome}" + (" + history" if history else "")] += 1
     if layer is not None and outcome == "healthy":
         assert history, "the fault vanished without a trace in the history"
