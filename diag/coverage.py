@@ -166,7 +166,7 @@ def _kubernetes_gaps(snap: Snapshot) -> list[Gap]:
         found += [
             Gap(name, f"{name}: {_state(snap, name)}", command.format(ns=ns), deciding=False)
             for name, command in _KUBERAY_SOURCES.items()
-            if not _read(snap, name) and _state(snap, name) != "skipped"
+            if not _read(snap, name) and getattr(snap.sources.get(name), "status", None) != "skipped"
         ]
     if _read(snap, "k8s/pods.json") and not snap.pods:
         found.append(Gap("k8s/pods.json", f"no pod matched {_target_words(snap)}", "check the namespace (-n), the selector (-l) and the kube context"))

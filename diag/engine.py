@@ -252,8 +252,8 @@ def _outcome(tally: _Tally, subjects: int, scope: str) -> RuleOutcome:
     undecided = f"; {tally.unknown} could not be decided" if tally.unknown else ""
     if tally.fired:
         return RuleOutcome("fired", f"{tally.fired} of {subjects}{undecided}", subjects)
-    if not subjects:
-        return RuleOutcome("skipped", f"no {scope.replace('_', ' ')} in the bundle")
+    if not subjects:  # what it needs was read (else `requires` skipped it) and holds nothing to check
+        return RuleOutcome("silent", f"nothing to check: no {scope.replace('_', ' ')} in the bundle")
     if tally.unknown:
         decided = subjects - tally.unknown
         return RuleOutcome("unknown", f"{tally.unknown} of {subjects} could not be decided (the values it needs were not reported); {decided} silent", subjects)
