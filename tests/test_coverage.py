@@ -153,3 +153,15 @@ def test_a_waiting_server_with_unknown_flags_is_a_gap(tmp_path: Path) -> None:
     report = analyze_bundle(Bundle.open(bundle))
     assert report.verdict.status == "inconclusive"
     assert [g.source for g in report.verdict.gaps] == [f"vllm/{cmdline.name}"]
+
+
+def test_kuberay_lists_skipped_for_want_of_the_crds_are_an_answer(tmp_path: Path) -> None:
+    bundle = copy_of(FIXTURES / "ray-gpu-hidden", tmp_path)
+    for name in ("rayclusters", "rayservices"):
+        (bundle / "k8s" / f"{name}.json").unlink(missing_ok=True)
+    missing = analyze_bundle(Bundle.open(bundle)).verdict.gaps
+    assert {"k8s/rayclusters.json", "k8s/rayservices.json"} <= {g.source for g in missing}
+    skipped = {"status": "skipped", "detail": "the ray.io/v1 CRDs are not installed"}
+    (bundle / "manifest.json").write_text(json.dumps({"sources": {"k8s/rayclusters.json": skipped, "k8s/rayservices.json": skipped}}))
+    answered = analyze_bundle(Bundle.open(bundle)).verdict.gaps
+    assert not {"k8s/rayclusters.json", "k8s/rayservices.json"} & {g.source for g in answered}
