@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from functools import cache
 from pathlib import Path
@@ -27,7 +28,13 @@ from tests import perturb
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 SCENARIOS = sorted(p.parent for p in FIXTURES.rglob("expected.json"))
+WITH_PODS = [s for s in SCENARIOS if (s / "k8s" / "pods.json").exists()]
+WITH_EVENTS = [s for s in SCENARIOS if (s / "k8s" / "events.json").exists()]
 TALLY: Counter[str] = Counter()
+
+
+def _ids(scenario: Path) -> str:
+    return str(scenario.relative_to(FIXTURES))
 
 
 def _files(scenario: Path) -> perturb.Files:
@@ -60,7 +67,7 @@ def _outcome(report: Report, layer: str | None) -> str:
     return "same layer" if report.verdict.layer == layer else "other layer"
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda p: str(p.relative_to(FIXTURES)))
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=_ids)
 def test_damaged_files_never_make_a_fault_healthy(scenario: Path) -> None:
     layer = _expected_layer(scenario)
     wrong = []
@@ -74,11 +81,15 @@ def test_damaged_files_never_make_a_fault_healthy(scenario: Path) -> None:
     assert wrong == []
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda p: str(p.relative_to(FIXTURES)))
+def _perturbed(perturbation: Callable[[perturb.Files], perturb.Files | None], scenario: Path) -> perturb.Files:
+    files = perturbation(_files(scenario))
+    assert files is not None, f"{perturbation.__name__} found nothing to change in {scenario.name}"
+    return files
+
+
+@pytest.mark.parametrize("scenario", WITH_PODS, ids=_ids)
 def test_same_named_pods_elsewhere_never_hide_a_fault(scenario: Path) -> None:
-    files = perturb.with_healthy_twins(_files(scenario))
-    if files is None:
-        pytest.skip("no pod list to add twins to")
+    files = _perturbed(perturb.with_healthy_twins, scenario)
     layer = _expected_layer(scenario)
     outcome = _outcome(_analyze(files), layer)
     TALLY[f"healthy twins in another namespace, {'faulty' if layer else 'healthy'} fixtures -> {outcome}"] += 1
@@ -88,11 +99,9 @@ def test_same_named_pods_elsewhere_never_hide_a_fault(scenario: Path) -> None:
         assert outcome in ("healthy", "inconclusive")
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda p: str(p.relative_to(FIXTURES)))
+@pytest.mark.parametrize("scenario", WITH_PODS, ids=_ids)
 def test_an_unrelated_crashloop_never_takes_the_verdict(scenario: Path) -> None:
-    files = perturb.with_unrelated_crashloop(_files(scenario))
-    if files is None:
-        pytest.skip("no pod list to add a pod to")
+    files = _perturbed(perturb.with_unrelated_crashloop, scenario)
     before = _analyze(_files(scenario)).verdict
     report = _analyze(files)
     after = report.verdict
@@ -102,11 +111,9 @@ def test_an_unrelated_crashloop_never_takes_the_verdict(scenario: Path) -> None:
     assert web and not any(f.serving for f in web), [(f.rule, f.subject, f.serving) for f in web]
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda p: str(p.relative_to(FIXTURES)))
+@pytest.mark.parametrize("scenario", WITH_EVENTS, ids=_ids)
 def test_aged_events_become_history_not_silence(scenario: Path) -> None:
-    files = perturb.aged(_files(scenario))
-    if files is None:
-        pytest.skip("no event list")
+    files = _perturbed(perturb.aged, scenario)
     layer = _expected_layer(scenario)
     report = _analyze(files)
     outcome = _outcome(report, layer)

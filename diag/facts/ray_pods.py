@@ -5,6 +5,7 @@ version each pod runs (image tag, or Ray's own version-mismatch error in its log
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from diag.facts.k8s_containers import GPU_VISIBILITY_ENV, NO_GPU_VALUES
@@ -115,8 +116,21 @@ def image_ray_version(pod: Pod) -> str | None:
 
 def version_mismatches(snap: Snapshot) -> list[str]:
     """Worker pods whose image carries another Ray version than their head's, per Ray cluster."""
-    groups = ray_pod_groups(snap)
     found = []
+    for group, head, head_version, workers in _mismatched_workers(snap):
+        head_text = f"head {head.name} runs Ray {head_version} ({_image(head)})" if head else f"head runs Ray {head_version} (/api/version)"
+        by_version: dict[tuple[str, str], list[str]] = {}
+        for pod, version in workers:
+            by_version.setdefault((version, _image(pod)), []).append(pod.name)
+        for (version, image), pods in sorted(by_version.items()):
+            found.append(f"{group.namespace}/{group.cluster}: {head_text}; workers {', '.join(pods)} run Ray {version} ({image})")
+    return found
+
+
+def _mismatched_workers(snap: Snapshot) -> Iterator[tuple[RayPodGroup, Pod | None, str, list[tuple[Pod, str]]]]:
+    """Per Ray cluster whose head's version is known: the head, its version, and the workers (with
+    their version) whose image carries another."""
+    groups = ray_pod_groups(snap)
     for group in groups:
         head = group.heads[0] if group.heads else None
         head_version = image_ray_version(head) if head else None
@@ -124,15 +138,9 @@ def version_mismatches(snap: Snapshot) -> list[str]:
             head_version = snap.ray_head_version  # the dashboard's /api/version names the head's own
         if head_version is None:
             continue
-        head_text = f"head {head.name} runs Ray {head_version} ({_image(head)})" if head else f"head runs Ray {head_version} (/api/version)"
-        by_version: dict[tuple[str, str], list[str]] = {}
-        for pod in group.workers:
-            version = image_ray_version(pod)
-            if version is not None and version != head_version:
-                by_version.setdefault((version, _image(pod)), []).append(pod.name)
-        for (version, image), pods in sorted(by_version.items()):
-            found.append(f"{group.namespace}/{group.cluster}: {head_text}; workers {', '.join(pods)} run Ray {version} ({image})")
-    return found
+        workers = [(pod, version) for pod in group.workers if (version := image_ray_version(pod)) not in (None, head_version)]
+        if workers:
+            yield group, head, head_version, workers
 
 
 def version_mismatch_errors(snap: Snapshot) -> list[str]:
@@ -157,12 +165,7 @@ def _image(pod: Pod) -> str:
 
 def version_mismatch_pods(snap: Snapshot) -> list[str]:
     """Links of the pods `version_mismatches` and `version_mismatch_errors` speak of."""
-    keys = set()
-    for group in ray_pod_groups(snap):
-        head = group.heads[0] if group.heads else None
-        head_version = image_ray_version(head) if head else (snap.ray_head_version if len(ray_pod_groups(snap)) == 1 else None)
-        if head_version is not None:
-            keys |= {p.key for p in group.workers if image_ray_version(p) not in (None, head_version)}
+    keys = {pod.key for *_, workers in _mismatched_workers(snap) for pod, _ in workers}
     for pod in snap.pods:
         if any(_VERSION_MISMATCH.search(t) for c in pod.containers for t in (c.previous_logs, c.logs) if t):
             keys.add(pod.key)
