@@ -34,10 +34,11 @@ CLI_TIMEOUT_S = 180.0
 # assertions below still hold on the report of the last one.
 TRIAGE_ATTEMPTS = 3
 # Scenarios whose recorded load can end before the CLI's scrapes; here it must outlast the CLI's run
-# (many more requests, still capped, stopped right after); the server runs niced so that sustained
-# load cannot starve the CLI past its timeout (seen before it was niced).
+# (many more requests, still capped, stopped right after); the server runs at the lowest priority so
+# that sustained load cannot starve the CLI past its timeout (seen unniced, and once more at nice 10
+# with the load average at 32 on two cores: the engine's threads outweighed the CLI's one).
 SUSTAINED_LOAD = {"max-num-seqs-2", "kv-cache-small"}
-SERVER_NICENESS = 10
+SERVER_NICENESS = 19
 EXIT_CODES = {"healthy": 0, "warning": 1, "critical": 2}
 
 
