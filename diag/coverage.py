@@ -6,8 +6,8 @@ relevant; each relevant layer needs its deciding sources:
               their endpoints, deployments, statefulsets, HPAs, the GPU daemonsets; the KubeRay lists
               where Ray runs
   ray         the cluster status, its nodes, actors and placement groups
-  vllm        at least one /metrics read of every server that runs (a pending or crashing pod has none
-              to give: its own state is the evidence); its engine flags when requests wait (the cap
+  vllm        two /metrics reads of every server that runs, for counter rates (a pending or crashing
+              pod has none to give: its own state is the evidence); its engine flags when requests wait (the cap
               that may hold them); the scrapes' times when its counters stood still (a hang or a
               short interval)
   gpu         once any GPU data was collected, the GPUs of every node that runs a serving pod
@@ -197,6 +197,13 @@ def _vllm_gaps(snap: Snapshot) -> list[Gap]:
             where = server.url or (f"http://<{server.pod} IP>:8000/metrics" if server.pod else f"{server.name}:8000/metrics")
             found.append(Gap(f"vllm/{server.name}.metrics.txt", f"no /metrics read of vLLM server {server.name}", f"curl -s {where}", links=link))
             continue
+        if len(server.scrapes) == 1:
+            found.append(Gap(
+                f"vllm/{server.name}.metrics.1.txt",
+                f"one /metrics read of vLLM server {server.name}: its counter rates (preemptions, tokens) and whether its queue grows are unknown",
+                "llmdiag triage ... --scrapes 3 (or a second curl of /metrics a few seconds later, saved as <name>.metrics.1.txt)",
+                links=link,
+            ))
         summary = summarize(server.scrapes)
         if server.engine_args is None and (summary.waiting_max or 0) > 0:
             found.append(Gap(

@@ -165,3 +165,11 @@ def test_kuberay_lists_skipped_for_want_of_the_crds_are_an_answer(tmp_path: Path
     (bundle / "manifest.json").write_text(json.dumps({"sources": {"k8s/rayclusters.json": skipped, "k8s/rayservices.json": skipped}}))
     answered = analyze_bundle(Bundle.open(bundle)).verdict.gaps
     assert not {"k8s/rayclusters.json", "k8s/rayservices.json"} & {g.source for g in answered}
+
+
+def test_a_single_metrics_read_cannot_show_rates_and_is_a_gap(tmp_path: Path) -> None:
+    bundle = copy_of(HEALTHY, tmp_path)
+    (bundle / "vllm" / "llama-70b-7f8d9c6b5d-pfnp5.metrics.1.txt").unlink()
+    report = analyze_bundle(Bundle.open(bundle))
+    assert report.verdict.status == "inconclusive"
+    assert [g.source for g in report.verdict.gaps] == ["vllm/llama-70b-7f8d9c6b5d-pfnp5.metrics.1.txt"]

@@ -29,6 +29,9 @@ pytestmark = pytest.mark.live
 REPO = Path(__file__).resolve().parents[2]
 LOAD_WARMUP_S = 5.0  # queues build before the CLI's first read
 CLI_TIMEOUT_S = 180.0
+# The CLI's own deadline, well inside CLI_TIMEOUT_S: on two cores under load its start-up and analysis
+# were seen to take over a minute on top of the collection.
+TRIAGE_DEADLINE_S = 100
 # On two cores the engine starves the API server: a /metrics read can take seconds and, seen once,
 # report num_requests_running 0 while tokens were flowing. Each attempt is a full, fresh triage; the
 # assertions below still hold on the report of the last one.
@@ -70,7 +73,7 @@ class Triage:
 def run_triage(url: str) -> tuple[int, dict, str]:
     command = [
         sys.executable, "-m", "diag.cli", "triage",
-        "--vllm-url", url, "--scrapes", "3", "--scrape-interval", "2", "--output", "json",
+        "--vllm-url", url, "--scrapes", "3", "--scrape-interval", "2", "--output", "json", "--timeout", str(TRIAGE_DEADLINE_S),
     ]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
     try:
