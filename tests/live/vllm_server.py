@@ -176,6 +176,9 @@ class LoadShape:
         )
 
 
+LOAD_NICENESS = 19
+
+
 class LoadGenerator:
     """Sends `shape.total_requests` completions over `shape.concurrency` threads, then stops by itself.
 
@@ -235,6 +238,9 @@ class LoadGenerator:
             return index
 
     def _worker(self) -> None:
+        # The load is background, like the server's: on two cores it must not take the CPU from the
+        # CLI under test (Linux gives each thread its own niceness).
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), LOAD_NICENESS)
         while (index := self._claim()) is not None:
             error = self._send(index)
             with self._lock:
