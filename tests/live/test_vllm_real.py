@@ -28,20 +28,14 @@ pytestmark = pytest.mark.live
 
 REPO = Path(__file__).resolve().parents[2]
 LOAD_WARMUP_S = 5.0  # queues build before the CLI's first read
-CLI_TIMEOUT_S = 300.0
-# The CLI's own deadline, well inside CLI_TIMEOUT_S: on two cores under load, in the full suite, its
-# start-up and analysis were seen to take over 80 s on top of the collection.
-TRIAGE_DEADLINE_S = 100
-# On two cores the engine starves the API server: a /metrics read can take seconds and, seen once,
-# report num_requests_running 0 while tokens were flowing. Each attempt is a full, fresh triage; the
-# assertions below still hold on the report of the last one.
-TRIAGE_ATTEMPTS = 3
+CLI_TIMEOUT_S = 180.0
+TRIAGE_DEADLINE_S = 60  # the CLI's own deadline, well inside CLI_TIMEOUT_S
+# Real load is sampled: three reads 2 s apart can all fall in a lull between batches. Each attempt is
+# a full, fresh triage; the assertions below still hold on the report of the last one.
+TRIAGE_ATTEMPTS = 2
 # Scenarios whose recorded load can end before the CLI's scrapes; here it must outlast the CLI's run
-# (many more requests, still capped, stopped right after); the server runs at the lowest priority so
-# that sustained load cannot starve the CLI past its timeout (seen unniced, and once more at nice 10
-# with the load average at 32 on two cores: the engine's threads outweighed the CLI's one).
+# (many more requests, still capped, stopped right after).
 SUSTAINED_LOAD = {"max-num-seqs-2", "kv-cache-small"}
-SERVER_NICENESS = 19
 EXIT_CODES = {"healthy": 0, "warning": 1, "critical": 2}
 
 
@@ -88,9 +82,6 @@ def run_triage(url: str) -> tuple[int, dict, str]:
 def triage_under_load(scenario_name: str, work: Path) -> Triage:
     scenario = SCENARIOS[scenario_name]
     with start_server(work / "server.log", scenario.server_args, scenario.server_env) as server:
-        # On two cores a loaded server starves everything else: lower its whole process group's priority
-        # so the CLI under test gets the CPU it needs while the server still takes all that is left.
-        os.setpriority(os.PRIO_PGRP, os.getpgid(server.process.pid), SERVER_NICENESS)
         load_shape = scenario.load
         if scenario_name in SUSTAINED_LOAD:
             load_shape = dataclasses.replace(

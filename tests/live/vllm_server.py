@@ -135,7 +135,51 @@ def start_server(
         server.stop()
         raise
     server.started_in_s = time.monotonic() - started
+    confine_engine(server)
     return server
+
+
+def confine_engine(server: RunningServer) -> None:
+    """Keep the last CPU free of the engine, for the API server, the load and the CLI under test.
+
+    vLLM's CPU engine reserves that CPU for its front end, but binds only its OpenMP threads: the
+    engine-core and worker processes also poll their shared-memory queues, and on two cores they took
+    both (a /metrics read then took 4-7 s, the load generator could not keep its requests in flight,
+    and the queue the tests must see never formed). Affinity is per thread; threads started later
+    inherit it from the pinned ones.
+    """
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        return
+    engine_cpus = set(cpus[:-1])
+    for pid in descendants(server.process.pid):
+        try:
+            threads = [int(task.name) for task in Path(f"/proc/{pid}/task").iterdir()]
+        except OSError:  # exited meanwhile
+            continue
+        for tid in threads:
+            try:
+                os.sched_setaffinity(tid, engine_cpus)
+            except OSError:
+                pass
+
+
+def descendants(root_pid: int) -> list[int]:
+    """Every process below root_pid, from /proc."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent_pid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(parent_pid, []).append(int(stat.parent.name))
+    found: list[int] = []
+    pending = list(children.get(root_pid, []))
+    while pending:
+        pid = pending.pop()
+        found.append(pid)
+        pending.extend(children.get(pid, []))
+    return found
 
 
 def wait_healthy(server: RunningServer, deadline: float) -> None:
@@ -174,9 +218,6 @@ class LoadShape:
             f"{self.prompt_tokens} tokens, max_tokens {self.max_tokens} (ignore_eos), "
             f"stopped after {self.max_duration_s:.0f} s at most"
         )
-
-
-LOAD_NICENESS = 19
 
 
 class LoadGenerator:
@@ -238,9 +279,6 @@ class LoadGenerator:
             return index
 
     def _worker(self) -> None:
-        # The load is background, like the server's: on two cores it must not take the CPU from the
-        # CLI under test (Linux gives each thread its own niceness).
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), LOAD_NICENESS)
         while (index := self._claim()) is not None:
             error = self._send(index)
             with self._lock:
