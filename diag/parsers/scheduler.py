@@ -1,4 +1,8 @@
-"""kube-scheduler's FailedScheduling message ("0/3 nodes are available: 1 Insufficient nvidia.com/gpu, ...")."""
+"""kube-scheduler's FailedScheduling message ("0/3 nodes are available: 1 Insufficient nvidia.com/gpu, ...").
+
+The filter reasons end with ". "; the PostFilter plugins' messages follow, joined by ", ": since
+Kubernetes 1.32 DynamicResources' ("no new claims to deallocate") comes before DefaultPreemption's
+("preemption: 0/3 nodes are available: ...")."""
 
 from __future__ import annotations
 
@@ -21,8 +25,9 @@ def parse_fit_error(message: str) -> FitError | None:
     head = _HEAD.match(message.strip())
     if head is None:
         return None
-    body, _, preemption = head["body"].partition(" preemption: ")
+    body, _, post_filter = head["body"].partition(". ")
     result = FitError(nodes=int(head["nodes"]), reasons=_reasons(body))
+    _, _, preemption = post_filter.partition("preemption: ")
     if preemption:
         tail = _HEAD.match(preemption.strip())
         result.preemption = _reasons(tail["body"]) if tail else {}

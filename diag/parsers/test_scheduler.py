@@ -15,6 +15,17 @@ def test_gpu_shortage_with_preemption_suffix():
     assert fit.preemption["Preemption is not helpful for scheduling"] == 2
 
 
+def test_dynamic_resources_post_filter_message_before_preemption():
+    # kube-scheduler v1.34.4, captured by tests/live/test_k8s_control_plane.py
+    fit = parse_fit_error(
+        "0/2 nodes are available: 2 Insufficient nvidia.com/gpu. no new claims to deallocate, preemption: "
+        "0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+    )
+    assert fit is not None and fit.nodes == 2
+    assert fit.reasons == {"Insufficient nvidia.com/gpu": 2}
+    assert fit.preemption == {"Preemption is not helpful for scheduling": 2}
+
+
 def test_single_reason_without_preemption():
     fit = parse_fit_error("0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector.")
     assert fit is not None
