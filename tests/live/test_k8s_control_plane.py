@@ -155,7 +155,7 @@ def test_the_gpu_node_addresses_are_local(gpu_cluster: ControlPlane) -> None:
     addresses = _addresses(gpu_cluster)
     assert addresses, "no node or pod address to check"
     assert_only_test_addresses(gpu_cluster)
-    gpu_cluster.kubectl("delete", "namespace", "probe", "--wait=false")
+    gpu_cluster.kubectl("delete", "namespace", "probe", "--wait=true", "--timeout=60s")
 
 
 def test_gpu_request_too_large(gpu_cluster: ControlPlane) -> None:
