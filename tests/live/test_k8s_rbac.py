@@ -94,8 +94,9 @@ def test_a_missing_permission_is_named(rbac: ControlPlane, tmp_path: Path) -> No
     ("verb", "resource", "argv"),
     [
         ("create", "configmaps", ("create", "configmap", "written-by-llmdiag", "-n", "default", "--from-literal=a=b")),
-        ("patch", "namespaces", ("label", "namespace", "default", "written-by=llmdiag")),
-        ("delete", "serviceaccounts", ("delete", "serviceaccount", "default", "-n", "default")),
+        # objects the role may read: the refusal is of the write itself
+        ("patch", "services", ("label", "service", "kubernetes", "-n", "default", "written-by=llmdiag")),
+        ("delete", "services", ("delete", "service", "kubernetes", "-n", "default")),
     ],
     ids=["create", "patch", "delete"],
 )
