@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -190,6 +191,24 @@ class ControlPlane:
     network: TestNetwork
     workdir: Path
     bin: Path
+    pids: tuple[int, ...]  # etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kwok
+
+    def peer_addresses(self) -> dict[str, set[str]]:
+        """Remote addresses of the TCP and UDP sockets our components hold now, by component: what
+        they are talking to (a snapshot: a connection attempt that ended before is not seen)."""
+        table = subprocess.run(["ss", "-tuanpH"], capture_output=True, text=True, timeout=30).stdout
+        found: dict[str, set[str]] = {}
+        for line in table.splitlines():
+            fields = line.split()
+            if len(fields) < 7 or fields[1] == "LISTEN" or fields[1] == "UNCONN":
+                continue
+            owners = [int(p) for p in re.findall(r"pid=(\d+)", fields[-1])]
+            names = re.findall(r'"([^"]+)"', fields[-1])
+            if not any(pid in self.pids for pid in owners):
+                continue
+            peer = fields[5].rsplit(":", 1)[0].strip("[]")
+            found.setdefault(names[0] if names else "?", set()).add(peer)
+        return found
 
     def kubectl(self, *argv: str, stdin: str | None = None, kubeconfig: Path | None = None,
                 check: bool = True) -> subprocess.CompletedProcess:
@@ -230,9 +249,12 @@ def running_control_plane() -> Iterator[ControlPlane]:
         server = f"https://{LOOPBACK}:{api_port}"
         admin = write_kubeconfig(workdir / "admin.kubeconfig", server, ca, cert=pki / "admin.crt", key=pki / "admin.key")
 
+        pids: list[int] = []
+
         def component(name: str, argv: list[str]) -> subprocess.Popen:
             proc = _start(argv, workdir / f"{name}.log")
             stack.callback(stop_process_group, proc, 15)
+            pids.append(proc.pid)
             return proc
 
         etcd_url = f"http://{LOOPBACK}:{etcd_port}"
@@ -278,7 +300,7 @@ def running_control_plane() -> Iterator[ControlPlane]:
             f"--service-account-private-key-file={pki / 'sa.key'}", f"--root-ca-file={ca}",
             # No cloud, no node IPAM (it would hand out node CIDRs), no cluster-signing CA.
             "--allocate-node-cidrs=false", "--configure-cloud-routes=false",
-            "--controllers=*,-nodeipam,-service-lb-controller,-cloud-node-lifecycle,-route",
+            "--controllers=*,-node-ipam-controller,-service-lb-controller,-cloud-node-lifecycle-controller,-node-route-controller",
         ])  # fmt: skip
         kwok_cfg = write_kubeconfig(workdir / "kwok.kubeconfig", server, ca, cert=pki / "kwok.crt", key=pki / "kwok.key")
         kubelet_port = free_port()  # kwok answers the kubelet's API (logs, exec, port-forward) here
@@ -289,7 +311,7 @@ def running_control_plane() -> Iterator[ControlPlane]:
             f"--tls-cert-file={pki / 'kwok-serving.crt'}", f"--tls-private-key-file={pki / 'kwok-serving.key'}",
         ])  # fmt: skip
         wait_until("default ServiceAccount", lambda: _has_default_sa(admin), 60, kwok, workdir / "kwok.log")
-        yield ControlPlane(server, admin, ca, net, workdir, bin_dir)
+        yield ControlPlane(server, admin, ca, net, workdir, bin_dir, tuple(pids))
 
 
 def _etcd_healthy(url: str) -> bool:

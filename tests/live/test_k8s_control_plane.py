@@ -88,6 +88,14 @@ def namespace(name: str) -> dict:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
 
 
+def free_gpus(cluster: ControlPlane, ns: str) -> None:
+    """Scale a scenario's Deployments to zero and remove its pods at once (kwok honours the grace
+    period, which would hold their GPUs for 30 s)."""
+    cluster.kubectl("scale", "deployment", "--all", "-n", ns, "--replicas=0")
+    cluster.kubectl("delete", "pods", "--all", "-n", ns, "--grace-period=0", "--force")
+    wait_for(f"no pod left in {ns}", lambda: not get(cluster, "pods", "-n", ns)["items"])
+
+
 def get(cluster: ControlPlane, *argv: str) -> dict:
     return json.loads(cluster.kubectl("get", *argv, "-o", "json").stdout)
 
@@ -155,7 +163,7 @@ def test_the_gpu_node_addresses_are_local(gpu_cluster: ControlPlane) -> None:
     addresses = _addresses(gpu_cluster)
     assert addresses, "no node or pod address to check"
     assert_only_test_addresses(gpu_cluster)
-    gpu_cluster.kubectl("delete", "namespace", "probe", "--wait=true", "--timeout=60s")
+    free_gpus(gpu_cluster, "probe")
 
 
 def test_gpu_request_too_large(gpu_cluster: ControlPlane) -> None:
@@ -187,7 +195,8 @@ def test_gpu_cluster_full(gpu_cluster: ControlPlane) -> None:
     want = expected("k8s-gpu-cluster-full")
     assert want["verdict"]["rule"] in fired(report), report["findings"]
     assert "K8S-102" not in fired(report)
-    gpu_cluster.kubectl("delete", "namespace", ns, "--wait=true", "--timeout=60s")
+    assert report["verdict"]["rule"] == want["verdict"]["rule"], report["verdict"]
+    free_gpus(gpu_cluster, ns)
 
 
 def test_untolerated_taint(gpu_cluster: ControlPlane) -> None:
@@ -201,6 +210,7 @@ def test_untolerated_taint(gpu_cluster: ControlPlane) -> None:
     want = expected("k8s-untolerated-taint")
     assert want["verdict"]["rule"] in fired(report), report["findings"]
     assert report["verdict"]["layer"] == want["verdict"]["layer"]
+    assert report["verdict"]["rule"] == want["verdict"]["rule"], report["verdict"]
 
 
 def test_quota_refuses_a_pod(gpu_cluster: ControlPlane) -> None:
@@ -216,7 +226,19 @@ def test_quota_refuses_a_pod(gpu_cluster: ControlPlane) -> None:
         return [e for e in events if "exceeded quota" in e["message"]]
 
     wait_for("the ReplicaSet controller's FailedCreate (exceeded quota)", refused)
-    assert len(pods(gpu_cluster, ns, "llama-70b")) == 1
+    wait_for("the admitted replica running", lambda: [p["status"].get("phase") for p in pods(gpu_cluster, ns, "llama-70b")] == ["Running"])
 
+    # No rule reads a quota refusal yet (no fixture stands for it): the one replica kwok runs has no
+    # vLLM behind it, so the verdict is about that server; it must never read as healthy.
     report = triage(gpu_cluster, ns)
     assert report["verdict"]["status"] != "healthy", report["verdict"]
+
+
+def test_the_control_plane_talks_only_to_local_addresses(gpu_cluster: ControlPlane) -> None:
+    """After the scenarios: every socket the components hold leads to loopback or the test network."""
+    peers = gpu_cluster.peer_addresses()
+    assert "kube-apiserver" in peers and "etcd" in peers, peers  # the check sees our components
+    strangers = {name: sorted(a for a in addresses if a != "*" and not ipaddress.ip_address(a).is_loopback
+                              and not gpu_cluster.network.owns(a))
+                 for name, addresses in peers.items()}  # fmt: skip
+    assert not any(strangers.values()), strangers
