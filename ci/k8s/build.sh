@@ -29,6 +29,7 @@ if have_all; then
   exit 0
 fi
 
+command -v go >/dev/null || { echo "build.sh: Go is needed to build the control plane" >&2; exit 1; }
 mkdir -p "$bin"
 # Module downloads and compile cache live only for this build (4.2 GB, against 0.3 GB of binaries
 # kept): the binaries themselves are the cache between runs.
