@@ -25,7 +25,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from live_services import LOOPBACK, ServiceUnavailable, free_port, stop_process_group, wait_until
+from live_services import LOOPBACK, ServiceUnavailable, free_port, http_get, stop_process_group, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "ci" / "k8s" / "build.sh"
@@ -315,8 +315,6 @@ def running_control_plane() -> Iterator[ControlPlane]:
 
 
 def _etcd_healthy(url: str) -> bool:
-    from live_services import http_get
-
     status, body = http_get(f"{url}/health", timeout_s=2)
     return status == 200 and b"true" in body
 
