@@ -11,6 +11,7 @@ from typing import TypeVar
 
 import pytest
 
+from k8s_cluster import ControlPlane, running_control_plane
 from live_services import (
     PromServer,
     RayHead,
@@ -50,3 +51,9 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PromServer]
 def vllm_standin(tmp_path: Path) -> Iterator[Callable[..., StandIn]]:
     """`vllm_standin(metrics=[...], health=200)` starts a stand-in; all are stopped after the test."""
     yield from _enter(lambda: standin_launcher(tmp_path))
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[ControlPlane]:
+    """etcd, kube-apiserver, kube-scheduler, kube-controller-manager and kwok on loopback (ci/k8s/build.sh)."""
+    yield from _enter(running_control_plane)

@@ -1,0 +1,334 @@
+"""A REAL Kubernetes control plane for the live tests: etcd, kube-apiserver, kube-scheduler,
+kube-controller-manager and kwok (nodes and pods without containers), built by ci/k8s/build.sh.
+
+Network rule: nothing here may dial beyond this machine. Every listener is on 127.0.0.1. Addresses
+Kubernetes will not take on loopback live in a network namespace this module creates (with a veth
+pair) and removes: the API server's advertise address (the `kubernetes` Service's endpoint), pod
+IPs (Endpoints refuse loopback) and the Service IP range. The namespace owns those whole ranges
+(a `local` route on its loopback), so a packet to any of them ends there. Node addresses are
+127.0.0.1, where kwok answers the kubelet's port.
+
+Only processes started here are stopped here, by process group.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from live_services import LOOPBACK, ServiceUnavailable, free_port, http_get, stop_process_group, wait_until
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD_SCRIPT = REPO / "ci" / "k8s" / "build.sh"
+KWOK_STAGES = "kwok-stages.yaml"  # kwok's published node and pod stages, next to bin/ (build.sh)
+BINARIES = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok")
+TEST_NET = ipaddress.ip_network("198.18.0.0/15")  # RFC 2544's benchmarking range; owned by our netns only
+
+
+def _release() -> str:
+    for line in (REPO / "ci" / "k8s" / "go.mod").read_text().splitlines():
+        parts = line.split()
+        if parts[:2] == ["require", "k8s.io/kubernetes"]:
+            return parts[2]
+    raise RuntimeError("ci/k8s/go.mod names no k8s.io/kubernetes release")
+
+
+def control_plane_bin() -> Path:
+    """The folder build.sh fills ($LLMDIAG_K8S_BIN, else /opt/llmdiag-k8s/<release>/bin); raises
+    ServiceUnavailable when a binary is missing."""
+    folder = Path(os.environ.get("LLMDIAG_K8S_BIN") or f"/opt/llmdiag-k8s/{_release()}/bin")
+    missing = [name for name in BINARIES if not os.access(folder / name, os.X_OK)]
+    if not (folder.parent / KWOK_STAGES).is_file():
+        missing.append(KWOK_STAGES)
+    if missing:
+        raise ServiceUnavailable(f"no {', '.join(missing)} in {folder} (run ci/k8s/build.sh or set LLMDIAG_K8S_BIN)")
+    return folder
+
+
+# --------------------------------------------------------------------------- test network
+
+
+@dataclass(frozen=True)
+class TestNetwork:
+    """A network namespace joined to this host by a veth pair. Host end `host_ip`, namespace end
+    `netns_ip`; `pod_cidr` and `service_cidr` are routed into the namespace, which owns them."""
+
+    name: str
+    host_ip: str
+    netns_ip: str
+    pod_cidr: str
+    service_cidr: str
+
+    def owns(self, address: str) -> bool:
+        ip = ipaddress.ip_address(address)
+        return ip in ipaddress.ip_network(self.pod_cidr) or ip in ipaddress.ip_network(self.service_cidr) or address in (
+            self.host_ip, self.netns_ip)
+
+
+def _ip(*argv: str, netns: str | None = None) -> subprocess.CompletedProcess:
+    prefix = ["ip", "netns", "exec", netns] if netns else []
+    return subprocess.run([*prefix, "ip", *argv], capture_output=True, text=True, timeout=30)
+
+
+def _must(result: subprocess.CompletedProcess) -> None:
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(result.args)}: {result.stderr.strip()}")
+
+
+def _free_slot() -> int:
+    """A /24 index of 198.18.0.0/15 no route of this host uses yet (two test runs may overlap)."""
+    routes = _ip("-4", "route", "show", "table", "all").stdout
+    for slot in range(1 + os.getpid() % 50, 100):
+        if f"198.18.{slot}." not in routes and f"198.19.{slot}." not in routes:
+            return slot
+    raise RuntimeError("no free 198.18.x.0/24 slot for the test network")
+
+
+@contextmanager
+def test_network() -> Iterator[TestNetwork]:
+    if shutil.which("ip") is None or os.geteuid() != 0:
+        raise ServiceUnavailable("the control plane's test network needs root and iproute2 (ip netns)")
+    slot = _free_slot()
+    tag = f"lk{os.getpid() % 100000}"
+    net = TestNetwork(
+        name=f"llmdiag-{tag}",
+        host_ip=f"198.19.{slot}.1",
+        netns_ip=f"198.19.{slot}.2",
+        pod_cidr=f"198.18.{slot}.0/24",
+        service_cidr=f"198.19.{128 + slot}.0/24",
+    )
+    host_end, netns_end = f"{tag}h", f"{tag}n"
+    _must(_ip("netns", "add", net.name))
+    try:
+        _must(_ip("link", "add", host_end, "type", "veth", "peer", "name", netns_end))
+        _must(_ip("link", "set", netns_end, "netns", net.name))
+        _must(_ip("addr", "add", f"{net.host_ip}/30", "dev", host_end))
+        _must(_ip("link", "set", host_end, "up"))
+        _must(_ip("link", "set", "lo", "up", netns=net.name))
+        _must(_ip("addr", "add", f"{net.netns_ip}/30", "dev", netns_end, netns=net.name))
+        _must(_ip("link", "set", netns_end, "up", netns=net.name))
+        for cidr in (net.pod_cidr, net.service_cidr):
+            _must(_ip("route", "add", "local", cidr, "dev", "lo", netns=net.name))
+            _must(_ip("route", "add", cidr, "via", net.netns_ip, "dev", host_end))
+        yield net
+    finally:
+        _ip("link", "del", host_end)  # takes its routes and the peer with it
+        _ip("netns", "del", net.name)
+
+
+# --------------------------------------------------------------------------- certificates
+
+
+def _openssl(*argv: str, cwd: Path) -> None:
+    result = subprocess.run(["openssl", *argv], cwd=cwd, capture_output=True, text=True, timeout=60)
+    if result.returncode != 0:
+        raise RuntimeError(f"openssl {' '.join(argv[:2])}: {result.stderr.strip()[-500:]}")
+
+
+def _issue(pki: Path, name: str, subject: str, extensions: str) -> None:
+    """`name`.key/.crt signed by the run's CA; `extensions` is an openssl extension section body."""
+    (pki / f"{name}.ext").write_text(extensions)
+    _openssl("req", "-new", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-subj", subject,
+             "-out", f"{name}.csr", cwd=pki)  # fmt: skip
+    _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+             "-days", "2", "-sha256", "-extfile", f"{name}.ext", "-out", f"{name}.crt", cwd=pki)  # fmt: skip
+
+
+CLIENT_EXT = "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n"
+
+
+def make_pki(pki: Path, service_ip: str) -> None:
+    pki.mkdir(parents=True)
+    _openssl("req", "-x509", "-new", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-days", "2",
+             "-subj", "/CN=llmdiag-test-ca", "-out", "ca.crt", cwd=pki)  # fmt: skip
+    _issue(pki, "apiserver", "/CN=kube-apiserver",
+           "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n"
+           f"subjectAltName=IP:{LOOPBACK},IP:{service_ip},DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,"
+           "DNS:kubernetes.default.svc\n")  # fmt: skip
+    _issue(pki, "admin", "/O=system:masters/CN=llmdiag-test-admin", CLIENT_EXT)
+    _issue(pki, "scheduler", "/CN=system:kube-scheduler", CLIENT_EXT)
+    _issue(pki, "controller-manager", "/CN=system:kube-controller-manager", CLIENT_EXT)
+    _issue(pki, "kwok", "/O=system:masters/CN=kwok", CLIENT_EXT)  # kwok writes node and pod status of every node
+    _issue(pki, "kubelet-client", "/O=system:masters/CN=kube-apiserver-kubelet-client", CLIENT_EXT)
+    _issue(pki, "kwok-serving", "/CN=kwok",
+           f"basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n"
+           f"subjectAltName=IP:{LOOPBACK}\n")  # fmt: skip
+    _openssl("genrsa", "-out", "sa.key", "2048", cwd=pki)
+    _openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=pki)
+
+
+def write_kubeconfig(path: Path, server: str, ca: Path, *, cert: Path | None = None, key: Path | None = None,
+                     token: str | None = None, namespace: str = "default") -> Path:
+    user = f"    client-certificate: {cert}\n    client-key: {key}\n" if cert else f"    token: {token}\n"
+    path.write_text(
+        "apiVersion: v1\nkind: Config\n"
+        f"clusters:\n- name: test\n  cluster:\n    server: {server}\n    certificate-authority: {ca}\n"
+        f"users:\n- name: test\n  user:\n{user}"
+        f"contexts:\n- name: test\n  context:\n    cluster: test\n    user: test\n    namespace: {namespace}\n"
+        "current-context: test\n"
+    )  # fmt: skip
+    path.chmod(0o600)
+    return path
+
+
+# --------------------------------------------------------------------------- the control plane
+
+
+@dataclass(frozen=True)
+class ControlPlane:
+    server: str
+    kubeconfig: Path  # system:masters, for the tests' own setup
+    ca: Path
+    network: TestNetwork
+    workdir: Path
+    bin: Path
+    pids: tuple[int, ...]  # etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kwok
+
+    def peer_addresses(self) -> dict[str, set[str]]:
+        """Remote addresses of the TCP and UDP sockets our components hold now, by component: what
+        they are talking to (a snapshot: a connection attempt that ended before is not seen)."""
+        table = subprocess.run(["ss", "-tuanpH"], capture_output=True, text=True, timeout=30).stdout
+        found: dict[str, set[str]] = {}
+        for line in table.splitlines():
+            fields = line.split()
+            if len(fields) < 7 or fields[1] == "LISTEN" or fields[1] == "UNCONN":
+                continue
+            owners = [int(p) for p in re.findall(r"pid=(\d+)", fields[-1])]
+            names = re.findall(r'"([^"]+)"', fields[-1])
+            if not any(pid in self.pids for pid in owners):
+                continue
+            peer = fields[5].rsplit(":", 1)[0].strip("[]")
+            found.setdefault(names[0] if names else "?", set()).add(peer)
+        return found
+
+    def kubectl(self, *argv: str, stdin: str | None = None, kubeconfig: Path | None = None,
+                check: bool = True) -> subprocess.CompletedProcess:
+        result = subprocess.run(["kubectl", f"--kubeconfig={kubeconfig or self.kubeconfig}", *argv], input=stdin,
+                                capture_output=True, text=True, timeout=120)  # fmt: skip
+        if check and result.returncode != 0:
+            raise RuntimeError(f"kubectl {' '.join(argv)}: {result.stderr.strip()}")
+        return result
+
+
+def _start(argv: list[str], log: Path) -> subprocess.Popen:
+    with log.open("wb") as out:
+        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _healthy(kubeconfig: Path, path: str) -> bool:
+    result = subprocess.run(["kubectl", f"--kubeconfig={kubeconfig}", "get", "--raw", path],
+                            capture_output=True, text=True, timeout=20)  # fmt: skip
+    return result.returncode == 0 and result.stdout.strip() == "ok"
+
+
+@contextmanager
+def running_control_plane() -> Iterator[ControlPlane]:
+    """etcd, kube-apiserver, kube-scheduler, kube-controller-manager and kwok, ready to take objects."""
+    bin_dir = control_plane_bin()
+    if shutil.which("kubectl") is None or shutil.which("openssl") is None:
+        raise ServiceUnavailable("kubectl and openssl are needed to drive the control plane")
+    with ExitStack() as stack:
+        net = stack.enter_context(test_network())
+        workdir = Path(tempfile.mkdtemp(prefix="llmdiag-k8s-"))
+        stack.callback(shutil.rmtree, workdir, True)
+        service_ip = str(next(ipaddress.ip_network(net.service_cidr).hosts()))
+        pki = workdir / "pki"
+        make_pki(pki, service_ip)
+        ca = pki / "ca.crt"
+
+        etcd_port, etcd_peer, api_port = free_port(), free_port(), free_port()
+        server = f"https://{LOOPBACK}:{api_port}"
+        admin = write_kubeconfig(workdir / "admin.kubeconfig", server, ca, cert=pki / "admin.crt", key=pki / "admin.key")
+
+        pids: list[int] = []
+
+        def component(name: str, argv: list[str]) -> subprocess.Popen:
+            proc = _start(argv, workdir / f"{name}.log")
+            stack.callback(stop_process_group, proc, 15)
+            pids.append(proc.pid)
+            return proc
+
+        etcd_url = f"http://{LOOPBACK}:{etcd_port}"
+        etcd = component("etcd", [
+            str(bin_dir / "etcd"), "--name=test", f"--data-dir={workdir / 'etcd'}",
+            f"--listen-client-urls={etcd_url}", f"--advertise-client-urls={etcd_url}",
+            f"--listen-peer-urls=http://{LOOPBACK}:{etcd_peer}",
+            f"--initial-advertise-peer-urls=http://{LOOPBACK}:{etcd_peer}",
+            f"--initial-cluster=test=http://{LOOPBACK}:{etcd_peer}",
+        ])  # fmt: skip
+        wait_until("etcd", lambda: _etcd_healthy(etcd_url), 30, etcd, workdir / "etcd.log")
+
+        apiserver = component("kube-apiserver", [
+            str(bin_dir / "kube-apiserver"), f"--etcd-servers={etcd_url}",
+            f"--bind-address={LOOPBACK}", f"--secure-port={api_port}", f"--advertise-address={net.host_ip}",
+            f"--service-cluster-ip-range={net.service_cidr}",
+            f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
+            f"--client-ca-file={ca}", "--authorization-mode=RBAC",
+            f"--service-account-key-file={pki / 'sa.pub'}",
+            f"--service-account-signing-key-file={pki / 'sa.key'}",
+            "--service-account-issuer=https://kubernetes.default.svc",
+            f"--kubelet-certificate-authority={ca}", "--kubelet-preferred-address-types=InternalIP",
+            f"--kubelet-client-certificate={pki / 'kubelet-client.crt'}",
+            f"--kubelet-client-key={pki / 'kubelet-client.key'}",
+            "--enable-priority-and-fairness=false", "--profiling=false",
+        ])  # fmt: skip
+        wait_until("kube-apiserver", lambda: _healthy(admin, "/readyz"), 90, apiserver, workdir / "kube-apiserver.log")
+
+        scheduler_cfg = write_kubeconfig(workdir / "scheduler.kubeconfig", server, ca,
+                                         cert=pki / "scheduler.crt", key=pki / "scheduler.key")  # fmt: skip
+        component("kube-scheduler", [
+            str(bin_dir / "kube-scheduler"), f"--kubeconfig={scheduler_cfg}",
+            f"--authentication-kubeconfig={scheduler_cfg}", f"--authorization-kubeconfig={scheduler_cfg}",
+            f"--bind-address={LOOPBACK}", f"--secure-port={free_port()}", "--leader-elect=false",
+        ])  # fmt: skip
+        cm_cfg = write_kubeconfig(workdir / "controller-manager.kubeconfig", server, ca,
+                                  cert=pki / "controller-manager.crt", key=pki / "controller-manager.key")  # fmt: skip
+        component("kube-controller-manager", [
+            str(bin_dir / "kube-controller-manager"), f"--kubeconfig={cm_cfg}",
+            f"--authentication-kubeconfig={cm_cfg}", f"--authorization-kubeconfig={cm_cfg}",
+            f"--bind-address={LOOPBACK}", f"--secure-port={free_port()}", "--leader-elect=false",
+            "--use-service-account-credentials=true",
+            f"--service-account-private-key-file={pki / 'sa.key'}", f"--root-ca-file={ca}",
+            # No cloud, no node IPAM (it would hand out node CIDRs), no cluster-signing CA.
+            "--allocate-node-cidrs=false", "--configure-cloud-routes=false",
+            "--controllers=*,-node-ipam-controller,-service-lb-controller,-cloud-node-lifecycle-controller,-node-route-controller",
+        ])  # fmt: skip
+        kwok_cfg = write_kubeconfig(workdir / "kwok.kubeconfig", server, ca, cert=pki / "kwok.crt", key=pki / "kwok.key")
+        kubelet_port = free_port()  # kwok answers the kubelet's API (logs, exec, port-forward) here
+        kwok = component("kwok", [
+            str(bin_dir / "kwok"), f"--kubeconfig={kwok_cfg}", f"--config={bin_dir.parent / KWOK_STAGES}",
+            "--manage-all-nodes=true", f"--cidr={net.pod_cidr}", f"--node-ip={LOOPBACK}",
+            f"--node-port={kubelet_port}", f"--server-address={LOOPBACK}:{kubelet_port}",
+            f"--tls-cert-file={pki / 'kwok-serving.crt'}", f"--tls-private-key-file={pki / 'kwok-serving.key'}",
+        ])  # fmt: skip
+        wait_until("default ServiceAccount", lambda: _has_default_sa(admin), 60, kwok, workdir / "kwok.log")
+        yield ControlPlane(server, admin, ca, net, workdir, bin_dir, tuple(pids))
+
+
+def _etcd_healthy(url: str) -> bool:
+    status, body = http_get(f"{url}/health", timeout_s=2)
+    return status == 200 and b"true" in body
+
+
+def _has_default_sa(kubeconfig: Path) -> bool:
+    result = subprocess.run(["kubectl", f"--kubeconfig={kubeconfig}", "get", "serviceaccount", "default", "-o", "name"],
+                            capture_output=True, text=True, timeout=20)  # fmt: skip
+    return result.returncode == 0
+
+
+def wait_for(what: str, check, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"{what}: not after {timeout_s:g}s")
