@@ -99,8 +99,8 @@ def verdict(
 def _may_hide_a_deeper_cause(gap: Gap, root: Finding, rules: dict[str, Rule]) -> bool:
     """A deciding source of a layer below the root's, unless the root makes it moot: the root is why
     it is missing (a GPU node that is down cannot answer nvidia-smi), or the root is a known cause of
-    what the source would explain (the crash whose log is missing)."""
-    if not gap.deciding:
+    what the source would explain (the crash whose log is missing), or the root's rule is `certain`."""
+    if not gap.deciding or (root.rule in rules and rules[root.rule].certain):
         return False
     if set(gap.links) & set(root.links):
         if gap.moot_if_root_explains is None:

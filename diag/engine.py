@@ -55,6 +55,9 @@ class Rule:
     explains: list[str] = field(default_factory=list)
     requires: list[str] = field(default_factory=list)  # source names (prefixes); all missing -> skipped
     links: str = ""  # CEL list of the subjects a cluster-wide finding is about ("node:gpu-1", "pod:ns/name")
+    # The evidence is the cause itself (a refusal quoted from the API server): no fault in a deeper
+    # layer could produce it, so unread deeper sources leave its verdict standing.
+    certain: bool = False
     description: str = ""
     file: str = ""
     program: Any = field(default=None, repr=False, compare=False)
@@ -169,13 +172,16 @@ def _rule(path: Path, raw: Any) -> Rule:
         raise RuleError(f"{where}: severity must be one of {', '.join(SEVERITIES)}")
     if raw["scope"] not in SCOPES:
         raise RuleError(f"{where}: scope must be one of {', '.join(SCOPES)}")
+    if not isinstance(raw.get("certain", False), bool):
+        raise RuleError(f"{where}: certain must be true or false")
     evidence = raw["evidence"] if isinstance(raw["evidence"], list) else [raw["evidence"]]
     rule = Rule(
         id=raw["id"], layer=raw["layer"], severity=raw["severity"], title=str(raw["title"]).strip(),
         scope=raw["scope"], when=str(raw["when"]).strip(), evidence=[str(e).strip() for e in evidence],
         remediation=str(raw["remediation"]).strip(), references=list(raw.get("references", [])),
         explains=list(raw.get("explains", [])), requires=list(raw.get("requires", [])),
-        links=str(raw.get("links", "")).strip(), description=str(raw.get("description", "")).strip(), file=path.name,
+        links=str(raw.get("links", "")).strip(), certain=raw.get("certain", False),
+        description=str(raw.get("description", "")).strip(), file=path.name,
     )
     try:
         rule.program = cel.compile(rule.when)

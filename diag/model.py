@@ -163,6 +163,9 @@ class Workload:
     available_replicas: int = 0
     selector: dict[str, str] = field(default_factory=dict)
     conditions: dict[str, dict] = field(default_factory=dict)
+    template_labels: dict[str, str] = field(default_factory=dict)  # of the pods it creates
+    template_gpus: int = 0  # nvidia.com/gpu each of its pods asks for
+    template_runs_vllm: bool = False  # a container of its pods launches vLLM's server
 
 
 @dataclass

@@ -25,6 +25,7 @@ def serving_links(snap: Snapshot) -> set[str] | None:
     pods = serving_pods(snap)
     links = {f"pod:{p.key}" for p in pods}
     links |= {f"workload:{p.namespace}/{p.workload_name}" for p in pods if p.workload_name}
+    links |= {f"workload:{w.namespace}/{w.name}" for w in snap.workloads if w.template_gpus > 0}  # even with no pod yet
     links |= {f"node:{p.node_name}" for p in pods if p.node_name}
     links |= {f"node:{n.name}" for n in snap.nodes if is_gpu_node(n)}
     if not links and not (snap.vllm_servers or snap.ray_nodes or snap.ray_actors or snap.gpus or snap.ray_clusters):

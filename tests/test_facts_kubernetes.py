@@ -61,7 +61,8 @@ def fired(snap: Snapshot) -> dict[str, list[str]]:
     rules_dir = builtin_rules_dir()
     settings = {name: spec["default"] for name, spec in load_settings(rules_dir).items()}
     rules = [r for r in load_rules([rules_dir]) if r.id.startswith("K8S-")]
-    snap.sources = {"k8s/pods.json": SourceStatus("ok"), "k8s/nodes.json": SourceStatus("ok")}
+    read = ("pods", "nodes", "events", "deployments", "statefulsets")
+    snap.sources = {f"k8s/{name}.json": SourceStatus("ok") for name in read}
     result = evaluate(rules, build_facts(join(snap)), settings)
     assert {rid: o.detail for rid, o in result.outcomes.items() if o.status == "error"} == {}
     found: dict[str, list[str]] = {}
@@ -364,3 +365,41 @@ def test_a_missing_model_volume_needs_events_and_a_started_pods_log_to_be_ruled_
     clean_log = "(APIServer pid=1) INFO 03-14 09:00:05 [api_server.py:1805] vLLM API server version 0.10.1\n"
     assert k8s_212(restarting(None), read=("k8s/pods.json", "k8s/events.json")) == "unknown"
     assert k8s_212(restarting(clean_log), read=("k8s/pods.json", "k8s/events.json")) == "silent"
+
+
+# --------------------------------------------------------------------------- quota (K8S-116)
+
+QUOTA_REFUSAL = ('pods "llama-70b-5c7d9f8b6d-x2x9q" is forbidden: exceeded quota: gpus, requested: requests.nvidia.com/gpu=4, '
+                 "used: requests.nvidia.com/gpu=8, limited: requests.nvidia.com/gpu=8")
+
+
+def gpu_workload(kind: str = "Deployment", name: str = "llama-70b", **kw) -> Workload:
+    return Workload(kind=kind, namespace="llm", name=name, replicas=1, template_labels={"app": name}, template_gpus=4, **kw)
+
+
+def test_quota_refusal_from_the_deployments_replica_failure_condition():
+    failure = {"status": "True", "reason": "FailedCreate", "message": QUOTA_REFUSAL}
+    snap = Snapshot(workloads=[gpu_workload(conditions={"ReplicaFailure": failure})])
+    assert fired(snap).get("K8S-116") == ["deployment/llm/llama-70b"]
+    failure["status"] = "False"
+    assert "K8S-116" not in fired(snap)
+
+
+def test_quota_refusal_from_failed_create_events_of_its_replicaset_or_statefulset():
+    def refused(kind: str, name: str) -> Event:
+        return Event("llm", kind, name, "FailedCreate", f"Error creating: {QUOTA_REFUSAL}", "Warning")
+
+    deployments = [gpu_workload(), gpu_workload(name="llama-70b-canary")]
+    snap = Snapshot(workloads=deployments, events=[refused("ReplicaSet", "llama-70b-5c7d9f8b6d")])
+    assert fired(snap).get("K8S-116") == ["deployment/llm/llama-70b"]  # not the canary, whose name it starts with
+    snap = Snapshot(workloads=deployments, events=[refused("ReplicaSet", "llama-70b-canary-7b4f9c8d5")])
+    assert fired(snap).get("K8S-116") == ["deployment/llm/llama-70b-canary"]
+    snap = Snapshot(workloads=[gpu_workload("StatefulSet")], events=[refused("StatefulSet", "llama-70b")])
+    assert fired(snap).get("K8S-116") == ["statefulset/llm/llama-70b"]
+
+
+def test_other_create_failures_are_not_a_quota_refusal():
+    denied = 'pods "llama-70b-5c7d9f8b6d-x2x9q" is forbidden: violates PodSecurity "restricted:latest": privileged'
+    snap = Snapshot(workloads=[gpu_workload(conditions={"ReplicaFailure": {"status": "True", "reason": "FailedCreate", "message": denied}})],
+                    events=[Event("llm", "ReplicaSet", "llama-70b-5c7d9f8b6d", "FailedCreate", f"Error creating: {denied}", "Warning")])
+    assert "K8S-116" not in fired(snap)

@@ -20,6 +20,7 @@ from diag.model import (
     Service,
     Snapshot,
     VllmServer,
+    Workload,
 )
 from diag.parsers.logs import model_load_seconds
 from diag.parsers.quantity import gpu_count, mig_counts
@@ -41,6 +42,10 @@ SPREAD_REASON_MARKS = ("pod topology spread constraints", "pod affinity rules", 
 # KubeRay's failure events (ray-operator/controllers/ray/utils/constant.go: InvalidRayClusterSpec,
 # FailedToCreateWorkerPod, ...).
 KUBERAY_ERROR_EVENT_PREFIXES = ("Invalid", "FailedTo")
+# The ReplicaSet and StatefulSet controllers' event when the API server refuses a pod they create; a
+# ResourceQuota's refusal reads 'pods "x" is forbidden: exceeded quota: <name>, requested: ...'.
+FAILED_CREATE = "FailedCreate"
+QUOTA_EXCEEDED = "exceeded quota"
 # GPU-operator / device-plugin daemonsets that put GPUs into pods, recognised by name or image.
 GPU_COMPONENTS: dict[str, tuple[str, ...]] = {
     "device-plugin": ("nvidia-device-plugin",),  # by name: GPU feature discovery ships in the same image
@@ -140,10 +145,7 @@ def scopes(snap: Snapshot, clock: Clock) -> dict[str, list[dict]]:
         "pod": [_pod(p, index) for p in snap.pods],
         "node": [_node(n, index) for n in snap.nodes],
         "service": [_service(s, snap) for s in snap.services],
-        "workload": [
-            plain(w) | {"_subject": f"{w.kind.lower()}/{w.namespace}/{w.name}", "_links": link("workload", f"{w.namespace}/{w.name}")}
-            for w in snap.workloads
-        ],
+        "workload": [_workload(w, snap, clock) for w in snap.workloads],
         "hpa": [_hpa(h, snap, clock) for h in snap.hpas],
         "raycluster": [_raycluster(c, snap, clock) for c in snap.ray_clusters],
         "daemonset": [_daemonset(d, index) for d in snap.daemonsets],
@@ -409,21 +411,59 @@ def _node(node: Node, index: _Index) -> dict:
 
 
 def _service(svc: Service, snap: Snapshot) -> dict:
-    selected = [
-        p for p in snap.pods
-        if svc.selector and p.namespace == svc.namespace and all(p.labels.get(k) == v for k, v in svc.selector.items())
-    ]
+    selected = [p for p in snap.pods if p.namespace == svc.namespace and _selects(svc, p.labels)]
+    workloads = [w for w in snap.workloads if w.namespace == svc.namespace and _selects(svc, w.template_labels)]
     return plain(svc) | {
         "selected_pods": [p.key for p in selected],
         "selected_pod_states": [_pod_state(p) for p in selected],
-        "fronts_vllm": any(p.vllm_server for p in selected),
+        # by its workloads' pod template too: a Deployment left with no pod still has the Service in front
+        "fronts_vllm": any(p.vllm_server for p in selected) or any(w.template_runs_vllm for w in workloads),
         # None when endpoints.json holds nothing for this Service: unknown, not empty
         "ready_addresses": svc.ready_addresses if svc.endpoints_seen else None,
         "not_ready_addresses": svc.not_ready_addresses if svc.endpoints_seen else None,
         "_subject": f"service/{svc.namespace}/{svc.name}",
         "_links": link("service", f"{svc.namespace}/{svc.name}") + [f"pod:{p.key}" for p in selected]
-        + [f"vllm:{p.vllm_server}" for p in selected if p.vllm_server],
+        + [f"vllm:{p.vllm_server}" for p in selected if p.vllm_server]
+        # the workloads whose pods it would select, even while they have none
+        + [f"workload:{w.namespace}/{w.name}" for w in workloads],
     }
+
+
+def _workload(workload: Workload, snap: Snapshot, clock: Clock) -> dict:
+    refusals = _quota_refusals(workload, snap, clock)
+    return plain(workload) | {
+        "quota_refusals": refusals,
+        "refused_by_quota": bool(refusals),
+        "ref": f"{workload.kind.lower()}/{workload.name}",
+        "_subject": f"{workload.kind.lower()}/{workload.namespace}/{workload.name}",
+        "_links": link("workload", f"{workload.namespace}/{workload.name}"),
+    }
+
+
+def _quota_refusals(workload: Workload, snap: Snapshot, clock: Clock) -> list[str]:
+    """Why the API server refused this workload's pods, newest first: a ResourceQuota's "exceeded quota".
+
+    A Deployment carries its ReplicaSets' ReplicaFailure condition while the refusal lasts; the
+    controllers also write FailedCreate events, on the ReplicaSet (`<deployment>-<pod-template-hash>`)
+    or on the StatefulSet, which has no such condition. Events past the history window do not count.
+    """
+    found = []
+    failure = workload.conditions.get("ReplicaFailure", {})
+    if failure.get("status") == "True" and QUOTA_EXCEEDED in (failure.get("message") or ""):
+        found.append(failure["message"])
+    owners = {("StatefulSet", workload.name)} if workload.kind == "StatefulSet" else set()
+    events = [
+        e for e in current_events(snap.events, clock)
+        if e.reason == FAILED_CREATE and QUOTA_EXCEEDED in e.message and e.namespace == workload.namespace
+        and ((e.involved_kind, e.involved_name) in owners
+             or (workload.kind == "Deployment" and e.involved_kind == "ReplicaSet" and e.involved_name.rsplit("-", 1)[0] == workload.name))
+    ]  # fmt: skip
+    found += [e.message for e in sorted(events, key=lambda e: e.last_seen or "", reverse=True)]
+    return found
+
+
+def _selects(svc: Service, labels: dict[str, str]) -> bool:
+    return bool(svc.selector) and all(labels.get(k) == v for k, v in svc.selector.items())
 
 
 def _pod_state(pod: Pod) -> str:

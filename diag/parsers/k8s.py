@@ -28,6 +28,7 @@ from diag.model import (
     ServicePort,
     Workload,
 )
+from diag.parsers.engine_args import parse_engine_args
 from diag.parsers.json_fields import Fields, load_json, type_name
 from diag.parsers.quantity import GPU_RESOURCE, MIG_RESOURCE_PREFIX, gpu_count, parse_quantity, whole_count
 
@@ -536,6 +537,8 @@ def parse_workloads(text: str, kind: str) -> list[Workload]:
     workloads = []
     for obj in _objects(text, kind):
         spec, status = obj.fields.child("spec"), obj.fields.child("status")
+        template = spec.child("template")
+        containers = [_container(c) for c in template.child("spec").children("containers")]
         workloads.append(
             Workload(
                 kind=kind,
@@ -546,6 +549,9 @@ def parse_workloads(text: str, kind: str) -> list[Workload]:
                 available_replicas=status.integer("availableReplicas") or 0,
                 selector=spec.child("selector").string_map("matchLabels"),
                 conditions=_conditions(status),
+                template_labels=template.child("metadata").string_map("labels"),
+                template_gpus=sum(gpu_count(c.limits, c.requests) for c in containers),
+                template_runs_vllm=any(parse_engine_args(c.command, c.args) is not None for c in containers),
             )
         )
     return workloads

@@ -546,6 +546,24 @@ def test_workloads():
     assert "items[0] is a Deployment, not a StatefulSet" in one_line_error(k8s.parse_workloads, as_list(DEPLOYMENT), "StatefulSet")
 
 
+def test_workload_pod_template_labels_and_gpus():
+    """What its pods would be, known even while none exists (a quota refused them all)."""
+    (bare,) = k8s.parse_workloads(as_list(DEPLOYMENT), "Deployment")
+    assert (bare.template_labels, bare.template_gpus, bare.template_runs_vllm) == ({}, 0, False)
+    deploy = copy.deepcopy(DEPLOYMENT)
+    deploy["spec"]["template"] = {
+        "metadata": {"labels": {"app": "llama-8b", "tier": "serving"}},
+        "spec": {"containers": [
+            {"name": "vllm", "command": ["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct"],
+             "resources": {"limits": {"nvidia.com/gpu": "2"}, "requests": {"nvidia.com/gpu": "2"}}},
+            {"name": "sidecar", "resources": {"requests": {"cpu": "100m"}}},
+        ]},
+    }  # fmt: skip
+    (parsed,) = k8s.parse_workloads(as_list(deploy), "Deployment")
+    assert parsed.template_labels == {"app": "llama-8b", "tier": "serving"}
+    assert (parsed.template_gpus, parsed.template_runs_vllm) == (2, True)
+
+
 HPA_V2 = {
     "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
     "metadata": {"name": "llama-8b", "namespace": "llm"},

@@ -14,6 +14,7 @@ Only processes started here are stopped here, by process group.
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import re
 import shutil
@@ -32,6 +33,9 @@ BUILD_SCRIPT = REPO / "ci" / "k8s" / "build.sh"
 KWOK_STAGES = "kwok-stages.yaml"  # kwok's published node and pod stages, next to bin/ (build.sh)
 BINARIES = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok")
 TEST_NET = ipaddress.ip_network("198.18.0.0/15")  # RFC 2544's benchmarking range; owned by our netns only
+POD_IO_NAMESPACE = "pod-io"
+KWOK_EXEC_SHIMS = Path(__file__).with_name("kwok_exec")  # nvidia-smi and ray, first on kwok's PATH
+H200_CAPTURE = REPO / "fixtures" / "real" / "h200" / "idle" / "gpu" / "h200-idle"  # .xml and .csv, our own
 
 
 def _release() -> str:
@@ -184,6 +188,40 @@ def write_kubeconfig(path: Path, server: str, ca: Path, *, cert: Path | None = N
 
 
 @dataclass(frozen=True)
+class PodIO:
+    """What kwok serves for the pods of one namespace, as a kubelet would (configured at kwok's start):
+    `pods/log` of a `vllm` container is the file `vllm_log` (a test starts a real server writing it),
+    `pods/exec` runs the argv on this host in `workdir`, where `nvidia-smi` prints the H200 capture and
+    `ray` is the real Ray CLI against the head whose address a test writes to `ray_address_file`."""
+
+    namespace: str
+    workdir: Path
+    vllm_log: Path
+    ray_address_file: Path
+
+    def kwok_config(self) -> str:
+        selector = {"matchNamespaces": [self.namespace]}
+        logs = {
+            "apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterLogs", "metadata": {"name": "pod-io-logs"},
+            "spec": {"selector": selector, "logs": [{"containers": ["vllm"], "logsFile": str(self.vllm_log)}]},
+        }  # fmt: skip
+        execs = {
+            "apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterExec", "metadata": {"name": "pod-io-exec"},
+            "spec": {"selector": selector, "execs": [{"local": {"workDir": str(self.workdir)}}]},
+        }  # fmt: skip
+        return "\n---\n".join(json.dumps(doc) for doc in (logs, execs)) + "\n"
+
+    def kwok_env(self) -> dict[str, str]:
+        """kwok's local exec resolves argv[0] on kwok's own PATH, and its children inherit this."""
+        return {
+            "PATH": f"{KWOK_EXEC_SHIMS}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+            "LLMDIAG_NVIDIA_SMI_CAPTURE": str(H200_CAPTURE),
+            "LLMDIAG_RAY_ADDRESS_FILE": str(self.ray_address_file),
+            "LLMDIAG_RAY_PYTHON": os.environ.get("LLMDIAG_RAY_PYTHON", "/opt/llmdiag-ray/bin/python"),
+        }
+
+
+@dataclass(frozen=True)
 class ControlPlane:
     server: str
     kubeconfig: Path  # system:masters, for the tests' own setup
@@ -192,6 +230,7 @@ class ControlPlane:
     workdir: Path
     bin: Path
     pids: tuple[int, ...]  # etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kwok
+    pod_io: PodIO
 
     def peer_addresses(self) -> dict[str, set[str]]:
         """Remote addresses of the TCP and UDP sockets our components hold now, by component: what
@@ -219,9 +258,10 @@ class ControlPlane:
         return result
 
 
-def _start(argv: list[str], log: Path) -> subprocess.Popen:
+def _start(argv: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
     with log.open("wb") as out:
-        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                env=os.environ | env if env else None)  # fmt: skip
 
 
 def _healthy(kubeconfig: Path, path: str) -> bool:
@@ -251,8 +291,8 @@ def running_control_plane() -> Iterator[ControlPlane]:
 
         pids: list[int] = []
 
-        def component(name: str, argv: list[str]) -> subprocess.Popen:
-            proc = _start(argv, workdir / f"{name}.log")
+        def component(name: str, argv: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
+            proc = _start(argv, workdir / f"{name}.log", env)
             stack.callback(stop_process_group, proc, 15)
             pids.append(proc.pid)
             return proc
@@ -304,14 +344,18 @@ def running_control_plane() -> Iterator[ControlPlane]:
         ])  # fmt: skip
         kwok_cfg = write_kubeconfig(workdir / "kwok.kubeconfig", server, ca, cert=pki / "kwok.crt", key=pki / "kwok.key")
         kubelet_port = free_port()  # kwok answers the kubelet's API (logs, exec, port-forward) here
+        pod_io = PodIO(POD_IO_NAMESPACE, workdir / "pod-io", workdir / "pod-io" / "vllm.log", workdir / "pod-io" / "ray-address")
+        pod_io.workdir.mkdir()
+        (workdir / "kwok-pod-io.yaml").write_text(pod_io.kwok_config())
         kwok = component("kwok", [
             str(bin_dir / "kwok"), f"--kubeconfig={kwok_cfg}", f"--config={bin_dir.parent / KWOK_STAGES}",
+            f"--config={workdir / 'kwok-pod-io.yaml'}",
             "--manage-all-nodes=true", f"--cidr={net.pod_cidr}", f"--node-ip={LOOPBACK}",
             f"--node-port={kubelet_port}", f"--server-address={LOOPBACK}:{kubelet_port}",
             f"--tls-cert-file={pki / 'kwok-serving.crt'}", f"--tls-private-key-file={pki / 'kwok-serving.key'}",
-        ])  # fmt: skip
+        ], env=pod_io.kwok_env())  # fmt: skip
         wait_until("default ServiceAccount", lambda: _has_default_sa(admin), 60, kwok, workdir / "kwok.log")
-        yield ControlPlane(server, admin, ca, net, workdir, bin_dir, tuple(pids))
+        yield ControlPlane(server, admin, ca, net, workdir, bin_dir, tuple(pids), pod_io)
 
 
 def _etcd_healthy(url: str) -> bool:

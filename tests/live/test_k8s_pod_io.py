@@ -1,0 +1,168 @@
+"""Logs, exec and the pod proxy through the REAL API server, for kwok pods (tests/live/k8s_cluster.py).
+
+kwok answers the kubelet's API for the pods of the pod I/O namespace (PodIO): `pods/log` of the vLLM
+container is the log of a REAL vLLM server (CPU build) that listens on that pod's IP inside the test's
+network namespace, which is also where the API server's pod proxy takes `/metrics`; `pods/exec` of
+`nvidia-smi` prints our H200 capture; `ray status` and `ray list` in the KubeRay-labelled head pod run
+the real Ray CLI against the live Ray head. `llmdiag collect` reads all of it as it would on a cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from k8s_cluster import H200_CAPTURE, ControlPlane, wait_for
+from k8s_scenarios import H200, apply, assert_only_test_addresses, get, gpu_node, namespace, service, vllm_deployment
+from live_services import RayHead, ServiceUnavailable
+from vllm_server import DEFAULT_MODEL, SERVED_MODEL_NAME, RunningServer, require_vllm, start_server
+
+pytestmark = pytest.mark.live
+
+REPO = Path(__file__).resolve().parents[2]
+RAY_CLUSTER = "vllm-ray"
+VLLM_PORT = 8000
+
+
+def cpu_node(name: str) -> dict:
+    resources = {"cpu": "32", "memory": "131072000Ki", "pods": "110"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
+                     "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "type": "kwok"}},  # fmt: skip
+        "status": {"capacity": resources, "allocatable": resources},
+    }
+
+
+def ray_head_pod(ns: str) -> dict:
+    """The head pod as KubeRay's operator creates it for RayCluster vllm-ray: its labels, its ports."""
+    labels = {"ray.io/cluster": RAY_CLUSTER, "ray.io/node-type": "head", "ray.io/group": "headgroup",
+              "ray.io/is-ray-node": "yes", "app.kubernetes.io/created-by": "kuberay-operator"}  # fmt: skip
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"{RAY_CLUSTER}-head-x7k2p", "namespace": ns, "labels": labels},
+        "spec": {"nodeSelector": {"type": "kwok"}, "containers": [{
+            "name": "ray-head", "image": "rayproject/ray:2.40.0",
+            "command": ["/bin/bash", "-lc", "--"], "args": ["ulimit -n 65536; ray start --head --block --dashboard-host=0.0.0.0"],
+            "ports": [{"name": "gcs", "containerPort": 6379}, {"name": "dashboard", "containerPort": 8265}],
+        }]},  # fmt: skip
+    }
+
+
+def ray_head_service(ns: str) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": f"{RAY_CLUSTER}-head-svc", "namespace": ns, "labels": {"ray.io/cluster": RAY_CLUSTER}},
+        "spec": {"selector": {"ray.io/cluster": RAY_CLUSTER, "ray.io/node-type": "head"},
+                 "ports": [{"name": "gcs", "port": 6379}, {"name": "dashboard", "port": 8265}]},  # fmt: skip
+    }
+
+
+def running_pod(cluster: ControlPlane, ns: str, selector: str) -> dict:
+    def found() -> list[dict]:
+        return [p for p in get(cluster, "pods", "-n", ns, "-l", selector)["items"]
+                if p["status"].get("phase") == "Running" and p["status"].get("podIP")]  # fmt: skip
+
+    wait_for(f"a running pod ({selector})", found)
+    return found()[0]
+
+
+@dataclass(frozen=True)
+class PodIOScene:
+    cluster: ControlPlane
+    namespace: str
+    vllm_pod: dict
+    head_pod: dict
+    server: RunningServer
+    bundle: Path
+    collect: subprocess.CompletedProcess
+
+    def text(self, rel: str) -> str:
+        return (self.bundle / rel).read_text()
+
+    def sources(self) -> dict[str, dict]:
+        return json.loads(self.text("manifest.json"))["sources"]
+
+
+@pytest.fixture(scope="module")
+def scene(control_plane: ControlPlane, ray_head: RayHead, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PodIOScene]:
+    try:
+        require_vllm()
+    except ServiceUnavailable as e:
+        pytest.skip(str(e))
+    io = control_plane.pod_io
+    ns = io.namespace
+    args = ["--model", str(DEFAULT_MODEL), "--served-model-name", SERVED_MODEL_NAME, "--port", str(VLLM_PORT)]
+    apply(control_plane, namespace(ns), gpu_node("gpu-h200-1", 1, H200), cpu_node("cpu-1"),
+          vllm_deployment("tiny-llama", ns, gpus=1, tolerate=True, product=H200, args=args), service("tiny-llama", ns),
+          ray_head_pod(ns), ray_head_service(ns))  # fmt: skip
+    vllm_pod = running_pod(control_plane, ns, "app=tiny-llama")
+    head_pod = running_pod(control_plane, ns, "ray.io/node-type=head")
+    assert_only_test_addresses(control_plane)
+    io.ray_address_file.write_text(ray_head.gcs_address)
+    with start_server(io.vllm_log, host=vllm_pod["status"]["podIP"], port=VLLM_PORT, netns=control_plane.network.name) as server:
+        bundle = tmp_path_factory.mktemp("pod-io") / "bundle"
+        collect = subprocess.run(
+            [sys.executable, "-m", "diag.cli", "collect", f"--kubeconfig={control_plane.kubeconfig}", "-n", ns,
+             "--no-local-gpu", "--scrapes=2", "--scrape-interval=1", "--timeout=90", "--out", str(bundle)],
+            cwd=REPO, capture_output=True, text=True, timeout=240,
+        )  # fmt: skip
+        yield PodIOScene(control_plane, ns, vllm_pod, head_pod, server, bundle, collect)
+
+
+def test_collect_read_every_pod_source(scene: PodIOScene) -> None:
+    assert scene.collect.returncode == 0, scene.collect.stderr[-3000:]
+    failed = {name: s["detail"] for name, s in scene.sources().items() if s["status"] == "failed"}
+    # the dashboard is not behind the head pod's address: collect falls back to `ray` in the pod
+    assert set(failed) <= {"ray/dashboard"}, failed
+
+
+def test_nvidia_smi_exec_returns_the_h200_capture(scene: PodIOScene) -> None:
+    node = scene.vllm_pod["spec"]["nodeName"]
+    xml = [p for p in (scene.bundle / "gpu").glob("*.xml") if node in p.name]
+    assert len(xml) == 1, sorted(p.name for p in (scene.bundle / "gpu").iterdir())
+    assert xml[0].read_text() == H200_CAPTURE.with_suffix(".xml").read_text()
+    assert xml[0].with_suffix(".csv").read_text() == H200_CAPTURE.with_suffix(".csv").read_text()
+
+
+def test_pod_log_is_the_real_servers_log(scene: PodIOScene) -> None:
+    logs = list((scene.bundle / "k8s" / "logs").glob(f"{scene.namespace}.{scene.vllm_pod['metadata']['name']}*.log"))
+    assert len(logs) == 1, sorted(p.name for p in (scene.bundle / "k8s" / "logs").iterdir())
+    served = logs[0].read_text()
+    assert "Starting vLLM API server" in served or "Application startup complete" in served, served[-2000:]
+    assert served.splitlines()[-1] in scene.server.log_path.read_text()
+
+
+def test_metrics_come_through_the_pod_proxy_from_the_real_server(scene: PodIOScene) -> None:
+    sources = scene.sources()
+    metrics = {name: s for name, s in sources.items() if name.startswith("vllm/") and ".metrics" in name}
+    assert metrics and all(s["status"] == "ok" for s in metrics.values()), metrics
+    texts = [p.read_text() for p in (scene.bundle / "vllm").glob("*.metrics*.txt")]
+    assert texts and all(f'model_name="{SERVED_MODEL_NAME}"' in t for t in texts)
+
+
+def test_ray_cli_runs_in_the_head_pod_against_the_live_head(scene: PodIOScene, ray_head: RayHead) -> None:
+    sources = scene.sources()
+    assert sources["ray/status.txt"]["status"] == "ok", sources["ray/status.txt"]
+    assert scene.head_pod["metadata"]["name"] in sources["ray/status.txt"]["detail"]
+    assert "Node status" in scene.text("ray/status.txt")
+    nodes = json.loads(scene.text("ray/nodes.json"))
+    assert [n["node_ip"] for n in nodes] == ["127.0.0.1"], nodes
+
+
+def test_the_bundle_reads_as_one_joined_snapshot(scene: PodIOScene) -> None:
+    done = subprocess.run([sys.executable, "-m", "diag.cli", "analyze", str(scene.bundle), "--output=json"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)  # fmt: skip
+    report = json.loads(done.stdout)
+    gaps = report["verdict"].get("gaps", [])
+    assert not [g for g in gaps if not g["source"].startswith("ray/dashboard")], gaps
+    assert report["verdict"]["status"] in ("healthy", "fault"), report["verdict"]
