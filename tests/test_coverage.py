@@ -103,6 +103,17 @@ def test_the_dashboard_answer_stands_for_the_ray_cli_file(tmp_path: Path) -> Non
     assert not [g for g in report.verdict.gaps if g.source.startswith("ray/")]
 
 
+@pytest.mark.parametrize("cli_read", [True, False], ids=["ray CLI read", "ray CLI missing"])
+def test_an_unreachable_dashboard_is_a_gap_only_when_the_ray_cli_did_not_stand_in(tmp_path: Path, cli_read: bool) -> None:
+    bundle = copy_of(RAY_FAULT, tmp_path)
+    detail = "service llm/vllm-ray-head-svc:dashboard GET /api/cluster_status: connection refused; read with `ray` in pod llm/head"
+    (bundle / "manifest.json").write_text(json.dumps({"sources": {"ray/dashboard": {"status": "failed", "detail": detail}}}))
+    if not cli_read:
+        (bundle / "ray" / "actors.json").unlink()
+    gaps = [g.source for g in analyze_bundle(Bundle.open(bundle)).verdict.gaps]
+    assert ("ray/dashboard" in gaps) is not cli_read, gaps
+
+
 def test_faults_found_beside_damaged_sources_are_still_reported(tmp_path: Path) -> None:
     bundle = copy_of(FIXTURES / "k8s-oomkilled", tmp_path)
     (bundle / "k8s" / "nodes.json").write_text("{")

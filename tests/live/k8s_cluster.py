@@ -20,10 +20,12 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 from live_services import LOOPBACK, ServiceUnavailable, free_port, http_get, stop_process_group, wait_until
@@ -190,20 +192,25 @@ def write_kubeconfig(path: Path, server: str, ca: Path, *, cert: Path | None = N
 @dataclass(frozen=True)
 class PodIO:
     """What kwok serves for the pods of one namespace, as a kubelet would (configured at kwok's start):
-    `pods/log` of a `vllm` container is the file `vllm_log` (a test starts a real server writing it),
+    `pods/log` of a `vllm` or `ray-head` container is `container_log(name)`, in the CRI format a
+    container runtime writes (a test copies a real server's output there with `cri_log_copy`);
     `pods/exec` runs the argv on this host in `workdir`, where `nvidia-smi` prints the H200 capture and
     `ray` is the real Ray CLI against the head whose address a test writes to `ray_address_file`."""
 
     namespace: str
     workdir: Path
-    vllm_log: Path
     ray_address_file: Path
+    containers_with_logs: tuple[str, ...] = ("vllm", "ray-head")
+
+    def container_log(self, container: str) -> Path:
+        return self.workdir / f"{container}.cri.log"
 
     def kwok_config(self) -> str:
         selector = {"matchNamespaces": [self.namespace]}
         logs = {
             "apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterLogs", "metadata": {"name": "pod-io-logs"},
-            "spec": {"selector": selector, "logs": [{"containers": ["vllm"], "logsFile": str(self.vllm_log)}]},
+            "spec": {"selector": selector, "logs": [{"containers": [name], "logsFile": str(self.container_log(name))}
+                                                     for name in self.containers_with_logs]},
         }  # fmt: skip
         execs = {
             "apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterExec", "metadata": {"name": "pod-io-exec"},
@@ -219,6 +226,43 @@ class PodIO:
             "LLMDIAG_RAY_ADDRESS_FILE": str(self.ray_address_file),
             "LLMDIAG_RAY_PYTHON": os.environ.get("LLMDIAG_RAY_PYTHON", "/opt/llmdiag-ray/bin/python"),
         }
+
+
+@contextmanager
+def cri_log_copy(source: Path, target: Path) -> Iterator[None]:
+    """Copy the lines a process writes to `source` into `target` as a container runtime logs them
+    (`<RFC 3339 time> stdout F <line>`, which the kubelet's log reader, and kwok's, parse), until the
+    block ends. A line is stamped when it is read, within a fifth of a second of its writing."""
+    stop = threading.Event()
+
+    def follow() -> None:
+        with target.open("a") as out:
+            offset, partial = 0, ""
+            while True:
+                stopping = stop.is_set()
+                try:
+                    with source.open("r", errors="replace") as log:
+                        log.seek(offset)
+                        chunk = log.read()
+                        offset = log.tell()
+                except FileNotFoundError:
+                    chunk = ""
+                *lines, partial = (partial + chunk).split("\n")
+                stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+                out.writelines(f"{stamp} stdout F {line}\n" for line in lines)
+                out.flush()
+                if stopping:
+                    return
+                stop.wait(0.2)
+
+    target.touch()
+    thread = threading.Thread(target=follow, name=f"cri-log-{target.name}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(10)
 
 
 @dataclass(frozen=True)
@@ -344,7 +388,7 @@ def running_control_plane() -> Iterator[ControlPlane]:
         ])  # fmt: skip
         kwok_cfg = write_kubeconfig(workdir / "kwok.kubeconfig", server, ca, cert=pki / "kwok.crt", key=pki / "kwok.key")
         kubelet_port = free_port()  # kwok answers the kubelet's API (logs, exec, port-forward) here
-        pod_io = PodIO(POD_IO_NAMESPACE, workdir / "pod-io", workdir / "pod-io" / "vllm.log", workdir / "pod-io" / "ray-address")
+        pod_io = PodIO(POD_IO_NAMESPACE, workdir / "pod-io", workdir / "pod-io" / "ray-address")
         pod_io.workdir.mkdir()
         (workdir / "kwok-pod-io.yaml").write_text(pod_io.kwok_config())
         kwok = component("kwok", [

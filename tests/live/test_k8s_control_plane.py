@@ -37,7 +37,7 @@ def gpu_cluster(control_plane: ControlPlane) -> ControlPlane:
     apply(control_plane, gpu_node("gpu-h100-1", 8), gpu_node("gpu-h100-2", 8))
 
     def ready() -> bool:
-        nodes = get(control_plane, "nodes")["items"]
+        nodes = [n for n in get(control_plane, "nodes")["items"] if n["metadata"]["name"] in ("gpu-h100-1", "gpu-h100-2")]
         return len(nodes) == 2 and all(
             any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions", [])) for n in nodes)
 

@@ -3,8 +3,8 @@
 kwok answers the kubelet's API for the pods of the pod I/O namespace (PodIO): `pods/log` of the vLLM
 container is the log of a REAL vLLM server (CPU build) that listens on that pod's IP inside the test's
 network namespace, which is also where the API server's pod proxy takes `/metrics`; `pods/exec` of
-`nvidia-smi` prints our H200 capture; `ray status` and `ray list` in the KubeRay-labelled head pod run
-the real Ray CLI against the live Ray head. `llmdiag collect` reads all of it as it would on a cluster.
+`nvidia-smi` prints our H200 capture; `ray status` and `ray list` in the head pod of a RayCluster (its
+CRD and objects as KubeRay's operator leaves them) run the real Ray CLI against the live Ray head. `llmdiag collect` reads all of it as it would on a cluster.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from k8s_cluster import H200_CAPTURE, ControlPlane, wait_for
+from k8s_cluster import H200_CAPTURE, ControlPlane, cri_log_copy, wait_for
 from k8s_scenarios import H200, apply, assert_only_test_addresses, get, gpu_node, namespace, service, vllm_deployment
 from live_services import RayHead, ServiceUnavailable
-from vllm_server import DEFAULT_MODEL, SERVED_MODEL_NAME, RunningServer, require_vllm, start_server
+from vllm_server import DEFAULT_MODEL, SCENARIOS, SERVED_MODEL_NAME, RunningServer, require_vllm, start_server
 
 pytestmark = pytest.mark.live
 
@@ -39,6 +39,49 @@ def cpu_node(name: str) -> dict:
                      "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "type": "kwok"}},  # fmt: skip
         "status": {"capacity": resources, "allocatable": resources},
     }
+
+
+def kuberay_crd(kind: str, plural: str) -> dict:
+    """A ray.io/v1 CRD as KubeRay's operator chart installs it, less its long schema (any spec is kept)."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.ray.io"},
+        "spec": {
+            "group": "ray.io", "scope": "Namespaced",
+            "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural, "singular": kind.lower()},
+            "versions": [{"name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
+                          "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}],
+        },
+    }  # fmt: skip
+
+
+def ray_cluster(ns: str) -> dict:
+    """RayCluster vllm-ray: a head that serves (its 2 GPUs come from the live head's --num-gpus=2)."""
+    head = {"name": "ray-head", "image": "rayproject/ray:2.40.0", "resources": {"limits": {"cpu": "2", "memory": "8Gi"}}}
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {"name": RAY_CLUSTER, "namespace": ns},
+        "spec": {"rayVersion": "2.40.0",
+                 "headGroupSpec": {"rayStartParams": {"dashboard-host": "0.0.0.0", "num-gpus": "2"},
+                                   "template": {"spec": {"containers": [head]}}},
+                 "workerGroupSpecs": []},
+    }  # fmt: skip
+
+
+def ready_status(head_pod: dict) -> dict:
+    """What KubeRay's operator writes once the head pod is Running and Ready."""
+    now = head_pod["status"]["startTime"]
+    return {"status": {
+        "state": "ready", "desiredWorkerReplicas": 0, "availableWorkerReplicas": 0, "readyWorkerReplicas": 0,
+        "head": {"podIP": head_pod["status"]["podIP"], "podName": head_pod["metadata"]["name"], "serviceName": f"{RAY_CLUSTER}-head-svc"},
+        "conditions": [
+            {"type": "HeadPodReady", "status": "True", "reason": "HeadPodRunningAndReady", "message": "", "lastTransitionTime": now},
+            {"type": "RayClusterProvisioned", "status": "True", "reason": "AllPodRunningAndReadyFirstTime", "message": "",
+             "lastTransitionTime": now},
+        ],
+    }}  # fmt: skip
 
 
 def ray_head_pod(ns: str) -> dict:
@@ -101,15 +144,26 @@ def scene(control_plane: ControlPlane, ray_head: RayHead, tmp_path_factory: pyte
         pytest.skip(str(e))
     io = control_plane.pod_io
     ns = io.namespace
+    apply(control_plane, kuberay_crd("RayCluster", "rayclusters"), kuberay_crd("RayService", "rayservices"))
+    control_plane.kubectl("wait", "--for=condition=Established", "crd/rayclusters.ray.io", "crd/rayservices.ray.io", "--timeout=60s")
     args = ["--model", str(DEFAULT_MODEL), "--served-model-name", SERVED_MODEL_NAME, "--port", str(VLLM_PORT)]
     apply(control_plane, namespace(ns), gpu_node("gpu-h200-1", 1, H200), cpu_node("cpu-1"),
           vllm_deployment("tiny-llama", ns, gpus=1, tolerate=True, product=H200, args=args), service("tiny-llama", ns),
-          ray_head_pod(ns), ray_head_service(ns))  # fmt: skip
+          ray_cluster(ns), ray_head_pod(ns), ray_head_service(ns))  # fmt: skip
     vllm_pod = running_pod(control_plane, ns, "app=tiny-llama")
     head_pod = running_pod(control_plane, ns, "ray.io/node-type=head")
+    control_plane.kubectl("patch", "raycluster", RAY_CLUSTER, "-n", ns, "--subresource=status", "--type=merge",
+                          "-p", json.dumps(ready_status(head_pod)))  # fmt: skip
     assert_only_test_addresses(control_plane)
     io.ray_address_file.write_text(ray_head.gcs_address)
-    with start_server(io.vllm_log, host=vllm_pod["status"]["podIP"], port=VLLM_PORT, netns=control_plane.network.name) as server:
+    healthy = SCENARIOS["healthy"]  # a 1 GiB KV cache, as in the live vLLM tests
+    server_log = io.workdir / "vllm-server.log"
+    with (
+        cri_log_copy(ray_head.temp_dir / "ray-start.log", io.container_log("ray-head")),
+        cri_log_copy(server_log, io.container_log("vllm")),
+        start_server(server_log, healthy.server_args, healthy.server_env, host=vllm_pod["status"]["podIP"],
+                     port=VLLM_PORT, netns=control_plane.network.name) as server,
+    ):  # fmt: skip
         bundle = tmp_path_factory.mktemp("pod-io") / "bundle"
         collect = subprocess.run(
             [sys.executable, "-m", "diag.cli", "collect", f"--kubeconfig={control_plane.kubeconfig}", "-n", ns,
@@ -117,13 +171,25 @@ def scene(control_plane: ControlPlane, ray_head: RayHead, tmp_path_factory: pyte
             cwd=REPO, capture_output=True, text=True, timeout=240,
         )  # fmt: skip
         yield PodIOScene(control_plane, ns, vllm_pod, head_pod, server, bundle, collect)
+    # leave the session's cluster as it was found, for the scenarios that count nodes and GPUs
+    control_plane.kubectl("delete", "namespace", ns, "--wait=false")
+    control_plane.kubectl("delete", "node", "gpu-h200-1", "cpu-1")
+    control_plane.kubectl("delete", "crd", "rayclusters.ray.io", "rayservices.ray.io", "--wait=false")
 
 
 def test_collect_read_every_pod_source(scene: PodIOScene) -> None:
     assert scene.collect.returncode == 0, scene.collect.stderr[-3000:]
-    failed = {name: s["detail"] for name, s in scene.sources().items() if s["status"] == "failed"}
+    sources = scene.sources()
+    assert sources["k8s/rayclusters.json"]["status"] == "ok", sources["k8s/rayclusters.json"]
+    failed = {name: s["detail"] for name, s in sources.items() if s["status"] == "failed"}
     # the dashboard is not behind the head pod's address: collect falls back to `ray` in the pod
-    assert set(failed) <= {"ray/dashboard"}, failed
+    assert set(failed) <= {"ray/dashboard"}, json.dumps(failed, indent=1)
+
+
+def test_ray_head_log_is_the_real_heads_output(scene: PodIOScene, ray_head: RayHead) -> None:
+    logs = list((scene.bundle / "k8s" / "logs").glob(f"{scene.namespace}.{scene.head_pod['metadata']['name']}*.log"))
+    assert len(logs) == 1, sorted(p.name for p in (scene.bundle / "k8s" / "logs").iterdir())
+    assert "Ray runtime started" in logs[0].read_text()
 
 
 def test_nvidia_smi_exec_returns_the_h200_capture(scene: PodIOScene) -> None:
@@ -160,9 +226,18 @@ def test_ray_cli_runs_in_the_head_pod_against_the_live_head(scene: PodIOScene, r
 
 
 def test_the_bundle_reads_as_one_joined_snapshot(scene: PodIOScene) -> None:
+    """The live Ray head holds an actor and a placement group asking for 4 GPUs on nodes of 2
+    (ray_driver.py): read through `kubectl exec`, that is the verdict, as with the dashboard."""
     done = subprocess.run([sys.executable, "-m", "diag.cli", "analyze", str(scene.bundle), "--output=json"],
                           cwd=REPO, capture_output=True, text=True, timeout=120)  # fmt: skip
     report = json.loads(done.stdout)
-    gaps = report["verdict"].get("gaps", [])
-    assert not [g for g in gaps if not g["source"].startswith("ray/dashboard")], gaps
-    assert report["verdict"]["status"] in ("healthy", "fault"), report["verdict"]
+    assert report["verdict"]["gaps"] == [], report["verdict"]
+    assert (report["verdict"]["layer"], report["verdict"]["rule"]) == ("ray", "RAY-102"), report["verdict"]
+    fired = {f["rule"]: f for f in report["findings"]}
+    assert "gpu4_actor_infeasible" in json.dumps(fired["RAY-102"]["evidence"])
+    # the dashboard behind the head Service is not reachable here: said, and read around
+    assert "read anyway: ray/actors.json" in json.dumps(fired["RAY-106"]["evidence"])
+    # the RayCluster was listed and judged: KubeRay's own view is sound here
+    assert {r: report["rules"][r]["status"] for r in ("K8S-401", "K8S-402")} == {"K8S-401": "silent", "K8S-402": "silent"}
+    # the vLLM server, the GPU and the node joined: no finding about them
+    assert not [f for f in report["findings"] if f["layer"] in ("vllm", "gpu")], report["findings"]

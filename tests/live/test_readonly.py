@@ -1,6 +1,7 @@
 """llmdiag only reads: checked on the requests it really sends (to the replay server, over real HTTP,
-with the real `kubernetes` client; no Kubernetes API server runs in CI), and deploy/clusterrole.yaml
-grants exactly what a full collection uses."""
+with the real `kubernetes` client, which records each request and can refuse any), and
+deploy/clusterrole.yaml grants exactly what a full collection uses. tests/live/test_k8s_rbac.py checks
+the same role against the real API server."""
 
 from __future__ import annotations
 
