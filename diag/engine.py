@@ -34,6 +34,8 @@ _ID = re.compile(r"^[A-Z0-9]+-\d{3}$")
 # broken rule. Any other undefined name is a typo in the rule.
 _CEL_FUNCTIONS = frozenset({"size", "contains", "startsWith", "endsWith", "matches", "exists", "exists_one", "all", "map", "filter"})
 _UNDEFINED = re.compile(r"Undefined variable or function: '(?P<name>[^']+)'")
+_CLUSTER_FIELD = re.compile(r"\bcluster\.(\w+)")
+_CLUSTER_WHOLE = re.compile(r"\bcluster\b(?!\.\w)")  # `cluster` used other than as cluster.<field>
 _REQUIRED = ("id", "layer", "severity", "title", "scope", "when", "evidence", "remediation")
 
 
@@ -209,7 +211,9 @@ def evaluate(rules: list[Rule], facts: Facts, settings: dict[str, Any]) -> Evalu
     """Every rule over every subject of its scope.
 
     Converting a subject's facts into CEL values costs far more than evaluating a condition, so each
-    subject is converted once (one cel.Context) and every rule of its scope runs on it.
+    subject is converted once (one cel.Context) and every rule of its scope runs on it. That context
+    holds only the cluster facts its scope's rules read: the whole of them, converted again for each
+    subject, made a fleet's analysis grow with subjects x nodes.
     """
     findings: list[Finding] = []
     outcomes: dict[str, RuleOutcome] = {}
@@ -222,8 +226,9 @@ def evaluate(rules: list[Rule], facts: Facts, settings: dict[str, Any]) -> Evalu
             by_scope.setdefault(rule.scope, []).append(rule)
     tallies = {rule.id: _Tally() for scoped in by_scope.values() for rule in scoped}
     for scope, scoped_rules in by_scope.items():
+        cluster = facts.cluster if scope == "cluster" else _cluster_view(scoped_rules, facts.cluster)
         for subject in facts.scopes.get(scope, []):
-            env = cel.Context({scope: subject, "cluster": facts.cluster, "settings": settings})
+            env = cel.Context({scope: subject, "cluster": cluster, "settings": settings})
             for rule in scoped_rules:
                 tally = tallies[rule.id]
                 try:
@@ -242,6 +247,16 @@ def evaluate(rules: list[Rule], facts: Facts, settings: dict[str, Any]) -> Evalu
         for rule in scoped_rules:
             outcomes[rule.id] = _outcome(tallies[rule.id], count, scope)
     return Evaluation(findings, outcomes)
+
+
+def _cluster_view(rules: list[Rule], cluster: dict[str, Any]) -> dict[str, Any]:
+    """The cluster facts these rules read (conditions, links and the holes of their texts)."""
+    texts = [text for rule in rules for text in (
+        rule.when, rule.links, *(hole for t in [*rule.evidence, rule.remediation] for hole in _HOLE.findall(t)))]  # fmt: skip
+    if any(_CLUSTER_WHOLE.search(text) for text in texts):
+        return cluster
+    read = {name for text in texts for name in _CLUSTER_FIELD.findall(text)}
+    return {name: value for name, value in cluster.items() if name in read}
 
 
 def _reads_unknown(error: Exception) -> bool:

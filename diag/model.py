@@ -459,5 +459,15 @@ class Snapshot:
     manifest: dict = field(default_factory=dict)
     sources: dict[str, SourceStatus] = field(default_factory=dict)
 
+    _pods_by_key: dict[str, Pod] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _pods_indexed: tuple[int, int] = field(default=(0, -1), init=False, repr=False, compare=False)
+
     def pod(self, key: str) -> Pod | None:
-        return next((p for p in self.pods if p.key == key), None)
+        # An index, rebuilt when the list was replaced or grew: joins ask this once per GPU, Ray node
+        # and vLLM server, and a scan each time made large bundles quadratic.
+        if self._pods_indexed != (id(self.pods), len(self.pods)):
+            self._pods_by_key = {}
+            for p in self.pods:
+                self._pods_by_key.setdefault(p.key, p)
+            self._pods_indexed = (id(self.pods), len(self.pods))
+        return self._pods_by_key.get(key)

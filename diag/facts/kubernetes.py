@@ -79,6 +79,8 @@ class _Index:
     allocated: dict[str, int] = field(default_factory=dict)  # node -> GPUs held by its live pods
     servers: dict[str, VllmServer] = field(default_factory=dict)
     by_node: dict[str, list[Pod]] = field(default_factory=dict)
+    by_namespace: dict[str, list[Pod]] = field(default_factory=dict)
+    workloads_by_namespace: dict[str, list[Workload]] = field(default_factory=dict)
     mig_offered: list[str] = field(default_factory=list)  # nvidia.com/mig-* advertised anywhere
     whole_gpus_offered: bool = False  # some node advertises nvidia.com/gpu
 
@@ -86,7 +88,12 @@ class _Index:
     def of(cls, snap: Snapshot, clock: Clock) -> _Index:
         allocated: dict[str, int] = {}
         by_node: dict[str, list[Pod]] = {}
+        by_namespace: dict[str, list[Pod]] = {}
+        workloads_by_namespace: dict[str, list[Workload]] = {}
+        for workload in snap.workloads:
+            workloads_by_namespace.setdefault(workload.namespace, []).append(workload)
         for pod in snap.pods:
+            by_namespace.setdefault(pod.namespace, []).append(pod)
             if pod.node_name:
                 by_node.setdefault(pod.node_name, []).append(pod)
                 if pod.phase not in TERMINAL_PHASES:
@@ -99,6 +106,8 @@ class _Index:
             allocated=allocated,
             servers={s.name: s for s in snap.vllm_servers},
             by_node=by_node,
+            by_namespace=by_namespace,
+            workloads_by_namespace=workloads_by_namespace,
             mig_offered=sorted({r for n in snap.nodes for r in placement.mig_offered(n)}),
             whole_gpus_offered=any(placement.gpu_allocatable(n) for n in snap.nodes),
         )
@@ -141,11 +150,12 @@ def _gpu_labels_text(node: Node) -> str:
 
 def scopes(snap: Snapshot, clock: Clock) -> dict[str, list[dict]]:
     index = _Index.of(snap, clock)
+    quota_events = _quota_events(snap, clock)
     return {
         "pod": [_pod(p, index) for p in snap.pods],
         "node": [_node(n, index) for n in snap.nodes],
-        "service": [_service(s, snap) for s in snap.services],
-        "workload": [_workload(w, snap, clock) for w in snap.workloads],
+        "service": [_service(s, index) for s in snap.services],
+        "workload": [_workload(w, quota_events) for w in snap.workloads],
         "hpa": [_hpa(h, snap, clock) for h in snap.hpas],
         "raycluster": [_raycluster(c, snap, clock) for c in snap.ray_clusters],
         "daemonset": [_daemonset(d, index) for d in snap.daemonsets],
@@ -410,9 +420,9 @@ def _node(node: Node, index: _Index) -> dict:
 # --------------------------------------------------------------------------- services, HPAs
 
 
-def _service(svc: Service, snap: Snapshot) -> dict:
-    selected = [p for p in snap.pods if p.namespace == svc.namespace and _selects(svc, p.labels)]
-    workloads = [w for w in snap.workloads if w.namespace == svc.namespace and _selects(svc, w.template_labels)]
+def _service(svc: Service, index: _Index) -> dict:
+    selected = [p for p in index.by_namespace.get(svc.namespace, []) if _selects(svc, p.labels)]
+    workloads = [w for w in index.workloads_by_namespace.get(svc.namespace, []) if _selects(svc, w.template_labels)]
     return plain(svc) | {
         "selected_pods": [p.key for p in selected],
         "selected_pod_states": [_pod_state(p) for p in selected],
@@ -429,8 +439,8 @@ def _service(svc: Service, snap: Snapshot) -> dict:
     }
 
 
-def _workload(workload: Workload, snap: Snapshot, clock: Clock) -> dict:
-    refusals = _quota_refusals(workload, snap, clock)
+def _workload(workload: Workload, quota_events: dict[tuple[str, str, str], list[Event]]) -> dict:
+    refusals = _quota_refusals(workload, quota_events)
     return plain(workload) | {
         "quota_refusals": refusals,
         "refused_by_quota": bool(refusals),
@@ -440,24 +450,35 @@ def _workload(workload: Workload, snap: Snapshot, clock: Clock) -> dict:
     }
 
 
-def _quota_refusals(workload: Workload, snap: Snapshot, clock: Clock) -> list[str]:
+def _quota_events(snap: Snapshot, clock: Clock) -> dict[tuple[str, str, str], list[Event]]:
+    """The controllers' FailedCreate events for a quota refusal, by the workload they are about:
+    (namespace, "StatefulSet", name) or, for a ReplicaSet `<deployment>-<pod-template-hash>`,
+    (namespace, "Deployment", <deployment>). Events past the history window do not count."""
+    found: dict[tuple[str, str, str], list[Event]] = {}
+    for event in snap.events:
+        if event.reason != FAILED_CREATE or QUOTA_EXCEEDED not in event.message or not clock.current(event.last_seen):
+            continue
+        if event.involved_kind == "StatefulSet":
+            key = (event.namespace or "", "StatefulSet", event.involved_name)
+        elif event.involved_kind == "ReplicaSet":
+            key = (event.namespace or "", "Deployment", event.involved_name.rsplit("-", 1)[0])
+        else:
+            continue
+        found.setdefault(key, []).append(event)
+    return found
+
+
+def _quota_refusals(workload: Workload, quota_events: dict[tuple[str, str, str], list[Event]]) -> list[str]:
     """Why the API server refused this workload's pods, newest first: a ResourceQuota's "exceeded quota".
 
     A Deployment carries its ReplicaSets' ReplicaFailure condition while the refusal lasts; the
-    controllers also write FailedCreate events, on the ReplicaSet (`<deployment>-<pod-template-hash>`)
-    or on the StatefulSet, which has no such condition. Events past the history window do not count.
+    controllers also write FailedCreate events (see _quota_events), the only trace for a StatefulSet.
     """
     found = []
     failure = workload.conditions.get("ReplicaFailure", {})
     if failure.get("status") == "True" and QUOTA_EXCEEDED in (failure.get("message") or ""):
         found.append(failure["message"])
-    owners = {("StatefulSet", workload.name)} if workload.kind == "StatefulSet" else set()
-    events = [
-        e for e in current_events(snap.events, clock)
-        if e.reason == FAILED_CREATE and QUOTA_EXCEEDED in e.message and e.namespace == workload.namespace
-        and ((e.involved_kind, e.involved_name) in owners
-             or (workload.kind == "Deployment" and e.involved_kind == "ReplicaSet" and e.involved_name.rsplit("-", 1)[0] == workload.name))
-    ]  # fmt: skip
+    events = quota_events.get((workload.namespace, workload.kind, workload.name), [])
     found += [e.message for e in sorted(events, key=lambda e: e.last_seen or "", reverse=True)]
     return found
 

@@ -367,25 +367,25 @@ def running_control_plane() -> Iterator[ControlPlane]:
         ])  # fmt: skip
         wait_until("kube-apiserver", lambda: _healthy(admin, "/readyz"), 90, apiserver, workdir / "kube-apiserver.log")
 
-        scheduler_cfg = write_kubeconfig(workdir / "scheduler.kubeconfig", server, ca,
-                                         cert=pki / "scheduler.crt", key=pki / "scheduler.key")  # fmt: skip
-        component("kube-scheduler", [
-            str(bin_dir / "kube-scheduler"), f"--kubeconfig={scheduler_cfg}",
-            f"--authentication-kubeconfig={scheduler_cfg}", f"--authorization-kubeconfig={scheduler_cfg}",
-            f"--bind-address={LOOPBACK}", f"--secure-port={free_port()}", "--leader-elect=false",
-        ])  # fmt: skip
-        cm_cfg = write_kubeconfig(workdir / "controller-manager.kubeconfig", server, ca,
-                                  cert=pki / "controller-manager.crt", key=pki / "controller-manager.key")  # fmt: skip
-        component("kube-controller-manager", [
-            str(bin_dir / "kube-controller-manager"), f"--kubeconfig={cm_cfg}",
-            f"--authentication-kubeconfig={cm_cfg}", f"--authorization-kubeconfig={cm_cfg}",
-            f"--bind-address={LOOPBACK}", f"--secure-port={free_port()}", "--leader-elect=false",
+        def api_client(name: str, identity: str, *flags: str) -> None:
+            """A component that talks to the API server as `identity` (its certificate in pki/)."""
+            cfg = write_kubeconfig(workdir / f"{identity}.kubeconfig", server, ca,
+                                   cert=pki / f"{identity}.crt", key=pki / f"{identity}.key")  # fmt: skip
+            component(name, [
+                str(bin_dir / name), f"--kubeconfig={cfg}",
+                f"--authentication-kubeconfig={cfg}", f"--authorization-kubeconfig={cfg}",
+                f"--bind-address={LOOPBACK}", f"--secure-port={free_port()}", "--leader-elect=false", *flags,
+            ])  # fmt: skip
+
+        api_client("kube-scheduler", "scheduler")
+        api_client(
+            "kube-controller-manager", "controller-manager",
             "--use-service-account-credentials=true",
             f"--service-account-private-key-file={pki / 'sa.key'}", f"--root-ca-file={ca}",
             # No cloud, no node IPAM (it would hand out node CIDRs), no cluster-signing CA.
             "--allocate-node-cidrs=false", "--configure-cloud-routes=false",
             "--controllers=*,-node-ipam-controller,-service-lb-controller,-cloud-node-lifecycle-controller,-node-route-controller",
-        ])  # fmt: skip
+        )  # fmt: skip
         kwok_cfg = write_kubeconfig(workdir / "kwok.kubeconfig", server, ca, cert=pki / "kwok.crt", key=pki / "kwok.key")
         kubelet_port = free_port()  # kwok answers the kubelet's API (logs, exec, port-forward) here
         pod_io = PodIO(POD_IO_NAMESPACE, workdir / "pod-io", workdir / "pod-io" / "ray-address")
