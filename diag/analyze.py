@@ -11,15 +11,17 @@ from diag.config import Config, ConfigError
 from diag.coverage import gaps
 from diag.diagnosis import Verdict, link_causes, verdict
 from diag.engine import Finding, RuleOutcome, builtin_rules_dir, evaluate, load_rules, load_settings
+from diag.errors import EXIT_CANNOT_ANALYZE
 from diag.facts import build_facts
 from diag.history import History, find_history
 from diag.join import join
 from diag.load import load_bundle
 from diag.model import SourceStatus
+from diag.stopwatch import Stopwatch
 from diag.relevance import on_serving_path, serving_links
 
 # Exit codes, as Nagios-style checks use them, so runbooks can branch on them.
-EXIT_HEALTHY, EXIT_WARNING, EXIT_CRITICAL, EXIT_CANNOT_ANALYZE = 0, 1, 2, 3
+EXIT_HEALTHY, EXIT_WARNING, EXIT_CRITICAL = 0, 1, 2
 
 
 @dataclass
@@ -53,25 +55,35 @@ def settings_with_overrides(rules_dir: Path, config: Config) -> dict:
     return values
 
 
-def analyze_bundle(bundle: Bundle, config: Config | None = None, extra_rule_dirs: list[Path] | None = None) -> Report:
+def analyze_bundle(
+    bundle: Bundle, config: Config | None = None, extra_rule_dirs: list[Path] | None = None, stopwatch: Stopwatch | None = None
+) -> Report:
     config = config or Config()
-    rules_dir = builtin_rules_dir()
-    rules = load_rules([rules_dir, *(extra_rule_dirs or [])])
-    settings = settings_with_overrides(rules_dir, config)
-
-    snap = join(load_bundle(bundle))
-    clock = Clock.of(snap, settings["history_window_seconds"])
-    facts = build_facts(snap, clock)
-    result = evaluate(rules, facts, settings)
-    pod_labels = {p.key: p.labels for p in snap.pods}
-    findings = config.apply(result.findings, pod_labels)
-    history = find_history(snap, clock, facts, findings, rules, settings, lambda found: config.apply(found, pod_labels))
-    serving = serving_links(snap)
-    for finding in findings:
-        finding.serving = on_serving_path(finding, serving)
-    by_id = {r.id: r for r in rules}
-    link_causes(findings, by_id)
-    checked = sum(1 for o in result.outcomes.values() if o.status in ("fired", "silent"))
-    undecided = sum(1 for o in result.outcomes.values() if o.status in ("unknown", "skipped"))
-    diagnosis = verdict(findings, checked, undecided, gaps(snap), by_id)
+    watch = stopwatch or Stopwatch()
+    with watch.phase("rules (load and compile)"):
+        rules_dir = builtin_rules_dir()
+        rules = load_rules([rules_dir, *(extra_rule_dirs or [])])
+        settings = settings_with_overrides(rules_dir, config)
+    with watch.phase("read and parse"):
+        loaded = load_bundle(bundle, watch)
+    with watch.phase("join"):
+        snap = join(loaded)
+    with watch.phase("facts"):
+        clock = Clock.of(snap, settings["history_window_seconds"])
+        facts = build_facts(snap, clock)
+    with watch.phase("rules (evaluate)"):
+        result = evaluate(rules, facts, settings, watch)
+        pod_labels = {p.key: p.labels for p in snap.pods}
+        findings = config.apply(result.findings, pod_labels)
+    with watch.phase("history"):
+        history = find_history(snap, clock, facts, findings, rules, settings, lambda found: config.apply(found, pod_labels))
+    with watch.phase("diagnosis"):
+        serving = serving_links(snap)
+        for finding in findings:
+            finding.serving = on_serving_path(finding, serving)
+        by_id = {r.id: r for r in rules}
+        link_causes(findings, by_id)
+        checked = sum(1 for o in result.outcomes.values() if o.status in ("fired", "silent"))
+        undecided = sum(1 for o in result.outcomes.values() if o.status in ("unknown", "skipped"))
+        diagnosis = verdict(findings, checked, undecided, gaps(snap), by_id)
     return Report(diagnosis, findings, snap.sources, result.outcomes, origin=bundle.origin, history=history)

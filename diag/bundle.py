@@ -9,10 +9,12 @@ import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from diag.errors import UserError
+
 MAX_FILE_BYTES = 64 * 1024 * 1024  # a single raw file larger than this is not read
 
 
-class BundleError(Exception):
+class BundleError(UserError):
     """The bundle as a whole cannot be read (missing path, not a folder or a .tar.gz)."""
 
 

@@ -9,16 +9,17 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from rich.console import Console
 
-from diag.analyze import EXIT_CANNOT_ANALYZE, Report, analyze_bundle
-from diag.bundle import Bundle, BundleError
-from diag.clock import parse_duration
-from diag.config import HISTORY_WINDOW_SETTING, Config, ConfigError
-from diag.engine import RuleError
+from diag.errors import EXIT_CANNOT_ANALYZE, UserError
+
+if TYPE_CHECKING:  # the analysis (CEL, YAML, the rules) loads when a command runs, not for --help
+    from diag.analyze import Report
+    from diag.bundle import Bundle
+    from diag.config import Config
 
 app = typer.Typer(
     add_completion=False,
@@ -39,10 +40,6 @@ class Output(str, enum.Enum):
     markdown = "markdown"
 
 
-class UserError(Exception):
-    """Anything the user can fix; printed as one line, exit code 3."""
-
-
 # ----------------------------------------------------------------------------- shared options
 
 OutputOpt = typer.Option(Output.terminal, "--output", "-o", help="terminal, json or markdown.")
@@ -58,6 +55,9 @@ SinceOpt = typer.Option(
 
 
 def _config(path: Optional[Path], min_severity: Optional[str], since: Optional[str] = None) -> Config:
+    from diag.clock import parse_duration
+    from diag.config import HISTORY_WINDOW_SETTING, Config
+
     config = Config.load(path)
     if min_severity is not None:
         if min_severity not in ("info", "warning", "critical"):
@@ -98,9 +98,17 @@ def analyze(
     config: Optional[Path] = ConfigOpt,
     min_severity: Optional[str] = MinSeverityOpt,
     since: Optional[str] = SinceOpt,
+    profile: bool = typer.Option(False, "--profile", help="Print where the time went (phases, parsers, rules) on stderr."),
 ) -> None:
     """Analyze a saved bundle (a customer's, or one `llmdiag collect` wrote)."""
-    report = analyze_bundle(Bundle.open(bundle), _config(config, min_severity, since), list(rules or []))
+    from diag.analyze import analyze_bundle
+    from diag.bundle import Bundle
+    from diag.stopwatch import Stopwatch
+
+    stopwatch = Stopwatch()
+    report = analyze_bundle(Bundle.open(bundle), _config(config, min_severity, since), list(rules or []), stopwatch)
+    if profile:
+        stderr.print("\n".join(stopwatch.lines()), markup=False, highlight=False)
     _emit(report, output)
 
 
@@ -162,6 +170,8 @@ def triage(
     since: Optional[str] = SinceOpt,
 ) -> None:
     """Collect from the live cluster (in memory) and analyze it: the on-call command."""
+    from diag.analyze import analyze_bundle
+
     settings = _config(config, min_severity, since)
     _emit(analyze_bundle(_collect_live(target), settings, list(rules or [])), output)
 
@@ -231,7 +241,7 @@ def main() -> None:
         code = app(standalone_mode=False)
     except typer.Exit as e:  # raised outside click's own handling (e.g. from a callback)
         code = e.exit_code
-    except (BundleError, ConfigError, RuleError, UserError) as e:
+    except UserError as e:  # BundleError, ConfigError, RuleError and the CLI's own
         _fail(str(e))
     except KeyboardInterrupt:
         _fail("interrupted")

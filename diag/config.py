@@ -26,11 +26,13 @@ import yaml
 from diag.clock import parse_duration
 from diag.engine import SEVERITIES, Finding
 
+from diag.errors import UserError
+
 DEFAULT_CONFIG_NAME = ".llmdiag.yaml"
 HISTORY_WINDOW_SETTING = "history_window_seconds"
 
 
-class ConfigError(Exception):
+class ConfigError(UserError):
     """The configuration file is wrong: one line naming it and the problem."""
 
 

@@ -16,6 +16,7 @@ holes, each hole a CEL expression over the same variables.
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -24,8 +25,10 @@ from typing import Any
 import cel
 import yaml
 
+from diag.errors import UserError
 from diag.facts import SCOPES, Facts
 from diag.model import LAYERS
+from diag.stopwatch import Stopwatch
 
 SEVERITIES = ("info", "warning", "critical")
 _HOLE = re.compile(r"\{\{(.+?)\}\}", re.DOTALL)
@@ -33,13 +36,12 @@ _ID = re.compile(r"^[A-Z0-9]+-\d{3}$")
 # Calling one of CEL's own functions on null fails as "undefined function": an unknown value, not a
 # broken rule. Any other undefined name is a typo in the rule.
 _CEL_FUNCTIONS = frozenset({"size", "contains", "startsWith", "endsWith", "matches", "exists", "exists_one", "all", "map", "filter"})
+_CEL_STRING = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
 _UNDEFINED = re.compile(r"Undefined variable or function: '(?P<name>[^']+)'")
-_CLUSTER_FIELD = re.compile(r"\bcluster\.(\w+)")
-_CLUSTER_WHOLE = re.compile(r"\bcluster\b(?!\.\w)")  # `cluster` used other than as cluster.<field>
 _REQUIRED = ("id", "layer", "severity", "title", "scope", "when", "evidence", "remediation")
 
 
-class RuleError(Exception):
+class RuleError(UserError):
     """A rule file is wrong: one line naming the file, the rule and the problem."""
 
 
@@ -207,13 +209,12 @@ class _Tally:
     error: str = ""
 
 
-def evaluate(rules: list[Rule], facts: Facts, settings: dict[str, Any]) -> Evaluation:
+def evaluate(rules: list[Rule], facts: Facts, settings: dict[str, Any], stopwatch: Stopwatch | None = None) -> Evaluation:
     """Every rule over every subject of its scope.
 
     Converting a subject's facts into CEL values costs far more than evaluating a condition, so each
     subject is converted once (one cel.Context) and every rule of its scope runs on it. That context
-    holds only the cluster facts its scope's rules read: the whole of them, converted again for each
-    subject, made a fleet's analysis grow with subjects x nodes.
+    holds only the facts its scope's rules read (see _view).
     """
     findings: list[Finding] = []
     outcomes: dict[str, RuleOutcome] = {}
@@ -226,22 +227,19 @@ def evaluate(rules: list[Rule], facts: Facts, settings: dict[str, Any]) -> Evalu
             by_scope.setdefault(rule.scope, []).append(rule)
     tallies = {rule.id: _Tally() for scoped in by_scope.values() for rule in scoped}
     for scope, scoped_rules in by_scope.items():
-        cluster = facts.cluster if scope == "cluster" else _cluster_view(scoped_rules, facts.cluster)
+        texts = _cel_texts(scoped_rules)
+        cluster = facts.cluster if scope == "cluster" else _view(facts.cluster, _fields_read("cluster", texts))
+        fields = None if scope == "cluster" else _fields_read(scope, texts)
         for subject in facts.scopes.get(scope, []):
-            env = cel.Context({scope: subject, "cluster": cluster, "settings": settings})
+            started = time.perf_counter()
+            env = cel.Context({scope: _view(subject, fields), "cluster": cluster, "settings": settings})
+            if stopwatch is not None:
+                stopwatch.add(stopwatch.rules, f"({scope} facts to CEL)", time.perf_counter() - started)
             for rule in scoped_rules:
-                tally = tallies[rule.id]
-                try:
-                    hit = rule.program.execute(env)
-                except (TypeError, KeyError, ValueError, RuntimeError) as e:
-                    if _reads_unknown(e):
-                        tally.unknown += 1
-                    else:
-                        tally.error = f"{type(e).__name__}: {e}"
-                    continue
-                if hit is True:
-                    tally.fired += 1
-                    findings.append(_finding(rule, subject, env))
+                started = time.perf_counter()
+                _run(rule, subject, env, tallies[rule.id], findings)
+                if stopwatch is not None:
+                    stopwatch.add(stopwatch.rules, rule.id, time.perf_counter() - started)
     for scope, scoped_rules in by_scope.items():
         count = len(facts.scopes.get(scope, []))
         for rule in scoped_rules:
@@ -249,14 +247,40 @@ def evaluate(rules: list[Rule], facts: Facts, settings: dict[str, Any]) -> Evalu
     return Evaluation(findings, outcomes)
 
 
-def _cluster_view(rules: list[Rule], cluster: dict[str, Any]) -> dict[str, Any]:
-    """The cluster facts these rules read (conditions, links and the holes of their texts)."""
-    texts = [text for rule in rules for text in (
-        rule.when, rule.links, *(hole for t in [*rule.evidence, rule.remediation] for hole in _HOLE.findall(t)))]  # fmt: skip
-    if any(_CLUSTER_WHOLE.search(text) for text in texts):
-        return cluster
-    read = {name for text in texts for name in _CLUSTER_FIELD.findall(text)}
-    return {name: value for name, value in cluster.items() if name in read}
+def _run(rule: Rule, subject: dict, env: cel.Context, tally: _Tally, findings: list[Finding]) -> None:
+    """One rule on one subject: a finding when it fires, counted as unknown when it reads null."""
+    try:
+        hit = rule.program.execute(env)
+    except (TypeError, KeyError, ValueError, RuntimeError) as e:
+        if _reads_unknown(e):
+            tally.unknown += 1
+        else:
+            tally.error = f"{type(e).__name__}: {e}"
+        return
+    if hit is True:
+        tally.fired += 1
+        findings.append(_finding(rule, subject, env))
+
+
+def _cel_texts(rules: list[Rule]) -> list[str]:
+    """The CEL the rules run: conditions, links and the holes of their evidence and remediation."""
+    holes = (hole for rule in rules for text in [*rule.evidence, rule.remediation] for hole in _HOLE.findall(text))
+    texts = [text for rule in rules for text in (rule.when, rule.links)] + list(holes)
+    return [_CEL_STRING.sub("''", text) for text in texts]  # words inside string literals read nothing
+
+
+def _fields_read(variable: str, texts: list[str]) -> set[str] | None:
+    """The top-level fields of `variable` these texts read; None when one uses it whole."""
+    if any(re.search(rf"\b{variable}\b(?!\.\w)", text) for text in texts):
+        return None
+    field_pattern = re.compile(rf"\b{variable}\.(\w+)")
+    return {name for text in texts for name in field_pattern.findall(text)}
+
+
+def _view(facts: dict[str, Any], fields: set[str] | None) -> dict[str, Any]:
+    """Only the facts the rules read go into CEL: converting all of a subject's for every subject
+    (the whole cluster's, above all) made a fleet's analysis grow with subjects x nodes."""
+    return facts if fields is None else {name: value for name, value in facts.items() if name in fields}
 
 
 def _reads_unknown(error: Exception) -> bool:

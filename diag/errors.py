@@ -1,6 +1,14 @@
 """Errors that carry one readable line for the user."""
 
 
+EXIT_CANNOT_ANALYZE = 3  # the exit code of a one-line error, and of an inconclusive verdict
+
+
+class UserError(Exception):
+    """Something the user can fix (a path, a flag, a file they wrote): the CLI prints the message as
+    one line and exits 3, never a traceback."""
+
+
 class ParseError(ValueError):
     """A bundle file is not what its name says. The message is one line: what is wrong, and where.
 

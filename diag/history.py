@@ -63,6 +63,9 @@ class History:
         return f"History: older than {window} at collection ({iso(self.clock.now) if self.clock.now else '?'}), not counted as current faults"
 
 
+_WINDOW_FACT = "history_window_s"  # the one cluster fact that always differs between the two passes
+
+
 def find_history(
     snap: Snapshot,
     clock: Clock,
@@ -77,7 +80,7 @@ def find_history(
     history = History(clock)
     if clock.now is None or clock.window_s is None or all(clock.current(t) for t in _windowed_times(snap)):
         return history  # nothing is old enough to be history: the second pass would find the same
-    unwindowed = keep(evaluate(rules, build_facts(snap, clock.without_window()), settings).findings)
+    unwindowed = keep(evaluate(rules, _changed(facts, build_facts(snap, clock.without_window())), settings).findings)
     fired = {(f.rule, f.subject) for f in current}
     aged = {s["_subject"]: s.get("_aged", []) for subjects in facts.scopes.values() for s in subjects}
     for f in unwindowed:
@@ -91,6 +94,24 @@ def find_history(
             items=[i["what"] for i in items],
         ))
     return history
+
+
+def _changed(windowed: Facts, unwindowed: Facts) -> Facts:
+    """The subjects whose facts the window changed (and the cluster): the others give the findings
+    the report already has, so evaluating them again would only cost time."""
+    cluster_alike = {k: v for k, v in windowed.cluster.items() if k != _WINDOW_FACT} == {
+        k: v for k, v in unwindowed.cluster.items() if k != _WINDOW_FACT
+    }
+    if not cluster_alike:  # rules of any scope may read what changed there
+        return unwindowed
+    scopes: dict[str, list[dict]] = {}
+    for scope, subjects in unwindowed.scopes.items():
+        before = windowed.scopes.get(scope, [])
+        if scope == "cluster" or len(before) != len(subjects):
+            scopes[scope] = subjects
+        else:
+            scopes[scope] = [new for new, old in zip(subjects, before, strict=True) if new != old]
+    return Facts(scopes=scopes, cluster=unwindowed.cluster)
 
 
 def _windowed_times(snap: Snapshot) -> Iterator[str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Callable
 from pathlib import PurePosixPath
 
@@ -15,6 +16,7 @@ from diag.bundle import Bundle
 from diag.errors import ParseError
 from diag.identity import GPU_FILE_SUFFIXES, VLLM_FILE, Ambiguous, PodNames
 from diag.model import (
+    GPU,
     PromResult,
     Scrape,
     SourceStatus,
@@ -23,6 +25,7 @@ from diag.model import (
 )
 from diag.parsers import engine_args, k8s, logs, nvidia_smi, nvml, prom_text, prometheus_api
 from diag.parsers import ray_state, ray_status, vllm
+from diag.stopwatch import Stopwatch, file_kind
 
 # The sources every analysis looks for; absent ones are reported "missing".
 EXPECTED_SOURCES = (
@@ -56,13 +59,15 @@ _LOG_FILE = re.compile(r"^k8s/logs/(?P<stem>.+?)(?P<previous>\.previous)?\.log$"
 
 
 class _Loader:
-    def __init__(self, bundle: Bundle) -> None:
+    def __init__(self, bundle: Bundle, stopwatch: Stopwatch | None = None) -> None:
         self.bundle = bundle
+        self.stopwatch = stopwatch
         self.snap = Snapshot(manifest=bundle.manifest())
         self.endpoints: dict[tuple[str, str], tuple[list[str], list[str]]] = {}
         self.log_files: list[tuple[str, str, bool]] = []  # (stem, text, previous)
         self.scrapes: dict[str, dict[int, str]] = {}  # server -> n -> file
         self.servers: dict[str, VllmServer] = {}
+        self.gpus_by_key: dict[tuple[str, int], GPU] = {}  # snap.gpus by (host, index)
 
     def ok(self, name: str, detail: str = "") -> None:
         self.snap.sources[name] = SourceStatus("ok", detail)
@@ -72,6 +77,7 @@ class _Loader:
 
     def run(self, name: str, action: Callable[[], object]) -> None:
         """Run one parse step; a bad file becomes a failed source, never an exception."""
+        started = time.perf_counter()
         try:
             action()
         except ParseError as e:
@@ -81,6 +87,9 @@ class _Loader:
             self.failed(name, f"unexpected content ({type(e).__name__}: {e})")
         else:
             self.ok(name)
+        finally:
+            if self.stopwatch is not None:
+                self.stopwatch.add(self.stopwatch.parsers, file_kind(name), time.perf_counter() - started)
 
     def k8s_list(self, rel: str, text: str, use: Callable[[str], object]) -> None:
         """A `kubectl get -o json` list; one cut off part-way still gives its complete items, and the
@@ -162,7 +171,7 @@ class _Loader:
         for suffix, parse in zip(GPU_FILE_SUFFIXES, parsers, strict=True):
             if name.endswith(suffix):
                 host = name.removesuffix(suffix)
-                self.run(rel, lambda: _merge_gpus(self.snap, parse(text, host)))
+                self.run(rel, lambda: _merge_gpus(self.snap, parse(text, host), self.gpus_by_key))
                 return
         self.snap.sources[rel] = SourceStatus("skipped", f"{rel}: unknown GPU file")
 
@@ -303,9 +312,9 @@ def _set_ray_version(snap: Snapshot, text: str) -> None:
     snap.ray_head_version = data["ray_version"]
 
 
-def _merge_gpus(snap: Snapshot, gpus: list) -> None:
-    """<host>.nvml.json, .xml and .csv of one host describe the same GPUs; the first read wins per field."""
-    by_key = {(g.host, g.index): g for g in snap.gpus}
+def _merge_gpus(snap: Snapshot, gpus: list, by_key: dict[tuple[str, int], GPU]) -> None:
+    """<host>.nvml.json, .xml and .csv of one host describe the same GPUs; the first read wins per field.
+    `by_key`: the GPUs of snap.gpus by (host, index), kept up to date here."""
     for gpu in gpus:
         known = by_key.get((gpu.host, gpu.index))
         if known is None:
@@ -328,5 +337,5 @@ def _set_engine_args(server: VllmServer, rel: str, argv: list[str]) -> None:
     server.engine_args = parsed
 
 
-def load_bundle(bundle: Bundle) -> Snapshot:
-    return _Loader(bundle).load()
+def load_bundle(bundle: Bundle, stopwatch: Stopwatch | None = None) -> Snapshot:
+    return _Loader(bundle, stopwatch).load()

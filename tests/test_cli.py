@@ -263,3 +263,23 @@ def test_an_archive_that_is_not_a_bundle_is_never_healthy(tmp_path: Path) -> Non
     result = llmdiag("analyze", str(archive))
     assert result.returncode == 3
     assert "healthy" not in result.stdout.lower() and "inconclusive" in result.stdout
+
+
+def test_help_and_version_paths_load_nothing_heavy() -> None:
+    """`llmdiag --help` starts in a fraction of a second: the analysis (CEL, YAML, rules) and the
+    collectors' clients load when a command runs."""
+    probe = (
+        "import sys\n"
+        "sys.argv = ['llmdiag', '--help']\n"
+        "from diag import cli\n"
+        "try:\n"
+        "    cli.main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(' '.join(sorted(sys.modules)), file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    loaded = set(done.stderr.split())
+    assert "analyze" in done.stdout  # the help was printed
+    heavy = {"cel", "yaml", "kubernetes", "ray", "pynvml", "prometheus_api_client", "requests", "diag.engine", "diag.collect"}
+    assert sorted(loaded & heavy) == []

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from diag.facts import k8s_containers as containers
 from diag.facts import k8s_placement as placement
@@ -27,6 +27,7 @@ from diag.parsers.quantity import gpu_count, mig_counts
 from diag.parsers.scheduler import parse_fit_error
 from diag.parsers.vllm_metrics import summarize
 
+T = TypeVar("T")
 TERMINAL_PHASES = ("Succeeded", "Failed")
 # Reasons the kubelet gives a pod it refuses at admission (pod phase Failed, "Pod was rejected: ...").
 ADMISSION_REASONS = ("TopologyAffinityError", "UnexpectedAdmissionError")
@@ -79,8 +80,8 @@ class _Index:
     allocated: dict[str, int] = field(default_factory=dict)  # node -> GPUs held by its live pods
     servers: dict[str, VllmServer] = field(default_factory=dict)
     by_node: dict[str, list[Pod]] = field(default_factory=dict)
-    by_namespace: dict[str, list[Pod]] = field(default_factory=dict)
-    workloads_by_namespace: dict[str, list[Workload]] = field(default_factory=dict)
+    pods_by_label: dict[tuple[str, str, str], list[Pod]] = field(default_factory=dict)  # (namespace, key, value)
+    workloads_by_label: dict[tuple[str, str, str], list[Workload]] = field(default_factory=dict)  # by template labels
     mig_offered: list[str] = field(default_factory=list)  # nvidia.com/mig-* advertised anywhere
     whole_gpus_offered: bool = False  # some node advertises nvidia.com/gpu
 
@@ -88,12 +89,14 @@ class _Index:
     def of(cls, snap: Snapshot, clock: Clock) -> _Index:
         allocated: dict[str, int] = {}
         by_node: dict[str, list[Pod]] = {}
-        by_namespace: dict[str, list[Pod]] = {}
-        workloads_by_namespace: dict[str, list[Workload]] = {}
+        pods_by_label: dict[tuple[str, str, str], list[Pod]] = {}
+        workloads_by_label: dict[tuple[str, str, str], list[Workload]] = {}
         for workload in snap.workloads:
-            workloads_by_namespace.setdefault(workload.namespace, []).append(workload)
+            for key, value in workload.template_labels.items():
+                workloads_by_label.setdefault((workload.namespace, key, value), []).append(workload)
         for pod in snap.pods:
-            by_namespace.setdefault(pod.namespace, []).append(pod)
+            for key, value in pod.labels.items():
+                pods_by_label.setdefault((pod.namespace, key, value), []).append(pod)
             if pod.node_name:
                 by_node.setdefault(pod.node_name, []).append(pod)
                 if pod.phase not in TERMINAL_PHASES:
@@ -106,8 +109,8 @@ class _Index:
             allocated=allocated,
             servers={s.name: s for s in snap.vllm_servers},
             by_node=by_node,
-            by_namespace=by_namespace,
-            workloads_by_namespace=workloads_by_namespace,
+            pods_by_label=pods_by_label,
+            workloads_by_label=workloads_by_label,
             mig_offered=sorted({r for n in snap.nodes for r in placement.mig_offered(n)}),
             whole_gpus_offered=any(placement.gpu_allocatable(n) for n in snap.nodes),
         )
@@ -421,8 +424,8 @@ def _node(node: Node, index: _Index) -> dict:
 
 
 def _service(svc: Service, index: _Index) -> dict:
-    selected = [p for p in index.by_namespace.get(svc.namespace, []) if _selects(svc, p.labels)]
-    workloads = [w for w in index.workloads_by_namespace.get(svc.namespace, []) if _selects(svc, w.template_labels)]
+    selected = [p for p in _candidates(svc, index.pods_by_label) if _selects(svc, p.labels)]
+    workloads = [w for w in _candidates(svc, index.workloads_by_label) if _selects(svc, w.template_labels)]
     return plain(svc) | {
         "selected_pods": [p.key for p in selected],
         "selected_pod_states": [_pod_state(p) for p in selected],
@@ -481,6 +484,12 @@ def _quota_refusals(workload: Workload, quota_events: dict[tuple[str, str, str],
     events = quota_events.get((workload.namespace, workload.kind, workload.name), [])
     found += [e.message for e in sorted(events, key=lambda e: e.last_seen or "", reverse=True)]
     return found
+
+
+def _candidates(svc: Service, by_label: dict[tuple[str, str, str], list[T]]) -> list[T]:
+    """What carries the rarest of the Service's selector labels, in listing order (none without a selector)."""
+    lists = [by_label.get((svc.namespace, key, value), []) for key, value in svc.selector.items()]
+    return min(lists, key=len, default=[])
 
 
 def _selects(svc: Service, labels: dict[str, str]) -> bool:

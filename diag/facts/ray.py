@@ -217,10 +217,13 @@ def scopes(snap: Snapshot, clock: Clock) -> dict[str, list[dict]]:
     # An unplaced actor or group waits on every node and on the Kubernetes pods that should bring more.
     waiting_on = [f"ray_node:{n.node_id}" for n in nodes] + [g.link for g in ray_pods.ray_pod_groups(snap)]
     deaths = _Deaths(snap, clock)
+    members: dict[str | None, list[RayActor]] = {}
+    for actor in snap.ray_actors:
+        members.setdefault(actor.placement_group_id, []).append(actor)
     return {
         "ray_node": [_ray_node(n, snap, clock) for n in snap.ray_nodes],
         "actor": [_actor(a, snap, waiting_on, deaths) for a in snap.ray_actors],
-        "placement_group": [_placement_group(pg, nodes, snap, waiting_on) for pg in snap.placement_groups],
+        "placement_group": [_placement_group(pg, nodes, members, waiting_on) for pg in snap.placement_groups],
     }
 
 
@@ -278,6 +281,11 @@ class _Deaths:
     def __init__(self, snap: Snapshot, clock: Clock) -> None:
         self.clock = clock
         self.node_ends = {n.node_id: n.end_time for n in snap.ray_nodes if n.state == "DEAD"}
+        # today's failed deaths by (class, cause), in the order Ray listed them
+        self.failures: dict[tuple[str, str | None], list[RayActor]] = {}
+        for actor in snap.ray_actors:
+            if self.current_failure(actor):
+                self.failures.setdefault((actor.class_name, actor.death_cause), []).append(actor)
 
     def time(self, actor: RayActor) -> str | None:
         """The actor's end time; else its dead node's, which it cannot have outlived (so it is at least as old)."""
@@ -292,10 +300,7 @@ class _Deaths:
 def _actor(actor: RayActor, snap: Snapshot, waiting_on: list[str], deaths: _Deaths) -> dict:
     # Actors of one class that died the same way (Serve replaces a failed replica with a new actor) are
     # one failure: the first of them stands for the rest. Deaths past the history window do not count.
-    same = [
-        a for a in snap.ray_actors
-        if deaths.current_failure(a) and (a.class_name, a.death_cause) == (actor.class_name, actor.death_cause)
-    ]
+    same = deaths.failures.get((actor.class_name, actor.death_cause), [])
     pending = actor.state in PENDING_ACTOR_STATES
     died_at = deaths.time(actor)
     return plain(actor) | {
@@ -312,8 +317,8 @@ def _actor(actor: RayActor, snap: Snapshot, waiting_on: list[str], deaths: _Deat
     }
 
 
-def _placement_group(pg: PlacementGroup, nodes: list[RayNode], snap: Snapshot, waiting_on: list[str]) -> dict:
-    members = [a for a in snap.ray_actors if a.placement_group_id == pg.placement_group_id]
+def _placement_group(pg: PlacementGroup, nodes: list[RayNode], actors_by_group: dict[str | None, list[RayActor]], waiting_on: list[str]) -> dict:
+    members = actors_by_group.get(pg.placement_group_id, [])
     pending = pg.state in PENDING_PG_STATES
     return plain(pg) | {
         "display_name": f"placement group {pg.name or '(unnamed)'} ({pg.placement_group_id[:8]})",

@@ -50,14 +50,34 @@ _QUOTED_FLAGS = {
 
 
 def scopes(snap: Snapshot) -> dict[str, list[dict]]:
-    return {"vllm_server": [_server(s, snap) for s in snap.vllm_servers]}
+    index = _Index.of(snap)
+    return {"vllm_server": [_server(s, snap, index) for s in snap.vllm_servers]}
 
 
-def _server(server: VllmServer, snap: Snapshot) -> dict:
+@dataclasses.dataclass(frozen=True)
+class _Index:
+    services: dict[str, Service]  # by namespace/name, the first of each
+    gpu_positions: dict[str, list[int]]  # the places in snap.gpus of the GPUs a server names (UUID, else host/index)
+
+    @classmethod
+    def of(cls, snap: Snapshot) -> _Index:
+        services: dict[str, Service] = {}
+        for svc in snap.services:
+            services.setdefault(f"{svc.namespace}/{svc.name}", svc)
+        positions: dict[str, list[int]] = {}
+        for n, gpu in enumerate(snap.gpus):
+            positions.setdefault(gpu.uuid or f"{gpu.host}/{gpu.index}", []).append(n)
+        return cls(services, positions)
+
+    def gpus_of(self, server: VllmServer, snap: Snapshot) -> list[GPU]:
+        return [snap.gpus[n] for n in sorted({n for key in set(server.gpus) for n in self.gpu_positions.get(key, [])})]
+
+
+def _server(server: VllmServer, snap: Snapshot, index: _Index) -> dict:
     summary = summarize(server.scrapes) if server.scrapes else None
-    service = next((s for s in snap.services if f"{s.namespace}/{s.name}" == server.service), None)
+    service = index.services.get(server.service) if server.service else None
     pod = snap.pod(server.pod) if server.pod else None
-    gpus = [g for g in snap.gpus if (g.uuid or f"{g.host}/{g.index}") in server.gpus]
+    gpus = index.gpus_of(server, snap)
     args = server.engine_args
     signals = scan_log("\n".join(server.log_lines))
     gpus_provided, gpus_provided_by = _gpus_provided(server, pod, snap)

@@ -1,0 +1,49 @@
+"""Where the time of one analysis went (`llmdiag analyze --profile`): its phases, the parsers by kind
+of bundle file, and the rules, so that a slow rule or parser can be found by whoever runs it."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+_STEM = re.compile(r"^(?P<folder>(?:k8s/logs|[^/]+))/(?P<stem>[^.]+)(?P<kind>\..*)$")
+_OWN_NAMES = ("k8s/", "ray/", "manifest.json")  # files whose names are the kind (k8s/pods.json)
+
+
+def file_kind(rel: str) -> str:
+    """A bundle file's kind: vllm/a.metrics.1.txt -> vllm/*.metrics.1.txt, k8s/pods.json as it is."""
+    match = _STEM.match(rel)
+    if match is None or (rel.startswith(_OWN_NAMES) and not rel.startswith("k8s/logs/")):
+        return rel
+    return f"{match['folder']}/*{match['kind']}"
+
+
+@dataclass
+class Stopwatch:
+    phases: dict[str, float] = field(default_factory=dict)
+    parsers: dict[str, float] = field(default_factory=dict)  # file kind -> seconds
+    rules: dict[str, float] = field(default_factory=dict)  # rule id -> seconds over all its subjects
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.phases[name] = self.phases.get(name, 0.0) + time.perf_counter() - started
+
+    def add(self, table: dict[str, float], key: str, seconds: float) -> None:
+        table[key] = table.get(key, 0.0) + seconds
+
+    def lines(self, most: int = 10) -> list[str]:
+        total = sum(self.phases.values()) or 1e-9
+        out = [f"analysis: {total:.3f} s"]
+        out += [f"  {name:<28} {s:8.3f} s {100 * s / total:5.1f} %" for name, s in self.phases.items()]
+        for title, table in (("parsers (by file kind)", self.parsers), ("rules", self.rules)):
+            out.append(f"slowest {title}:")
+            ranked = sorted(table.items(), key=lambda item: item[1], reverse=True)[:most]
+            out += [f"  {key:<28} {s:8.3f} s {100 * s / total:5.1f} %" for key, s in ranked]
+        return out
