@@ -8,10 +8,15 @@ import os
 import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import TypeVar
 
 from diag.errors import UserError
 
-MAX_FILE_BYTES = 64 * 1024 * 1024  # a single raw file larger than this is not read
+T = TypeVar("T")
+
+# A single raw file larger than this is not read (its source is failed, saying so). The events of a
+# 1,000-node cluster (100,000 events) take about 80 MB.
+MAX_FILE_BYTES = 256 * 1024 * 1024
 
 
 class BundleError(UserError):
@@ -24,6 +29,7 @@ class Bundle:
 
     files: dict[str, bytes] = field(default_factory=dict)
     origin: str = "<memory>"
+    refused: dict[str, str] = field(default_factory=dict)  # files not read: path -> why
 
     # ------------------------------------------------------------------ reading
 
@@ -41,24 +47,32 @@ class Bundle:
     @classmethod
     def _from_dir(cls, root: Path) -> "Bundle":
         files: dict[str, bytes] = {}
+        refused: dict[str, str] = {}
         for f in sorted(root.rglob("*")):
-            if f.is_file() and f.stat().st_size <= MAX_FILE_BYTES:
-                files[f.relative_to(root).as_posix()] = f.read_bytes()
-        return cls(files, origin=str(root))
+            if not f.is_file():
+                continue
+            rel, size = f.relative_to(root).as_posix(), f.stat().st_size
+            if size > MAX_FILE_BYTES:
+                refused[rel] = _too_large(size)
+            else:
+                files[rel] = f.read_bytes()
+        return cls(files, origin=str(root), refused=refused)
 
     @classmethod
     def _from_tar(cls, path: Path) -> "Bundle":
         files: dict[str, bytes] = {}
+        refused: dict[str, str] = {}
         try:
             with tarfile.open(path) as tar:
-                members = [m for m in tar.getmembers() if m.isfile() and m.size <= MAX_FILE_BYTES]
-                for m in members:
-                    data = tar.extractfile(m)
-                    if data is not None:
+                for m in (m for m in tar.getmembers() if m.isfile()):
+                    if m.size > MAX_FILE_BYTES:
+                        refused[m.name] = _too_large(m.size)
+                    elif (data := tar.extractfile(m)) is not None:
                         files[m.name] = data.read()
         except (tarfile.TarError, EOFError, OSError) as e:
             raise BundleError(f"{path}: not a readable .tar.gz ({e})") from e
-        return cls(_strip_common_root(files), origin=str(path))
+        root = _common_root([*files, *refused])
+        return cls(_strip(files, root), origin=str(path), refused=_strip(refused, root))
 
     def text(self, rel: str) -> str:
         return self.files[rel].decode("utf-8", errors="replace")
@@ -114,10 +128,18 @@ class Bundle:
         return dest
 
 
-def _strip_common_root(files: dict[str, bytes]) -> dict[str, bytes]:
+def _common_root(names: list[str]) -> str | None:
     """`tar czf case.tar.gz case/` puts everything under `case/`; the layout starts below it."""
-    tops = {n.split("/", 1)[0] for n in files}
+    tops = {n.split("/", 1)[0] for n in names}
     known = {"manifest.json", "k8s", "ray", "gpu", "vllm", "prometheus"}
-    if len(tops) == 1 and not tops & known and all("/" in n for n in files):
-        return {n.split("/", 1)[1]: d for n, d in files.items()}
-    return files
+    if len(tops) == 1 and not tops & known and all("/" in n for n in names):
+        return tops.pop()
+    return None
+
+
+def _strip(entries: dict[str, T], root: str | None) -> dict[str, T]:
+    return {n.split("/", 1)[1]: v for n, v in entries.items()} if root is not None else entries
+
+
+def _too_large(size: int) -> str:
+    return f"{size:,} bytes, over the limit of {MAX_FILE_BYTES:,} for one file: not read"

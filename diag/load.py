@@ -104,6 +104,8 @@ class _Loader:
     # ------------------------------------------------------------------ per folder
 
     def load(self) -> Snapshot:
+        for rel, why in self.bundle.refused.items():
+            self.failed(rel, why)
         for rel in sorted(self.bundle.files):
             if rel == "manifest.json" or PurePosixPath(rel).name.startswith("."):
                 continue
