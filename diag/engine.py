@@ -350,6 +350,6 @@ def _text(value: Any) -> str:
         return f"{value:.3f}".rstrip("0").rstrip(".") if value != int(value) else str(int(value))
     if isinstance(value, list):
         return ", ".join(_text(v) for v in value)
-    if isinstance(value, dict):
-        return ", ".join(f"{k}={_text(v)}" for k, v in value.items())
+    if isinstance(value, dict):  # CEL's maps come back in no set order: sorted, the report is the same each time
+        return ", ".join(f"{k}={_text(v)}" for k, v in sorted(value.items(), key=lambda item: str(item[0])))
     return str(value)

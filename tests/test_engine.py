@@ -92,3 +92,11 @@ def test_explains_must_name_a_known_rule(tmp_path: Path) -> None:
 def test_render_formats_values_and_marks_unknown_holes() -> None:
     env = {"x": {"f": 0.91234, "n": None, "l": ["a", "b"], "i": 3.0}}
     assert render("{{ x.f }} | {{ x.n }} | {{ x.l }} | {{ x.i }} | {{ x.missing }}", env) == "0.912 | ? | a, b | 3 | ?"
+
+
+def test_render_prints_a_map_in_key_order_whatever_order_cel_returns() -> None:
+    """CEL's maps come back in no set order; the same bundle must give the same report each time."""
+    drivers = {f"gpu-node-{c}": f"driver {n}" for n, c in enumerate("dbca")}
+    assert render("{{ cluster.drivers }}", {"cluster": {"drivers": drivers}}) == (
+        "gpu-node-a=driver 3, gpu-node-b=driver 2, gpu-node-c=driver 1, gpu-node-d=driver 0"
+    )
