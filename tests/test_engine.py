@@ -98,5 +98,5 @@ def test_render_prints_a_map_in_key_order_whatever_order_cel_returns() -> None:
     """CEL's maps come back in no set order; the same bundle must give the same report each time."""
     drivers = {f"gpu-node-{c}": f"driver {n}" for n, c in enumerate("dbca")}
     assert render("{{ cluster.drivers }}", {"cluster": {"drivers": drivers}}) == (
-        "gpu-node-a=driver 3, gpu-node-b=driver 2, gpu-node-c=driver 1, gpu-node-d=driver 0"
+        "gpu-node-a=driver 3, gpu-node-b=driver 1, gpu-node-c=driver 2, gpu-node-d=driver 0"
     )
