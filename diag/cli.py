@@ -27,6 +27,23 @@ app = typer.Typer(
     help="Name the layer at fault when LLM inference on Kubernetes + Ray + vLLM + NVIDIA GPUs misbehaves.\n\n"
     "Exit codes: 0 healthy, 1 warnings only, 2 critical finding, 3 could not analyze.",
 )
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        from diag import __version__
+
+        stdout.print(f"llmdiag {__version__}", markup=False, highlight=False)
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
+) -> None:
+    """Name the layer at fault when LLM inference on Kubernetes + Ray + vLLM + NVIDIA GPUs misbehaves."""
+
+
 rules_app = typer.Typer(no_args_is_help=True, help="The rule catalogue.")
 app.add_typer(rules_app, name="rules")
 
