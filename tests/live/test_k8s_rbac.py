@@ -111,7 +111,7 @@ def test_the_role_cannot_write(rbac: ControlPlane, tmp_path: Path, verb: str, re
 def test_the_deploy_manifests_pass_server_validation(control_plane: ControlPlane) -> None:
     docs = deploy_docs()
     kinds = {d["kind"] for d in docs}
-    assert {"ClusterRole", "ClusterRoleBinding", "ServiceAccount", "Job"} <= kinds
+    assert {"ClusterRole", "ClusterRoleBinding", "ServiceAccount", "Job", "CronJob"} <= kinds
     # the namespace must exist for the server to validate what goes in it
     apply(control_plane, [d for d in docs if d["kind"] == "Namespace"])
     result = apply(control_plane, docs, "--dry-run=server")
