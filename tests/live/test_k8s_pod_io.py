@@ -20,8 +20,8 @@ import pytest
 
 from k8s_cluster import H200_CAPTURE, ControlPlane, cri_log_copy, wait_for
 from k8s_scenarios import H200, apply, assert_only_test_addresses, get, gpu_node, namespace, service, vllm_deployment
-from live_services import RayHead, ServiceUnavailable
-from vllm_server import DEFAULT_MODEL, SCENARIOS, SERVED_MODEL_NAME, RunningServer, require_vllm, start_server
+from live_services import RayHead
+from vllm_server import DEFAULT_MODEL, SCENARIOS, SERVED_MODEL_NAME, RunningServer, start_server
 
 pytestmark = pytest.mark.live
 
@@ -137,11 +137,9 @@ class PodIOScene:
 
 
 @pytest.fixture(scope="module")
-def scene(control_plane: ControlPlane, ray_head: RayHead, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PodIOScene]:
-    try:
-        require_vllm()
-    except ServiceUnavailable as e:
-        pytest.skip(str(e))
+def scene(
+    vllm_cpu: None, control_plane: ControlPlane, ray_head: RayHead, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[PodIOScene]:
     io = control_plane.pod_io
     ns = io.namespace
     apply(control_plane, kuberay_crd("RayCluster", "rayclusters"), kuberay_crd("RayService", "rayservices"))

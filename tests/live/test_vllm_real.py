@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 import socket
 import subprocess
@@ -21,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from live_services import LOOPBACK, ServiceUnavailable
-from vllm_server import SCENARIOS, LoadGenerator, LoadResult, LoadShape, require_vllm, start_server
+from live_services import LOOPBACK
+from vllm_server import SCENARIOS, LoadGenerator, LoadResult, LoadShape, start_server
 
 pytestmark = pytest.mark.live
 
@@ -98,14 +97,8 @@ def triage_under_load(scenario_name: str, work: Path) -> Triage:
 
 
 @pytest.fixture(scope="module")
-def triaged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], Triage]]:
+def triaged(vllm_cpu: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], Triage]]:
     """`triaged(scenario)`: the scenario's triage, run once per module whichever test asks first."""
-    try:
-        require_vllm()
-    except ServiceUnavailable as e:
-        if os.environ.get("LLMDIAG_REQUIRE_LIVE") == "1":
-            pytest.fail(f"{e} (LLMDIAG_REQUIRE_LIVE=1)", pytrace=False)
-        pytest.skip(str(e))
     done: dict[str, Triage] = {}
 
     def run(name: str) -> Triage:
