@@ -7,6 +7,7 @@ why no answer came back ("timeout", "connection refused", or something else).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
@@ -27,15 +28,17 @@ class Unreachable(Exception):
         self.reason = reason
 
 
-def direct_get(base_url: str) -> HttpGet:
-    """GET <base_url><path> with plain requests (a server outside Kubernetes, or port-forwarded)."""
+def direct_get(base_url: str, headers: Mapping[str, str] | None = None, ca_file: str | None = None) -> HttpGet:
+    """GET <base_url><path> with plain requests (a server outside Kubernetes, or port-forwarded);
+    `headers` go with every request, `ca_file` verifies its TLS."""
     base = normalize_base_url(base_url)
+    options = {"headers": dict(headers or {}), "verify": ca_file or True}
 
     def get(path: str, timeout: float) -> tuple[int, bytes]:
         import requests
 
         try:
-            response = requests.get(base + path, timeout=timeout)
+            response = requests.get(base + path, timeout=timeout, **options)
         except requests.Timeout as e:
             raise Unreachable(TIMEOUT) from e
         except requests.ConnectionError as e:
@@ -52,9 +55,11 @@ def pod_proxy_get(kube: "KubeAccess", namespace: str, pod: str, port: int | str)
     return _proxied(lambda path, timeout: kube.pod_proxy_get(namespace, pod, port, path, timeout))
 
 
-def service_proxy_get(kube: "KubeAccess", namespace: str, service: str, port: int | str) -> HttpGet:
+def service_proxy_get(
+    kube: "KubeAccess", namespace: str, service: str, port: int | str, headers: Mapping[str, str] | None = None
+) -> HttpGet:
     """GET through the API server's service proxy (port: number or port name)."""
-    return _proxied(lambda path, timeout: kube.service_proxy_get(namespace, service, port, path, timeout))
+    return _proxied(lambda path, timeout: kube.service_proxy_get(namespace, service, port, path, timeout, headers))
 
 
 def _proxied(call: HttpGet) -> HttpGet:

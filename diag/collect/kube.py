@@ -17,6 +17,7 @@ import ast
 import json
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlsplit
@@ -225,13 +226,22 @@ class KubeAccess:
         return self._proxy_get(f"/api/v1/namespaces/{_seg(namespace)}/pods/{_seg(pod)}:{_seg(str(port))}", path, timeout)
 
     def service_proxy_get(
-        self, namespace: str, service: str, port: int | str, path: str, timeout: float
+        self,
+        namespace: str,
+        service: str,
+        port: int | str,
+        path: str,
+        timeout: float,
+        headers: Mapping[str, str] | None = None,
     ) -> tuple[int, bytes]:
-        """GET through the API server's service proxy (port: number or port name): (HTTP status, body)."""
+        """GET through the API server's service proxy (port: number or port name): (HTTP status, body).
+        `headers` travel on to the service (the API server keeps all but Authorization for itself)."""
         base = f"/api/v1/namespaces/{_seg(namespace)}/services/{_seg(service)}:{_seg(str(port))}"
-        return self._proxy_get(base, path, timeout)
+        return self._proxy_get(base, path, timeout, headers)
 
-    def _proxy_get(self, base: str, path: str, timeout: float) -> tuple[int, bytes]:
+    def _proxy_get(
+        self, base: str, path: str, timeout: float, headers: Mapping[str, str] | None = None
+    ) -> tuple[int, bytes]:
         # The generated connect_get_*_proxy_with_path methods percent-encode "/" and "?" inside the
         # path; the URL is built here instead so that "api/v0/nodes?detail=1" reaches the pod as is.
         parts = urlsplit(path)
@@ -241,7 +251,7 @@ class KubeAccess:
             "GET",
             resource_path,
             query_params=query or None,
-            header_params={"Accept": "*/*"},
+            header_params={**(headers or {}), "Accept": "*/*"},
             auth_settings=["BearerToken"],
         )
         what = f"GET {resource_path}"

@@ -1,7 +1,9 @@
 """Live collection: run the collectors into one redacted Bundle, then the analyzer reads it as any other.
 
-Phase 1 reads the Kubernetes objects (the others need the pod list); phase 2 runs logs, vLLM, Ray,
-GPU exec and Prometheus in parallel. Each collector has a timeout of its own and the run has one in
+Phase 1 reads the Kubernetes objects (the others need the pod list); phase 2 runs logs, vLLM, Ray
+and GPU exec in parallel. Collectors of phase 0 (Prometheus, which needs no pod list) start at once
+and are waited for with the last phase, so that neither a slow API server nor a slow Prometheus
+holds the other back. Each collector has a timeout of its own and the run has one in
 all; a collector that raises or runs out of time is one "failed" line, never a crash. On Ctrl-C the
 run stops waiting, keeps what came back and marks the rest "failed: interrupted". Progress goes to
 stderr.
@@ -51,7 +53,7 @@ class CollectContext:
 class Collector:
     name: str  # shown in the progress display; the SourceResult name when the collector itself fails
     run: Callable[[CollectContext], list[SourceResult]]
-    phase: int = 2  # 1: Kubernetes objects, before everything else
+    phase: int = 2  # 1: Kubernetes objects, before everything else; 0: from the start to the end
     timeout_s: float | None = None  # None: the target's per-source timeout
 
 
@@ -89,14 +91,18 @@ def collect(
     ctx = CollectContext(target, sink, kube)
     view = _ProgressView(progress)
     pool = ThreadPoolExecutor(max_workers=MAX_PARALLEL_COLLECTORS, thread_name_prefix=THREAD_PREFIX)
-    phases = [[c for c in collectors if c.phase == 1], [c for c in collectors if c.phase != 1]]
+    early = [c for c in collectors if c.phase == 0]
+    phases = [[c for c in collectors if c.phase == 1], [c for c in collectors if c.phase > 1]]
     try:
         with view:
+            running = _start(pool, early, ctx, deadline, view)
             for i, phase in enumerate(phases):
-                got, interrupted = _run_phase(pool, phase, ctx, deadline, view)
+                last = i == len(phases) - 1
+                got, interrupted = _run_phase(pool, phase, ctx, deadline, view, running if last else {})
                 results += got
                 if interrupted:
-                    results += [SourceResult(c.name, "failed", INTERRUPTED) for later in phases[i + 1 :] for c in later]
+                    left = [c for later in phases[i + 1 :] for c in later] + ([] if last else early)
+                    results += [SourceResult(c.name, "failed", INTERRUPTED) for c in left]
                     break
     finally:
         sink.close()
@@ -111,6 +117,7 @@ def collect(
         namespace=_namespace(kube, target),
         scrape_times=dict(sink.scrape_times),
         redactions=dict(redactor.applied),
+        prometheus=sink.prometheus,
     )
     write_manifest(sink.bundle, record)
     return sink.bundle, results
@@ -140,23 +147,41 @@ def _namespace(kube: KubeAccess | None, target: Target) -> str | None:
     return target_namespace(kube, target) if kube else None
 
 
-def _run_phase(
+_Running = dict[Future[list[SourceResult]], tuple[Collector, float, float]]  # -> (collector, started, limit)
+
+
+def _start(
     pool: ThreadPoolExecutor, collectors: list[Collector], ctx: CollectContext, deadline: float, view: _ProgressView
-) -> tuple[list[SourceResult], bool]:
-    """Run one phase's collectors at once; wait for each until its own timeout or the run's ends.
-    Returns what came back, and whether Ctrl-C stopped the waiting (the rest is then "interrupted")."""
+) -> _Running:
     start = time.monotonic()
-    waiting: dict[Future[list[SourceResult]], tuple[Collector, float]] = {}
+    running: _Running = {}
+    for c in collectors:
+        limit = min(deadline, start + (c.timeout_s or ctx.target.source_timeout_s))
+        running[pool.submit(_guarded, c, ctx)] = (c, start, limit)
+        view.started(c.name)
+    return running
+
+
+def _run_phase(
+    pool: ThreadPoolExecutor,
+    collectors: list[Collector],
+    ctx: CollectContext,
+    deadline: float,
+    view: _ProgressView,
+    already: _Running,
+) -> tuple[list[SourceResult], bool]:
+    """Run one phase's collectors at once, and wait for them and those `already` running, each until
+    its own timeout or the run's. Returns what came back, and whether Ctrl-C stopped the waiting (the
+    rest is then "interrupted")."""
+    waiting: _Running = dict(already)
+    collectors = [c for c, _, _ in already.values()] + collectors
     reported: list[Collector] = []
     results: list[SourceResult] = []
     try:
-        for c in collectors:
-            limit = min(deadline, start + (c.timeout_s or ctx.target.source_timeout_s))
-            waiting[pool.submit(_guarded, c, ctx)] = (c, limit)
-            view.started(c.name)
+        waiting.update(_start(pool, collectors[len(already) :], ctx, deadline, view))
         while waiting:
             now = time.monotonic()
-            for future, (c, limit) in list(waiting.items()):
+            for future, (c, start, limit) in list(waiting.items()):
                 if future.done() or limit <= now:
                     del waiting[future]
                     got = future.result() if future.done() else [SourceResult(c.name, "failed", f"timed out after {limit - start:.1f}s")]
@@ -165,7 +190,7 @@ def _run_phase(
                     reported.append(c)
                     view.finished(c.name, got)
             if waiting:
-                next_limit = min(limit for _, limit in waiting.values())
+                next_limit = min(limit for _, _, limit in waiting.values())
                 # short waits: a Ctrl-C that lands just before the main thread blocks is seen soon
                 wait(waiting, timeout=min(WAIT_SLICE_S, max(0.0, next_limit - now)), return_when=FIRST_COMPLETED)
     except KeyboardInterrupt:
@@ -244,7 +269,7 @@ class _ProgressView:
 
 
 def default_collectors(target: Target) -> list[Collector]:
-    """Every source the target reaches: Kubernetes first, then logs, GPUs, vLLM, Ray, Prometheus."""
+    """Every source the target reaches: Kubernetes (and Prometheus) first, then logs, GPUs, vLLM, Ray."""
     per_source = target.source_timeout_s
     vllm_time = per_source * 3 + target.scrape_interval_s * max(0, target.scrapes - 1)
     collectors = [
@@ -256,8 +281,8 @@ def default_collectors(target: Target) -> list[Collector]:
     ]
     if target.local_gpu is not False:
         collectors.append(Collector("gpu (this host)", _local_gpu, timeout_s=per_source * 4))
-    if target.prometheus_url:
-        collectors.append(Collector("prometheus", _prometheus, timeout_s=per_source * 2))
+    if target.prometheus_url or target.prometheus_service:
+        collectors.append(Collector("prometheus", _prometheus, phase=0, timeout_s=per_source * 2))
     return collectors
 
 
@@ -338,6 +363,6 @@ def _local_gpu(ctx: CollectContext) -> list[SourceResult]:
 
 
 def _prometheus(ctx: CollectContext) -> list[SourceResult]:
-    from diag.collect.prometheus import collect_prometheus
+    from diag.collect.prometheus import collect_target
 
-    return collect_prometheus(ctx.target.prometheus_url or "", ctx.sink, ctx.target.source_timeout_s)
+    return collect_target(ctx.target, ctx.kube, ctx.sink)
