@@ -315,8 +315,11 @@ def test_prometheus_flag_mistakes_are_one_line_before_anything_is_collected(
     assert not out.exists()
 
 
-def test_collect_help_lists_the_prometheus_flags() -> None:
-    shown = llmdiag("collect", "--help").stdout
+@pytest.mark.parametrize("command", ["collect", "triage"])
+def test_help_lists_the_prometheus_flags(tmp_path: Path, command: str) -> None:
+    shown = subprocess.run(
+        [sys.executable, "-m", "diag.cli", command, "--help"], capture_output=True, text=True, timeout=120, env=_no_cluster_env(tmp_path)
+    ).stdout
     for flag in ("--prometheus-url", "--prometheus-service", "--prometheus-selector", "--prometheus-token", "--prometheus-user",
                  "--prometheus-password", "--prometheus-ca-file", "--prometheus-header", "--since"):  # fmt: skip
         assert flag in shown
