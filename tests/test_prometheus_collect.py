@@ -108,3 +108,26 @@ def test_prometheus_starts_with_the_kubernetes_listing_not_after_it() -> None:
     _, results = collect(Target(kubeconfig="/nonexistent", local_gpu=False), collectors)
     assert asked_while_listing == [True]
     assert {r.name for r in results} >= {"k8s/pods.json", "k8s/logs", "prometheus/x.json"}
+
+
+def test_ctrl_c_during_the_listing_marks_a_still_running_prometheus_interrupted() -> None:
+    import signal
+
+    from diag.collect.runner import INTERRUPTED
+
+    def listing_then_ctrl_c(ctx: CollectContext) -> list[SourceResult]:
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+        time.sleep(3)
+        return []
+
+    collectors = [
+        Collector("kubernetes objects", listing_then_ctrl_c, phase=1),
+        Collector("vllm", lambda ctx: []),
+        Collector("prometheus", lambda ctx: time.sleep(3) or [], phase=0),
+    ]
+    started = time.monotonic()
+    bundle, results = collect(Target(kubeconfig="/nonexistent", local_gpu=False), collectors)
+    assert time.monotonic() - started < 2.5
+    interrupted = {r.name for r in results if r.detail == INTERRUPTED}
+    assert interrupted == {"kubernetes objects", "vllm", "prometheus"}
+    assert json.loads(bundle.files["manifest.json"])["sources"]["prometheus"]["detail"] == INTERRUPTED
