@@ -4,7 +4,9 @@ A vLLM series joins the server of its pod (the `namespace` and `pod` labels Prom
 discovery adds), else the server scraped at its `instance`; a dcgm-exporter series joins the GPU of
 its `UUID`, else `Hostname` and `gpu` index. A series that joins nothing names a server or GPU the
 bundle has no other data on: it becomes one, known from Prometheus alone, so that an incident whose pod
-is gone is still seen. Runs before diag.join, which then links these servers and GPUs like any other.
+is gone is still seen, unless its namespace is outside those the bundle was collected for (manifest.json
+kubernetes.namespaces): a shared Prometheus answers for other tenants too. Runs before diag.join,
+which then links these servers and GPUs like any other.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ def attach_history(snap: Snapshot) -> None:
     results = [r for r in snap.prometheus if r.name in BY_STEM and r.result_type == "matrix"]
     if not results:
         return
-    servers = _Servers(snap)
+    servers = _Servers(snap, _triaged_namespaces(snap.manifest))
     gpus = _Gpus(snap)
     server_series: dict[int, _SeriesOf] = defaultdict(lambda: defaultdict(list))
     gpu_series: dict[int, _SeriesOf] = defaultdict(lambda: defaultdict(list))
@@ -52,6 +54,15 @@ def history_window(snap: Snapshot) -> PromWindow | None:
     return PromWindow(min(w.start for w in windows), max(w.end for w in windows), min(w.step for w in windows))
 
 
+def _triaged_namespaces(manifest: object) -> set[str] | None:
+    """The namespaces the bundle was collected for; None when every one (or the manifest does not say)."""
+    kubernetes = manifest.get("kubernetes") if isinstance(manifest, dict) else None
+    namespaces = kubernetes.get("namespaces") if isinstance(kubernetes, dict) else None
+    if not isinstance(namespaces, list) or not namespaces or "*" in namespaces:
+        return None
+    return {n for n in namespaces if isinstance(n, str)}
+
+
 def _key(query: RangeQuery, series: PromSeries) -> str:
     return f"{query.stem}/{series.metric.get(query.by, '')}" if query.by else query.stem
 
@@ -75,14 +86,17 @@ def _combine(series: list[PromSeries], how: str) -> list[tuple[float, float]]:
 class _Servers:
     """vLLM servers by the names a series can give: <namespace>.<pod>, <pod>, instance (host:port)."""
 
-    def __init__(self, snap: Snapshot) -> None:
+    def __init__(self, snap: Snapshot, namespaces: set[str] | None) -> None:
         self.snap = snap
+        self.namespaces = namespaces
         self.by_name = {s.name: s for s in snap.vllm_servers}
         self.by_pod = {s.pod: s for s in snap.vllm_servers if s.pod}
         self.by_url = {s.url.split("://", 1)[-1].rstrip("/"): s for s in snap.vllm_servers if s.url}
 
     def of(self, labels: dict[str, str]) -> VllmServer | None:
         namespace, pod, instance = labels.get("namespace"), labels.get("pod"), labels.get("instance")
+        if namespace and self.namespaces is not None and namespace not in self.namespaces:
+            return None  # another tenant of a shared Prometheus
         if namespace and pod:
             found = self.by_pod.get(f"{namespace}/{pod}") or self.by_name.get(f"{namespace}.{pod}")
             if found is None and (bare := self.by_name.get(pod)) is not None and bare.namespace in (None, namespace):

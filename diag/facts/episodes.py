@@ -71,6 +71,17 @@ class Timeline:
                 by_time.setdefault(t, {})[name] = value
         return cls(sorted(by_time.items()), step, window_end)
 
+    def with_rising(self, name: str, lookback_s: float) -> Timeline:
+        """A copy with `<name>_rising`: the value is the highest of the last `lookback_s` and above their
+        lowest, so a queue that climbs holds it and one that merely stays long or swings does not."""
+        rows: list[tuple[float, Values]] = []
+        for i, (t, values) in enumerate(self.rows):
+            before = [v[name] for u, v in self.rows[:i] if name in v and t - lookback_s <= u < t]
+            if name in values and before:
+                values = values | {f"{name}_rising": float(values[name] >= max(before) and values[name] > min(before))}
+            rows.append((t, values))
+        return Timeline(rows, self.step, self.window_end)
+
     def has(self, name: str) -> bool:
         return any(name in values for _, values in self.rows)
 

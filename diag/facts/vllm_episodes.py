@@ -179,12 +179,14 @@ class _History:
         if not (self.t.has("waiting") and self.t.has("generation_per_s")):
             return None
         queue_min = self.settings["queue_waiting_min"]
-        spans = self.t.spans(lambda v: _all_known(_at_least(v.get("waiting"), queue_min), _above(v.get("generation_per_s"), 0.0)),
-                             self.min_minutes)  # fmt: skip
-        grew = [span for span in spans if span.values("waiting")[-1] - span.values("waiting")[0] >= queue_min]
-        if not grew:
+        timeline = self.t.with_rising("waiting", self.min_minutes * 60)
+        spans = timeline.spans(
+            lambda v: _all_known(_at_least(v.get("waiting"), queue_min), None if "waiting_rising" not in v else v["waiting_rising"] > 0,
+                                 _above(v.get("generation_per_s"), 0.0)),
+            self.min_minutes)  # fmt: skip
+        if not spans:
             return {"found": False}
-        span = grew[-1]
+        span = spans[-1]
         waiting = span.values("waiting")
         kv = span.values("kv")
         return self._facts(span) | {
