@@ -70,7 +70,7 @@ def analyze_bundle(
         snap = join(loaded)
     with watch.phase("facts"):
         clock = Clock.of(snap, settings["history_window_seconds"])
-        facts = build_facts(snap, clock)
+        facts = build_facts(snap, clock, settings)
     with watch.phase("rules (evaluate)"):
         result = evaluate(rules, facts, settings, watch)
         pod_labels = {p.key: p.labels for p in snap.pods}

@@ -27,21 +27,34 @@ class RangeQuery:
     stem: str
     promql: str  # with "{selector}" where the scoping matchers go
     subject: Literal["vllm", "gpu"]  # what its series join to
+    # How one subject's series (a server's engines, say) become one value per time: "sum" for
+    # counts and rates, "max" for fractions, latencies and states (the worst engine tells).
+    combine: Literal["sum", "max"] = "max"
+    by: str | None = None  # a label kept apart instead of combined (request_success's finished_reason)
 
 
 def _histogram_p99(family: str) -> str:
     return f"histogram_quantile(0.99, rate({family}_bucket{{selector}}[{RATE_WINDOW}]))"
 
 
+def _histogram_mean(family: str) -> str:
+    return f"rate({family}_sum{{selector}}[{RATE_WINDOW}]) / rate({family}_count{{selector}}[{RATE_WINDOW}])"
+
+
 RANGE_QUERIES: tuple[RangeQuery, ...] = (
     RangeQuery("vllm_kv_cache_usage_perc", "vllm:kv_cache_usage_perc{selector}", "vllm"),
     RangeQuery("vllm_gpu_cache_usage_perc", "vllm:gpu_cache_usage_perc{selector}", "vllm"),
-    RangeQuery("vllm_num_requests_waiting", "vllm:num_requests_waiting{selector}", "vllm"),
-    RangeQuery("vllm_num_requests_running", "vllm:num_requests_running{selector}", "vllm"),
-    RangeQuery("vllm_preemptions_rate_5m", f"rate(vllm:num_preemptions_total{{selector}}[{RATE_WINDOW}])", "vllm"),
-    RangeQuery("vllm_prompt_tokens_rate_5m", f"rate(vllm:prompt_tokens_total{{selector}}[{RATE_WINDOW}])", "vllm"),
-    RangeQuery("vllm_generation_tokens_rate_5m", f"rate(vllm:generation_tokens_total{{selector}}[{RATE_WINDOW}])", "vllm"),
-    RangeQuery("vllm_request_success_rate_5m", f"rate(vllm:request_success_total{{selector}}[{RATE_WINDOW}])", "vllm"),
+    RangeQuery("vllm_num_requests_waiting", "vllm:num_requests_waiting{selector}", "vllm", "sum"),
+    RangeQuery("vllm_num_requests_running", "vllm:num_requests_running{selector}", "vllm", "sum"),
+    RangeQuery("vllm_preemptions_rate_5m", f"rate(vllm:num_preemptions_total{{selector}}[{RATE_WINDOW}])", "vllm", "sum"),
+    RangeQuery("vllm_prompt_tokens_rate_5m", f"rate(vllm:prompt_tokens_total{{selector}}[{RATE_WINDOW}])", "vllm", "sum"),
+    RangeQuery("vllm_generation_tokens_rate_5m", f"rate(vllm:generation_tokens_total{{selector}}[{RATE_WINDOW}])", "vllm", "sum"),
+    RangeQuery("vllm_request_success_rate_5m", f"rate(vllm:request_success_total{{selector}}[{RATE_WINDOW}])", "vllm", "sum",
+               by="finished_reason"),  # fmt: skip
+    RangeQuery("vllm_ttft_mean_5m", _histogram_mean("vllm:time_to_first_token_seconds"), "vllm"),
+    RangeQuery("vllm_queue_time_mean_5m", _histogram_mean("vllm:request_queue_time_seconds"), "vllm"),
+    RangeQuery("vllm_itl_mean_5m", _histogram_mean("vllm:inter_token_latency_seconds"), "vllm"),
+    RangeQuery("vllm_tpot_mean_5m", _histogram_mean("vllm:time_per_output_token_seconds"), "vllm"),
     RangeQuery("vllm_ttft_p99_5m", _histogram_p99("vllm:time_to_first_token_seconds"), "vllm"),
     RangeQuery("vllm_itl_p99_5m", _histogram_p99("vllm:inter_token_latency_seconds"), "vllm"),
     RangeQuery("vllm_tpot_p99_5m", _histogram_p99("vllm:time_per_output_token_seconds"), "vllm"),
@@ -53,3 +66,5 @@ RANGE_QUERIES: tuple[RangeQuery, ...] = (
     RangeQuery("dcgm_power_violation_rate_5m", f"rate(DCGM_FI_DEV_POWER_VIOLATION{{selector}}[{RATE_WINDOW}])", "gpu"),
     RangeQuery("dcgm_thermal_violation_rate_5m", f"rate(DCGM_FI_DEV_THERMAL_VIOLATION{{selector}}[{RATE_WINDOW}])", "gpu"),
 )
+
+BY_STEM: dict[str, RangeQuery] = {q.stem: q for q in RANGE_QUERIES}

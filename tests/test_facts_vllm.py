@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from diag.diagnosis import link_causes
-from diag.engine import Evaluation, builtin_rules_dir, evaluate, load_rules, load_settings
+from diag.clock import Clock
+from diag.engine import Evaluation, builtin_rules_dir, default_settings, evaluate, load_rules, load_settings
 from diag.facts import build_facts, vllm
 from diag.join import join
 from diag.model import (
@@ -54,7 +55,7 @@ def vllm_pod(args: list[str], gpus: str = "1", name: str = "vllm-0", labels: dic
 
 def facts_of(snap: Snapshot, name: str = "vllm-0") -> dict:
     join(snap)
-    return next(s for s in vllm.scopes(snap)["vllm_server"] if s["name"] == name)
+    return next(s for s in vllm.scopes(snap, default_settings(), Clock.of(snap))["vllm_server"] if s["name"] == name)
 
 
 def served(pod: Pod, *scrapes: Scrape, health: str | None = "200") -> Snapshot:
@@ -106,17 +107,18 @@ def test_engine_args_from_a_cmdline_file_are_named_as_such() -> None:
 
 def test_a_hang_needs_requests_running_in_every_scrape() -> None:
     pod = vllm_pod(["m"])
-    steady = facts_of(served(pod, scrape(v1(14, 20, 500)), scrape(v1(14, 31, 500))))
-    assert steady["running_every_scrape"] is True
-    assert steady["metrics"]["generation_tokens_delta"] == 0.0
-    started_late = facts_of(served(vllm_pod(["m"]), scrape(v1(0, 0, 500)), scrape(v1(3, 0, 500))))
-    assert started_late["running_every_scrape"] is False
+    steady = facts_of(served(pod, scrape(v1(14, 20, 500), 1000.0), scrape(v1(14, 31, 500), 1010.0)))
+    assert steady["stall"]["found"] is True
+    assert steady["stall"]["source"] == "the /metrics scrapes"
+    assert steady["stall"]["when"] == "over 2 /metrics scrapes 10 s apart, at collection"
+    started_late = facts_of(served(vllm_pod(["m"]), scrape(v1(0, 0, 500), 1000.0), scrape(v1(3, 0, 500), 1010.0)))
+    assert started_late["stall"] == {"found": False}
 
 
-def test_running_every_scrape_is_unknown_when_a_scrape_lacks_the_gauge() -> None:
-    no_gauge = "vllm:generation_tokens_total{" + MODEL + "} 5\n"
-    facts = facts_of(served(vllm_pod(["m"]), scrape(no_gauge), scrape(v1(2, 0, 9))))
-    assert facts["running_every_scrape"] is None
+def test_a_hang_is_unknown_when_a_scrape_lacks_the_running_gauge() -> None:
+    no_gauge = "vllm:generation_tokens_total{" + MODEL + "} 5\nvllm:prompt_tokens_total{" + MODEL + "} 5\n"
+    facts = facts_of(served(vllm_pod(["m"]), scrape(no_gauge, 1000.0), scrape(v1(2, 0, 5), 1010.0)))
+    assert facts["stall"] is None
 
 
 def test_idle_means_nothing_running_or_waiting_and_no_token_between_scrapes() -> None:

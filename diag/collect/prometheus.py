@@ -37,6 +37,7 @@ MAX_PARALLEL_QUERIES = 8
 RENAMED_PAIRS: tuple[tuple[str, str], ...] = (
     ("vllm_kv_cache_usage_perc", "vllm_gpu_cache_usage_perc"),
     ("vllm_itl_p99_5m", "vllm_tpot_p99_5m"),
+    ("vllm_itl_mean_5m", "vllm_tpot_mean_5m"),
 )
 _REGEX_SPECIAL = frozenset("\\.+*?()|[]{}^$")
 

@@ -293,3 +293,11 @@ def test_connection_refused_is_one_line_naming_where() -> None:
     _, results = _run(FakeGet({"": Unreachable(REFUSED)}))
     first = [r.detail for r in results.values() if not r.detail.startswith("not asked")]
     assert first and all(d == "Prometheus at http://prom:9090 refused the connection" for d in first)
+
+
+def test_every_renamed_pair_names_two_vllm_queries_of_the_contract() -> None:
+    from diag.collect.prometheus import RENAMED_PAIRS
+
+    for new, old in RENAMED_PAIRS:
+        assert BY_STEM[new].subject == BY_STEM[old].subject == "vllm"
+        assert "inter_token_latency" in BY_STEM[new].promql or "kv_cache_usage" in BY_STEM[new].promql

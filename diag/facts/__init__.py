@@ -9,11 +9,13 @@ lookups), so that conditions stay short and read like the symptom they test.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from diag.clock import Clock, iso
 from diag.facts import gpu, k8s_events, kubernetes, ray, vllm
 from diag.model import Snapshot
+from diag.prometheus_join import history_window
 
 Subject = dict
 
@@ -30,20 +32,27 @@ SCOPES = (
 )
 
 
-def build_facts(snap: Snapshot, clock: Clock | None = None) -> Facts:
-    """`clock`: the collection time and history window; by default none, so everything counts as current."""
+def build_facts(snap: Snapshot, clock: Clock | None = None, settings: dict | None = None) -> Facts:
+    """`clock`: the collection time and history window; by default none, so everything counts as current.
+    `settings`: the thresholds, for the facts that find when a condition held in Prometheus' history."""
     clock = clock or Clock.of(snap)
+    if settings is None:
+        from diag.engine import default_settings  # the engine imports this package
+
+        settings = default_settings()
     cluster = kubernetes.cluster_facts(snap, clock) | ray.cluster_facts(snap) | gpu.cluster_facts(snap)
     # "partial": a cut-off list whose complete items were recovered; rules that need it still run
     cluster["sources"] = {name: "partial" if s.status == "failed" and s.recovered is not None else s.status for name, s in snap.sources.items()}
     cluster["collected_at"] = iso(clock.now) if clock.now else None
     cluster["history_window_s"] = clock.window_s
+    window = history_window(snap)
+    cluster["prometheus_window"] = dataclasses.asdict(window) if window else None
     cluster["_subject"] = "cluster"
     cluster["_links"] = []
     scopes: dict[str, list[Subject]] = {"cluster": [cluster]}
     scopes.update(kubernetes.scopes(snap, clock))
     scopes.update(k8s_events.scopes(snap))
     scopes.update(ray.scopes(snap, clock))
-    scopes.update(gpu.scopes(snap))
-    scopes.update(vllm.scopes(snap))
+    scopes.update(gpu.scopes(snap, settings, clock))
+    scopes.update(vllm.scopes(snap, settings, clock))
     return Facts(scopes=scopes, cluster=cluster)

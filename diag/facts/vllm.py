@@ -5,7 +5,10 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from diag.clock import Clock
 from diag.facts.common import link, plain
+from diag.facts.vllm_episodes import episode_facts
+from diag.prometheus_join import history_window
 from diag.facts.k8s_containers import vllm_container
 from diag.facts.kubernetes import pod_gpu_request
 from diag.parsers.quantity import mig_total
@@ -14,6 +17,7 @@ from diag.model import (
     GPU,
     EngineArgs,
     Pod,
+    PromWindow,
     RayClusterSpec,
     Scrape,
     Service,
@@ -49,9 +53,10 @@ _QUOTED_FLAGS = {
 }
 
 
-def scopes(snap: Snapshot) -> dict[str, list[dict]]:
+def scopes(snap: Snapshot, settings: dict, clock: Clock) -> dict[str, list[dict]]:
     index = _Index.of(snap)
-    return {"vllm_server": [_server(s, snap, index) for s in snap.vllm_servers]}
+    window = history_window(snap)
+    return {"vllm_server": [_server(s, snap, index, settings, clock, window) for s in snap.vllm_servers]}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,7 +78,7 @@ class _Index:
         return [snap.gpus[n] for n in sorted({n for key in set(server.gpus) for n in self.gpu_positions.get(key, [])})]
 
 
-def _server(server: VllmServer, snap: Snapshot, index: _Index) -> dict:
+def _server(server: VllmServer, snap: Snapshot, index: _Index, settings: dict, clock: Clock, window: PromWindow | None) -> dict:
     summary = summarize(server.scrapes) if server.scrapes else None
     service = index.services.get(server.service) if server.service else None
     pod = snap.pod(server.pod) if server.pod else None
@@ -83,11 +88,11 @@ def _server(server: VllmServer, snap: Snapshot, index: _Index) -> dict:
     gpus_provided, gpus_provided_by = _gpus_provided(server, pod, snap)
     missing = _missing(summary)
     seq_cap = _seq_cap(args, server.scrapes)
-    return plain(server, drop=("scrapes",)) | {
+    return plain(server, drop=("scrapes", "history")) | episode_facts(server, summary, _running_every_scrape(server.scrapes), settings, clock, window) | {
         "metrics": dataclasses.asdict(summary) if summary else None,
         "has_metrics": summary is not None,
         "health_failing": server.health != "200" if server.health is not None else None,
-        "metric_names": _metric_names(summary),
+        "metric_names": _metric_names(summary, server),
         "metrics_missing": missing,
         "metrics_missing_count": len(missing) if missing is not None else None,
         "service_name": service.name if service else None,
@@ -108,7 +113,6 @@ def _server(server: VllmServer, snap: Snapshot, index: _Index) -> dict:
         "engines": _engines(server.scrapes),
         "max_num_seqs_total": seq_cap,
         "seq_cap_known": seq_cap is not None,  # known either way: VLLM-114 is the cap-unknown case
-        "running_every_scrape": _running_every_scrape(server.scrapes),
         "queue_per_scrape": _queue_per_scrape(server.scrapes),
         "idle": _idle(summary),
         "ttft_queue_share": _ttft_queue_share(summary),
@@ -141,9 +145,11 @@ def _server(server: VllmServer, snap: Snapshot, index: _Index) -> dict:
 # --------------------------------------------------------------------------- metrics
 
 
-def _metric_names(summary: VllmMetrics | None) -> dict[str, str]:
+def _metric_names(summary: VllmMetrics | None, server: VllmServer) -> dict[str, str]:
     """Which name the server exposes for quantities that were renamed, so evidence quotes it."""
     present = set(summary.present) if summary else set()
+    if not present and server.history.get("vllm_gpu_cache_usage_perc") and not server.history.get("vllm_kv_cache_usage_perc"):
+        present.add(KV_CACHE_USAGE[1])
     return {
         "kv_cache_usage": next((n for n in KV_CACHE_USAGE if n in present), KV_CACHE_USAGE[0]),
         "itl": next((n for n in ITL if n in present), ITL[0]),

@@ -66,7 +66,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PromServer]
 @pytest.fixture(scope="session")
 def prometheus_basic_auth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PromServer]:
     """A second real Prometheus, the same history, behind its own basic auth (PROMETHEUS_BASIC_AUTH)."""
-    yield from _enter(lambda: running_prometheus(tmp_path_factory.mktemp("prometheus-auth"), PROMETHEUS_BASIC_AUTH))
+    yield from _enter(lambda: running_prometheus(tmp_path_factory.mktemp("prometheus-auth"), basic_auth=PROMETHEUS_BASIC_AUTH))
 
 
 @pytest.fixture

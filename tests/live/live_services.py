@@ -394,14 +394,16 @@ def bcrypt_hash(password: str) -> str:
 
 
 @contextmanager
-def running_prometheus(work: Path, basic_auth: BasicAuth | None = None) -> Iterator[PromServer]:
-    """A real Prometheus on loopback whose TSDB holds history_openmetrics(), backfilled by promtool;
-    with `basic_auth`, Prometheus itself asks for it (--web.config.file)."""
+def running_prometheus(
+    work: Path, history: Callable[[int], str] | None = None, basic_auth: BasicAuth | None = None
+) -> Iterator[PromServer]:
+    """A real Prometheus on loopback whose TSDB holds `history(end)` (default history_openmetrics), backfilled
+    by promtool; with `basic_auth`, Prometheus itself asks for it (--web.config.file)."""
     prometheus_bin, promtool = Path("/usr/bin/prometheus"), Path("/usr/bin/promtool")
     if not (prometheus_bin.is_file() and promtool.is_file()):
         raise ServiceUnavailable("no /usr/bin/prometheus and /usr/bin/promtool (apt-get install prometheus)")
     end = int(time.time()) - 60  # a minute back, so that "now" in the test is after the newest sample
-    (work / "history.om").write_text(history_openmetrics(end))
+    (work / "history.om").write_text((history or history_openmetrics)(end))
     data = work / "data"
     subprocess.run([str(promtool), "tsdb", "create-blocks-from", "openmetrics", str(work / "history.om"), str(data)],
                    check=True, capture_output=True, timeout=120)  # fmt: skip
