@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 WINDOW_S = 30 * 60
 STEP_S = 15
@@ -148,3 +149,43 @@ def openmetrics(scenario: Scenario, end: int) -> str:
         lines.extend(samples)
     lines.append("# EOF")
     return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- the bundles
+
+CLUSTER_FIXTURE = "busy-but-healthy"  # the cluster these histories belong to
+
+
+@dataclass(frozen=True)
+class Expected:
+    rule: str | None  # the verdict's rule; None: healthy
+    subject: str | None
+    fires: tuple[str, ...]
+    evidence: str = ""  # a pattern the verdict's first evidence line matches
+
+
+EXPECTED = {
+    "healthy-busy-hour": Expected(None, None, ()),
+    # the storm filled the first 20 of the 30 minutes, whose newest sample is a minute before collection
+    "kv-storm-ended": Expected("VLLM-101", "vllm/llm/llama-70b-7f8d9c6b5d-pfnp5", ("VLLM-101",),
+                               r"peaked at 1 from .* UTC \((19|20) min\), ended 1[01]m before collection"),
+    "queue-building": Expected("VLLM-114", "vllm/llm/llama-70b-7f8d9c6b5d-pfnp5", ("VLLM-114",),
+                               r"--max-num-seqs is not on the command line"),
+    "xid-on-one-gpu": Expected("GPU-102", "gpu/gpu-h100-2/1", ("GPU-102",), r"Xid 79 \(GPU has fallen off the bus\): DCGM_FI_DEV_XID_ERRORS = 79"),
+    "requests-aborted": Expected("VLLM-118", "vllm/llm/llama-70b-7f8d9c6b5d-pfnp5", ("VLLM-118",), r"ended by abort="),
+}
+
+
+def collect_history_into(folder: Path, prometheus_url: str) -> list[str]:
+    """`llmdiag collect`'s Prometheus source, scoped to NAMESPACE, into folder/prometheus/; the lines of
+    sources that were not ok."""
+    from diag.bundle import Bundle
+    from diag.collect.base import Sink, Target
+    from diag.collect.prometheus import collect_target
+
+    bundle = Bundle()
+    results = collect_target(Target(prometheus_url=prometheus_url, namespace=NAMESPACE), None, Sink(bundle))
+    for rel, data in bundle.files.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_bytes(data)
+    return [f"{r.name}: {r.status}: {r.detail}" for r in results if r.status != "ok"]
