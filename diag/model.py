@@ -425,6 +425,7 @@ class VllmServer:
     ray_node_id: str | None = None
     service: str | None = None  # "namespace/name" of a Service selecting its pod
     history: History = field(default_factory=dict)  # from Prometheus, filled by diag.prometheus_join
+    history_engines: int | None = None  # engine cores its Prometheus series name (values of the `engine` label)
 
 
 # --------------------------------------------------------------------------- prometheus

@@ -42,6 +42,8 @@ def attach_history(snap: Snapshot) -> None:
     read_gpu = [r.name for r in results if BY_STEM[r.name].subject == "gpu"]
     for server in snap.vllm_servers:
         server.history = _history(server_series.get(id(server), {}), read_vllm)
+        running = server_series.get(id(server), {}).get("vllm_num_requests_running", [])
+        server.history_engines = len({s.metric.get("engine") for s in running}) if running else None
     for gpu in snap.gpus:
         gpu.history = _history(gpu_series.get(id(gpu), {}), read_gpu)
 

@@ -9,6 +9,7 @@ from diag.engine import builtin_rules_dir, default_settings, evaluate, load_rule
 from diag.facts import build_facts
 from diag.join import join
 from diag.model import GPU, PromResult, PromSeries, PromWindow, Scrape, Snapshot, SourceStatus, VllmServer
+from diag.parsers.engine_args import parse_engine_args
 from diag.parsers.prom_text import parse_exposition
 
 END = 1_764_786_600.0  # 2025-12-03 18:30 UTC
@@ -251,3 +252,55 @@ def test_throttling_counts_only_while_the_gpu_is_busy() -> None:
     assert gpu["slowdown_reasons"] and gpu["slowdown_reasons"][0].startswith("power throttling 40% of the time while 97-97 % busy")
     idle = snapshot([power, answer("dcgm_gpu_util", series(GPU_LABELS, 3))], gpus=[GPU(host="gpu-1", index=0, uuid="GPU-1111")])
     assert facts(idle, "gpu")[0]["slowdown_reasons"] == []
+
+
+def test_a_running_batch_pinned_at_a_known_cap_while_the_queue_waits_is_the_cap() -> None:
+    server = VllmServer(name="vllm-0", namespace="llm", pod="llm/vllm-0",
+                        engine_args=parse_engine_args(["vllm", "serve", "m", "--max-num-seqs", "32"], []))  # fmt: skip
+    history = vllm_history(kv=0.6, preempt=0, running=lambda i: 32 if i >= 40 else 20, waiting=lambda i: 9 if i >= 40 else 0)
+    [found] = facts(snapshot(history, [server]))
+    capped = found["seq_cap_reached"]
+    assert capped["found"] is True and capped["cap"] == 32 and capped["at_cap"] == "for 20.2 min"  # 81 samples of 15 s
+    assert "VLLM-102" in fired(snapshot(history, [VllmServer(name="vllm-0", namespace="llm", pod="llm/vllm-0",
+                                                             engine_args=server.engine_args)]))  # fmt: skip
+
+
+def _latency(ttft: float, queue: float, itl: float) -> list[PromResult]:
+    return [
+        answer("vllm_ttft_mean_5m", series(LLM, ttft)), answer("vllm_queue_time_mean_5m", series(LLM, queue)),
+        answer("vllm_itl_mean_5m", series(LLM, itl)), answer("vllm_tpot_mean_5m"),
+        answer("vllm_ttft_p99_5m", series(LLM, 3 * ttft)), answer("vllm_itl_p99_5m", series(LLM, 3 * itl)),
+    ]
+
+
+def test_slow_first_tokens_mostly_outside_the_queue_are_prefill_bound() -> None:
+    [server] = facts(snapshot([*vllm_history(kv=0.5, preempt=0, waiting=0), *_latency(ttft=4.0, queue=0.4, itl=0.05)]))
+    slow = server["first_token_slow"]
+    assert slow["found"] is True and slow["tail"] == "p99" and slow["ttft_tail"] == 12.0 and slow["queue_share"] == 0.1
+    assert server["decode_slow"] == {"found": False}
+    [queued] = facts(snapshot([*vllm_history(kv=0.5, preempt=0, waiting=0), *_latency(ttft=4.0, queue=3.6, itl=0.05)]))
+    assert queued["first_token_slow"] == {"found": False}  # mostly queueing: the KV cache's or the cap's
+
+
+def test_slow_tokens_after_a_fast_first_one_are_decode_bound() -> None:
+    [server] = facts(snapshot([*vllm_history(kv=0.5, preempt=0, waiting=0), *_latency(ttft=0.3, queue=0.1, itl=0.4)]))
+    assert server["decode_slow"]["found"] is True and server["decode_slow"]["itl_tail"] == pytest.approx(1.2)
+
+
+def test_gpu_memory_dcgm_exporter_sees_is_the_unowned_memory_of_a_gpu_nvidia_smi_did_not_read() -> None:
+    [gpu] = facts(snapshot([answer("dcgm_fb_used", series(GPU_LABELS, 30000))]), "gpu")
+    assert gpu["unowned_memory_mib"] == 30000 and gpu["memory_used_mib"] == 30000
+    assert gpu["unowned_process_text"][0].startswith("DCGM_FI_DEV_FB_USED = 30000 MiB")
+    seen = GPU(host="gpu-1", index=0, uuid="GPU-1111", memory_used_mib=200.0)
+    [by_nvidia_smi] = facts(snapshot([answer("dcgm_fb_used", series(GPU_LABELS, 30000))], gpus=[seen]), "gpu")
+    assert by_nvidia_smi["memory_used_mib"] == 200.0  # nvidia-smi read the GPU itself: its processes decide
+
+
+def test_once_prometheus_was_queried_a_missing_answer_is_a_gap_and_without_it_none() -> None:
+    from diag.coverage import gaps
+
+    history = vllm_history()
+    missing = {g.source for g in gaps(snapshot(history))}
+    assert "prometheus/dcgm_xid_errors.json" in missing and "prometheus/vllm_kv_cache_usage_perc.json" not in missing
+    assert [g for g in gaps(snapshot(history)) if g.source == "prometheus/dcgm_xid_errors.json"][0].layer == "gpu"
+    assert not any(g.source.startswith("prometheus/") for g in gaps(snapshot([], [VllmServer(name="vllm-0")])))

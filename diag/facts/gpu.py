@@ -61,6 +61,7 @@ def _gpu(gpu: GPU, snap: Snapshot, history: GpuHistory) -> dict:
     nvidia_smi_seen = not gpu.only_in_prometheus
     return plain(gpu, drop=("history",)) | {
         "node_name": gpu.node or gpu.host,
+        "memory_used_mib": gpu.memory_used_mib if nvidia_smi_seen else history.fb_used_mib,
         "identity": _identity(gpu),
         "pci_address": pci_address(gpu.pci_bus_id),
         "device_id": _device_id(gpu),
@@ -81,9 +82,10 @@ def _gpu(gpu: GPU, snap: Snapshot, history: GpuHistory) -> dict:
         f" of Gen{_known(gpu.pcie_gen_max)} x{_known(gpu.pcie_width_max)}",
         "xid_reports": _xid_reports(gpu) + [_xid_report(code, text) for code, text in history.xids],
         "unowned_processes": [plain(p) for p in unowned] if nvidia_smi_seen else None,
-        "unowned_process_text": [_process_text(p) for p in unowned],
-        "unowned_pids": ",".join(str(p.pid) for p in unowned),
-        "unowned_memory_mib": _memory_of(unowned) if nvidia_smi_seen else None,
+        "unowned_process_text": [_process_text(p) for p in unowned] if nvidia_smi_seen else [_fb_used_text(history)],
+        "unowned_pids": ",".join(str(p.pid) for p in unowned) if nvidia_smi_seen else "<pid>",
+        # known from dcgm-exporter alone, the memory in use is all that can be told: no process list
+        "unowned_memory_mib": _memory_of(unowned) if nvidia_smi_seen else history.fb_used_mib,
         "ray_node_id": ray_node.node_id if ray_node else None,
         "ray_pod": _pod_ref(ray_node.pod) if ray_node else None,
         "ray_gpus_available": ray_node.resources_available.get("GPU", 0.0) if ray_node and ray_node.resources_available is not None else None,
@@ -92,6 +94,11 @@ def _gpu(gpu: GPU, snap: Snapshot, history: GpuHistory) -> dict:
         "_links": link("gpu", gpu.uuid or f"{gpu.host}/{gpu.index}") + link("node", gpu.node)
         + [f"pod:{p}" for p in gpu.serving_pods] + link("ray_node", ray_node.node_id if ray_node else None),
     }
+
+
+def _fb_used_text(history: GpuHistory) -> str:
+    used = "?" if history.fb_used_mib is None else f"{history.fb_used_mib:.0f} MiB"
+    return f"DCGM_FI_DEV_FB_USED = {used} at the newest sample (dcgm-exporter; which processes hold it, only nvidia-smi on the node tells)"
 
 
 def _either(seen: bool | None, in_history: bool | None) -> bool | None:

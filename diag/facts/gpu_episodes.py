@@ -16,6 +16,7 @@ from diag.model import GPU, PromWindow
 
 SIGNALS: dict[str, tuple[str, ...]] = {
     "xid": ("dcgm_xid_errors",),
+    "fb_used_mib": ("dcgm_fb_used",),
     "util": ("dcgm_gpu_util",),
     "remap_failure": ("dcgm_row_remap_failure",),
     "uncorrectable_rows": ("dcgm_uncorrectable_remapped_rows",),
@@ -33,6 +34,7 @@ class GpuHistory:
     rows_remapped: bool | None = None  # uncorrectable remapped rows went up within the window
     rows_remapped_text: str = ""
     throttled: list[str] | None = None  # one text per throttling episode while busy; None: not exported
+    fb_used_mib: float | None = None  # DCGM_FI_DEV_FB_USED at the newest sample
 
 
 def gpu_history(gpu: GPU, settings: dict, clock: Clock, window: PromWindow | None) -> GpuHistory:
@@ -40,6 +42,8 @@ def gpu_history(gpu: GPU, settings: dict, clock: Clock, window: PromWindow | Non
     if not timeline.rows:
         return GpuHistory()
     found = GpuHistory(read=True, xids=_xids(timeline, clock))
+    if timeline.has("fb_used_mib"):
+        found.fb_used_mib = _values(timeline, "fb_used_mib")[-1]
     if timeline.has("remap_failure"):
         found.remap_failure = any(v > 0 for v in _values(timeline, "remap_failure"))
     if timeline.has("uncorrectable_rows"):

@@ -7,7 +7,7 @@ import re
 
 from diag.clock import Clock
 from diag.facts.common import link, plain
-from diag.facts.vllm_episodes import episode_facts
+from diag.facts.vllm_episodes import ScrapeView, episode_facts
 from diag.prometheus_join import history_window
 from diag.facts.k8s_containers import vllm_container
 from diag.facts.kubernetes import pod_gpu_request
@@ -87,8 +87,8 @@ def _server(server: VllmServer, snap: Snapshot, index: _Index, settings: dict, c
     signals = scan_log("\n".join(server.log_lines))
     gpus_provided, gpus_provided_by = _gpus_provided(server, pod, snap)
     missing = _missing(summary)
-    seq_cap = _seq_cap(args, server.scrapes)
-    return plain(server, drop=("scrapes", "history")) | episode_facts(server, summary, _running_every_scrape(server.scrapes), settings, clock, window) | {
+    seq_cap = _seq_cap(args, server.scrapes, server.history_engines)
+    return plain(server, drop=("scrapes", "history")) | episode_facts(server, summary, _scrape_view(server, summary, seq_cap), settings, clock, window) | {
         "metrics": dataclasses.asdict(summary) if summary else None,
         "has_metrics": summary is not None,
         "health_failing": server.health != "200" if server.health is not None else None,
@@ -110,12 +110,10 @@ def _server(server: VllmServer, snap: Snapshot, index: _Index, settings: dict, c
         "max_num_seqs": args.max_num_seqs if args else None,
         "stats_disabled": args is not None and "--disable-log-stats" in args.explicit,
         "max_num_seqs_given": args is not None and "--max-num-seqs" in args.explicit,
-        "engines": _engines(server.scrapes),
+        "engines": _engines(server.scrapes, server.history_engines),
         "max_num_seqs_total": seq_cap,
         "seq_cap_known": seq_cap is not None,  # known either way: VLLM-114 is the cap-unknown case
-        "queue_per_scrape": _queue_per_scrape(server.scrapes),
         "idle": _idle(summary),
-        "ttft_queue_share": _ttft_queue_share(summary),
         # null when no log of the server was collected: its failure lines are unknown, not absent
         "log_signals": {name: signals.get(name, []) for name in VLLM_LOG_SIGNALS} if server.logs_read else None,
         "failure_line": next(
@@ -171,6 +169,10 @@ def _per_scrape_total(scrapes: list[Scrape], name: str) -> list[float | None]:
     return totals
 
 
+def _scrape_view(server: VllmServer, summary: VllmMetrics | None, seq_cap: int | None) -> ScrapeView:
+    return ScrapeView(_running_every_scrape(server.scrapes), _queue_per_scrape(server.scrapes), seq_cap, _ttft_queue_share(summary))
+
+
 def _running_every_scrape(scrapes: list[Scrape]) -> bool | None:
     """Requests in the running batch at every scrape (a hang needs them there the whole time)."""
     running = _per_scrape_total(scrapes, REQUESTS_RUNNING[0])
@@ -189,19 +191,20 @@ def _queue_per_scrape(scrapes: list[Scrape]) -> list[dict] | None:
     return both or None
 
 
-def _engines(scrapes: list[Scrape]) -> int | None:
-    """Engine cores one /metrics covers (data parallelism adds `engine` label values); 1 without the label."""
+def _engines(scrapes: list[Scrape], from_history: int | None = None) -> int | None:
+    """Engine cores one /metrics covers (data parallelism adds `engine` label values); 1 without the label.
+    Without a scrape, the engines its Prometheus series name."""
     if not scrapes:
-        return None
+        return from_history
     samples = [s for s in scrapes[-1].samples if s.name == REQUESTS_RUNNING[0]]
     if not samples:
         return None
     return len({s.labels.get(_ENGINE_LABEL) for s in samples})
 
 
-def _seq_cap(args: EngineArgs | None, scrapes: list[Scrape]) -> int | None:
+def _seq_cap(args: EngineArgs | None, scrapes: list[Scrape], engines_in_history: int | None) -> int | None:
     """--max-num-seqs is per engine core; the running gauge is summed over the cores of this /metrics."""
-    engines = _engines(scrapes)
+    engines = _engines(scrapes, engines_in_history)
     if args is None or args.max_num_seqs is None or engines is None:
         return None
     return args.max_num_seqs * engines

@@ -9,6 +9,7 @@ says so.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from diag.clock import Clock
@@ -23,21 +24,39 @@ SIGNALS: dict[str, tuple[str, ...]] = {
     "preemptions_per_s": ("vllm_preemptions_rate_5m",),
     "prompt_per_s": ("vllm_prompt_tokens_rate_5m",),
     "generation_per_s": ("vllm_generation_tokens_rate_5m",),
+    "ttft_mean": ("vllm_ttft_mean_5m",),
+    "queue_mean": ("vllm_queue_time_mean_5m",),
+    "itl_mean": ("vllm_itl_mean_5m", "vllm_tpot_mean_5m"),
+    "ttft_p99": ("vllm_ttft_p99_5m",),
+    "itl_p99": ("vllm_itl_p99_5m", "vllm_tpot_p99_5m"),
 }
 _FINISHED = "vllm_request_success_rate_5m/"
 
 Fact = dict[str, Any] | None
 
 
-def episode_facts(server: VllmServer, summary: VllmMetrics | None, running_every_scrape: bool | None, settings: dict,
-                  clock: Clock, window: PromWindow | None) -> dict[str, Fact]:  # fmt: skip
+@dataclass(frozen=True)
+class ScrapeView:
+    """What the scrapes say beyond the metrics summary: the running gauge at each one, and the cap."""
+
+    running_every_scrape: bool | None
+    queue_per_scrape: list[dict] | None  # {running, waiting} at each scrape that reported both
+    seq_cap: int | None  # --max-num-seqs times the engine cores, when known
+    ttft_queue_share: float | None
+
+
+def episode_facts(server: VllmServer, summary: VllmMetrics | None, view: ScrapeView, settings: dict, clock: Clock,
+                  window: PromWindow | None) -> dict[str, Fact]:  # fmt: skip
     timeline = Timeline.of(server.history, SIGNALS, window.step if window else 15.0, window.end if window else None)
     history = _History(timeline, settings, clock)
     scrapes = _Scrapes(summary, settings)
     return {
         "kv_saturation": _merge(scrapes.kv_saturation(), history.kv_saturation()),
         "queue_growth": _merge(scrapes.queue_growth(), history.queue_growth()),
-        "stall": _merge(scrapes.stall(running_every_scrape), history.stall()),
+        "seq_cap_reached": _merge(scrapes.seq_cap_reached(view), history.seq_cap_reached(view.seq_cap)),
+        "first_token_slow": _merge(scrapes.first_token_slow(view), history.first_token_slow()),
+        "decode_slow": _merge(scrapes.decode_slow(), history.decode_slow()),
+        "stall": _merge(scrapes.stall(view.running_every_scrape), history.stall()),
         "aborted_requests": history.aborted(server),
         "history_read": bool(timeline.rows),
     }
@@ -126,6 +145,47 @@ class _Scrapes:
             "waiting_peak": m.waiting_max, "running": m.requests_running, "kv_peak": m.kv_cache_usage_max,
         }
 
+    def seq_cap_reached(self, view: ScrapeView) -> Fact:
+        m, s = self.m, self.settings
+        if m is None:
+            return None
+        at_cap: list[dict] | None = None
+        if view.queue_per_scrape is not None and view.seq_cap is not None:
+            at_cap = [q for q in view.queue_per_scrape if q["running"] >= view.seq_cap and q["waiting"] >= s["queue_waiting_min"]]
+        found = _all_known(
+            None if m.kv_cache_usage_max is None else m.kv_cache_usage_max < s["kv_cache_high"],
+            _above(m.generation_tokens_delta, 0.0), None if at_cap is None else bool(at_cap),
+        )
+        if found is None:
+            return None
+        return self._base() | {
+            "found": found, "cap": view.seq_cap, "running": m.requests_running, "waiting_peak": m.waiting_max,
+            "kv_peak": m.kv_cache_usage_max, "at_cap": f"in {len(at_cap or [])} of {m.scrapes} scrapes",
+        }
+
+    def first_token_slow(self, view: ScrapeView) -> Fact:
+        m, s = self.m, self.settings
+        if m is None:
+            return None
+        found = _all_known(
+            _at_least(m.ttft_mean_s, s["ttft_high_s"]), None if m.itl_mean_s is None else m.itl_mean_s < s["itl_high_s"],
+            None if view.ttft_queue_share is None else view.ttft_queue_share < s["ttft_queue_share_max"],
+        )
+        if found is None:
+            return None
+        return self._base() | {"found": found, "ttft_mean": m.ttft_mean_s, "ttft_tail": m.ttft_p90_s, "tail": "p90",
+                               "itl_mean": m.itl_mean_s, "queue_share": view.ttft_queue_share}  # fmt: skip
+
+    def decode_slow(self) -> Fact:
+        m, s = self.m, self.settings
+        if m is None:
+            return None
+        found = _all_known(_at_least(m.itl_mean_s, s["itl_high_s"]), None if m.ttft_mean_s is None else m.ttft_mean_s < s["ttft_high_s"])
+        if found is None:
+            return None
+        return self._base() | {"found": found, "itl_mean": m.itl_mean_s, "itl_tail": m.itl_p90_s, "tail": "p90",
+                               "ttft_mean": m.ttft_mean_s}  # fmt: skip
+
     def stall(self, running_every_scrape: bool | None) -> Fact:
         m, s = self.m, self.settings
         if m is None:
@@ -192,6 +252,57 @@ class _History:
         return self._facts(span) | {
             "found": True, "waiting_first": waiting[0], "waiting_last": waiting[-1], "waiting_peak": max(waiting),
             "running": max(span.values("running"), default=None), "kv_peak": max(kv) if kv else None,
+        }
+
+    def seq_cap_reached(self, cap: int | None) -> Fact:
+        if cap is None or not all(self.t.has(name) for name in ("running", "waiting", "kv", "generation_per_s")):
+            return None
+        high, queue_min = self.settings["kv_cache_high"], self.settings["queue_waiting_min"]
+        spans = self.t.spans(lambda v: _all_known(
+            _at_least(v.get("running"), cap), _at_least(v.get("waiting"), queue_min),
+            None if "kv" not in v else v["kv"] < high, _above(v.get("generation_per_s"), 0.0)), self.min_minutes)  # fmt: skip
+        if not spans:
+            return {"found": False}
+        span = spans[-1]
+        return self._facts(span) | {
+            "found": True, "cap": cap, "running": max(span.values("running")), "waiting_peak": max(span.values("waiting")),
+            "kv_peak": max(span.values("kv")), "at_cap": f"for {span.minutes:g} min",
+        }
+
+    def first_token_slow(self) -> Fact:
+        if not all(self.t.has(name) for name in ("ttft_mean", "itl_mean", "queue_mean")):
+            return None
+        s = self.settings
+
+        def prefill_bound(v: dict[str, float]) -> bool | None:
+            ttft, itl, queue = v.get("ttft_mean"), v.get("itl_mean"), v.get("queue_mean")
+            share = None if ttft is None or queue is None or ttft <= 0 else min(1.0, queue / ttft)
+            return _all_known(_at_least(ttft, s["ttft_high_s"]), None if itl is None else itl < s["itl_high_s"],
+                              None if share is None else share < s["ttft_queue_share_max"])  # fmt: skip
+
+        spans = self.t.spans(prefill_bound, self.min_minutes)
+        if not spans:
+            return {"found": False}
+        span = spans[-1]
+        ttft, queue = span.values("ttft_mean"), span.values("queue_mean")
+        return self._facts(span) | {
+            "found": True, "ttft_mean": max(ttft), "ttft_tail": max(span.values("ttft_p99"), default=None), "tail": "p99",
+            "itl_mean": max(span.values("itl_mean")), "queue_share": round(max(q / t for q, t in zip(queue, ttft)), 3),
+        }
+
+    def decode_slow(self) -> Fact:
+        if not (self.t.has("ttft_mean") and self.t.has("itl_mean")):
+            return None
+        s = self.settings
+        spans = self.t.spans(lambda v: _all_known(
+            _at_least(v.get("itl_mean"), s["itl_high_s"]),
+            None if "ttft_mean" not in v else v["ttft_mean"] < s["ttft_high_s"]), self.min_minutes)  # fmt: skip
+        if not spans:
+            return {"found": False}
+        span = spans[-1]
+        return self._facts(span) | {
+            "found": True, "itl_mean": max(span.values("itl_mean")), "itl_tail": max(span.values("itl_p99"), default=None),
+            "tail": "p99", "ttft_mean": max(span.values("ttft_mean")),
         }
 
     def stall(self) -> Fact:
