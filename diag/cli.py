@@ -280,6 +280,9 @@ def main() -> None:
 
 
 def _fail(message: str) -> None:
+    from diag.collect.redact import redact_text  # a collection's failure may quote a URL with its password
+
+    message = redact_text(message)
     stderr.print(f"llmdiag: {message}", markup=False, highlight=False, soft_wrap=True)
     sys.exit(EXIT_CANNOT_ANALYZE)
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Self, cast
 from diag.bundle import Bundle
 from diag.collect.base import Sink, SourceResult, Target
 from diag.collect.manifest import CollectionRecord, write_manifest
-from diag.collect.redact import Redactor
+from diag.collect.redact import Redactor, redact_text
 from diag.model import Pod, SourceState
 
 if TYPE_CHECKING:
@@ -230,7 +230,7 @@ class _ProgressView:
 
     def _set(self, name: str, line: str) -> None:
         with self._lock:
-            self._lines[name] = line
+            self._lines[name] = redact_text(line)  # a failure line may quote a URL with its password
             if self._live is not None:
                 self._live.update(self._render())
 
