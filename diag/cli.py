@@ -147,6 +147,7 @@ _TARGET_OPTIONS: dict[str, tuple[object, object]] = {
     "scrape_interval_s": (float, typer.Option(5.0, "--scrape-interval", min=0.0, help="Seconds between /metrics reads.")),
     "total_timeout_s": (float, typer.Option(120.0, "--timeout", help="Seconds for the whole collection.")),
     "source_timeout_s": (float, typer.Option(20.0, "--source-timeout", help="Seconds for each source.")),
+    "max_answer_bytes": (int, typer.Option(64 * 1024 * 1024, "--max-answer-bytes", min=1024, help="Largest HTTP answer read from any source (default 64 MiB); a larger one fails that source.")),
 }
 
 

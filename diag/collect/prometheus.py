@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlencode
 
 from diag.collect.base import SourceResult, Sink
-from diag.collect.http import HttpGet, Unreachable, body_excerpt, direct_get
+from diag.collect.http import DEFAULT_MAX_ANSWER_BYTES, HttpGet, Unreachable, body_excerpt, direct_get
 
 WINDOW_S = 30 * 60
 STEP_S = 15
@@ -37,10 +37,14 @@ RANGE_QUERIES: dict[str, str] = {
 
 
 def collect_prometheus(
-    url: str, sink: Sink, timeout_s: float, queries: dict[str, str] = RANGE_QUERIES
+    url: str,
+    sink: Sink,
+    timeout_s: float,
+    queries: dict[str, str] = RANGE_QUERIES,
+    max_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
 ) -> list[SourceResult]:
     """Run every query over the last WINDOW_S seconds, STEP_S apart -> prometheus/<name>.json."""
-    get = direct_get(url)
+    get = direct_get(url, max_bytes)
     end = time.time()
     span = {"start": f"{end - WINDOW_S:.3f}", "end": f"{end:.3f}", "step": f"{STEP_S:g}"}
     with ThreadPoolExecutor(max_workers=min(8, max(1, len(queries)))) as pool:
@@ -52,7 +56,7 @@ def _query_range(get: HttpGet, name: str, query: str, span: dict[str, str], sink
     try:
         status, body = get("/api/v1/query_range?" + urlencode({"query": query, **span}), timeout_s)
     except Unreachable as e:
-        return SourceResult(source, "failed", f"{query}: {e.reason}")
+        return SourceResult(source, "failed", f"{query}: {e.detail}")
     try:
         answer = json.loads(body)
     except ValueError:

@@ -387,7 +387,7 @@ def test_a_collector_past_its_timeout_is_failed_and_cannot_write_later(replay: R
     bundle, results = collect(_target(replay, tmp_path), collectors)
     assert time.monotonic() - started < 1.4
     assert {r.name: r.status for r in results} == {"ray": "failed", "ray/status.txt": "ok"}
-    assert next(r.detail for r in results if r.name == "ray").startswith("timed out after")
+    assert next(r.detail for r in results if r.name == "ray").startswith("ray: timed out after ")
     time.sleep(1.5)
     assert "ray/actors.json" not in bundle.files
 
