@@ -202,10 +202,15 @@ def collect(
 ) -> None:
     """Collect the raw bundle (secrets redacted, files 0600) to attach to a ticket; analyze it later.
 
+    The output path must not be a symbolic link, nor a folder that holds anything (docs/security.md).
+
     Exits 3 when no source gave anything (the bundle, holding only manifest.json, is still written:
     it says why each source failed)."""
+    from diag.collect.output import check_output_path, save_bundle
+
+    check_output_path(out)  # before minutes of collection, not after
     bundle = _collect_live(target)
-    written = bundle.save(out)
+    written = save_bundle(bundle, out)
     gathered = [name for name in bundle.files if name != "manifest.json"]
     if not gathered:
         raise UserError(f"collected nothing ({_why_nothing(bundle)}); wrote only the manifest to {written}")
