@@ -9,7 +9,7 @@ could carry a credential is replaced with "<redacted>":
 - `Authorization:` headers of every scheme (Bearer, Basic, Token, Digest, AWS4-HMAC-SHA256 ...);
 - URLs: the userinfo (`user:password@`, a token as the user), and query parameters of secret-looking
   names (`access_token`, `X-Amz-Signature`, `X-Amz-Credential`, `sig`, ...);
-- PEM private key blocks, and every regex detector of detect-secrets (AWS key ids, JWTs, GitHub,
+- PEM private key blocks, and the regex detectors of detect-secrets (AWS key ids, JWTs, GitHub,
   GitLab, Slack, Stripe, ... tokens) beside our own token formats (Hugging Face `hf_`, `sk-` keys);
 - high-entropy values where names say nothing (env entries, `env_vars`): random-looking strings of
   16+ characters, UUIDs (GPU-..., MIG-...) excepted;
@@ -83,11 +83,11 @@ _URL_USERINFO = re.compile(r"^(?P<scheme>[^:]+://)(?P<userinfo>[^/?#@]+)@")
 _URL_PARAM = re.compile(r"(?P<lead>[?&;](?P<name>[^=&#;]+)=)(?P<value>[^&#;]*)")
 _PLAIN_USER = re.compile(r"[a-z][a-z0-9._\-]{0,31}")
 _AUTH_HEADER = re.compile(
-    r"(?P<lead>(?i:\b(?:proxy-)?authorization)(?P<quote>[\"']?)[ \t]*[:=][ \t]*(?P<open>[\"']?)"
+    r"(?P<lead>(?P<pre>[\"']?)(?i:\b(?:proxy-)?authorization)(?P<quote>[\"']?)[ \t]*[:=][ \t]*(?P<open>[\"']?)"
     r"(?:(?P<scheme>[A-Za-z][A-Za-z0-9\-]*)[ \t]+)?)(?P<value>[^\r\n]*)"
 )
 _PEM_BLOCK = re.compile(
-    r"(?P<begin>-----BEGIN (?P<kind>[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?)-----)(?P<body>.*?)(?P<end>-----END (?P=kind)-----|\Z)",
+    r"(?P<begin>-{4,5} ?BEGIN (?P<kind>[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?) ?-{4,5})(?P<body>.*?)(?P<end>-{4,5} ?END (?P=kind) ?-{4,5}|\Z)",
     re.DOTALL,
 )
 _QUOTED_KEY = re.compile(
@@ -173,7 +173,7 @@ def redact_text(text: str, hits: Counter[str] | None = None) -> str:
 def _authorization(m: re.Match[str]) -> str | None:
     """Everything after the scheme word: up to the quote that opened the value, else to the line's end."""
     value = m["value"]
-    closing = m["open"] or m["quote"]
+    closing = m["open"] or m["quote"] or m["pre"]
     end = value.find(closing) if closing else -1
     secret, rest = (value[:end], value[end:]) if end >= 0 else (value, "")
     if not secret.strip() or secret.strip() == REDACTED:
@@ -216,6 +216,8 @@ def _secret_flag(m: re.Match[str]) -> bool:
 
 
 def _secret_assignment(m: re.Match[str]) -> bool:
+    if m["name"].lower().endswith("authorization"):
+        return False  # the Authorization rule's, which keeps the scheme word
     value = m["value"].strip("\"'")
     # "Authorization: Bearer x" is the bearer rule's; the scheme word itself is no secret
     return secret_name(m["name"], last_word_only=True) and value not in (REDACTED, "") and value.lower() not in ("bearer", "basic")
@@ -237,8 +239,9 @@ def _sub(
 # ----------------------------------------------------------------------------- detect-secrets
 
 # IPPublicDetector: an address is no secret. KeywordDetector: the name rules above know the shapes of
-# kubectl, vLLM and Ray output; its own guesses would redact engine flags.
-_SKIPPED_DETECTORS = frozenset({"IPPublicDetector", "KeywordDetector"})
+# kubectl, vLLM and Ray output; its own guesses would redact engine flags. PrivateKeyDetector matches
+# the BEGIN line only: the PEM block rule replaces the key itself and keeps the line that says what it was.
+_SKIPPED_DETECTORS = frozenset({"IPPublicDetector", "KeywordDetector", "PrivateKeyDetector"})
 _DELIMITERS = " \t\r\n=:\"'"
 
 
