@@ -238,10 +238,16 @@ def _sub(
 
 # ----------------------------------------------------------------------------- detect-secrets
 
-# IPPublicDetector: an address is no secret. KeywordDetector: the name rules above know the shapes of
-# kubectl, vLLM and Ray output; its own guesses would redact engine flags. PrivateKeyDetector matches
-# the BEGIN line only: the PEM block rule replaces the key itself and keeps the line that says what it was.
-_SKIPPED_DETECTORS = frozenset({"IPPublicDetector", "KeywordDetector", "PrivateKeyDetector"})
+# IPPublicDetector: an address is no secret. KeywordDetector and the keyword-led Cloudant, IBM and
+# SoftLayer ones: the name rules above know the shapes of kubectl, vLLM and Ray output (and those four
+# cost more than all the others together on a log). PrivateKeyDetector matches the BEGIN line only:
+# the PEM block rule replaces the key itself and keeps the line that says what it was.
+_SKIPPED_DETECTORS = frozenset(
+    {
+        "IPPublicDetector", "KeywordDetector", "PrivateKeyDetector", "CloudantDetector", "IbmCloudIamDetector",
+        "IbmCosHmacDetector", "SoftlayerDetector",
+    }
+)  # fmt: skip
 _DELIMITERS = " \t\r\n=:\"'"
 
 
