@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-from pathlib import Path
 
 import pytest
 from rich.console import Console

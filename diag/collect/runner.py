@@ -151,7 +151,8 @@ def _run_all(
     """Start every collector that can start, the ones needing pods once phase 1 is over; wait for each
     until its own limit. On Ctrl-C stop waiting: what has not come back is "interrupted"."""
     providers = [c for c in collectors if c.phase == 1]
-    later = [c for c in collectors if c.phase != 1 and c.needs_pods and providers]
+    waits = [c.phase != 1 and c.needs_pods and bool(providers) for c in collectors]
+    later = [c for c, wait_for_pods in zip(collectors, waits) if wait_for_pods]
     running: dict[Future[list[SourceResult]], _Running] = {}
     results: list[SourceResult] = []
 
@@ -166,8 +167,8 @@ def _run_all(
         view.finished(c.name, got)
 
     try:
-        for c in collectors:
-            if c not in later:
+        for c, wait_for_pods in zip(collectors, waits):
+            if not wait_for_pods:
                 start(c)
         providers_left = len(providers)
         while running or later:
