@@ -324,22 +324,23 @@ class KubeAccess:
         import urllib3
         from kubernetes.client.exceptions import ApiException
 
+        started = time.monotonic()
         try:
             return fn()
         except ApiException as e:
             if e.status == 0 and "timed out" in str(e.reason).lower():
-                raise KubeTimeout(f"{what}: timed out") from e
+                raise KubeTimeout(f"{what}: timed out after {time.monotonic() - started:.1f}s") from e
             status, line = _api_error(e)
             raise KubeError(f"{what}: {line}", status=status) from e
         except urllib3.exceptions.HTTPError as e:
-            raise _transport_error(what, e) from e
+            raise _transport_error(what, e, time.monotonic() - started) from e
         except TimeoutError as e:
-            raise KubeTimeout(f"{what}: timed out") from e
+            raise KubeTimeout(f"{what}: timed out after {time.monotonic() - started:.1f}s") from e
         except OSError as e:
             raise KubeError(f"{what}: {_one_line(e)}") from e
 
 
-def _transport_error(what: str, error: Exception) -> KubeError:
+def _transport_error(what: str, error: Exception, elapsed_s: float) -> KubeError:
     """No HTTP answer: the connection was refused (NewConnectionError is a ConnectTimeoutError in
     urllib3, so it is told apart first), it timed out, or something else broke."""
     import urllib3
@@ -348,7 +349,7 @@ def _transport_error(what: str, error: Exception) -> KubeError:
     if isinstance(reason, urllib3.exceptions.NewConnectionError):
         return KubeError(f"{what}: cannot connect to the API server ({str(reason).rsplit(': ', 1)[-1]})")
     if isinstance(reason, urllib3.exceptions.TimeoutError):
-        return KubeTimeout(f"{what}: timed out")
+        return KubeTimeout(f"{what}: timed out after {elapsed_s:.1f}s")
     return KubeError(f"{what}: cannot reach the API server ({_one_line(reason)})")
 
 
