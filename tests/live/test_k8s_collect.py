@@ -287,7 +287,7 @@ def test_a_slow_pod_behind_the_proxy_is_a_timeout_after_one_try(cluster: ReplayC
     with RecordedHttp({"/metrics": [Answer(200, b"", delay_s=3)]}) as slow:
         cluster.upstreams[("pods", *VLLM_POD)] = slow.url
         started = time.monotonic()
-        with pytest.raises(KubeTimeout, match=r"timed out after 0\.[5-9]s$"):
+        with pytest.raises(KubeTimeout, match=r"timed out after \d+\.\ds$"):
             kube.pod_proxy_get(namespace, pod, port, "/metrics", 0.5)
         assert time.monotonic() - started < 1.5
         assert slow.served("/metrics") == 1  # not retried: a caller's timeout is the time it waits
