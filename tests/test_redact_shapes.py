@@ -90,3 +90,15 @@ def test_text_shapes(line: str, kept: str) -> None:
     cleaned = redact_text(line, hits)
     assert "plant" not in cleaned and kept in cleaned and REDACTED in cleaned
     assert redact_text(cleaned) == cleaned  # a second pass changes nothing
+
+
+def test_yaml_files_are_cleaned_as_data_and_block_scalars_in_text() -> None:
+    manifest = (
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: tls\n  annotations:\n    example.com/api-token: plantYamlTok0070\n"
+        "stringData:\n  tls.key: |\n    -----BEGIN EC PRIVATE KEY-----\n    plantYamlPem0071\n    -----END EC PRIVATE KEY-----\n"
+        "  replicas: '3'\n"
+    )
+    cleaned = redact("k8s/extra.yaml", manifest.encode()).decode()
+    assert "plant" not in cleaned and "name: tls" in cleaned and "replicas: '3'" in cleaned
+    in_a_log = "config:\n  db_password: >\n    plantFolded0072\n    more0073\n  port: 5432\n"
+    assert redact_text(in_a_log) == f"config:\n  db_password: >\n    {REDACTED}\n  port: 5432\n"

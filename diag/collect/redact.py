@@ -14,8 +14,9 @@ could carry a credential is replaced with "<redacted>":
 - high-entropy values where names say nothing (env entries, `env_vars`): random-looking strings of
   16+ characters, UUIDs (GPU-..., MIG-...) excepted;
 - kubeconfig credentials, and managedFields (noise).
-JSON files stay valid JSON: they are parsed, cleaned field by field and written back; JSON held in a
-string (the last-applied-configuration annotation, Ray's serialized runtime env) is cleaned the same way.
+JSON files stay valid JSON: they are parsed, cleaned field by field and written back (YAML files
+too); JSON held in a string (the last-applied-configuration annotation, Ray's serialized runtime env)
+is cleaned the same way, and YAML in text loses the block under a secret-named `name: |`.
 The limits are in docs/security.md.
 """
 
@@ -30,7 +31,8 @@ from collections.abc import Callable
 from typing import Any
 
 REDACTED = "<redacted>"
-ARGV_FILE_SUFFIX = ".cmdline.txt"  # vllm/<server>.cmdline.txt: a process's argv, one element a line
+ARGV_FILE_SUFFIX = ".cmdline.txt"
+YAML_SUFFIXES = (".yaml", ".yml")  # vllm/<server>.cmdline.txt: a process's argv, one element a line
 
 # The rules, by the name the manifest reports.
 ENV_SECRET = "env-secret-value"
@@ -94,6 +96,12 @@ _QUOTED_KEY = re.compile(
     r"(?P<lead>(?P<q>['\"])(?P<name>[A-Za-z_][A-Za-z0-9_.\-]*)(?P=q)[ \t]*:[ \t]*)"
     r"(?P<value>'[^'\n]*'|\"[^\"\n]*\"|\[[^\]\n]*\]|[^\s,}\]]+)"
 )
+# `password: |` (or `>`) and the more-indented lines under it: a YAML block scalar
+_YAML_BLOCK = re.compile(
+    r"(?m)^(?P<lead>(?P<indent>[ \t]*)(?:- )?(?P<name>[A-Za-z_][A-Za-z0-9_.\-/]*)[ \t]*:[ \t]*[|>][-+0-9]*[ \t]*\n)"
+    r"(?P<body>(?:(?P=indent)[ \t]+\S[^\n]*(?:\n|\Z)|[ \t]*\n)+)"
+)
+_BLOCK_INDICATOR = re.compile(r"[|>][-+0-9]*")
 _UUID = re.compile(r"(?:[A-Z]{2,4}-)?[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _RANDOM_LOOKING = re.compile(r"[A-Za-z0-9+=_\-]{16,}")
 _FLAG = re.compile(r"(?P<flag>--?[A-Za-z][A-Za-z0-9_\-]*)(?P<sep>=|[ \t]+)(?P<value>\"[^\"]*\"|'[^']*'|[^\s\"']+)")
@@ -142,15 +150,36 @@ def _redact_file(rel_path: str, raw: bytes, hits: Counter[str]) -> bytes:
                 return raw  # nothing to hide: the file stays byte for byte as the source sent it
             hits.update(found)
             return json.dumps(cleaned, indent=4, ensure_ascii=False).encode("utf-8", "surrogateescape")
+    if rel_path.endswith(YAML_SUFFIXES):
+        cleaned_yaml = _redact_yaml(text, hits)
+        if cleaned_yaml is not None:
+            return cleaned_yaml.encode("utf-8", "surrogateescape")
     if rel_path.endswith(ARGV_FILE_SUFFIX):  # one argument a line: `--api-key` and its value are apart
         text = "\n".join(_clean_argv(text.split("\n"), hits))
     return redact_text(text, hits).encode("utf-8", errors="surrogateescape")
+
+
+def _redact_yaml(text: str, hits: Counter[str]) -> str | None:
+    """A YAML file cleaned as data, as JSON is (None: not YAML after all, clean it as text)."""
+    import yaml
+
+    try:
+        documents = list(yaml.safe_load_all(text))
+    except yaml.YAMLError:
+        return None
+    found: Counter[str] = Counter()
+    cleaned = [_clean_json(d, found) for d in documents]
+    if not found:
+        return text
+    hits.update(found)
+    return yaml.safe_dump_all(cleaned, sort_keys=False, allow_unicode=True)
 
 
 def redact_text(text: str, hits: Counter[str] | None = None) -> str:
     """Apply the text rules to a log, a command line, or any string."""
     counter = hits if hits is not None else Counter()
     text = _sub(_PEM_BLOCK, text, counter, PRIVATE_KEY, lambda m: f"{m['begin']}\n{REDACTED}\n{m['end']}" if m["body"].strip() else None)
+    text = _sub(_YAML_BLOCK, text, counter, ASSIGNMENT, _yaml_block)
     text = _sub(_KUBECONFIG_LINE, text, counter, KUBECONFIG, lambda m: f"{m['lead']}{REDACTED}")
     text = _sub(_AUTH_HEADER, text, counter, AUTH_HEADER, _authorization)
     text = _URL.sub(lambda m: _clean_url(m[0], counter), text)
@@ -168,6 +197,12 @@ def redact_text(text: str, hits: Counter[str] | None = None) -> str:
         ASSIGNMENT,
         lambda m: f"{m['name']}{m['sep']}{REDACTED}" if _secret_assignment(m) else None,
     )
+
+
+def _yaml_block(m: re.Match[str]) -> str | None:
+    if not secret_name(m["name"], last_word_only=True) or m["body"].strip() == REDACTED:
+        return None
+    return f"{m['lead']}{m['indent']}  {REDACTED}\n"
 
 
 def _authorization(m: re.Match[str]) -> str | None:
@@ -219,6 +254,8 @@ def _secret_assignment(m: re.Match[str]) -> bool:
     if m["name"].lower().endswith("authorization"):
         return False  # the Authorization rule's, which keeps the scheme word
     value = m["value"].strip("\"'")
+    if _BLOCK_INDICATOR.fullmatch(value):
+        return False  # `password: |`: the block under it is the YAML block rule's
     # "Authorization: Bearer x" is the bearer rule's; the scheme word itself is no secret
     return secret_name(m["name"], last_word_only=True) and value not in (REDACTED, "") and value.lower() not in ("bearer", "basic")
 
