@@ -63,7 +63,8 @@ class HungServer:
 
 
 class StreamingServer:
-    """GET answers 200 with `total` bytes, `chunk` at a time, `pause_s` between chunks; counts what it sent."""
+    """GET answers 200 with `total` bytes, `chunk` at a time, `pause_s` between chunks; counts what it
+    sent to all readers together."""
 
     def __init__(self, total: int, chunk: int = 1024 * 1024, pause_s: float = 0.0) -> None:
         self.sent = 0
@@ -79,9 +80,11 @@ class StreamingServer:
                 self.send_header("Content-Length", str(total))
                 self.end_headers()
                 block = b"x" * chunk
+                sent = 0
                 try:
-                    while server.sent < total:
+                    while sent < total:
                         self.wfile.write(block)
+                        sent += len(block)
                         server.sent += len(block)
                         time.sleep(pause_s)
                 except OSError:
@@ -282,3 +285,25 @@ def test_retry_after_reads_seconds_dates_and_falls_back_to_backoff() -> None:
     assert retry_after_s("Thu, 03 Dec 2026 12:00:05 GMT", 1, now=now.timestamp()) == pytest.approx(5.0)
     assert retry_after_s("Thu, 03 Dec 2026 11:00:00 GMT", 1, now=now.timestamp()) == 0.0  # already past
     assert retry_after_s(None, 1) == 0.5 and retry_after_s("soon", 2) == 1.0
+
+
+def test_an_answer_that_breaks_off_is_one_line() -> None:
+    class Truncating(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "1000000")
+            self.end_headers()
+            self.wfile.write(b"x" * 1000)  # then the connection closes
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Truncating)
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        with pytest.raises(Unreachable) as failure:
+            direct_get(f"http://127.0.0.1:{httpd.server_address[1]}")("/metrics", 5)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert failure.value.detail.startswith("the answer broke off: ") and "\n" not in failure.value.detail

@@ -48,6 +48,7 @@ def direct_get(base_url: str, max_bytes: int = DEFAULT_MAX_ANSWER_BYTES) -> Http
 
     def once(path: str, started: float, deadline: float) -> tuple[int, bytes, str | None]:
         import requests
+        import urllib3
 
         remaining = max(0.001, deadline - time.monotonic())
         try:
@@ -66,6 +67,10 @@ def direct_get(base_url: str, max_bytes: int = DEFAULT_MAX_ANSWER_BYTES) -> Http
             raise Unreachable(_first_line(e)) from e
         except (AnswerTooLarge, AnswerTooSlow) as e:
             raise Unreachable(str(e)) from e
+        except urllib3.exceptions.ReadTimeoutError as e:  # the body is read from urllib3 directly
+            raise Unreachable(TIMEOUT, time.monotonic() - started) from e
+        except urllib3.exceptions.HTTPError as e:  # e.g. the server closed before the whole body came
+            raise Unreachable(f"the answer broke off: {_first_line(e)}") from e
         except OSError as e:  # the socket, while the body was read
             raise Unreachable(_first_line(e)) from e
 
