@@ -307,3 +307,22 @@ def test_an_answer_that_breaks_off_is_one_line() -> None:
         httpd.shutdown()
         httpd.server_close()
     assert failure.value.detail.startswith("the answer broke off: ") and "\n" not in failure.value.detail
+
+
+def test_the_api_server_path_is_capped_too(tmp_path: Path) -> None:
+    from diag.collect.kube import KubeAccess, KubeError
+    from tests.replay.harness import VLLM_POD, recorded_cluster
+    from tests.replay.server import ReplayServer
+
+    cluster = recorded_cluster()
+    with StreamingServer(8 * 1024 * 1024) as big:
+        cluster.upstreams[("pods", *VLLM_POD)] = big.url
+        with ReplayServer(cluster) as server:
+            kube = KubeAccess(str(server.write_kubeconfig(tmp_path, namespace="llm")), max_answer_bytes=1024 * 1024)
+            namespace, pod, port = VLLM_POD
+            with pytest.raises(KubeError, match=r"answer larger than 1 MiB \(--max-answer-bytes\); not kept$"):
+                kube.pod_proxy_get(namespace, pod, port, "/metrics", 10)
+            assert kube.list_json("nodes", None)["items"]  # the connection pool still works after a cut
+            small = KubeAccess(str(server.write_kubeconfig(tmp_path, namespace="llm")), max_answer_bytes=1024)
+            with pytest.raises(KubeError, match=r"^list Pod in llm: answer larger than 1024 bytes"):
+                small.list_json("pods", "llm")
