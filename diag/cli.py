@@ -180,6 +180,7 @@ _TARGET_OPTIONS: dict[str, tuple[object, object]] = {
     "scrape_interval_s": (float, typer.Option(5.0, "--scrape-interval", min=0.0, help="Seconds between /metrics reads.")),
     "total_timeout_s": (float, typer.Option(120.0, "--timeout", help="Seconds for the whole collection.")),
     "source_timeout_s": (float, typer.Option(20.0, "--source-timeout", help="Seconds for each source.")),
+    "max_answer_bytes": (int, typer.Option(64 * 1024 * 1024, "--max-answer-bytes", min=1024, help="Largest HTTP answer read from any source (default 64 MiB); a larger one fails that source.")),
 }
 
 
@@ -241,11 +242,16 @@ def collect(
 ) -> None:
     """Collect the raw bundle (secrets redacted, files 0600) to attach to a ticket; analyze it later.
 
+    The output path must not be a symbolic link, nor a folder that holds anything (docs/security.md).
+
     Exits 3 when no source gave anything (the bundle, holding only manifest.json, is still written:
     it says why each source failed)."""
+    from diag.collect.output import check_output_path, save_bundle
+
     target.since_s = _window(since)
+    check_output_path(out)  # before minutes of collection, not after
     bundle = _collect_live(target)
-    written = bundle.save(out)
+    written = save_bundle(bundle, out)
     gathered = [name for name in bundle.files if name != "manifest.json"]
     if not gathered:
         raise UserError(f"collected nothing ({_why_nothing(bundle)}); wrote only the manifest to {written}")
@@ -321,6 +327,9 @@ def main() -> None:
 
 
 def _fail(message: str) -> None:
+    from diag.collect.redact import redact_text  # a collection's failure may quote a URL with its password
+
+    message = redact_text(message)
     stderr.print(f"llmdiag: {message}", markup=False, highlight=False, soft_wrap=True)
     sys.exit(EXIT_CANNOT_ANALYZE)
 

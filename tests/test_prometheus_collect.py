@@ -104,7 +104,7 @@ def test_prometheus_starts_with_the_kubernetes_listing_not_after_it() -> None:
     collectors = [
         Collector("kubernetes objects", slow_listing, phase=1),
         Collector("logs", lambda ctx: [SourceResult("k8s/logs", "ok")]),
-        Collector("prometheus", prometheus, phase=0),
+        Collector("prometheus", prometheus, needs_pods=False),
     ]
     _, results = collect(Target(kubeconfig="/nonexistent", local_gpu=False), collectors)
     assert asked_while_listing == [True]
@@ -124,7 +124,7 @@ def test_ctrl_c_during_the_listing_marks_a_still_running_prometheus_interrupted(
     collectors = [
         Collector("kubernetes objects", listing_then_ctrl_c, phase=1),
         Collector("vllm", lambda ctx: []),
-        Collector("prometheus", lambda ctx: time.sleep(3) or [], phase=0),
+        Collector("prometheus", lambda ctx: time.sleep(3) or [], needs_pods=False),
     ]
     started = time.monotonic()
     bundle, results = collect(Target(kubeconfig="/nonexistent", local_gpu=False), collectors)

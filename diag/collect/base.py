@@ -43,6 +43,7 @@ class Target:
     log_tail_lines: int = 500
     source_timeout_s: float = 20.0
     total_timeout_s: float = 120.0
+    max_answer_bytes: int = 64 * 1024 * 1024  # one HTTP answer (list page, log, proxied GET); over it the source fails
 
 
 @dataclass

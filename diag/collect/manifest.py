@@ -66,6 +66,7 @@ def build_manifest(record: CollectionRecord) -> dict:
             "log_tail_lines": target.log_tail_lines,
             "source_timeout_s": target.source_timeout_s,
             "total_timeout_s": target.total_timeout_s,
+            "max_answer_bytes": target.max_answer_bytes,
         },
         "sources": merged_sources(record.results),
         "scrapes": {server: list(times) for server, times in sorted(record.scrape_times.items())},

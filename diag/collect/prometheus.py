@@ -93,7 +93,7 @@ def collect_target(target: Target, kube: KubeAccess | None, sink: Sink) -> list[
         access = prometheus_access(target)
         if access is None:
             return [SourceResult("prometheus", "skipped", "no --prometheus-url or --prometheus-service")]
-        get = access.getter(kube)
+        get = access.getter(kube, target.max_answer_bytes)
     except UserError as e:
         return [SourceResult("prometheus", "failed", str(e))]
     namespaces, scope_note = _namespaces(target, kube)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
+from diag.collect.bounds import DEFAULT_MAX_ANSWER_BYTES
 from diag.errors import UserError
 
 if TYPE_CHECKING:
@@ -64,11 +65,12 @@ class PromAccess:
         """For messages: the URL, or the Service."""
         return self.url if self.url else f"service {self.service}"
 
-    def getter(self, kube: KubeAccess | None) -> HttpGet:
+    def getter(self, kube: KubeAccess | None, max_bytes: int = DEFAULT_MAX_ANSWER_BYTES) -> HttpGet:
+        """Through the service proxy the kube client's own cap (--max-answer-bytes) holds."""
         from diag.collect.http import direct_get, service_proxy_get
 
         if self.service is None:
-            return direct_get(self.url or "", headers=self.headers, ca_file=self.ca_file)
+            return direct_get(self.url or "", headers=self.headers, ca_file=self.ca_file, max_bytes=max_bytes)
         if kube is None:
             raise UserError(f"--prometheus-service {self.service}: no Kubernetes configuration to reach it through")
         return service_proxy_get(kube, self.service.namespace, self.service.name, self.service.port, headers=self.headers)
@@ -136,16 +138,16 @@ def prometheus_access(target: Target) -> PromAccess | None:
     user = target.prometheus_user
     if url_user is not None:
         if user or target.prometheus_password:
-            raise UserError("--prometheus-url carries a user:password; do not give --prometheus-user/--prometheus-password too")
-        user, password = url_user, url_password
+            raise UserError("--prometheus-url carries a user:password, so give neither --prometheus-user nor --prometheus-password")
+        user, password = url_user, url_password or ""  # http://token@host: the token as the user, as curl sends it
     login = None
     if token and user:
         raise UserError("give a bearer token (--prometheus-token) or a user and password (--prometheus-user), not both")
     if target.prometheus_password and not user:
-        raise UserError("--prometheus-password needs --prometheus-user")
+        raise UserError("a password needs a user (--prometheus-user) to go with it")
     if user is not None:
-        if not password:
-            raise UserError(f"--prometheus-user needs --prometheus-password or {PASSWORD_ENV}")
+        if password is None:
+            raise UserError(f"--prometheus-user needs a password (--prometheus-password, or the variable {PASSWORD_ENV})")
         headers = _with_authorization(headers, "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode())
         login = "basic"
     elif token:
@@ -207,7 +209,7 @@ def _split_url(url: str) -> tuple[str, str | None, str | None]:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UserError(f"--prometheus-url: {public_url_hint(text)!r} is not an http(s) URL")
     if parts.query or parts.fragment:
-        raise UserError("--prometheus-url: a query string or fragment is not supported (credentials go in --prometheus-token or --prometheus-header)")
+        raise UserError("--prometheus-url: a query string or fragment is not supported (credentials go in --prometheus-header, or --prometheus-token)")
     try:
         port = parts.port
     except ValueError:
@@ -236,7 +238,7 @@ def _headers(given: list[str] | None) -> dict[str, str]:
 
 def _with_authorization(headers: dict[str, str], value: str) -> dict[str, str]:
     if "authorization" in {h.lower() for h in headers}:
-        raise UserError("--prometheus-header 'Authorization: ...' cannot go with --prometheus-token or --prometheus-user")
+        raise UserError("an Authorization header (--prometheus-header) cannot go with --prometheus-user, or --prometheus-token")
     return {**headers, "Authorization": value}
 
 
