@@ -68,3 +68,9 @@ RANGE_QUERIES: tuple[RangeQuery, ...] = (
 )
 
 BY_STEM: dict[str, RangeQuery] = {q.stem: q for q in RANGE_QUERIES}
+# The same gauge or histogram under its new and old vLLM name: asked for both, one fact from either.
+RENAMED_PAIRS: tuple[tuple[str, str], ...] = (
+    ("vllm_kv_cache_usage_perc", "vllm_gpu_cache_usage_perc"),
+    ("vllm_itl_p99_5m", "vllm_tpot_p99_5m"),
+    ("vllm_itl_mean_5m", "vllm_tpot_mean_5m"),
+)

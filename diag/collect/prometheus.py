@@ -22,7 +22,7 @@ from urllib.parse import urlencode
 
 from diag.collect.base import SourceResult, Sink
 from diag.collect.http import REFUSED, TIMEOUT, HttpGet, Unreachable, body_excerpt
-from diag.prometheus_queries import RANGE_QUERIES, RangeQuery
+from diag.prometheus_queries import RANGE_QUERIES, RENAMED_PAIRS, RangeQuery
 
 if TYPE_CHECKING:
     from diag.collect.base import Target
@@ -33,12 +33,6 @@ DEFAULT_WINDOW_S = 30 * 60
 MIN_STEP_S = 15  # the common scrape interval: a finer step repeats samples
 MAX_POINTS = 11_000  # Prometheus refuses a range query that would return more points per series
 MAX_PARALLEL_QUERIES = 8
-# The same gauge or histogram under its old and new vLLM name: asked for both, one line when neither has a series.
-RENAMED_PAIRS: tuple[tuple[str, str], ...] = (
-    ("vllm_kv_cache_usage_perc", "vllm_gpu_cache_usage_perc"),
-    ("vllm_itl_p99_5m", "vllm_tpot_p99_5m"),
-    ("vllm_itl_mean_5m", "vllm_tpot_mean_5m"),
-)
 _REGEX_SPECIAL = frozenset("\\.+*?()|[]{}^$")
 
 
@@ -97,7 +91,8 @@ def collect_target(target: Target, kube: KubeAccess | None, sink: Sink) -> list[
     except UserError as e:
         return [SourceResult("prometheus", "failed", str(e))]
     namespaces, scope_note = _namespaces(target, kube)
-    selector = vllm_selector(namespaces, access.matchers)
+    pod = (f"pod={_promql_string(target.pod)}",) if target.pod else ()  # --pod: that server's series only
+    selector = vllm_selector(namespaces, (*pod, *access.matchers))
     sink.record_prometheus(
         {
             **access.describe(),

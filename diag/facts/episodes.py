@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from diag.clock import Clock, age_text
+from diag.clock import Clock, age_text, iso_time
 from diag.model import History
 
 Values = dict[str, float]  # one time's values, by the name the caller gave each stem
@@ -41,7 +41,7 @@ class Span:
 
     def facts(self, clock: Clock) -> dict:
         return {
-            "from": _iso(self.start), "until": _iso(self.end), "minutes": self.minutes, "ongoing": self.ongoing,
+            "from": iso_time(self.start), "until": iso_time(self.end), "minutes": self.minutes, "ongoing": self.ongoing,
             "when": self.when(clock),
         }
 
@@ -104,10 +104,6 @@ class Timeline:
 
     def _at_window_end(self, t: float) -> bool:
         return self.window_end is None or t >= self.window_end - 2 * self.step
-
-
-def _iso(t: float) -> str:
-    return datetime.fromtimestamp(t, tz=timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _clock_time(t: float) -> str:

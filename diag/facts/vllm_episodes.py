@@ -66,6 +66,10 @@ def _merge(scrapes: Fact, history: Fact) -> Fact:
     if scrapes is not None and scrapes["found"]:
         if history is not None and history["found"]:
             return scrapes | {k: history[k] for k in ("when", "from", "until", "minutes")} | {"source": "the /metrics scrapes and Prometheus"}
+        if history is not None:
+            note = ("Prometheus' samples do not show it for history_min_minutes (they are coarser, and may end before "
+                    "collection); the scrapes read the server itself at collection, so they count")  # fmt: skip
+            return scrapes | {"note": note}
         return scrapes
     if history is not None and history["found"]:
         if scrapes is not None and history["ongoing"]:

@@ -71,3 +71,19 @@ def test_triage_with_prometheus_alone(scenario, tmp_path: Path) -> None:
         verdict = report["verdict"]
         assert verdict["rule"] == expected.rule if verdict["status"] == "fault" else expected.rule in verdict["summary"]
         assert run.returncode == (2 if fired[expected.rule]["severity"] == "critical" else 1)
+
+
+def test_pod_scopes_the_vllm_queries_to_that_servers_series(scenario) -> None:
+    from diag.collect.base import Sink, Target
+    from diag.collect.prometheus import collect_target
+    from history_scenarios import PODS
+
+    _, url, _ = scenario
+    bundle = Bundle()
+    pod = sorted(PODS)[0]
+    collect_target(Target(prometheus_url=url, namespace=NAMESPACE, pod=pod), None, Sink(bundle))
+    waiting = json.loads(bundle.files["prometheus/vllm_num_requests_waiting.json"])
+    assert f'pod="{pod}"' in waiting["query"]
+    assert {s["metric"]["pod"] for s in waiting["data"]["result"]} == {pod}
+    gpus = json.loads(bundle.files["prometheus/dcgm_xid_errors.json"])["data"]["result"]
+    assert len(gpus) == 4  # GPU queries are not scoped: a GPU's memory may be held by no pod at all
