@@ -304,3 +304,16 @@ def test_once_prometheus_was_queried_a_missing_answer_is_a_gap_and_without_it_no
     assert "prometheus/dcgm_xid_errors.json" in missing and "prometheus/vllm_kv_cache_usage_perc.json" not in missing
     assert [g for g in gaps(snapshot(history)) if g.source == "prometheus/dcgm_xid_errors.json"][0].layer == "gpu"
     assert not any(g.source.startswith("prometheus/") for g in gaps(snapshot([], [VllmServer(name="vllm-0")])))
+
+
+def test_the_json_report_says_which_window_of_history_it_read() -> None:
+    from pathlib import Path
+
+    from diag.analyze import analyze_bundle
+    from diag.bundle import Bundle
+    from diag.report.json_report import to_dict
+
+    fixtures = Path(__file__).resolve().parent.parent / "fixtures"
+    window = to_dict(analyze_bundle(Bundle.open(fixtures / "history-kv-storm-ended")))["prometheus_window"]
+    assert window["step_seconds"] == 15 and window["start"] < window["end"] and window["end"].endswith("Z")
+    assert to_dict(analyze_bundle(Bundle.open(fixtures / "busy-but-healthy")))["prometheus_window"] is None
