@@ -20,6 +20,7 @@ from diag.model import PromWindow, SourceStatus
 from diag.prometheus_join import history_window
 from diag.stopwatch import Stopwatch
 from diag.relevance import on_serving_path, serving_links
+from diag.signals import load_signals
 
 # Exit codes, as Nagios-style checks use them, so runbooks can branch on them.
 EXIT_HEALTHY, EXIT_WARNING, EXIT_CRITICAL = 0, 1, 2
@@ -65,9 +66,10 @@ def analyze_bundle(
     with watch.phase("rules (load and compile)"):
         rules_dir = builtin_rules_dir()
         rules = load_rules([rules_dir, *(extra_rule_dirs or [])])
+        signals = load_signals([rules_dir, *(extra_rule_dirs or [])])
         settings = settings_with_overrides(rules_dir, config)
     with watch.phase("read and parse"):
-        loaded = load_bundle(bundle, watch)
+        loaded = load_bundle(bundle, watch, signals)
     with watch.phase("join"):
         snap = join(loaded)
     with watch.phase("facts"):

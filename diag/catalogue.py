@@ -7,6 +7,7 @@ from pathlib import Path
 from rich.table import Table
 
 from diag.engine import Rule, RuleError, builtin_rules_dir, load_rules, load_settings
+from diag.signals import load_signals
 
 
 def _rules(extra: list[Path]) -> list[Rule]:
@@ -41,6 +42,10 @@ def catalogue_markdown(extra: list[Path]) -> str:
     out += [f"| [{r.id}](#{r.id.lower()}) | {r.layer} | {r.severity} | {r.title} |" for r in rules]
     out += ["", "## Settings", "", "| name | default | meaning |", "| --- | --- | --- |"]
     out += [f"| `{name}` | {spec.get('default')} | {spec.get('description', '')} |" for name, spec in settings.items()]
+    signals = load_signals([builtin_rules_dir(), *extra])
+    out += ["", "## Log signals", "", "Lines the rules read as `log_signals.<name>`, from `rules/signals/*.yaml` (add your own in a",
+            "`signals/` folder beside rule files given with `--rules`).", "", "| name | layer | what its lines say |", "| --- | --- | --- |"]
+    out += [f"| `{name}` | {signals.layers[name]} | {signals.descriptions[name]} |" for name in sorted(signals.names())]
     out.append("")
     for r in rules:
         out += [_section(r), ""]

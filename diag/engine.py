@@ -18,7 +18,6 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ import yaml
 from diag.errors import UserError
 from diag.facts import SCOPES, Facts
 from diag.model import LAYERS
+from diag.rules_dir import builtin_rules_dir
 from diag.stopwatch import Stopwatch
 
 SEVERITIES = ("info", "warning", "critical")
@@ -98,14 +98,6 @@ class Evaluation:
 
 
 # --------------------------------------------------------------------------- loading
-
-
-def builtin_rules_dir() -> Path:
-    """rules/ inside the installed wheel, or beside the package in a source checkout."""
-    packaged = resources.files("diag") / "rules"
-    if packaged.is_dir():
-        return Path(str(packaged))
-    return Path(__file__).resolve().parent.parent / "rules"
 
 
 def load_settings(rules_dir: Path) -> dict[str, dict]:

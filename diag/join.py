@@ -15,13 +15,6 @@ from diag.parsers.gpu_common import pci_address
 from diag.parsers.logs import xid_device, xids_in
 from diag.prometheus_join import attach_history
 
-# Log signals that belong to a vLLM server's story (see diag.parsers.logs), causes before the engine's death.
-VLLM_LOG_SIGNALS = (
-    "kv_cache_too_small", "no_cache_blocks", "cuda_oom", "cuda_driver_too_old", "model_not_found", "gpu_memory_taken",
-    "engine_dead", "preemption",
-)
-
-
 def join(snap: Snapshot) -> Snapshot:
     attach_history(snap)
     _events_to_objects(snap)
@@ -123,8 +116,8 @@ def _server_in_pod(server: VllmServer, pod: Pod, container: Container, services:
     server.namespace, server.pod, server.node = pod.namespace, pod.key, pod.node_name
     server.ray_node_id = pod.ray_node_id
     pod.vllm_server = server.name
-    for signal in VLLM_LOG_SIGNALS:
-        server.log_lines.extend(container.log_signals.get(signal, []))
+    for signal, lines in container.log_signals.items():
+        server.log_signals.setdefault(signal, []).extend(lines)
     server.logs_read = server.logs_read or container.logs is not None or container.previous_logs is not None
     for svc in services:
         if svc.namespace == pod.namespace and all(pod.labels.get(k) == v for k, v in svc.selector.items()):

@@ -26,6 +26,7 @@ from diag.model import (
 from diag.parsers import engine_args, k8s, logs, nvidia_smi, nvml, prom_text, prometheus_api
 from diag.parsers import ray_state, ray_status, vllm
 from diag.prometheus_queries import RENAMED_PAIRS
+from diag.signals import LogSignals, builtin_signals
 from diag.stopwatch import Stopwatch, file_kind
 
 # The sources every analysis looks for; absent ones are reported "missing".
@@ -60,10 +61,11 @@ _LOG_FILE = re.compile(r"^k8s/logs/(?P<stem>.+?)(?P<previous>\.previous)?\.log$"
 
 
 class _Loader:
-    def __init__(self, bundle: Bundle, stopwatch: Stopwatch | None = None) -> None:
+    def __init__(self, bundle: Bundle, stopwatch: Stopwatch | None = None, signals: LogSignals | None = None) -> None:
         self.bundle = bundle
         self.stopwatch = stopwatch
-        self.snap = Snapshot(manifest=bundle.manifest())
+        self.signals = signals or builtin_signals()
+        self.snap = Snapshot(manifest=bundle.manifest(), log_signal_names=self.signals.names())
         self.endpoints: dict[tuple[str, str], tuple[list[str], list[str]]] = {}
         self.log_files: list[tuple[str, str, bool]] = []  # (stem, text, previous)
         self.scrapes: dict[str, dict[int, str]] = {}  # server -> n -> file
@@ -263,7 +265,7 @@ class _Loader:
                 found.previous_logs = text
             else:
                 found.logs = text
-            for signal, lines in logs.scan_log(complete).items():
+            for signal, lines in logs.scan_log(complete, self.signals).items():
                 found.log_signals.setdefault(signal, []).extend(lines)
 
     def _attach_endpoints(self) -> None:
@@ -352,5 +354,6 @@ def _set_engine_args(server: VllmServer, rel: str, argv: list[str]) -> None:
     server.engine_args = parsed
 
 
-def load_bundle(bundle: Bundle, stopwatch: Stopwatch | None = None) -> Snapshot:
-    return _Loader(bundle, stopwatch).load()
+def load_bundle(bundle: Bundle, stopwatch: Stopwatch | None = None, signals: LogSignals | None = None) -> Snapshot:
+    """`signals`: the log signals to look for (default: the built-in ones)."""
+    return _Loader(bundle, stopwatch, signals).load()

@@ -417,7 +417,7 @@ class VllmServer:
     max_model_len_served: int | None = None  # /v1/models max_model_len
     scrapes: list[Scrape] = field(default_factory=list)
     engine_args: EngineArgs | None = None
-    log_lines: list[str] = field(default_factory=list)  # failure lines found in its logs
+    log_signals: dict[str, list[str]] = field(default_factory=dict)  # its container's log lines, by signal
     logs_read: bool = False  # a log of its container was in the bundle (else its log lines are unknown)
     # filled by join
     node: str | None = None
@@ -478,6 +478,7 @@ class Snapshot:
     vllm_servers: list[VllmServer] = field(default_factory=list)
     prometheus: list[PromResult] = field(default_factory=list)
     manifest: dict = field(default_factory=dict)
+    log_signal_names: list[str] = field(default_factory=list)  # the log signals looked for (diag.signals)
     sources: dict[str, SourceStatus] = field(default_factory=dict)
 
     _pods_by_key: dict[str, Pod] = field(default_factory=dict, init=False, repr=False, compare=False)

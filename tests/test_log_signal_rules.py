@@ -13,7 +13,8 @@ from diag.bundle import Bundle
 from diag.facts import build_facts
 from diag.join import join
 from diag.model import GPU, Container, GPUProcess, Node, Pod, Snapshot, SourceStatus
-from diag.parsers.logs import SIGNALS, scan_log
+from diag.parsers.logs import scan_log
+from diag.signals import builtin_signals
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -51,7 +52,7 @@ def test_each_log_signal_has_a_fixture_where_its_rule_fires(signal: str) -> None
 
 
 def test_every_signal_is_covered() -> None:
-    assert set(SIGNAL_RULES) | {"xid", "ray_cannot_schedule"} == set(SIGNALS)
+    assert set(SIGNAL_RULES) | {"xid", "ray_cannot_schedule"} == set(builtin_signals().names())
 
 
 def test_an_xid_line_in_a_pod_log_reaches_the_gpu_rule() -> None:

@@ -11,7 +11,8 @@ from diag.facts.common import link, plain
 from diag.join import xid_lines_by_node
 from diag.model import GPU, GPUProcess, Node, Pod, RayNode, Snapshot
 from diag.parsers.gpu_common import pci_address
-from diag.parsers.logs import SIGNALS, xid_device, xids_in
+from diag.parsers.logs import xid_device, xids_in
+from diag.signals import builtin_signals
 from diag.parsers.quantity import GPU_RESOURCE, gpu_count
 
 # Clocks-event reasons that mean something holds the clocks down against the workload (names as in
@@ -38,9 +39,6 @@ XID_MEANINGS = {
     95: "uncontained ECC error",
     109: "context switch timeout",
 }
-
-CUDA_DRIVER_TOO_OLD = SIGNALS["cuda_driver_too_old"]
-
 
 def cluster_facts(snap: Snapshot) -> dict:
     return {
@@ -306,5 +304,6 @@ def _driver_too_old_lines(pod: Pod) -> list[str]:
     runtime's refusal (nvidia-container-cli "unsatisfied condition: cuda>=...") in states and events."""
     lines = [line for c in pod.containers for line in c.log_signals.get("cuda_driver_too_old", [])]
     messages = [c.state_message for c in pod.containers] + [e.message for e in pod.events]
-    lines += [m.strip() for m in messages if m and CUDA_DRIVER_TOO_OLD.search(m)]
+    too_old = builtin_signals().patterns["cuda_driver_too_old"]
+    lines += [m.strip() for m in messages if m and too_old.search(m)]
     return list(dict.fromkeys(lines))

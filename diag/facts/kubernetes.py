@@ -26,6 +26,7 @@ from diag.parsers.logs import model_load_seconds
 from diag.parsers.quantity import gpu_count, mig_counts
 from diag.parsers.scheduler import parse_fit_error
 from diag.parsers.vllm_metrics import summarize
+from diag.signals import builtin_signals
 
 T = TypeVar("T")
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -183,7 +184,8 @@ def _node_brief(node: Node, index: _Index) -> dict:
 
 def _pod(pod: Pod, index: _Index) -> dict:
     facts = plain(pod, drop=("containers", "init_containers", "events"))
-    signals: dict[str, list[str]] = {}
+    # every signal looked for: one no line matched is known absent ([]), not unknown
+    signals: dict[str, list[str]] = {name: [] for name in index.snap.log_signal_names or builtin_signals().names()}
     load_times = []
     for c in pod.containers:
         for name, lines in c.log_signals.items():

@@ -12,7 +12,6 @@ from diag.prometheus_join import history_window
 from diag.facts.k8s_containers import vllm_container
 from diag.facts.kubernetes import pod_gpu_request
 from diag.parsers.quantity import mig_total
-from diag.join import VLLM_LOG_SIGNALS
 from diag.model import (
     GPU,
     EngineArgs,
@@ -24,7 +23,8 @@ from diag.model import (
     Snapshot,
     VllmServer,
 )
-from diag.parsers.logs import gpu_memory_shortfall, scan_log
+from diag.parsers.logs import gpu_memory_shortfall
+from diag.signals import builtin_signals
 from diag.parsers.vllm_metrics import (
     ITL,
     KV_CACHE_USAGE,
@@ -41,6 +41,11 @@ ALSO_NEEDED = (QUEUE_TIME,)
 # vLLM's newer KV-too-small error names the longest context the cache could hold.
 _ESTIMATED_MAX_LEN = re.compile(r"estimated maximum model length is (\d+)")
 _ENGINE_LABEL = "engine"
+# The log signals of a server's failure, causes before the engine's death that follows them.
+_FAILURE_SIGNALS = (
+    "kv_cache_too_small", "no_cache_blocks", "cuda_oom", "cuda_driver_too_old", "model_not_found", "gpu_memory_taken",
+    "engine_dead", "preemption",
+)
 # Log signals that are not a failure of the server (V0 preemption warnings: VLLM-116).
 _NOT_FAILURES = ("preemption",)
 # Flags that spread one server over several hosts: its GPUs are then not one pod's.
@@ -84,7 +89,7 @@ def _server(server: VllmServer, snap: Snapshot, index: _Index, settings: dict, c
     pod = snap.pod(server.pod) if server.pod else None
     gpus = index.gpus_of(server, snap)
     args = server.engine_args
-    signals = scan_log("\n".join(server.log_lines))
+    signals = server.log_signals
     gpus_provided, gpus_provided_by = _gpus_provided(server, pod, snap)
     missing = _missing(summary)
     seq_cap = _seq_cap(args, server.scrapes, server.history_engines)
@@ -115,9 +120,9 @@ def _server(server: VllmServer, snap: Snapshot, index: _Index, settings: dict, c
         "seq_cap_known": seq_cap is not None,  # known either way: VLLM-114 is the cap-unknown case
         "idle": _idle(summary),
         # null when no log of the server was collected: its failure lines are unknown, not absent
-        "log_signals": {name: signals.get(name, []) for name in VLLM_LOG_SIGNALS} if server.logs_read else None,
+        "log_signals": {name: signals.get(name, []) for name in _signal_names(snap)} if server.logs_read else None,
         "failure_line": next(
-            (signals[name][-1] for name in VLLM_LOG_SIGNALS if name not in _NOT_FAILURES and signals.get(name)), None
+            (signals[name][-1] for name in _FAILURE_SIGNALS if name not in _NOT_FAILURES and signals.get(name)), None
         ),
         "gpu_memory_shortfall": next(
             (found for line in reversed(signals.get("gpu_memory_taken", [])) if (found := gpu_memory_shortfall(line))), None
@@ -141,6 +146,11 @@ def _server(server: VllmServer, snap: Snapshot, index: _Index, settings: dict, c
 
 
 # --------------------------------------------------------------------------- metrics
+
+
+def _signal_names(snap: Snapshot) -> list[str]:
+    """Every signal looked for: one no line matched is known absent ([]), not unknown."""
+    return snap.log_signal_names or builtin_signals().names()
 
 
 def _metric_names(summary: VllmMetrics | None, server: VllmServer) -> dict[str, str]:

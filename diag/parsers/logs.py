@@ -1,11 +1,7 @@
 """Known failure lines in container logs, Xid codes, and how long vLLM took to start.
 
-Signal names are a contract with the rules (rules/*.yaml read `log_signals.<name>`). Every pattern
-matches wording traced to its source: vLLM (v1/core/kv_cache_utils.py, worker/worker.py,
-core/scheduler.py, v1/engine/exceptions.py, v1/engine/core_client.py, v1/engine/utils.py,
-config.py), PyTorch, the CUDA runtime, nvidia-container-cli, transformers / huggingface_hub,
-Ray's raylet and the NVIDIA kernel driver (see shared/reference/vllm/log-lines.txt, gpu/XID.md,
-ray/STATE-API.md).
+Which lines name a cause is data: the signals of rules/signals/*.yaml (diag.signals), each pattern
+with the source of its wording. Signal names are a contract with the rules (`log_signals.<name>`).
 """
 
 from __future__ import annotations
@@ -16,42 +12,9 @@ from collections import deque
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
-MAX_LINES_PER_SIGNAL = 5
+from diag.signals import LogSignals, builtin_signals
 
-SIGNALS: dict[str, re.Pattern[str]] = {
-    name: re.compile("|".join(f"(?:{p})" for p in patterns))
-    for name, patterns in {
-        "kv_cache_too_small": (
-            r"To serve at least one request with the models?'s max seq len",  # V1 (vLLM's own "models's")
-            r"is larger than the maximum number of tokens that can be stored in KV cache",  # V0
-        ),
-        "no_cache_blocks": (r"No available memory for the cache blocks",),
-        "cuda_oom": (r"CUDA out of memory", r"torch\.(?:cuda\.)?OutOfMemoryError"),
-        "cuda_driver_too_old": (
-            r"CUDA driver version is insufficient for CUDA runtime version",  # cudaErrorInsufficientDriver
-            r"unsatisfied condition: cuda>=[\d.]+, please update your driver",  # nvidia-container-cli
-            r"The NVIDIA driver on your system is too old",  # PyTorch's CUDA init
-        ),
-        "model_not_found": (
-            r"does not appear to have a file named config\.json",  # transformers
-            r"Repository Not Found",  # huggingface_hub RepositoryNotFoundError
-            r"is not a local folder and is not a valid model identifier",  # transformers
-            r"Invalid repository ID or local directory specified",  # vLLM config
-            r"Repo id must be in the form 'repo_name' or 'namespace/repo_name'",  # a local path that is not there
-            r"No such file or directory: ['\"][^'\"]*(?:[Mm]odel|config\.json|tokenizer|\.safetensors|\.gguf|huggingface)",
-        ),
-        # V1 worker start-up check: another process already holds the memory vLLM means to preallocate
-        "gpu_memory_taken": (r"Free memory on device .* on startup is less than desired GPU memory utilization",),
-        "xid": (r"NVRM: Xid \((?:PCI:)?[0-9A-Fa-f:.]+\): \d+",),
-        "ray_cannot_schedule": (r"cannot be scheduled right now",),
-        "preemption": (r"is preempted by PreemptionMode",),  # V0 scheduler; V1 only counts them
-        "engine_dead": (
-            r"EngineDeadError",
-            r"Engine core proc \S+ died unexpectedly",
-            r"Engine core initialization failed",
-        ),
-    }.items()
-}
+MAX_LINES_PER_SIGNAL = 5
 
 # vLLM asked to stop (SIGTERM from the kubelet, e.g. after a failed liveness probe): the EngineDeadError
 # its API server then logs is the shutdown, not a failure (seen in fixtures/real/vllm-cpu/*/server.log).
@@ -61,8 +24,10 @@ _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _XID_CODE = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+)")
 
 
-def scan_log(text: str) -> dict[str, list[str]]:
-    """Known failure lines by signal name: the last MAX_LINES_PER_SIGNAL of each, stripped."""
+def scan_log(text: str, signals: LogSignals | None = None) -> dict[str, list[str]]:
+    """Known failure lines by signal name (the built-in signals unless given): the last
+    MAX_LINES_PER_SIGNAL of each, stripped."""
+    patterns = (signals or builtin_signals()).patterns
     found: dict[str, deque[str]] = {}
     shutting_down = False
     for raw_line in text.splitlines():
@@ -70,7 +35,7 @@ def scan_log(text: str) -> dict[str, list[str]]:
         if not line:
             continue
         shutting_down = shutting_down or bool(_SHUTDOWN_REQUESTED.search(line))
-        for name, pattern in SIGNALS.items():
+        for name, pattern in patterns.items():
             if pattern.search(line) and not (shutting_down and name in _NOT_FAILURES_AFTER_SHUTDOWN):
                 found.setdefault(name, deque(maxlen=MAX_LINES_PER_SIGNAL)).append(line)
     return {name: list(lines) for name, lines in found.items()}

@@ -4,7 +4,8 @@ own values."""
 
 import pytest
 
-from diag.parsers.logs import MAX_LINES_PER_SIGNAL, SIGNALS, gpu_memory_shortfall, model_load_seconds, scan_log, xids_in
+from diag.parsers.logs import MAX_LINES_PER_SIGNAL, gpu_memory_shortfall, model_load_seconds, scan_log, xids_in
+from diag.signals import builtin_signals
 
 # A V1 vLLM server that starts cleanly: API server and engine core processes, uvicorn at the end.
 CLEAN_START = """\
@@ -55,7 +56,7 @@ RuntimeError: Engine core initialization failed. See root cause above. Failed co
 
 def test_every_signal_is_found():
     found = scan_log(FAILURES)
-    assert set(found) == set(SIGNALS)
+    assert set(found) == set(builtin_signals().names())
     v1, v0 = found["kv_cache_too_small"]
     assert v1.startswith("(EngineCore_0 pid=263) ValueError: To serve at least one request")
     assert v0.startswith("ValueError: The model's max seq len (131072) is larger than")
