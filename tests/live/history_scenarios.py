@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from live_services import OpenMetrics
+
 WINDOW_S = 30 * 60
 STEP_S = 15
 SAMPLES = WINDOW_S // STEP_S  # sample i is at end - WINDOW_S + i * STEP_S, i = 0 .. SAMPLES
@@ -98,10 +100,8 @@ SCENARIOS = {
 
 def openmetrics(scenario: Scenario, end: int) -> str:
     """The scenario's history, its newest sample at `end` (unix seconds)."""
-    families: dict[tuple[str, str], list[str]] = {}
-
-    def sample(family: str, kind: str, name: str, labels: str, value: float, t: int) -> None:
-        families.setdefault((family, kind), []).append(f"{name}{{{labels}}} {value:g} {t}")
+    history = OpenMetrics()
+    sample = history.sample
 
     servers = [(NAMESPACE, pod, ip, shape) for pod, shape in scenario.servers.items() for ip in [PODS[pod][0]]]
     servers.append((FOREIGN[0], FOREIGN[1], FOREIGN[2], storm))
@@ -143,12 +143,7 @@ def openmetrics(scenario: Scenario, end: int) -> str:
                 # gives counters that suffix
                 sample("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "gauge", "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
                        labels, 0, t)  # fmt: skip
-    lines: list[str] = []
-    for (family, kind), samples in families.items():
-        lines.append(f"# TYPE {family} {kind}")
-        lines.extend(samples)
-    lines.append("# EOF")
-    return "\n".join(lines) + "\n"
+    return history.text()
 
 
 # --------------------------------------------------------------------------- the bundles

@@ -332,6 +332,23 @@ DCGM_LABELS = f'UUID="{DCGM_GPU_UUID}",gpu="0",instance="{LOOPBACK}:9400",job="d
 TTFT_BUCKETS = ("0.1", "0.25", "0.5", "1.0", "2.5", "5.0", "10.0", "+Inf")
 
 
+class OpenMetrics:
+    """Samples grouped by metric family, as `promtool tsdb create-blocks-from openmetrics` reads them."""
+
+    def __init__(self) -> None:
+        self._families: dict[tuple[str, str], list[str]] = {}
+
+    def sample(self, family: str, kind: str, name: str, labels: str, value: float, t: int) -> None:
+        self._families.setdefault((family, kind), []).append(f"{name}{{{labels}}} {value:g} {t}")
+
+    def text(self) -> str:
+        lines: list[str] = []
+        for (family, kind), samples in self._families.items():
+            lines.append(f"# TYPE {family} {kind}")
+            lines.extend(samples)
+        return "\n".join([*lines, "# EOF"]) + "\n"
+
+
 def history_openmetrics(end: int) -> str:
     """30 minutes of a vLLM server going into saturation, and its GPU, as OpenMetrics for promtool.
 
@@ -342,10 +359,8 @@ def history_openmetrics(end: int) -> str:
     """
     times = list(range(end - HISTORY_S, end + 1, HISTORY_STEP_S))
     n = len(times) - 1
-    families: dict[tuple[str, str], list[str]] = {}
-
-    def sample(family: str, kind: str, name: str, labels: str, value: float, t: int) -> None:
-        families.setdefault((family, kind), []).append(f"{name}{{{labels}}} {value:g} {t}")
+    history = OpenMetrics()
+    sample = history.sample
 
     preemptions = 0
     ttft_fast = ttft_slow = 0
@@ -370,12 +385,7 @@ def history_openmetrics(end: int) -> str:
         sample("DCGM_FI_DEV_XID_ERRORS", "gauge", "DCGM_FI_DEV_XID_ERRORS", DCGM_LABELS, 79 if i >= n - 20 else 0, t)
         sample("DCGM_FI_DEV_GPU_UTIL", "gauge", "DCGM_FI_DEV_GPU_UTIL", DCGM_LABELS, 100, t)
         sample("DCGM_FI_DEV_FB_USED", "gauge", "DCGM_FI_DEV_FB_USED", DCGM_LABELS, 140000, t)
-    lines: list[str] = []
-    for (family, kind), samples in families.items():
-        lines.append(f"# TYPE {family} {kind}")
-        lines.extend(samples)
-    lines.append("# EOF")
-    return "\n".join(lines) + "\n"
+    return history.text()
 
 
 def bcrypt_hash(password: str) -> str:
