@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import itertools
-import json
 import os
 import stat
 import tarfile
@@ -13,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TypeVar
 
-from diag.errors import UserError
+from diag.errors import ParseError, UserError
+from diag.parsers.json_fields import load_json, type_name
 
 T = TypeVar("T")
 
@@ -83,14 +83,19 @@ class Bundle:
         return sorted(n for n in self.files if n.startswith(prefix))
 
     def manifest(self) -> dict:
-        raw = self.files.get("manifest.json")
-        if raw is None:
-            return {}
+        """manifest.json as an object; {} when absent or unreadable (the loader reports it failed)."""
         try:
-            data = json.loads(raw)
-        except ValueError:
+            return self.manifest_or_error()
+        except ParseError:
             return {}
-        return data if isinstance(data, dict) else {}
+
+    def manifest_or_error(self) -> dict:
+        if "manifest.json" not in self.files:
+            return {}
+        data = load_json(self.text("manifest.json"))
+        if not isinstance(data, dict):
+            raise ParseError(f"expected a JSON object, found {type_name(data)}")
+        return data
 
     # ------------------------------------------------------------------ writing
 

@@ -83,6 +83,7 @@ _RAY_SOURCES = {
     ("ray/placement_groups.json",): "kubectl exec <ray-head-pod> -- ray list placement-groups --detail --format json > ray/placement_groups.json",
 }
 _REMEDY_BY_PREFIX = {
+    "facts/": "llmdiag could not read this content (a bug): report it with the bundle; the sources above say which files were read",
     "bundle": "check the bundle (what it holds: tar tzvf, ls -lR); raise settings.bundle_max_* in .llmdiag.yaml only for a bundle you trust",
     "kubernetes": "check the kubeconfig and its context: kubectl config current-context; kubectl get pods -n <namespace>",
     "k8s/": "collect it again: kubectl get <kind> -o json",

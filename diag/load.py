@@ -6,14 +6,13 @@ that the layout knows but the bundle lacks is "missing": never read as healthy.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Callable
 from pathlib import PurePosixPath
 
 from diag.bundle import Bundle
-from diag.errors import ParseError
+from diag.errors import ParseError, unexpected
 from diag.identity import GPU_FILE_SUFFIXES, VLLM_FILE, Ambiguous, PodNames
 from diag.model import (
     GPU,
@@ -25,6 +24,7 @@ from diag.model import (
 )
 from diag.parsers import engine_args, k8s, logs, nvidia_smi, nvml, prom_text, prometheus_api
 from diag.parsers import ray_state, ray_status, vllm
+from diag.parsers.json_fields import load_json
 from diag.stopwatch import Stopwatch, file_kind
 
 # The sources every analysis looks for; absent ones are reported "missing".
@@ -82,9 +82,10 @@ class _Loader:
             action()
         except ParseError as e:
             self.failed(name, str(e))
-        except (ValueError, TypeError, KeyError, AttributeError, IndexError) as e:
-            # A parser let a low-level error through: still one line, still not fatal.
-            self.failed(name, f"unexpected content ({type(e).__name__}: {e})")
+        except MemoryError:
+            raise
+        except Exception as e:  # noqa: BLE001 - any bad file (RecursionError, OverflowError, csv.Error ...) fails its source only
+            self.failed(name, unexpected(e))
         else:
             self.ok(name)
         finally:
@@ -104,6 +105,10 @@ class _Loader:
     # ------------------------------------------------------------------ per folder
 
     def load(self) -> Snapshot:
+        try:
+            self.bundle.manifest_or_error()
+        except ParseError as e:
+            self.failed("manifest.json", f"{e} (collection time, scrape times and collector statuses unknown)")
         for rel, why in self.bundle.refused.items():
             self.failed(rel, why)
         for rel in sorted(self.bundle.files):
@@ -208,6 +213,11 @@ class _Loader:
                 except ParseError as e:
                     self.failed(rel, str(e))
                     continue
+                except MemoryError:
+                    raise
+                except Exception as e:  # noqa: BLE001 - see run()
+                    self.failed(rel, unexpected(e))
+                    continue
                 taken_at = stamps[i] if i < len(stamps) and isinstance(stamps[i], (int, float)) else None
                 server.scrapes.append(Scrape(exposition.samples, taken_at))
                 if exposition.errors:
@@ -305,10 +315,7 @@ def _merge_actor_gpu_ids(snap: Snapshot, logical: list) -> None:
 
 def _set_ray_version(snap: Snapshot, text: str) -> None:
     """/api/version names the head's Ray version; kept in the manifest-like slot rules read."""
-    try:
-        data = json.loads(text)
-    except ValueError as e:
-        raise ParseError(f"not valid JSON: {e}") from e
+    data = load_json(text)
     if not isinstance(data, dict) or not isinstance(data.get("ray_version"), str):
         raise ParseError("no 'ray_version' string: not a Ray dashboard /api/version answer")
     snap.ray_head_version = data["ray_version"]

@@ -9,11 +9,16 @@ lookups), so that conditions stay short and read like the symptom they test.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from diag.clock import Clock, iso
 from diag.facts import gpu, k8s_events, kubernetes, ray, vllm
-from diag.model import Snapshot
+from diag.errors import unexpected
+from diag.model import Snapshot, SourceStatus
+
+T = TypeVar("T")
 
 Subject = dict
 
@@ -31,9 +36,13 @@ SCOPES = (
 
 
 def build_facts(snap: Snapshot, clock: Clock | None = None) -> Facts:
-    """`clock`: the collection time and history window; by default none, so everything counts as current."""
+    """`clock`: the collection time and history window; by default none, so everything counts as current.
+    A builder that fails on this bundle's content costs its facts only: a failed source `facts/<part>`
+    says so (a gap, so the verdict cannot be healthy) and the other layers are still built."""
     clock = clock or Clock.of(snap)
-    cluster = kubernetes.cluster_facts(snap, clock) | ray.cluster_facts(snap) | gpu.cluster_facts(snap)
+    cluster: dict = _guarded(snap, "kubernetes cluster", lambda: kubernetes.cluster_facts(snap, clock), {})
+    cluster |= _guarded(snap, "ray cluster", lambda: ray.cluster_facts(snap), {})
+    cluster |= _guarded(snap, "gpu cluster", lambda: gpu.cluster_facts(snap), {})
     # "partial": a cut-off list whose complete items were recovered; rules that need it still run
     cluster["sources"] = {name: "partial" if s.status == "failed" and s.recovered is not None else s.status for name, s in snap.sources.items()}
     cluster["collected_at"] = iso(clock.now) if clock.now else None
@@ -41,9 +50,20 @@ def build_facts(snap: Snapshot, clock: Clock | None = None) -> Facts:
     cluster["_subject"] = "cluster"
     cluster["_links"] = []
     scopes: dict[str, list[Subject]] = {"cluster": [cluster]}
-    scopes.update(kubernetes.scopes(snap, clock))
-    scopes.update(k8s_events.scopes(snap))
-    scopes.update(ray.scopes(snap, clock))
-    scopes.update(gpu.scopes(snap))
-    scopes.update(vllm.scopes(snap))
+    scopes.update(_guarded(snap, "kubernetes", lambda: kubernetes.scopes(snap, clock), {}))
+    scopes.update(_guarded(snap, "kubernetes events", lambda: k8s_events.scopes(snap), {}))
+    scopes.update(_guarded(snap, "ray", lambda: ray.scopes(snap, clock), {}))
+    scopes.update(_guarded(snap, "gpu", lambda: gpu.scopes(snap), {}))
+    scopes.update(_guarded(snap, "vllm", lambda: vllm.scopes(snap), {}))
     return Facts(scopes=scopes, cluster=cluster)
+
+
+def _guarded(snap: Snapshot, part: str, build: Callable[[], T], empty: T) -> T:
+    try:
+        return build()
+    except MemoryError:
+        raise
+    except Exception as e:  # noqa: BLE001 - content no builder foresaw costs that part, not the analysis
+        name = f"facts/{part.replace(' ', '-')}"
+        snap.sources[name] = SourceStatus("failed", f"{name}: the {part} facts could not be built from this bundle: {unexpected(e)}")
+        return empty

@@ -8,6 +8,7 @@ A missing field (or a JSON null) reads as None / empty; only a field of the wron
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from diag.errors import ParseError
@@ -18,12 +19,26 @@ _TYPE_NAMES: dict[type, str] = {
 
 
 def load_json(text: str) -> Any:
+    """Strict JSON: Python's NaN / Infinity extensions and numbers too large for a float are refused
+    (no tool whose output a bundle holds writes them; read as numbers they would decide rules)."""
     try:
-        return json.loads(text.removeprefix("\ufeff"))  # a byte-order mark some editors and shells write
+        # a byte-order mark some editors and shells write
+        return json.loads(text.removeprefix("\ufeff"), parse_constant=_not_json, parse_float=_finite)
     except json.JSONDecodeError as e:
         raise ParseError(f"not valid JSON: {e}") from None
     except RecursionError:
         raise ParseError("not valid JSON: nested too deeply") from None
+
+
+def _not_json(word: str) -> Any:
+    raise ParseError(f"not valid JSON: {word} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ParseError(f"not valid JSON: the number {text[:30]} is too large for a float")
+    return value
 
 
 def _place(where: str, path: str) -> str:
