@@ -23,7 +23,7 @@ from diag.model import (
     VllmServer,
 )
 from diag.parsers import engine_args, k8s, logs, nvidia_smi, nvml, prom_text, prometheus_api
-from diag.parsers import ray_state, ray_status, vllm
+from diag.parsers import ray_state, ray_status, vllm, vllm_metrics
 from diag.parsers.json_fields import load_json
 from diag.stopwatch import Stopwatch, file_kind
 
@@ -219,10 +219,18 @@ class _Loader:
                     self.failed(rel, unexpected(e))
                     continue
                 taken_at = stamps[i] if i < len(stamps) and isinstance(stamps[i], (int, float)) else None
-                server.scrapes.append(Scrape(exposition.samples, taken_at))
-                if exposition.errors:
-                    kept = f"(the other {len(exposition.samples)} samples were used)"
-                    self.failed(rel, f"{exposition.errors[0]} {kept}", len(exposition.samples))
+                samples = [s for s in exposition.samples if vllm_metrics.impossible(s) is None]
+                errors = exposition.errors + [f"{why}: not used" for s in exposition.samples if (why := vllm_metrics.impossible(s))]
+                scrape = Scrape(samples, taken_at)
+                if server.scrapes and (gone_back := vllm_metrics.counters_gone_back(server.scrapes[-1], scrape)):
+                    errors.append(f"{gone_back[0]}{f' (and {len(gone_back) - 1} more)' if len(gone_back) > 1 else ''}: those increases are unknown")
+                if not samples:
+                    self.failed(rel, f"no sample could be used: {errors[0]}")
+                    continue
+                server.scrapes.append(scrape)
+                if errors:
+                    kept = f"(degraded: the other {len(samples)} samples were used)"
+                    self.failed(rel, f"{errors[0]} {kept}", len(samples))
                 else:
                     self.ok(rel)
         self.snap.vllm_servers.extend(self.servers.values())
