@@ -6,6 +6,7 @@ that the layout knows but the bundle lacks is "missing": never read as healthy.
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from collections.abc import Callable
@@ -224,8 +225,8 @@ class _Loader:
                 scrape = Scrape(samples, taken_at)
                 if server.scrapes and (gone_back := vllm_metrics.counters_gone_back(server.scrapes[-1], scrape)):
                     errors.append(f"{gone_back[0]}{f' (and {len(gone_back) - 1} more)' if len(gone_back) > 1 else ''}: those increases are unknown")
-                if not samples:
-                    self.failed(rel, f"no sample could be used: {errors[0]}")
+                if not any(math.isfinite(s.value) for s in samples):  # none left, or all NaN / ±Inf
+                    self.failed(rel, f"no sample could be used: {errors[0] if errors else 'every value is NaN or infinite'}")
                     continue
                 server.scrapes.append(scrape)
                 if errors:
