@@ -59,6 +59,14 @@ _K8S_LISTS: dict[str, Callable[[Snapshot, str], None]] = {
 _LOG_FILE = re.compile(r"^k8s/logs/(?P<stem>.+?)(?P<previous>\.previous)?\.log$")
 
 
+class _Degraded(ParseError):
+    """A file read in part: `used` of its items or samples were kept, the rest could not be."""
+
+    def __init__(self, message: str, used: int) -> None:
+        super().__init__(message)
+        self.used = used
+
+
 class _Loader:
     def __init__(self, bundle: Bundle, stopwatch: Stopwatch | None = None) -> None:
         self.bundle = bundle
@@ -81,6 +89,8 @@ class _Loader:
         started = time.perf_counter()
         try:
             action()
+        except _Degraded as e:
+            self.failed(name, str(e), e.used)
         except ParseError as e:
             self.failed(name, str(e))
         except MemoryError:
@@ -203,38 +213,32 @@ class _Loader:
             self.run(rel, lambda: _set_engine_args(server, rel, argv))
 
     def _finish_vllm(self) -> None:
-        times = self.snap.manifest.get("scrapes", {}) if isinstance(self.snap.manifest.get("scrapes"), dict) else {}
+        manifest_scrapes = self.snap.manifest.get("scrapes")
+        times = manifest_scrapes if isinstance(manifest_scrapes, dict) else {}
         for name, files in self.scrapes.items():
-            server = self.servers[name]
-            stamps = times.get(name, [])
+            stamps = times.get(name) if isinstance(times.get(name), list) else []
             for i, n in enumerate(sorted(files)):
-                rel = files[n]
-                try:
-                    exposition = prom_text.parse_exposition(self.bundle.text(rel))
-                except ParseError as e:
-                    self.failed(rel, str(e))
-                    continue
-                except MemoryError:
-                    raise
-                except Exception as e:  # noqa: BLE001 - see run()
-                    self.failed(rel, unexpected(e))
-                    continue
-                taken_at = stamps[i] if i < len(stamps) and isinstance(stamps[i], (int, float)) else None
-                samples = [s for s in exposition.samples if vllm_metrics.impossible(s) is None]
-                errors = exposition.errors + [f"{why}: not used" for s in exposition.samples if (why := vllm_metrics.impossible(s))]
-                scrape = Scrape(samples, taken_at)
-                if server.scrapes and (gone_back := vllm_metrics.counters_gone_back(server.scrapes[-1], scrape)):
-                    errors.append(f"{gone_back[0]}{f' (and {len(gone_back) - 1} more)' if len(gone_back) > 1 else ''}: those increases are unknown")
-                if not any(math.isfinite(s.value) for s in samples):  # none left, or all NaN / ±Inf
-                    self.failed(rel, f"no sample could be used: {errors[0] if errors else 'every value is NaN or infinite'}")
-                    continue
-                server.scrapes.append(scrape)
-                if errors:
-                    kept = f"(degraded: the other {len(samples)} samples were used)"
-                    self.failed(rel, f"{errors[0]} {kept}", len(samples))
-                else:
-                    self.ok(rel)
+                taken_at = stamps[i] if i < len(stamps) and isinstance(stamps[i], (int, float)) and not isinstance(stamps[i], bool) else None
+                self.run(files[n], lambda: self._read_scrape(self.servers[name], files[n], taken_at))
         self.snap.vllm_servers.extend(self.servers.values())
+
+    def _read_scrape(self, server: VllmServer, rel: str, taken_at: float | None) -> None:
+        """One /metrics text: its good samples are used; bad lines and impossible values (a vLLM gauge
+        out of its range, a counter that went down with no restart) leave the source degraded."""
+        exposition = prom_text.parse_exposition(self.bundle.text(rel))
+        samples = [s for s in exposition.samples if vllm_metrics.impossible(s) is None]
+        errors = exposition.errors + [f"{why}: not used" for s in exposition.samples if (why := vllm_metrics.impossible(s))]
+        if not samples:
+            raise ParseError(f"no sample could be used: {errors[0] if errors else 'no sample in it'}")
+        if not any(math.isfinite(s.value) for s in samples):
+            raise ParseError("no sample could be used: every value is NaN or infinite")
+        scrape = Scrape(samples, taken_at)
+        if server.scrapes and (gone_back := vllm_metrics.counters_gone_back(server.scrapes[-1], scrape)):
+            more = f" (and {len(gone_back) - 1} more)" if len(gone_back) > 1 else ""
+            errors.append(f"{gone_back[0]}{more}: those increases are unknown")
+        server.scrapes.append(scrape)
+        if errors:
+            raise _Degraded(f"{errors[0]} (degraded: the other {len(samples)} samples were used)", len(samples))
 
     def _prometheus(self, rel: str, text: str) -> None:
         stem = PurePosixPath(rel).stem

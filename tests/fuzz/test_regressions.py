@@ -37,6 +37,10 @@ CASES = {
     "manifest nested too deeply": ({"manifest.json": b"[" * DEEP}, "manifest.json", "nested too deeply"),
     # AttributeError in clock.parse_time: collected_at of the wrong type
     "manifest time of the wrong type": ({"manifest.json": b'{"collected_at": {"a": 1}, "scrapes": {"x": [{}]}}'}, None, None),
+    # TypeError in load._finish_vllm: the manifest's scrape times of one server not a list
+    "manifest scrape times not a list": ({"manifest.json": b'{"scrapes": {"llama-70b-7f8d9c6b5d-8q7hc": 7}}'}, None, None),
+    # IndexError in load._finish_vllm: a scrape of comments only, no sample and no bad line
+    "a scrape of comments only": ({SCRAPE: b"# HELP vllm:x y\n# TYPE vllm:x gauge\n"}, SCRAPE, "no sample in it"),
     # RecursionError out of load._set_ray_version
     "ray/version.json nested too deeply": ({"ray/version.json": b'{"a":' * DEEP}, "ray/version.json", "nested too deeply"),
     # csv.Error (field larger than field limit) out of nvidia_smi.parse_csv
