@@ -103,6 +103,18 @@ class _Loader:
             if self.stopwatch is not None:
                 self.stopwatch.add(self.stopwatch.parsers, file_kind(name), time.perf_counter() - started)
 
+    def run_lines(self, rel: str, text: str, use: Callable[[str], object]) -> None:
+        """A text that commands end with a line break: one cut off mid-line gives its complete lines,
+        and the source stays "failed" (degraded) so that nobody reads it as the whole output."""
+        if not text or text.endswith("\n"):
+            self.run(rel, lambda: use(text))
+            return
+        complete = text[: text.rfind("\n") + 1]
+        self.run(rel, lambda: use(complete))
+        if self.snap.sources[rel].status == "ok":
+            lines = complete.count("\n")
+            self.failed(rel, f"cut off mid-line (degraded: its {lines} complete line{' was' if lines == 1 else 's were'} read)", lines)
+
     def k8s_list(self, rel: str, text: str, use: Callable[[str], object]) -> None:
         """A `kubectl get -o json` list; one cut off part-way still gives its complete items, and the
         source stays "failed" so that nobody reads it as the whole list."""
@@ -162,7 +174,7 @@ class _Loader:
         name = rel.removeprefix("ray/")
         snap = self.snap
         if name == "status.txt":
-            self.run(rel, lambda: setattr(snap, "ray_status", ray_status.parse_ray_status(text)))
+            self.run_lines(rel, text, lambda t: setattr(snap, "ray_status", ray_status.parse_ray_status(t)))
         elif name == "cluster_status.json":
             if snap.ray_status is None:  # `ray status` text, when present too, is the richer one
                 self.run(rel, lambda: setattr(snap, "ray_status", ray_status.parse_cluster_status_json(text)))
@@ -189,7 +201,8 @@ class _Loader:
         for suffix, parse in zip(GPU_FILE_SUFFIXES, parsers, strict=True):
             if name.endswith(suffix):
                 host = name.removesuffix(suffix)
-                self.run(rel, lambda: _merge_gpus(self.snap, parse(text, host), self.gpus_by_key))
+                use = lambda t: _merge_gpus(self.snap, parse(t, host), self.gpus_by_key)  # noqa: E731
+                self.run_lines(rel, text, use) if suffix == ".csv" else self.run(rel, lambda: use(text))
                 return
         self.snap.sources[rel] = SourceStatus("skipped", f"{rel}: unknown GPU file")
 
@@ -225,7 +238,11 @@ class _Loader:
     def _read_scrape(self, server: VllmServer, rel: str, taken_at: float | None) -> None:
         """One /metrics text: its good samples are used; bad lines and impossible values (a vLLM gauge
         out of its range, a counter that went down with no restart) leave the source degraded."""
-        exposition = prom_text.parse_exposition(self.bundle.text(rel))
+        text = self.bundle.text(rel)
+        cut = bool(text) and not text.endswith("\n")  # a /metrics answer ends with a line break
+        exposition = prom_text.parse_exposition(text[: text.rfind("\n") + 1] if cut else text)
+        if cut:
+            exposition.errors.append("cut off mid-line: its last line was not used")
         samples = [s for s in exposition.samples if vllm_metrics.impossible(s) is None]
         errors = exposition.errors + [f"{why}: not used" for s in exposition.samples if (why := vllm_metrics.impossible(s))]
         if not samples:

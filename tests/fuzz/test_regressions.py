@@ -44,7 +44,7 @@ CASES = {
     # RecursionError out of load._set_ray_version
     "ray/version.json nested too deeply": ({"ray/version.json": b'{"a":' * DEEP}, "ray/version.json", "nested too deeply"),
     # csv.Error (field larger than field limit) out of nvidia_smi.parse_csv
-    "nvidia-smi CSV with an unclosed quote": ({"gpu/gpu-h100-1.csv": b'index, name\n0, "' + b"x" * 200_000}, "gpu/gpu-h100-1.csv", "not nvidia-smi CSV"),
+    "nvidia-smi CSV with an unclosed quote": ({"gpu/gpu-h100-1.csv": b'index, name\n0, "' + b"x" * 200_000 + b"\n"}, "gpu/gpu-h100-1.csv", "not nvidia-smi CSV"),
     # Python's json reads NaN and Infinity; no kubectl writes them
     "NaN in pods.json": ({"k8s/pods.json": text_of("k8s/pods.json").replace('"restartCount": 0', '"restartCount": NaN', 1).encode()}, "k8s/pods.json", "NaN is not a JSON number"),
     "a number too large for a float": ({"k8s/nodes.json": text_of("k8s/nodes.json").replace("{", '{"x": 1e400, ', 1).encode()}, "k8s/nodes.json", "too large for a float"),
@@ -69,6 +69,9 @@ CASES = {
         SCRAPE, "a count of requests that cannot be",
     ),
     # bare CR line endings: one line to every line-based parser
+    # a text format cut mid-line read as complete
+    "a scrape cut mid-line": ({SCRAPE: text_of(SCRAPE)[:-3].encode()}, SCRAPE, "cut off mid-line"),
+    "ray status cut mid-line": ({"ray/status.txt": b"======== Autoscaler status: 2026-12-01 10:00:00 ========\nNode status\n------"}, "ray/status.txt", "cut off mid-line"),
     "bare CR in a scrape": ({SCRAPE: text_of(SCRAPE).replace("\n", "\r").encode()}, None, None),
     "bare CR in pods.json": ({"k8s/pods.json": text_of("k8s/pods.json").replace("\n", "\r").encode()}, None, None),
     "binary lines in a scrape": ({SCRAPE: b"\x00\xff\x1b[2J\n" + (HEALTHY / SCRAPE).read_bytes()}, SCRAPE, "line 1"),
