@@ -19,11 +19,12 @@ _TYPE_NAMES: dict[type, str] = {
 
 
 def load_json(text: str) -> Any:
-    """Strict JSON: Python's NaN / Infinity extensions and numbers too large for a float are refused
-    (no tool whose output a bundle holds writes them; read as numbers they would decide rules)."""
+    """Strict JSON: Python's NaN / Infinity extensions, numbers too large for a float and a key given
+    twice in one object are refused (no tool whose output a bundle holds writes them; read anyway,
+    they would decide rules, and which of two values counts is a guess)."""
     try:
         # a byte-order mark some editors and shells write
-        return json.loads(text.removeprefix("\ufeff"), parse_constant=_not_json, parse_float=_finite)
+        return json.loads(text.removeprefix("\ufeff"), parse_constant=_not_json, parse_float=_finite, object_pairs_hook=_unique)
     except json.JSONDecodeError as e:
         raise ParseError(f"not valid JSON: {e}") from None
     except RecursionError:
@@ -32,6 +33,15 @@ def load_json(text: str) -> Any:
 
 def _not_json(word: str) -> Any:
     raise ParseError(f"not valid JSON: {word} is not a JSON number")
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        seen: set[str] = set()
+        twice = next(key for key, _ in pairs if key in seen or seen.add(key))  # type: ignore[func-returns-value]
+        raise ParseError(f"not valid JSON: the key {twice[:60]!r} twice in one object")
+    return found
 
 
 def _finite(text: str) -> float:

@@ -47,6 +47,7 @@ CASES = {
     "nvidia-smi CSV with an unclosed quote": ({"gpu/gpu-h100-1.csv": b'index, name\n0, "' + b"x" * 200_000 + b"\n"}, "gpu/gpu-h100-1.csv", "not nvidia-smi CSV"),
     # Python's json reads NaN and Infinity; no kubectl writes them
     "NaN in pods.json": ({"k8s/pods.json": text_of("k8s/pods.json").replace('"restartCount": 0', '"restartCount": NaN', 1).encode()}, "k8s/pods.json", "NaN is not a JSON number"),
+    "a key twice in one object": ({"k8s/pods.json": text_of("k8s/pods.json").replace('"restartCount": 0', '"restartCount": 0, "restartCount": -5', 1).encode()}, "k8s/pods.json", "the key 'restartCount' twice"),
     "a number too large for a float": ({"k8s/nodes.json": text_of("k8s/nodes.json").replace("{", '{"x": 1e400, ', 1).encode()}, "k8s/nodes.json", "too large for a float"),
     # a counter at -1e308 was read as a value and decided rates
     "a counter at -1e308": (
