@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from diag.engine import Rule, RuleOutcome
 from diag.facts.k8s_placement import is_gpu_node
 from diag.model import Container, Snapshot
 from diag.parsers.vllm_metrics import summarize
@@ -110,6 +111,19 @@ def gaps(snap: Snapshot) -> list[Gap]:
     for gap in found:
         unique.setdefault(gap.source, gap)
     return list(unique.values())
+
+
+def rule_gaps(outcomes: dict[str, RuleOutcome], rules: dict[str, Rule]) -> list[Gap]:
+    """A rule that could not be evaluated (a value CEL cannot hold, a bug) decided nothing: a gap."""
+    return [
+        Gap(
+            f"rule {rule_id}", f"rule {rule_id} could not be evaluated on this bundle: {outcome.detail}",
+            "report it with the bundle (llmdiag rules show " + rule_id + " names what it reads)",
+            source_layer=rules[rule_id].layer if rule_id in rules else None,
+        )
+        for rule_id, outcome in sorted(outcomes.items())
+        if outcome.status == "error"
+    ]
 
 
 _DECIDING = (

@@ -105,3 +105,31 @@ def test_json_report_of_a_damaged_bundle_is_json() -> None:
     from diag.report.json_report import render_json
 
     json.loads(render_json(analyzed({"manifest.json": b"[" * DEEP, SCRAPE: b"\x1b]0;x\x07\n"})))
+
+
+def test_a_fact_builder_that_raises_costs_its_part_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    from diag.facts import gpu
+
+    def broken(snap: object) -> dict:
+        raise OverflowError("int too large to convert to float")
+
+    monkeypatch.setattr(gpu, "scopes", broken)
+    report = analyzed({})
+    assert report.sources["facts/gpu"].status == "failed"
+    assert "OverflowError: int too large" in report.sources["facts/gpu"].detail
+    assert report.outcomes["K8S-101"].status in ("silent", "fired", "unknown")  # other layers were evaluated
+    assert report.verdict.status == "inconclusive"
+
+
+def test_a_rule_that_cannot_be_evaluated_is_a_gap_never_healthy(monkeypatch: pytest.MonkeyPatch) -> None:
+    from diag import engine
+
+    def broken(rule: engine.Rule, subject: dict, env: object) -> engine.Finding:
+        raise OverflowError("cannot convert float infinity to integer")
+
+    monkeypatch.setattr(engine, "_finding", broken)
+    report = analyze_bundle(Bundle.open(HEALTHY.parent / "k8s-oomkilled"))  # rules fire there: _finding runs
+    errors = [rule for rule, o in report.outcomes.items() if o.status == "error"]
+    assert errors and all("OverflowError" in report.outcomes[r].detail for r in errors)
+    assert report.verdict.status == "inconclusive"
+    assert f"rule {errors[0]}" in [g.source for g in report.verdict.gaps]
