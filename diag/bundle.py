@@ -42,10 +42,17 @@ class BundleLimits:
     @classmethod
     def from_settings(cls, settings: dict) -> "BundleLimits":
         return cls(
-            file_bytes=int(settings.get("bundle_max_file_bytes", cls.file_bytes)),
-            total_bytes=int(settings.get("bundle_max_total_bytes", cls.total_bytes)),
-            files=int(settings.get("bundle_max_files", cls.files)),
+            file_bytes=_positive(settings, "bundle_max_file_bytes", cls.file_bytes),
+            total_bytes=_positive(settings, "bundle_max_total_bytes", cls.total_bytes),
+            files=_positive(settings, "bundle_max_files", cls.files),
         )
+
+
+def _positive(settings: dict, name: str, default: int) -> int:
+    value = settings.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise UserError(f"setting {name}: {value!r} is not a positive whole number")
+    return value
 
 
 @dataclass

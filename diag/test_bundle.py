@@ -162,6 +162,14 @@ def test_limits_come_from_the_settings() -> None:
     assert limits == BundleLimits(file_bytes=10, total_bytes=20, files=3)
 
 
+@pytest.mark.parametrize("value", ["1GB", -1, 0, 1.5, True])
+def test_a_limit_that_is_not_a_positive_whole_number_is_one_line(value: object) -> None:
+    from diag.errors import UserError
+
+    with pytest.raises(UserError, match="setting bundle_max_files: .* is not a positive whole number"):
+        BundleLimits.from_settings({"bundle_max_files": value})
+
+
 def test_the_documented_defaults_are_the_defaults() -> None:
     from diag.engine import builtin_rules_dir, load_settings
 
