@@ -16,7 +16,8 @@ from diag.facts import build_facts
 from diag.history import History, find_history
 from diag.join import join
 from diag.load import load_bundle
-from diag.model import SourceStatus
+from diag.model import PromWindow, SourceStatus
+from diag.prometheus_join import history_window
 from diag.stopwatch import Stopwatch
 from diag.relevance import on_serving_path, serving_links
 
@@ -32,6 +33,7 @@ class Report:
     outcomes: dict[str, RuleOutcome] = field(default_factory=dict)
     origin: str = ""
     history: History | None = None  # faults past the history window; None where not computed
+    prometheus_window: PromWindow | None = None  # the range of Prometheus history read, when there was one
 
     @property
     def exit_code(self) -> int:
@@ -70,7 +72,7 @@ def analyze_bundle(
         snap = join(loaded)
     with watch.phase("facts"):
         clock = Clock.of(snap, settings["history_window_seconds"])
-        facts = build_facts(snap, clock)
+        facts = build_facts(snap, clock, settings)
     with watch.phase("rules (evaluate)"):
         result = evaluate(rules, facts, settings, watch)
         pod_labels = {p.key: p.labels for p in snap.pods}
@@ -86,4 +88,7 @@ def analyze_bundle(
         checked = sum(1 for o in result.outcomes.values() if o.status in ("fired", "silent"))
         undecided = sum(1 for o in result.outcomes.values() if o.status in ("unknown", "skipped"))
         diagnosis = verdict(findings, checked, undecided, gaps(snap) + rule_gaps(result.outcomes, by_id), by_id)
-    return Report(diagnosis, findings, snap.sources, result.outcomes, origin=bundle.origin, history=history)
+    return Report(
+        diagnosis, findings, snap.sources, result.outcomes, origin=bundle.origin, history=history,
+        prometheus_window=history_window(snap),
+    )

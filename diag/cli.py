@@ -67,7 +67,10 @@ SinceOpt = typer.Option(
     None, "--since",
     help="History window, e.g. 30m, 1h, 2d: events, container terminations and Ray deaths older than this at "
     "collection time are reported as history, not as current faults (default: setting history_window_seconds, 1h). "
-    "It does not change what triage collects.",
+    "In triage it is also the Prometheus window (default 30m).",
+)
+CollectSinceOpt = typer.Option(
+    None, "--since", help="The Prometheus window, e.g. 30m, 6h, 7d (default 30m)."
 )
 
 
@@ -86,6 +89,18 @@ def _config(path: Optional[Path], min_severity: Optional[str], since: Optional[s
         except ValueError as e:
             raise UserError(f"--since: {e}") from None
     return config
+
+
+def _window(since: Optional[str]) -> Optional[float]:
+    """--since in seconds, for the Prometheus window (None: the collector's default)."""
+    from diag.clock import parse_duration
+
+    if since is None:
+        return None
+    try:
+        return parse_duration(since)
+    except ValueError as e:
+        raise UserError(f"--since: {e}") from None
 
 
 def _emit(report: Report, output: Output) -> None:
@@ -144,12 +159,31 @@ _TARGET_OPTIONS: dict[str, tuple[object, object]] = {
     "pod": (Optional[str], typer.Option(None, "--pod", help="One pod by name.")),
     "vllm_urls": (Optional[list[str]], typer.Option(None, "--vllm-url", help="A vLLM server outside Kubernetes (repeatable).")),
     "ray_address": (Optional[str], typer.Option(None, "--ray-address", help="Dashboard URL of a Ray cluster outside Kubernetes.")),
-    "prometheus_url": (Optional[str], typer.Option(None, "--prometheus-url", help="Prometheus to read history from.")),
+    "prometheus_url": (Optional[str], typer.Option(None, "--prometheus-url", help="Prometheus to read history from (its base URL).")),
+    "prometheus_service": (Optional[str], typer.Option(
+        None, "--prometheus-service", metavar="NS/NAME[:PORT]",
+        help="A Prometheus Service in the cluster, read through the API server's service proxy (port default 9090).",
+    )),
+    "prometheus_selector": (Optional[str], typer.Option(
+        None, "--prometheus-selector", help='Label matchers added to every vLLM query, e.g. \'job="vllm"\' (comma-separated).'
+    )),
+    "prometheus_token": (Optional[str], typer.Option(
+        None, "--prometheus-token", help="Bearer token for Prometheus (or env LLMDIAG_PROMETHEUS_TOKEN)."
+    )),
+    "prometheus_user": (Optional[str], typer.Option(None, "--prometheus-user", help="Basic-auth user for Prometheus.")),
+    "prometheus_password": (Optional[str], typer.Option(
+        None, "--prometheus-password", help="Basic-auth password (or env LLMDIAG_PROMETHEUS_PASSWORD)."
+    )),
+    "prometheus_ca_file": (Optional[str], typer.Option(None, "--prometheus-ca-file", help="CA bundle for Prometheus' TLS.")),
+    "prometheus_headers": (Optional[list[str]], typer.Option(
+        None, "--prometheus-header", help="'Name: value' sent to Prometheus (repeatable), e.g. 'X-Scope-OrgID: team-a'."
+    )),
     "local_gpu": (Optional[bool], typer.Option(None, "--local-gpu/--no-local-gpu", help="Read this host's GPUs through NVML (default: when NVML loads).")),
     "scrapes": (int, typer.Option(2, "--scrapes", min=1, help="/metrics reads per vLLM server (2+ give counter rates).")),
     "scrape_interval_s": (float, typer.Option(5.0, "--scrape-interval", min=0.0, help="Seconds between /metrics reads.")),
     "total_timeout_s": (float, typer.Option(120.0, "--timeout", help="Seconds for the whole collection.")),
     "source_timeout_s": (float, typer.Option(20.0, "--source-timeout", help="Seconds for each source.")),
+    "max_answer_bytes": (int, typer.Option(64 * 1024 * 1024, "--max-answer-bytes", min=1024, help="Largest HTTP answer read from any source (default 64 MiB); a larger one fails that source.")),
 }
 
 
@@ -165,9 +199,14 @@ def with_target(command: Callable) -> Callable:
     def wrapper(**kwargs):
         from diag.collect.base import Target
 
+        from diag.collect.prometheus_access import prometheus_access
+
         given = {name: kwargs.pop(name) for name in _TARGET_OPTIONS}
         given["vllm_urls"] = list(given["vllm_urls"] or [])
-        return command(target=Target(**given), **kwargs)
+        given["prometheus_headers"] = list(given["prometheus_headers"] or [])
+        target = Target(**given)
+        prometheus_access(target)  # a mistake in the --prometheus-* flags is one line before anything runs
+        return command(target=target, **kwargs)
 
     wrapper.__signature__ = inspect.Signature([*own, *flags])  # type: ignore[attr-defined]
     return wrapper
@@ -193,6 +232,7 @@ def triage(
     from diag.analyze import analyze_bundle
 
     settings = _config(config, min_severity, since)
+    target.since_s = _window(since)
     _emit(analyze_bundle(_collect_live(target), settings, list(rules or [])), output)
 
 
@@ -201,13 +241,20 @@ def triage(
 def collect(
     target,
     out: Path = typer.Option(..., "--out", "-o", help="Where to write the bundle: a folder, or FILE.tar.gz."),
+    since: Optional[str] = CollectSinceOpt,
 ) -> None:
     """Collect the raw bundle (secrets redacted, files 0600) to attach to a ticket; analyze it later.
 
+    The output path must not be a symbolic link, nor a folder that holds anything (docs/security.md).
+
     Exits 3 when no source gave anything (the bundle, holding only manifest.json, is still written:
     it says why each source failed)."""
+    from diag.collect.output import check_output_path, save_bundle
+
+    target.since_s = _window(since)
+    check_output_path(out)  # before minutes of collection, not after
     bundle = _collect_live(target)
-    written = bundle.save(out)
+    written = save_bundle(bundle, out)
     gathered = [name for name in bundle.files if name != "manifest.json"]
     if not gathered:
         raise UserError(f"collected nothing ({_why_nothing(bundle)}); wrote only the manifest to {written}")
@@ -283,6 +330,9 @@ def main() -> None:
 
 
 def _fail(message: str) -> None:
+    from diag.collect.redact import redact_text  # a collection's failure may quote a URL with its password
+
+    message = redact_text(message)
     stderr.print(f"llmdiag: {message}", markup=False, highlight=False, soft_wrap=True)
     sys.exit(EXIT_CANNOT_ANALYZE)
 

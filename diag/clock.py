@@ -45,6 +45,10 @@ def iso(value: datetime) -> str:
     return value.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
+def iso_time(unix_seconds: float) -> str:
+    return iso(datetime.fromtimestamp(unix_seconds, tz=timezone.utc))
+
+
 @dataclass(frozen=True)
 class Clock:
     """The collection time and the window within which a timestamped fault counts as current.

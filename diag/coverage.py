@@ -12,6 +12,8 @@ relevant; each relevant layer needs its deciding sources:
               short interval)
   gpu         once any GPU data was collected, the GPUs of every node that runs a serving pod
   logs        the log of a serving container that crashed or restarted (the cause is in it)
+  history     once Prometheus was queried (any prometheus/ answer of diag.prometheus_queries in the
+              bundle), every one of those answers: a fault that only the history shows is a fault
 A source that failed (damaged file, collector error) is a gap whatever its layer: what it would have
 shown is unknown. Every gap names what is missing and the command that gets it.
 """
@@ -24,6 +26,7 @@ from diag.engine import Rule, RuleOutcome
 from diag.facts.k8s_placement import is_gpu_node
 from diag.model import Container, Snapshot
 from diag.parsers.vllm_metrics import summarize
+from diag.prometheus_queries import RANGE_QUERIES
 from diag.relevance import serving_pods
 
 
@@ -33,7 +36,8 @@ class Gap:
     problem: str  # one line: what is missing or wrong
     remedy: str  # the command (or step) that gets it
     # deciding: a fault the source would show could be the root cause (pods, nodes, events, the Ray
-    # state, GPUs, vLLM metrics); other lists (HPAs, Services, KubeRay objects, history) only add detail
+    # state, GPUs, vLLM metrics, Prometheus' history); other lists (HPAs, Services, KubeRay objects)
+    # only add detail
     deciding: bool = True
     links: tuple[str, ...] = ()  # the subjects whose data is missing ("node:gpu-2"), when known
     source_layer: str | None = None  # where the source's path does not say it (manifest.json ...)
@@ -56,7 +60,10 @@ class Gap:
 
 
 RAY_DASHBOARD = "ray/dashboard"  # failed when the dashboard could not be reached (llmdiag collect)
-_LAYER_OF_SOURCE = (("k8s/", "kubernetes"), ("kubernetes", "kubernetes"), ("ray/", "ray"), ("ray", "ray"), ("gpu/", "gpu"), ("vllm/", "vllm"))
+_LAYER_OF_SOURCE = (
+    ("k8s/", "kubernetes"), ("kubernetes", "kubernetes"), ("ray/", "ray"), ("ray", "ray"), ("gpu/", "gpu"), ("vllm/", "vllm"),
+    ("prometheus/vllm_", "vllm"), ("prometheus/dcgm_", "gpu"),
+)
 
 
 _KUBERNETES_SOURCES = {
@@ -105,6 +112,7 @@ def gaps(snap: Snapshot) -> list[Gap]:
     found += _vllm_gaps(snap)
     found += _gpu_gaps(snap)
     found += _log_gaps(snap)
+    found += _history_gaps(snap)
     if not any(s.status == "ok" for s in snap.sources.values()):
         found.append(Gap("bundle", "no source could be read", "run `llmdiag collect` against the cluster, or check the bundle's path"))
     unique: dict[str, Gap] = {}
@@ -129,6 +137,7 @@ def rule_gaps(outcomes: dict[str, RuleOutcome], rules: dict[str, Rule]) -> list[
 _DECIDING = (
     "kubernetes", *_KUBERNETES_SOURCES, *_ENDPOINTS, "ray", "ray/status.txt", "ray/cluster_status.json", "ray/nodes.json",
     "ray/nodes_summary.json", "ray/actors.json", "ray/placement_groups.json", RAY_DASHBOARD, "gpu", "gpu/", "vllm", "vllm/",
+    "prometheus/",
 )
 
 
@@ -137,6 +146,16 @@ def _failed_sources(snap: Snapshot) -> list[Gap]:
         Gap(name, status.detail or f"{name}: could not be read", _remedy_for(name), name.startswith(_DECIDING), _links_of(snap, name))
         for name, status in sorted(snap.sources.items())
         if status.status == "failed" and not (name == RAY_DASHBOARD and _ray_read_anyway(snap))
+    ]
+
+
+def _history_gaps(snap: Snapshot) -> list[Gap]:
+    answers = {f"prometheus/{q.stem}.json" for q in RANGE_QUERIES}
+    if not any(name in snap.sources for name in answers):
+        return []  # Prometheus was not part of this bundle: history is extra, not a deciding source
+    return [
+        Gap(name, f"{name}: not in the bundle, though Prometheus was queried", _remedy_for("prometheus/"))
+        for name in sorted(answers) if name not in snap.sources
     ]
 
 

@@ -115,6 +115,10 @@ def load_settings(rules_dir: Path) -> dict[str, dict]:
     return dict((data or {}).get("settings", {}))
 
 
+def default_settings() -> dict[str, Any]:
+    return {name: spec.get("default") for name, spec in load_settings(builtin_rules_dir()).items()}
+
+
 def _yaml(text: str) -> Any:
     """libyaml's loader where PyYAML was built with it: the pure-Python one is most of an analysis' time."""
     return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
@@ -320,7 +324,7 @@ def _finding(rule: Rule, subject: dict, env: cel.Context) -> Finding:
     return Finding(
         rule=rule.id, layer=rule.layer, severity=rule.severity, title=rule.title,
         subject=subject.get("_subject", rule.scope),
-        evidence=[render(text, env) for text in rule.evidence],
+        evidence=[line for text in rule.evidence if (line := render(text, env).strip())],
         remediation=render(rule.remediation, env), references=rule.references,
         links=list(subject.get("_links", [])) + _rule_links(rule, env),
     )

@@ -13,6 +13,7 @@ from diag.model import GPU, Container, Pod, Service, SourceStatus, Snapshot, Vll
 from diag.parsers import engine_args
 from diag.parsers.gpu_common import pci_address
 from diag.parsers.logs import xid_device, xids_in
+from diag.prometheus_join import attach_history
 
 # Log signals that belong to a vLLM server's story (see diag.parsers.logs), causes before the engine's death.
 VLLM_LOG_SIGNALS = (
@@ -22,6 +23,7 @@ VLLM_LOG_SIGNALS = (
 
 
 def join(snap: Snapshot) -> Snapshot:
+    attach_history(snap)
     _events_to_objects(snap)
     _pods_to_workloads(snap)
     _ray_nodes_to_pods(snap)

@@ -26,6 +26,7 @@ from diag.model import (
 from diag.parsers import engine_args, k8s, logs, nvidia_smi, nvml, prom_text, prometheus_api
 from diag.parsers import ray_state, ray_status, vllm, vllm_metrics
 from diag.parsers.json_fields import load_json
+from diag.prometheus_queries import RENAMED_PAIRS
 from diag.stopwatch import Stopwatch, file_kind
 
 # The sources every analysis looks for; absent ones are reported "missing".
@@ -150,6 +151,7 @@ class _Loader:
                 continue
             handler(rel, self.bundle.text(rel))
         self._finish_vllm()
+        self._note_empty_answers()
         self._attach_logs()
         self._attach_endpoints()
         self._mark_missing()
@@ -267,6 +269,17 @@ class _Loader:
         self.run(rel, parse)
 
     # ------------------------------------------------------------------ after all files
+
+    def _note_empty_answers(self) -> None:
+        """Prometheus answered, with nothing: say so (a metric nobody exports under either vLLM name)."""
+        series = {r.name: len(r.series) for r in self.snap.prometheus}
+        for name, count in series.items():
+            if count == 0 and self.snap.sources.get(f"prometheus/{name}.json", SourceStatus("failed")).status == "ok":
+                self.ok(f"prometheus/{name}.json", "no series in the window")
+        for new, old in RENAMED_PAIRS:
+            if series.get(new) == 0 and series.get(old) == 0:
+                for name in (new, old):
+                    self.ok(f"prometheus/{name}.json", f"no series in the window under either vLLM name ({new}, {old})")
 
     def _attach_logs(self) -> None:
         """k8s/logs/<stem>.log to its container: <stem> is [<namespace>.]<pod>[.<container>]. A bare pod

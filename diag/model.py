@@ -304,6 +304,12 @@ class RayStatus:
 # --------------------------------------------------------------------------- gpu
 
 
+# One subject's history of one query: (unix time, value) in time order, its series combined as the
+# query says (diag.prometheus_queries). Keyed by stem, or "stem/<label value>" for queries kept apart
+# by a label. A stem that is absent was not read; an empty list was read and held nothing for it.
+History = dict[str, list[tuple[float, float]]]
+
+
 @dataclass
 class GPUProcess:
     pid: int
@@ -349,6 +355,8 @@ class GPU:
     node: str | None = None  # Kubernetes node
     serving_pods: list[str] = field(default_factory=list)  # "ns/name" of pods this GPU is given to
     xid_lines: list[str] = field(default_factory=list)  # kernel Xid lines (pod logs, node events) about this GPU
+    history: History = field(default_factory=dict)  # dcgm-exporter's series from Prometheus, filled by diag.prometheus_join
+    only_in_prometheus: bool = False  # known from dcgm-exporter's series alone: nvidia-smi's fields are unknown, not empty
 
 
 # --------------------------------------------------------------------------- vllm
@@ -416,6 +424,8 @@ class VllmServer:
     gpus: list[str] = field(default_factory=list)  # GPU uuids or host/index
     ray_node_id: str | None = None
     service: str | None = None  # "namespace/name" of a Service selecting its pod
+    history: History = field(default_factory=dict)  # from Prometheus, filled by diag.prometheus_join
+    history_engines: int | None = None  # engine cores its Prometheus series name (values of the `engine` label)
 
 
 # --------------------------------------------------------------------------- prometheus
@@ -427,12 +437,23 @@ class PromSeries:
     values: list[tuple[float, float]]  # (unix time, value); an instant query has one
 
 
+@dataclass(frozen=True)
+class PromWindow:
+    """The range a query_range answer covers, as llmdiag collect recorded it."""
+
+    start: float  # unix seconds
+    end: float
+    step: float  # seconds between samples
+
+
 @dataclass
 class PromResult:
     name: str  # file stem
     query: str | None
     result_type: str  # vector | matrix | scalar | string
     series: list[PromSeries] = field(default_factory=list)
+    window: PromWindow | None = None
+
 
 
 # --------------------------------------------------------------------------- snapshot

@@ -284,3 +284,42 @@ def test_help_and_version_paths_load_nothing_heavy(flag: str) -> None:
     assert ("analyze" if flag == "--help" else "llmdiag 0.") in done.stdout
     heavy = {"cel", "yaml", "kubernetes", "ray", "pynvml", "prometheus_api_client", "requests", "diag.engine", "diag.collect"}
     assert sorted(loaded & heavy) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--prometheus-url", "http://127.0.0.1:9", "--prometheus-selector", "job=vllm"], "llmdiag: --prometheus-selector: 'job=vllm' is not"),
+        (["--prometheus-selector", 'job="vllm"'], "llmdiag: --prometheus-selector needs --prometheus-url or --prometheus-service"),
+        (["--prometheus-service", "monitoring"], "llmdiag: --prometheus-service: 'monitoring' is not NAMESPACE/NAME[:PORT]"),
+        (["--prometheus-url", "http://127.0.0.1:9", "--prometheus-service", "mon/prom"], "llmdiag: give --prometheus-url or --prometheus-service, not both"),
+        (["--prometheus-url", "http://127.0.0.1:9", "--prometheus-user", "u", "--prometheus-token", "tok-s3cr3t", "--prometheus-password", "pw-s3cr3t"], "llmdiag: give a bearer token (--prometheus-token) or a user"),
+        (["--prometheus-url", "http://127.0.0.1:9", "--prometheus-header", "X-Scope-OrgID"], "llmdiag: --prometheus-header: expected 'Name: value'"),
+        (["--prometheus-url", "http://127.0.0.1:9", "--since", "a while"], "llmdiag: --since: 'a while' is not a duration"),
+    ],
+)
+@pytest.mark.parametrize("command", ["collect", "triage"])
+def test_prometheus_flag_mistakes_are_one_line_before_anything_is_collected(
+    tmp_path: Path, command: str, args: list[str], message: str
+) -> None:
+    out = tmp_path / "case"
+    extra = ["--out", str(out)] if command == "collect" else []
+    result = subprocess.run(
+        [sys.executable, "-m", "diag.cli", command, "--kubeconfig", str(tmp_path / "none"), "--no-local-gpu", *args, *extra],
+        capture_output=True, text=True, timeout=120, env=_no_cluster_env(tmp_path),
+    )  # fmt: skip
+    assert result.returncode == 3
+    assert result.stderr.strip().splitlines() == [result.stderr.strip()]  # one line, no progress: nothing ran
+    assert result.stderr.startswith(message), result.stderr
+    assert "s3cr3t" not in result.stderr + result.stdout
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("command", ["collect", "triage"])
+def test_help_lists_the_prometheus_flags(tmp_path: Path, command: str) -> None:
+    shown = subprocess.run(
+        [sys.executable, "-m", "diag.cli", command, "--help"], capture_output=True, text=True, timeout=120, env=_no_cluster_env(tmp_path)
+    ).stdout
+    for flag in ("--prometheus-url", "--prometheus-service", "--prometheus-selector", "--prometheus-token", "--prometheus-user",
+                 "--prometheus-password", "--prometheus-ca-file", "--prometheus-header", "--since"):  # fmt: skip
+        assert flag in shown

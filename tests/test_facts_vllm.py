@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from diag.diagnosis import link_causes
-from diag.engine import Evaluation, builtin_rules_dir, evaluate, load_rules, load_settings
+from diag.clock import Clock
+from diag.engine import Evaluation, builtin_rules_dir, default_settings, evaluate, load_rules, load_settings
 from diag.facts import build_facts, vllm
 from diag.join import join
 from diag.model import (
@@ -54,7 +55,7 @@ def vllm_pod(args: list[str], gpus: str = "1", name: str = "vllm-0", labels: dic
 
 def facts_of(snap: Snapshot, name: str = "vllm-0") -> dict:
     join(snap)
-    return next(s for s in vllm.scopes(snap)["vllm_server"] if s["name"] == name)
+    return next(s for s in vllm.scopes(snap, default_settings(), Clock.of(snap))["vllm_server"] if s["name"] == name)
 
 
 def served(pod: Pod, *scrapes: Scrape, health: str | None = "200") -> Snapshot:
@@ -106,17 +107,18 @@ def test_engine_args_from_a_cmdline_file_are_named_as_such() -> None:
 
 def test_a_hang_needs_requests_running_in_every_scrape() -> None:
     pod = vllm_pod(["m"])
-    steady = facts_of(served(pod, scrape(v1(14, 20, 500)), scrape(v1(14, 31, 500))))
-    assert steady["running_every_scrape"] is True
-    assert steady["metrics"]["generation_tokens_delta"] == 0.0
-    started_late = facts_of(served(vllm_pod(["m"]), scrape(v1(0, 0, 500)), scrape(v1(3, 0, 500))))
-    assert started_late["running_every_scrape"] is False
+    steady = facts_of(served(pod, scrape(v1(14, 20, 500), 1000.0), scrape(v1(14, 31, 500), 1010.0)))
+    assert steady["stall"]["found"] is True
+    assert steady["stall"]["source"] == "the /metrics scrapes"
+    assert steady["stall"]["when"] == "over 2 /metrics scrapes 10 s apart, at collection"
+    started_late = facts_of(served(vllm_pod(["m"]), scrape(v1(0, 0, 500), 1000.0), scrape(v1(3, 0, 500), 1010.0)))
+    assert started_late["stall"] == {"found": False}
 
 
-def test_running_every_scrape_is_unknown_when_a_scrape_lacks_the_gauge() -> None:
-    no_gauge = "vllm:generation_tokens_total{" + MODEL + "} 5\n"
-    facts = facts_of(served(vllm_pod(["m"]), scrape(no_gauge), scrape(v1(2, 0, 9))))
-    assert facts["running_every_scrape"] is None
+def test_a_hang_is_unknown_when_a_scrape_lacks_the_running_gauge() -> None:
+    no_gauge = "vllm:generation_tokens_total{" + MODEL + "} 5\nvllm:prompt_tokens_total{" + MODEL + "} 5\n"
+    facts = facts_of(served(vllm_pod(["m"]), scrape(no_gauge, 1000.0), scrape(v1(2, 0, 5), 1010.0)))
+    assert facts["stall"] is None
 
 
 def test_idle_means_nothing_running_or_waiting_and_no_token_between_scrapes() -> None:
@@ -150,9 +152,13 @@ def test_the_first_token_time_is_split_into_queue_and_the_rest() -> None:
         f'vllm:request_queue_time_seconds_bucket{{{MODEL},le="+Inf"}} 10',
         f"vllm:request_queue_time_seconds_sum{{{MODEL}}} 10",
         f"vllm:request_queue_time_seconds_count{{{MODEL}}} 10",
+        f'vllm:inter_token_latency_seconds_bucket{{{MODEL},le="+Inf"}} 10',
+        f"vllm:inter_token_latency_seconds_sum{{{MODEL}}} 0.5",
+        f"vllm:inter_token_latency_seconds_count{{{MODEL}}} 10",
     ]) + "\n"
     facts = facts_of(served(vllm_pod(["m"]), scrape(text)))
-    assert facts["ttft_queue_share"] == 0.25
+    slow = facts["first_token_slow"]
+    assert slow["found"] is True and slow["queue_share"] == 0.25 and slow["ttft_mean"] == 4.0
     assert "vllm:request_queue_time_seconds" not in facts["metrics_missing"]
 
 
@@ -166,7 +172,7 @@ def test_an_old_server_without_the_queue_histogram_is_reported_missing_it() -> N
     assert facts["metrics"]["api_generation"] == "v0"
     assert facts["metric_names"]["kv_cache_usage"] == "vllm:gpu_cache_usage_perc"
     assert "vllm:request_queue_time_seconds" in facts["metrics_missing"]
-    assert facts["ttft_queue_share"] is None
+    assert facts["first_token_slow"] is None
 
 
 # --------------------------------------------------------------------------- GPUs for TP x PP
@@ -231,13 +237,12 @@ def test_mig_slices_count_as_the_gpus_a_pod_provides() -> None:
     assert count == 2 and "MIG slices 2" in text
 
 
-def test_queue_per_scrape_keeps_each_instant() -> None:
-    """A starved server's gauges can read 0 at one scrape and the cap at another: rules see every scrape."""
+def test_the_cap_is_seen_at_any_scrape_not_only_the_last() -> None:
+    """A starved server's gauges can read 0 at one scrape and the cap at another: every scrape counts."""
     pod = vllm_pod(["m", "--max-num-seqs", "2"])
     facts = facts_of(served(pod, scrape(v1(2, 14, 100)), scrape(v1(0, 0, 900)), scrape(v1(0, 0, 1700))))
-    assert facts["queue_per_scrape"] == [
-        {"running": 2.0, "waiting": 14.0}, {"running": 0.0, "waiting": 0.0}, {"running": 0.0, "waiting": 0.0},
-    ]
+    assert facts["seq_cap_reached"]["found"] is True
+    assert facts["seq_cap_reached"]["at_cap"] == "in 1 of 3 scrapes"
     assert facts["metrics"]["requests_running"] == 0.0
 
 
@@ -353,15 +358,18 @@ def test_metric_facts_of_a_server_without_metrics_are_unknown() -> None:
     facts = facts_of(served(vllm_pod(["m"]), health=None))
     assert facts["has_metrics"] is False
     assert facts["metrics"] is None
-    assert facts["queue_per_scrape"] is None
+    assert facts["seq_cap_reached"] is None
     assert facts["metrics_missing_count"] is None
     assert facts["health_failing"] is None
 
 
-def test_queue_per_scrape_is_unknown_when_no_scrape_has_both_gauges() -> None:
-    no_gauges = "vllm:generation_tokens_total{" + MODEL + "} 5\n"
-    facts = facts_of(served(vllm_pod(["m"]), scrape(no_gauges), scrape(no_gauges)))
-    assert facts["queue_per_scrape"] is None
+def test_the_cap_is_unknown_when_no_scrape_has_both_gauges() -> None:
+    def no_gauges(generated: int) -> str:
+        return "vllm:generation_tokens_total{" + MODEL + f"}} {generated}\n"
+
+    pod = vllm_pod(["m", "--max-num-seqs", "8"])
+    facts = facts_of(served(pod, scrape(no_gauges(5)), scrape(no_gauges(9))))
+    assert facts["seq_cap_reached"] is None
 
 
 def test_health_failing_is_known_only_from_a_collected_answer() -> None:

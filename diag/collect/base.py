@@ -29,12 +29,21 @@ class Target:
     vllm_urls: list[str] = field(default_factory=list)  # servers outside Kubernetes
     ray_address: str | None = None  # dashboard URL of a cluster outside Kubernetes
     prometheus_url: str | None = None
+    prometheus_service: str | None = None  # NAMESPACE/NAME[:PORT], through the API server's service proxy
+    prometheus_selector: str | None = None  # extra label matchers for the vLLM queries
+    prometheus_token: str | None = field(default=None, repr=False)
+    prometheus_user: str | None = None
+    prometheus_password: str | None = field(default=None, repr=False)
+    prometheus_ca_file: str | None = None
+    prometheus_headers: list[str] = field(default_factory=list, repr=False)  # "Name: value"
+    since_s: float | None = None  # the Prometheus window (None: the collector's default)
     local_gpu: bool | None = None  # None: on when NVML loads
     scrapes: int = 2  # /metrics reads per vLLM server, for counter rates
     scrape_interval_s: float = 5.0
     log_tail_lines: int = 500
     source_timeout_s: float = 20.0
     total_timeout_s: float = 120.0
+    max_answer_bytes: int = 64 * 1024 * 1024  # one HTTP answer (list page, log, proxied GET); over it the source fails
 
 
 @dataclass
@@ -54,6 +63,7 @@ class Sink:
         self._redact = redact
         self._lock = threading.Lock()
         self.scrape_times: dict[str, list[float]] = {}
+        self.prometheus: dict[str, object] | None = None  # where and over which window, for the manifest
 
     def write(self, rel: str, data: bytes | str) -> None:
         raw = data.encode() if isinstance(data, str) else data
@@ -61,6 +71,10 @@ class Sink:
             raw = self._redact(rel, raw)
         with self._lock:
             self.bundle.add(rel, raw)
+
+    def record_prometheus(self, info: dict[str, object]) -> None:
+        with self._lock:
+            self.prometheus = info
 
     def record_scrape(self, server: str, when: float | None = None) -> None:
         with self._lock:

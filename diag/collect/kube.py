@@ -5,7 +5,8 @@ vLLM endpoints through its pod/service proxy, nvidia-smi and `ray status` throug
 argument list. Nothing here writes to the cluster; exec is the only "create" (pods/exec in RBAC).
 
 Answers are kept as the API's own JSON (`_preload_content=False`), never the client's snake_case
-models, so the bundle holds what `kubectl get -o json` would have printed.
+models, so the bundle holds what `kubectl get -o json` would have printed. Every body is read as a
+stream up to `max_answer_bytes` and the request's timeout (diag.collect.bounds).
 
 No Kubernetes API server runs in CI: this module is tested with the real `kubernetes` client over
 real HTTP against tests/replay (a recorded-API replay server), websocket exec included.
@@ -17,9 +18,13 @@ import ast
 import json
 import os
 import re
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlsplit
+
+from diag.collect.bounds import DEFAULT_MAX_ANSWER_BYTES, AnswerTooLarge, AnswerTooSlow, read_capped
 
 PAGE_SIZE = 500  # items per list request (limit/continue)
 REQUEST_TIMEOUT_S = 30.0  # lists, logs and the exec handshake; proxied GETs take the caller's timeout
@@ -107,7 +112,11 @@ class KubeAccess:
     """A configured, read-only API client. Thread-safe: collectors share one instance."""
 
     def __init__(
-        self, kubeconfig: str | None = None, context: str | None = None, request_timeout_s: float = REQUEST_TIMEOUT_S
+        self,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        request_timeout_s: float = REQUEST_TIMEOUT_S,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     ) -> None:
         import urllib3
         import websocket
@@ -117,6 +126,7 @@ class KubeAccess:
         # No retry after a read timeout: a hung pod behind the proxy would cost 4x the caller's timeout.
         self._configuration.retries = urllib3.Retry(total=None, connect=2, read=0, status=0, other=0, redirect=3)
         self._timeout = request_timeout_s
+        self._max_bytes = max_answer_bytes
         # The exec websocket takes no connect timeout of its own; without one a silent API server
         # would hold the collector's thread (and the process's exit) forever.
         websocket.setdefaulttimeout(request_timeout_s)
@@ -190,7 +200,7 @@ class KubeAccess:
         else:
             method = getattr(api, spec.cluster)
         what = f"list {spec.kind}" + (f" in {namespace}" if namespace and spec.namespaced else "")
-        raw = self._call(what, lambda: method(*args, **kwargs).data)
+        raw = self._call(what, lambda: self._body(what, method(*args, **kwargs), self._timeout))
         return _json_object(raw, what)
 
     # ------------------------------------------------------------------ logs
@@ -210,7 +220,7 @@ class KubeAccess:
         if container:
             kwargs["container"] = container
         what = f"logs of {namespace}/{pod}" + (f" container {container}" if container else "")
-        raw = self._call(what, lambda: api.read_namespaced_pod_log(pod, namespace, **kwargs).data)
+        raw = self._call(what, lambda: self._body(what, api.read_namespaced_pod_log(pod, namespace, **kwargs), self._timeout))
         return raw.decode("utf-8", errors="replace")
 
     # ------------------------------------------------------------------ proxies
@@ -222,16 +232,27 @@ class KubeAccess:
         metav1.Status: forbidden, no such pod, "error trying to reach service: ... connection
         refused") raises KubeError with its message and status.
         """
-        return self._proxy_get(f"/api/v1/namespaces/{_seg(namespace)}/pods/{_seg(pod)}:{_seg(str(port))}", path, timeout)
+        return self.proxy_answer("pods", namespace, pod, port, path, timeout)[:2]
 
     def service_proxy_get(
-        self, namespace: str, service: str, port: int | str, path: str, timeout: float
+        self,
+        namespace: str,
+        service: str,
+        port: int | str,
+        path: str,
+        timeout: float,
+        headers: Mapping[str, str] | None = None,
     ) -> tuple[int, bytes]:
-        """GET through the API server's service proxy (port: number or port name): (HTTP status, body)."""
-        base = f"/api/v1/namespaces/{_seg(namespace)}/services/{_seg(service)}:{_seg(str(port))}"
-        return self._proxy_get(base, path, timeout)
+        """GET through the API server's service proxy (port: number or port name): (HTTP status, body).
+        `headers` travel on to the service (the API server keeps all but Authorization for itself)."""
+        return self.proxy_answer("services", namespace, service, port, path, timeout, headers)[:2]
 
-    def _proxy_get(self, base: str, path: str, timeout: float) -> tuple[int, bytes]:
+    def proxy_answer(
+        self, kind: str, namespace: str, name: str, port: int | str, path: str, timeout: float,
+        headers: Mapping[str, str] | None = None,
+    ) -> tuple[int, bytes, str | None]:
+        """GET through the pod ("pods") or service ("services") proxy: (status, body, Retry-After)."""
+        base = f"/api/v1/namespaces/{_seg(namespace)}/{kind}/{_seg(name)}:{_seg(str(port))}"
         # The generated connect_get_*_proxy_with_path methods percent-encode "/" and "?" inside the
         # path; the URL is built here instead so that "api/v0/nodes?detail=1" reaches the pod as is.
         parts = urlsplit(path)
@@ -241,16 +262,17 @@ class KubeAccess:
             "GET",
             resource_path,
             query_params=query or None,
-            header_params={"Accept": "*/*"},
+            header_params={**(headers or {}), "Accept": "*/*"},
             auth_settings=["BearerToken"],
         )
         what = f"GET {resource_path}"
+        started = time.monotonic()
         response = self._call(what, lambda: self._client.call_api(*request, _request_timeout=timeout))
-        body = self._call(what, response.read)
+        body = self._call(what, lambda: self._body(what, response.response, timeout - (time.monotonic() - started)))
         failure = _api_status_failure(body)
         if failure is not None:
             raise KubeError(f"{what}: {failure}", status=response.status)
-        return response.status, body
+        return response.status, body, response.getheader("Retry-After")
 
     # ------------------------------------------------------------------ exec
 
@@ -290,27 +312,44 @@ class KubeAccess:
 
     # ------------------------------------------------------------------ plumbing
 
+    def _body(self, what: str, response: Any, timeout: float) -> bytes:
+        """The body of a urllib3 response, read up to the cap and `timeout` seconds; then released."""
+        started = time.monotonic()
+        try:
+            body = read_capped(response.read, self._max_bytes, started, started + max(0.0, timeout))
+        except (AnswerTooLarge, AnswerTooSlow) as e:
+            response.close()  # the rest is never read: this connection must not go back to the pool
+            response.release_conn()
+            raise (KubeError if isinstance(e, AnswerTooLarge) else KubeTimeout)(f"{what}: {e}") from e
+        except BaseException:
+            response.close()
+            response.release_conn()
+            raise
+        response.release_conn()
+        return body
+
     def _call(self, what: str, fn: Any) -> Any:
         """Run one client call; every failure becomes a KubeError with one readable line."""
         import urllib3
         from kubernetes.client.exceptions import ApiException
 
+        started = time.monotonic()
         try:
             return fn()
         except ApiException as e:
             if e.status == 0 and "timed out" in str(e.reason).lower():
-                raise KubeTimeout(f"{what}: timed out") from e
+                raise KubeTimeout(f"{what}: timed out after {time.monotonic() - started:.1f}s") from e
             status, line = _api_error(e)
             raise KubeError(f"{what}: {line}", status=status) from e
         except urllib3.exceptions.HTTPError as e:
-            raise _transport_error(what, e) from e
+            raise _transport_error(what, e, time.monotonic() - started) from e
         except TimeoutError as e:
-            raise KubeTimeout(f"{what}: timed out") from e
+            raise KubeTimeout(f"{what}: timed out after {time.monotonic() - started:.1f}s") from e
         except OSError as e:
             raise KubeError(f"{what}: {_one_line(e)}") from e
 
 
-def _transport_error(what: str, error: Exception) -> KubeError:
+def _transport_error(what: str, error: Exception, elapsed_s: float) -> KubeError:
     """No HTTP answer: the connection was refused (NewConnectionError is a ConnectTimeoutError in
     urllib3, so it is told apart first), it timed out, or something else broke."""
     import urllib3
@@ -319,7 +358,7 @@ def _transport_error(what: str, error: Exception) -> KubeError:
     if isinstance(reason, urllib3.exceptions.NewConnectionError):
         return KubeError(f"{what}: cannot connect to the API server ({str(reason).rsplit(': ', 1)[-1]})")
     if isinstance(reason, urllib3.exceptions.TimeoutError):
-        return KubeTimeout(f"{what}: timed out")
+        return KubeTimeout(f"{what}: timed out after {elapsed_s:.1f}s")
     return KubeError(f"{what}: cannot reach the API server ({_one_line(reason)})")
 
 

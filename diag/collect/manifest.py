@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from diag import __version__
 from diag.bundle import Bundle
 from diag.collect.base import SourceResult, Target
+from diag.collect.prometheus_access import public_url
 from diag.collect.redact import RULES, redact
 
 SCHEMA = "llmdiag/manifest/v1"
@@ -32,6 +33,7 @@ class CollectionRecord:
     namespace: str | None = None  # None: all namespaces (or no Kubernetes at all, see kube_context)
     scrape_times: dict[str, list[float]] = field(default_factory=dict)
     redactions: dict[str, int] = field(default_factory=dict)  # rule -> how many values it replaced
+    prometheus: dict[str, object] | None = None  # where it was reached and the window asked (no credentials)
 
 
 def build_manifest(record: CollectionRecord) -> dict:
@@ -55,14 +57,16 @@ def build_manifest(record: CollectionRecord) -> dict:
         "outside": {
             "vllm_urls": list(target.vllm_urls),
             "ray_address": target.ray_address,
-            "prometheus_url": target.prometheus_url,
+            "prometheus_url": public_url(target.prometheus_url),
         },
+        "prometheus": record.prometheus,
         "settings": {
             "scrapes": target.scrapes,
             "scrape_interval_s": target.scrape_interval_s,
             "log_tail_lines": target.log_tail_lines,
             "source_timeout_s": target.source_timeout_s,
             "total_timeout_s": target.total_timeout_s,
+            "max_answer_bytes": target.max_answer_bytes,
         },
         "sources": merged_sources(record.results),
         "scrapes": {server: list(times) for server, times in sorted(record.scrape_times.items())},

@@ -1,72 +1,244 @@
-"""Prometheus: a fixed set of range queries over the last 30 minutes, one file per query.
+"""Prometheus: the range queries of `diag.prometheus_queries` over the --since window, one file each.
 
-Each file is the /api/v1/query_range answer as Prometheus sent it, with a top-level "query" field
-added so that the file says what it answers. Plain requests, not prometheus-api-client: the client
-returns only data.result and drops status, resultType and warnings (see docs/decisions.md).
+Each file is the /api/v1/query_range answer as Prometheus sent it, with two top-level fields added:
+"query" (the PromQL sent) and "window" ({"start", "end", "step"}, unix seconds). Plain requests,
+not prometheus-api-client (see docs/decisions.md).
+
+vLLM queries are scoped to the namespaces being triaged (`{namespace="a"}`, `{namespace=~"a|b"}`,
+nothing with --all-namespaces) plus --prometheus-selector's matchers; GPU queries are not scoped
+(see `diag.prometheus_queries`).
 """
 
 from __future__ import annotations
 
 import json
+import math
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
 from diag.collect.base import SourceResult, Sink
-from diag.collect.http import HttpGet, Unreachable, body_excerpt, direct_get
+from diag.collect.http import REFUSED, TIMEOUT, HttpGet, Unreachable, body_excerpt
+from diag.prometheus_queries import RANGE_QUERIES, RENAMED_PAIRS, RangeQuery
 
-WINDOW_S = 30 * 60
-STEP_S = 15
+if TYPE_CHECKING:
+    from diag.collect.base import Target
+    from diag.collect.kube import KubeAccess
+    from diag.collect.prometheus_access import PromAccess
 
-# file stem -> PromQL. vLLM names from its V1 /metrics (kv_cache_usage_perc replaced
-# gpu_cache_usage_perc; both are asked for); DCGM names from dcgm-exporter's default counters.
-RANGE_QUERIES: dict[str, str] = {
-    "vllm_num_requests_waiting": "vllm:num_requests_waiting",
-    "vllm_num_requests_running": "vllm:num_requests_running",
-    "vllm_kv_cache_usage_perc": "vllm:kv_cache_usage_perc",
-    "vllm_gpu_cache_usage_perc": "vllm:gpu_cache_usage_perc",
-    "vllm_preemptions_rate_5m": "rate(vllm:num_preemptions_total[5m])",
-    "vllm_generation_tokens_rate_5m": "rate(vllm:generation_tokens_total[5m])",
-    "vllm_ttft_p90_5m": "histogram_quantile(0.9, rate(vllm:time_to_first_token_seconds_bucket[5m]))",
-    "vllm_e2e_latency_p90_5m": "histogram_quantile(0.9, rate(vllm:e2e_request_latency_seconds_bucket[5m]))",
-    "dcgm_xid_errors": "DCGM_FI_DEV_XID_ERRORS",
-    "dcgm_gpu_util": "DCGM_FI_DEV_GPU_UTIL",
-    "dcgm_fb_used": "DCGM_FI_DEV_FB_USED",
-    "dcgm_fb_free": "DCGM_FI_DEV_FB_FREE",
-}
+DEFAULT_WINDOW_S = 30 * 60
+MIN_STEP_S = 15  # the common scrape interval: a finer step repeats samples
+MAX_POINTS = 11_000  # Prometheus refuses a range query that would return more points per series
+MAX_PARALLEL_QUERIES = 8
+_REGEX_SPECIAL = frozenset("\\.+*?()|[]{}^$")
+
+
+@dataclass(frozen=True)
+class Window:
+    start: float  # unix seconds
+    end: float
+    step: int  # seconds
+
+    def as_json(self) -> dict[str, float | int]:
+        return {"start": self.start, "end": self.end, "step": self.step}
+
+
+def step_for(window_s: float) -> int:
+    """The finest step (15 s at least) that keeps a series under Prometheus' 11,000 points."""
+    return max(MIN_STEP_S, math.ceil(window_s / (MAX_POINTS - 1)))
+
+
+def window_ending(end: float, window_s: float) -> Window:
+    end = round(end, 3)
+    return Window(round(end - window_s, 3), end, step_for(window_s))
+
+
+def namespace_matcher(namespaces: list[str] | None) -> str | None:
+    """`namespace="a"` for one, `namespace=~"a|b"` for several, None for all (or unknown)."""
+    if not namespaces:
+        return None
+    names = sorted(set(namespaces))
+    if len(names) == 1:
+        return f"namespace={_promql_string(names[0])}"
+    return f"namespace=~{_promql_string('|'.join(_regex_escape(n) for n in names))}"
+
+
+def vllm_selector(namespaces: list[str] | None, extra: tuple[str, ...] = ()) -> str:
+    """The `{...}` that goes where a vLLM query has `{selector}`; "" when nothing scopes it."""
+    matchers = [m for m in (namespace_matcher(namespaces), *extra) if m]
+    return "{" + ",".join(matchers) + "}" if matchers else ""
+
+
+def promql(query: RangeQuery, selector_of_vllm: str) -> str:
+    """The PromQL sent for `query`: GPU queries are never scoped by namespace."""
+    return query.promql.replace("{selector}", selector_of_vllm if query.subject == "vllm" else "")
+
+
+def collect_target(target: Target, kube: KubeAccess | None, sink: Sink) -> list[SourceResult]:
+    """What the runner calls: the target's Prometheus, scope and window -> prometheus/<stem>.json."""
+    from diag.collect.prometheus_access import prometheus_access
+    from diag.errors import UserError
+
+    window = window_ending(time.time(), target.since_s or DEFAULT_WINDOW_S)
+    try:
+        access = prometheus_access(target)
+        if access is None:
+            return [SourceResult("prometheus", "skipped", "no --prometheus-url or --prometheus-service")]
+        get = access.getter(kube, target.max_answer_bytes)
+    except UserError as e:
+        return [SourceResult("prometheus", "failed", str(e))]
+    namespaces, scope_note = _namespaces(target, kube)
+    pod = (f"pod={_promql_string(target.pod)}",) if target.pod else ()  # --pod: that server's series only
+    selector = vllm_selector(namespaces, (*pod, *access.matchers))
+    sink.record_prometheus(
+        {
+            **access.describe(),
+            "window": {**window.as_json(), "since_s": target.since_s or DEFAULT_WINDOW_S},
+            "vllm_selector": selector,
+        }
+    )
+    results = collect_prometheus(get, access, sink, target.source_timeout_s, selector, window)
+    return results + ([SourceResult("prometheus", "ok", scope_note)] if scope_note else [])
 
 
 def collect_prometheus(
-    url: str, sink: Sink, timeout_s: float, queries: dict[str, str] = RANGE_QUERIES
+    get: HttpGet,
+    access: PromAccess,
+    sink: Sink,
+    timeout_s: float,
+    selector_of_vllm: str,
+    window: Window,
+    queries: tuple[RangeQuery, ...] = RANGE_QUERIES,
 ) -> list[SourceResult]:
-    """Run every query over the last WINDOW_S seconds, STEP_S apart -> prometheus/<name>.json."""
-    get = direct_get(url)
-    end = time.time()
-    span = {"start": f"{end - WINDOW_S:.3f}", "end": f"{end:.3f}", "step": f"{STEP_S:g}"}
-    with ThreadPoolExecutor(max_workers=min(8, max(1, len(queries)))) as pool:
-        return list(pool.map(lambda item: _query_range(get, *item, span, sink, timeout_s), queries.items()))
+    """Run every query over `window` -> prometheus/<stem>.json; one SourceResult per query."""
+    asked = [(q, promql(q, selector_of_vllm)) for q in queries]
+    gave_up = _GiveUp()
+    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_QUERIES, max(1, len(asked)))) as pool:
+        answers = list(pool.map(lambda item: _query_range(get, access, *item, window, sink, timeout_s, gave_up), asked))
+    return _merge_renamed(answers, window)
 
 
-def _query_range(get: HttpGet, name: str, query: str, span: dict[str, str], sink: Sink, timeout_s: float) -> SourceResult:
-    source = f"prometheus/{name}.json"
+class _GiveUp:
+    """The first answer that says Prometheus cannot be used (unreachable, credentials refused): the
+    queries not yet sent are not sent, so that a dead Prometheus costs one timeout, not three rounds."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.reason: str | None = None
+
+    def because(self, reason: str) -> str:
+        with self._lock:
+            self.reason = self.reason or reason
+        return reason
+
+
+def _query_range(
+    get: HttpGet,
+    access: PromAccess,
+    query: RangeQuery,
+    sent: str,
+    window: Window,
+    sink: Sink,
+    timeout_s: float,
+    gave_up: _GiveUp,
+) -> tuple[str, SourceResult, int | None]:
+    """(stem, result, series count or None when it failed)."""
+    source = f"prometheus/{query.stem}.json"
+    if gave_up.reason is not None:
+        return query.stem, SourceResult(source, "failed", f"not asked: {gave_up.reason}"), None
+    params = {"query": sent, "start": f"{window.start:.3f}", "end": f"{window.end:.3f}", "step": str(window.step)}
+    started = time.monotonic()
     try:
-        status, body = get("/api/v1/query_range?" + urlencode({"query": query, **span}), timeout_s)
+        status, body = get("/api/v1/query_range?" + urlencode(params), timeout_s)
     except Unreachable as e:
-        return SourceResult(source, "failed", f"{query}: {e.reason}")
+        reason = _unreachable(access, e.reason, time.monotonic() - started, timeout_s)
+        return query.stem, SourceResult(source, "failed", gave_up.because(reason)), None
     try:
         answer = json.loads(body)
     except ValueError:
         answer = None
+    if status in (401, 403):
+        return query.stem, SourceResult(source, "failed", gave_up.because(_refused(access, status, body))), None
     if not isinstance(answer, dict):
-        return SourceResult(source, "failed", f"{query}: HTTP {status}, not a Prometheus API answer: {body_excerpt(body)}")
+        detail = f"Prometheus at {access.where} answered HTTP {status}, not a Prometheus API answer: {body_excerpt(body)}"
+        return query.stem, SourceResult(source, "failed", detail), None
     if status != 200 or answer.get("status") != "success":
-        error = answer.get("error") or answer.get("status") or "no error given"
-        return SourceResult(source, "failed", f"{query}: HTTP {status}: {error}")
-    sink.write(source, json.dumps({"query": query, **answer}))
-    return SourceResult(source, "ok", f"{query}: {_series_count(answer)} series")
+        return query.stem, SourceResult(source, "failed", _error(access, status, answer, sent)), None
+    sink.write(source, json.dumps({"query": sent, "window": window.as_json(), **answer}))
+    count = _series_count(answer)
+    return query.stem, SourceResult(source, "ok", f"{count} series"), count
+
+
+def _merge_renamed(answers: list[tuple[str, SourceResult, int | None]], window: Window) -> list[SourceResult]:
+    """Both names of a renamed vLLM metric without a series: one line, "ok" (the answers are real and
+    saved: "nothing there" is known, not unknown), instead of two lines of "0 series"."""
+    counts = {stem: count for stem, _, count in answers}
+    minutes = (window.end - window.start) / 60
+    replaced: dict[str, SourceResult] = {}
+    folded: set[str] = set()
+    for new, old in RENAMED_PAIRS:
+        if counts.get(new) == 0 and counts.get(old) == 0:
+            detail = (
+                f"neither name has a series in the last {minutes:g} min: prometheus/{new}.json and "
+                f"prometheus/{old}.json are both empty (is vLLM scraped by this Prometheus, under these labels?)"
+            )
+            replaced[new] = SourceResult(f"prometheus/{new}.json", "ok", detail)
+            folded.add(old)
+    return [replaced.get(stem, result) for stem, result, _ in answers if stem not in folded]
+
+
+def _unreachable(access: PromAccess, reason: str, elapsed_s: float, timeout_s: float) -> str:
+    if reason == TIMEOUT:
+        return f"Prometheus at {access.where} did not answer: timed out after {elapsed_s:.1f}s (limit {timeout_s:g}s)"
+    if reason == REFUSED:
+        return f"Prometheus at {access.where} refused the connection"
+    return f"Prometheus at {access.where} could not be reached: {reason}"
+
+
+def _refused(access: PromAccess, status: int, body: bytes) -> str:
+    said = body_excerpt(body)
+    if access.login:
+        return f"Prometheus refused the credentials (HTTP {status}, {access.login}): {said}"
+    return (
+        f"Prometheus at {access.where} asks for credentials (HTTP {status}: {said}); give --prometheus-token, "
+        "or --prometheus-user and --prometheus-password"
+    )
+
+
+def _error(access: PromAccess, status: int, answer: dict, sent: str) -> str:
+    error = " ".join(str(answer.get("error") or answer.get("status") or "no error given").split())
+    if status in (400, 422):
+        kind = answer.get("errorType") or "bad_data"
+        return f"Prometheus rejected the query (HTTP {status}, {kind}): {error} - query: {sent}"
+    return f"Prometheus at {access.where} answered HTTP {status}: {error}"
+
+
+def _namespaces(target: Target, kube: KubeAccess | None) -> tuple[list[str] | None, str]:
+    """The namespaces the vLLM queries are scoped to (None: all), and a note when that is not by choice."""
+    if target.all_namespaces:
+        return None, ""
+    if target.namespace:
+        return [target.namespace], ""
+    if kube is not None:
+        return [kube.current_namespace()], ""
+    return None, "vLLM queries not scoped by namespace: no --namespace and no Kubernetes context to take it from"
 
 
 def _series_count(answer: dict) -> int:
     data = answer.get("data")
     result = data.get("result") if isinstance(data, dict) else None
     return len(result) if isinstance(result, list) else 0
+
+
+def _promql_string(text: str) -> str:
+    """A PromQL double-quoted string literal (Go escapes)."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
+
+
+def _regex_escape(text: str) -> str:
+    """`text` matched literally by RE2 (what Prometheus' =~ uses)."""
+    return "".join(f"\\{c}" if c in _REGEX_SPECIAL else c for c in text)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from diag.collect.base import SourceResult, Sink
-from diag.collect.http import HttpGet, Unreachable, body_excerpt, direct_get, service_proxy_get
+from diag.collect.http import DEFAULT_MAX_ANSWER_BYTES, HttpGet, Unreachable, body_excerpt, direct_get, service_proxy_get
 
 if TYPE_CHECKING:
     from diag.collect.kube import KubeAccess
@@ -56,9 +56,11 @@ class RayHead:
         return f"{self.cluster}-head-svc"
 
 
-def collect_ray_address(address: str, sink: Sink, timeout_s: float) -> list[SourceResult]:
+def collect_ray_address(
+    address: str, sink: Sink, timeout_s: float, max_bytes: int = DEFAULT_MAX_ANSWER_BYTES
+) -> list[SourceResult]:
     """Read the dashboard at `address` (e.g. http://127.0.0.1:8265)."""
-    return _read_dashboard(direct_get(address), address, sink, timeout_s)
+    return _read_dashboard(direct_get(address, max_bytes=max_bytes), address, sink, timeout_s)
 
 
 def collect_ray_head(kube: "KubeAccess", head: RayHead, sink: Sink, timeout_s: float) -> list[SourceResult]:
@@ -80,7 +82,7 @@ def _read_dashboard(get: HttpGet, where: str, sink: Sink, timeout_s: float) -> l
         try:
             status, body = get(path, timeout_s)
         except Unreachable as e:
-            return SourceResult(rel, "failed", f"{where} GET {path}: {e.reason}")
+            return SourceResult(rel, "failed", f"{where} GET {path}: {e.detail}")
         if status != 200:
             return SourceResult(rel, "failed", f"{where} GET {path}: HTTP {status} {body_excerpt(body)}".rstrip())
         sink.write(rel, body)

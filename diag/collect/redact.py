@@ -1,24 +1,38 @@
-"""Secrets out before anything is written: the Sink runs every raw file through `redact`.
+"""Secrets out before anything is written: one layer that every writer goes through.
 
-A bundle is attached to tickets, so what could carry a credential is replaced with "<redacted>":
-env values whose names look secret, `--api-key`-style flag values, bearer tokens, well-known token
-formats (Hugging Face `hf_`, OpenAI `sk-`, GitHub, AWS key ids, JWTs such as service-account tokens),
-`NAME=value` assignments of secret-looking names, kubeconfig credentials, passwords in URLs, and
-managedFields (noise).
-JSON files stay valid JSON: they are parsed, cleaned field by field and written back; JSON held in a
-string (the last-applied-configuration annotation) is cleaned the same way.
+The Sink runs every raw file through `redact`, the manifest goes through it, and the progress lines
+and one-line failures on stderr go through `redact_text`. A bundle is attached to tickets, so what
+could carry a credential is replaced with "<redacted>":
+- values of secret-looking names: env entries (`env`; `envFrom` holds names only), Ray runtime envs'
+  `env_vars`, Ray job `metadata`, JSON and Python-literal dict keys (`{'api_key': ['sk-...']}` as vLLM
+  logs its non-default args), annotations, `--api-key`-style flags, `NAME=value` / `name: value`;
+- `Authorization:` headers of every scheme (Bearer, Basic, Token, Digest, AWS4-HMAC-SHA256 ...);
+- URLs: the userinfo (`user:password@`, a token as the user), and query parameters of secret-looking
+  names (`access_token`, `X-Amz-Signature`, `X-Amz-Credential`, `sig`, ...);
+- PEM private key blocks, and the regex detectors of detect-secrets (AWS key ids, JWTs, GitHub,
+  GitLab, Slack, Stripe, ... tokens) beside our own token formats (Hugging Face `hf_`, `sk-` keys);
+- high-entropy values where names say nothing (env entries, `env_vars`): random-looking strings of
+  16+ characters, UUIDs (GPU-..., MIG-...) excepted;
+- kubeconfig credentials, and managedFields (noise).
+JSON files stay valid JSON: they are parsed, cleaned field by field and written back (YAML files
+too); JSON held in a string (the last-applied-configuration annotation, Ray's serialized runtime env)
+is cleaned the same way, and YAML in text loses the block under a secret-named `name: |`.
+The limits are in docs/security.md.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 import re
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 REDACTED = "<redacted>"
-ARGV_FILE_SUFFIX = ".cmdline.txt"  # vllm/<server>.cmdline.txt: a process's argv, one element a line
+ARGV_FILE_SUFFIX = ".cmdline.txt"
+YAML_SUFFIXES = (".yaml", ".yml")  # vllm/<server>.cmdline.txt: a process's argv, one element a line
 
 # The rules, by the name the manifest reports.
 ENV_SECRET = "env-secret-value"
@@ -29,16 +43,29 @@ ASSIGNMENT = "secret-assignment"
 KUBECONFIG = "kubeconfig-credential"
 URL_PASSWORD = "url-password"
 MANAGED_FIELDS = "managed-fields-dropped"
-RULES = (ENV_SECRET, CLI_FLAG, BEARER, TOKEN_FORMAT, ASSIGNMENT, KUBECONFIG, URL_PASSWORD, MANAGED_FIELDS)
+AUTH_HEADER = "authorization-header"
+URL_QUERY = "url-secret-parameter"
+PRIVATE_KEY = "private-key-block"
+DETECTOR = "secret-detector"
+SECRET_FIELD = "secret-field"
+HIGH_ENTROPY = "high-entropy-value"
+RULES = (
+    ENV_SECRET, CLI_FLAG, BEARER, TOKEN_FORMAT, ASSIGNMENT, KUBECONFIG, URL_PASSWORD, MANAGED_FIELDS,
+    AUTH_HEADER, URL_QUERY, PRIVATE_KEY, DETECTOR, SECRET_FIELD, HIGH_ENTROPY,
+)  # fmt: skip
 
 # Words that make a name secret. Whole words only: "max_num_batched_tokens" and "--tokenizer" keep
 # their values, "HF_TOKEN" and "--api-key" do not.
 _SECRET_WORDS = frozenset(
     {
         "token", "key", "apikey", "secret", "password", "passwd", "pass", "pwd", "credential",
-        "credentials", "auth", "authorization", "cookie", "privatekey",
+        "credentials", "creds", "auth", "authorization", "cookie", "privatekey", "signature", "sig",
     }
 )  # fmt: skip
+# JSON keys that name a thing rather than hold a secret (secretKeyRef.key, tolerations[].key, ...)
+_NAMING_KEYS = frozenset({"key"})
+# dicts whose every value is an environment variable's (Ray runtime envs)
+_ENV_DICT_KEYS = frozenset({"env_vars"})
 _KUBECONFIG_FIELDS = frozenset(
     {"client-key-data", "client-certificate-data", "token", "password", "id-token", "refresh-token", "access-token"}
 )
@@ -53,10 +80,33 @@ _TOKEN_FORMATS = re.compile(
     r"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"  # AWS access key ids
     r"|\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"  # JWT (service-account tokens)
 )
-_URL_PASSWORD = re.compile(r"(?P<lead>\b[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@]*:)(?P<password>[^/\s@]+)@")
+_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>`]+")
+_URL_USERINFO = re.compile(r"^(?P<scheme>[^:]+://)(?P<userinfo>[^/?#@]+)@")
+_URL_PARAM = re.compile(r"(?P<lead>[?&;](?P<name>[^=&#;]+)=)(?P<value>[^&#;]*)")
+_PLAIN_USER = re.compile(r"[a-z][a-z0-9._\-]{0,31}")
+_AUTH_HEADER = re.compile(
+    r"(?P<lead>(?P<pre>[\"']?)(?i:\b(?:proxy-)?authorization)(?P<quote>[\"']?)[ \t]*[:=][ \t]*(?P<open>[\"']?)"
+    r"(?:(?P<scheme>[A-Za-z][A-Za-z0-9\-]*)[ \t]+)?)(?P<value>[^\r\n]*)"
+)
+_PEM_BLOCK = re.compile(
+    r"(?P<begin>-{4,5} ?BEGIN (?P<kind>[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?) ?-{4,5})(?P<body>.*?)(?P<end>-{4,5} ?END (?P=kind) ?-{4,5}|\Z)",
+    re.DOTALL,
+)
+_QUOTED_KEY = re.compile(
+    r"(?P<lead>(?P<q>['\"])(?P<name>[A-Za-z_][A-Za-z0-9_.\-]*)(?P=q)[ \t]*:[ \t]*)"
+    r"(?P<value>'[^'\n]*'|\"[^\"\n]*\"|\[[^\]\n]*\]|[^\s,}\]]+)"
+)
+# `password: |` (or `>`) and the more-indented lines under it: a YAML block scalar
+_YAML_BLOCK = re.compile(
+    r"(?m)^(?P<lead>(?P<indent>[ \t]*)(?:- )?(?P<name>[A-Za-z_][A-Za-z0-9_.\-/]*)[ \t]*:[ \t]*[|>][-+0-9]*[ \t]*\n)"
+    r"(?P<body>(?:(?P=indent)[ \t]+\S[^\n]*(?:\n|\Z)|[ \t]*\n)+)"
+)
+_BLOCK_INDICATOR = re.compile(r"[|>][-+0-9]*")
+_UUID = re.compile(r"(?:[A-Z]{2,4}-)?[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_RANDOM_LOOKING = re.compile(r"[A-Za-z0-9+=_\-]{16,}")
 _FLAG = re.compile(r"(?P<flag>--?[A-Za-z][A-Za-z0-9_\-]*)(?P<sep>=|[ \t]+)(?P<value>\"[^\"]*\"|'[^']*'|[^\s\"']+)")
 _ASSIGNMENT = re.compile(
-    r"(?P<name>\b[A-Za-z_][A-Za-z0-9_.\-]*)(?P<sep>[ \t]*[=:][ \t]*)(?P<value>\"[^\"]*\"|'[^']*'|[^\s,;\"'}\]]+)"
+    r"(?P<name>\b[A-Za-z_][A-Za-z0-9_.\-]*)(?P<sep>[ \t]*[=:][ \t]*)(?P<value>\"[^\"]*\"|'[^']*'|(?!//)[^\s,;&\"'}\]]+)"
 )
 _KUBECONFIG_LINE = re.compile(
     r"(?m)^(?P<lead>[ \t\-]*\"?(?:" + "|".join(map(re.escape, sorted(_KUBECONFIG_FIELDS))) + r")\"?[ \t]*:[ \t]*)(?P<value>\S.*)$"
@@ -100,18 +150,43 @@ def _redact_file(rel_path: str, raw: bytes, hits: Counter[str]) -> bytes:
                 return raw  # nothing to hide: the file stays byte for byte as the source sent it
             hits.update(found)
             return json.dumps(cleaned, indent=4, ensure_ascii=False).encode("utf-8", "surrogateescape")
+    if rel_path.endswith(YAML_SUFFIXES):
+        cleaned_yaml = _redact_yaml(text, hits)
+        if cleaned_yaml is not None:
+            return cleaned_yaml.encode("utf-8", "surrogateescape")
     if rel_path.endswith(ARGV_FILE_SUFFIX):  # one argument a line: `--api-key` and its value are apart
         text = "\n".join(_clean_argv(text.split("\n"), hits))
     return redact_text(text, hits).encode("utf-8", errors="surrogateescape")
 
 
+def _redact_yaml(text: str, hits: Counter[str]) -> str | None:
+    """A YAML file cleaned as data, as JSON is (None: not YAML after all, clean it as text)."""
+    import yaml
+
+    try:
+        documents = list(yaml.safe_load_all(text))
+    except yaml.YAMLError:
+        return None
+    found: Counter[str] = Counter()
+    cleaned = [_clean_json(d, found) for d in documents]
+    if not found:
+        return text
+    hits.update(found)
+    return yaml.safe_dump_all(cleaned, sort_keys=False, allow_unicode=True)
+
+
 def redact_text(text: str, hits: Counter[str] | None = None) -> str:
     """Apply the text rules to a log, a command line, or any string."""
     counter = hits if hits is not None else Counter()
+    text = _sub(_PEM_BLOCK, text, counter, PRIVATE_KEY, lambda m: f"{m['begin']}\n{REDACTED}\n{m['end']}" if m["body"].strip() else None)
+    text = _sub(_YAML_BLOCK, text, counter, ASSIGNMENT, _yaml_block)
     text = _sub(_KUBECONFIG_LINE, text, counter, KUBECONFIG, lambda m: f"{m['lead']}{REDACTED}")
-    text = _sub(_URL_PASSWORD, text, counter, URL_PASSWORD, lambda m: f"{m['lead']}{REDACTED}@")
+    text = _sub(_AUTH_HEADER, text, counter, AUTH_HEADER, _authorization)
+    text = _URL.sub(lambda m: _clean_url(m[0], counter), text)
     text = _sub(_BEARER, text, counter, BEARER, lambda m: f"{m[1]}{m[2]}{REDACTED}")
     text = _sub(_TOKEN_FORMATS, text, counter, TOKEN_FORMAT, lambda m: REDACTED)
+    text = _detected(text, counter)
+    text = _sub(_QUOTED_KEY, text, counter, ASSIGNMENT, _quoted_key)
     text = _sub(
         _FLAG, text, counter, CLI_FLAG, lambda m: f"{m['flag']}{m['sep']}{REDACTED}" if _secret_flag(m) else None
     )
@@ -124,12 +199,63 @@ def redact_text(text: str, hits: Counter[str] | None = None) -> str:
     )
 
 
+def _yaml_block(m: re.Match[str]) -> str | None:
+    if not secret_name(m["name"], last_word_only=True) or m["body"].strip() == REDACTED:
+        return None
+    return f"{m['lead']}{m['indent']}  {REDACTED}\n"
+
+
+def _authorization(m: re.Match[str]) -> str | None:
+    """Everything after the scheme word: up to the quote that opened the value, else to the line's end."""
+    value = m["value"]
+    closing = m["open"] or m["quote"] or m["pre"]
+    end = value.find(closing) if closing else -1
+    secret, rest = (value[:end], value[end:]) if end >= 0 else (value, "")
+    if not secret.strip() or secret.strip() == REDACTED:
+        return None
+    return f"{m['lead']}{REDACTED}{rest}"
+
+
+def _clean_url(url: str, hits: Counter[str]) -> str:
+    """user:password@ and token@ userinfo; query parameters of secret names or detected values."""
+    userinfo = _URL_USERINFO.match(url)
+    if userinfo is not None:
+        user, colon, password = userinfo["userinfo"].partition(":")
+        if colon and password and password != REDACTED:
+            hits[URL_PASSWORD] += 1
+            url = f"{userinfo['scheme']}{user}:{REDACTED}@{url[userinfo.end():]}"
+        elif not colon and user != REDACTED and not _PLAIN_USER.fullmatch(user):
+            hits[URL_PASSWORD] += 1
+            url = f"{userinfo['scheme']}{REDACTED}@{url[userinfo.end():]}"
+
+    def param(m: re.Match[str]) -> str:
+        value = m["value"]
+        if value in ("", REDACTED) or not (secret_name(m["name"]) or _detector_spans(value)):
+            return m[0]
+        hits[URL_QUERY] += 1
+        return f"{m['lead']}{REDACTED}"
+
+    return _URL_PARAM.sub(param, url)
+
+
+def _quoted_key(m: re.Match[str]) -> str | None:
+    """{'api_key': ['sk-...']} as Python prints a dict: the value of a secret-named key, whatever its type."""
+    value = m["value"]
+    if not secret_name(m["name"], last_word_only=True) or REDACTED in value or value in ("None", "''", '""', "[]"):
+        return None
+    return f"{m['lead']}'{REDACTED}'"
+
+
 def _secret_flag(m: re.Match[str]) -> bool:
     return secret_name(m["flag"].lstrip("-")) and m["value"] != REDACTED and not m["value"].startswith("-")
 
 
 def _secret_assignment(m: re.Match[str]) -> bool:
+    if m["name"].lower().endswith("authorization"):
+        return False  # the Authorization rule's, which keeps the scheme word
     value = m["value"].strip("\"'")
+    if _BLOCK_INDICATOR.fullmatch(value):
+        return False  # `password: |`: the block under it is the YAML block rule's
     # "Authorization: Bearer x" is the bearer rule's; the scheme word itself is no secret
     return secret_name(m["name"], last_word_only=True) and value not in (REDACTED, "") and value.lower() not in ("bearer", "basic")
 
@@ -145,6 +271,90 @@ def _sub(
         return new
 
     return pattern.sub(one, text)
+
+
+# ----------------------------------------------------------------------------- detect-secrets
+
+# IPPublicDetector: an address is no secret. KeywordDetector and the keyword-led Cloudant, IBM and
+# SoftLayer ones: the name rules above know the shapes of kubectl, vLLM and Ray output (and those four
+# cost more than all the others together on a log). PrivateKeyDetector matches the BEGIN line only:
+# the PEM block rule replaces the key itself and keeps the line that says what it was.
+_SKIPPED_DETECTORS = frozenset(
+    {
+        "IPPublicDetector", "KeywordDetector", "PrivateKeyDetector", "CloudantDetector", "IbmCloudIamDetector",
+        "IbmCosHmacDetector", "SoftlayerDetector",
+    }
+)  # fmt: skip
+_DELIMITERS = " \t\r\n=:\"'"
+
+
+@functools.lru_cache(maxsize=1)
+def _detectors() -> tuple[re.Pattern[str], ...]:
+    """The denylist regexes of every regex-based detector detect-secrets ships."""
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+    from detect_secrets.plugins.base import RegexBasedDetector
+
+    patterns: list[re.Pattern[str]] = []
+    for detector in get_mapping_from_secret_type_to_class().values():
+        if issubclass(detector, RegexBasedDetector) and detector.__name__ not in _SKIPPED_DETECTORS:
+            patterns += detector().denylist
+    return tuple(patterns)
+
+
+@functools.lru_cache(maxsize=1)
+def _any_detector() -> re.Pattern[str]:
+    """All the detectors in one pattern: one search tells most strings apart (a JSON file is mostly
+    short strings no detector matches), before each detector is run on the few that remain."""
+    flags = {re.IGNORECASE: "i", re.MULTILINE: "m", re.DOTALL: "s", re.VERBOSE: "x"}
+    parts = [f"(?{''.join(v for k, v in flags.items() if p.flags & k) or '-i'}:{p.pattern})" for p in _detectors()]
+    return re.compile("|".join(parts))
+
+
+def _detector_spans(text: str) -> list[tuple[int, int]]:
+    """Where a detector sees a secret: its capture group when it has one, else the match less delimiters."""
+    spans: list[tuple[int, int]] = []
+    if _any_detector().search(text) is None:
+        return spans
+    for pattern in _detectors():
+        for m in pattern.finditer(text):
+            start, end = m.span(1) if pattern.groups else m.span()
+            while start < end and text[start] in _DELIMITERS:
+                start += 1
+            while end > start and text[end - 1] in _DELIMITERS:
+                end -= 1
+            if end > start and text[start:end] != REDACTED:
+                spans.append((start, end))
+    return spans
+
+
+def _detected(text: str, hits: Counter[str]) -> str:
+    spans = _merged(_detector_spans(text))
+    for start, end in reversed(spans):
+        text = text[:start] + REDACTED + text[end:]
+    hits[DETECTOR] += len(spans)
+    return text
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def high_entropy(value: str) -> bool:
+    """A random-looking string of 16+ characters (letters of both cases and digits, close to the
+    highest Shannon entropy its length allows); UUIDs such as GPU-6d0e... are ids, not secrets."""
+    if not _RANDOM_LOOKING.fullmatch(value) or _UUID.fullmatch(value):
+        return False
+    if not (any(c.isdigit() for c in value) and any(c.islower() for c in value) and any(c.isupper() for c in value)):
+        return False
+    counts = Counter(value)
+    entropy = -sum(n / len(value) * math.log2(n / len(value)) for n in counts.values())
+    return entropy >= 0.85 * math.log2(min(len(value), 64))
 
 
 # ----------------------------------------------------------------------------- JSON
@@ -174,20 +384,49 @@ def _clean_object(obj: dict, hits: Counter[str]) -> dict:
             hits[KUBECONFIG] += 1
             out[k] = REDACTED
             continue
+        if _secret_field(k, v):
+            hits[SECRET_FIELD] += 1
+            out[k] = REDACTED
+            continue
+        if isinstance(v, dict) and (k in _ENV_DICT_KEYS or (k == "metadata" and "entrypoint" in obj)):
+            v = _clean_env_dict(v, hits)  # a runtime env's env_vars; a Ray job's metadata
         out[k] = _clean_json(v, hits, key=k)
+    return out
+
+
+def _secret_field(name: str, value: Any) -> bool:
+    """"example.com/api-token": "..." (an annotation), "password": "...": a secret-named key's string."""
+    return (
+        isinstance(value, str)
+        and value not in ("", REDACTED)
+        and name not in _NAMING_KEYS
+        and secret_name(name, last_word_only=True)
+    )
+
+
+def _clean_env_dict(env: dict, hits: Counter[str]) -> dict:
+    """{"HF_TOKEN": "...", "OMP_NUM_THREADS": "8"}: values of secret names, or random-looking ones, go."""
+    out: dict = {}
+    for name, value in env.items():
+        if isinstance(value, str) and value not in ("", REDACTED) and (secret_name(str(name)) or high_entropy(value)):
+            hits[ENV_SECRET if secret_name(str(name)) else HIGH_ENTROPY] += 1
+            out[name] = REDACTED
+        else:
+            out[name] = value
     return out
 
 
 def _clean_env_entry(entry: Any, hits: Counter[str]) -> Any:
     """{"name": "HF_TOKEN", "value": "..."} -> value redacted; valueFrom references stay (no secret in them)."""
-    if (
-        isinstance(entry, dict)
-        and isinstance(entry.get("name"), str)
-        and isinstance(entry.get("value"), str)
-        and secret_name(entry["name"])
-        and entry["value"] not in ("", REDACTED)
-    ):
+    if not (isinstance(entry, dict) and isinstance(entry.get("name"), str) and isinstance(entry.get("value"), str)):
+        return entry
+    if entry["value"] in ("", REDACTED):
+        return entry
+    if secret_name(entry["name"]):
         hits[ENV_SECRET] += 1
+        return {**entry, "value": REDACTED}
+    if high_entropy(entry["value"]):
+        hits[HIGH_ENTROPY] += 1
         return {**entry, "value": REDACTED}
     return entry
 

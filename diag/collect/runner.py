@@ -1,8 +1,11 @@
 """Live collection: run the collectors into one redacted Bundle, then the analyzer reads it as any other.
 
-Phase 1 reads the Kubernetes objects (the others need the pod list); phase 2 runs logs, vLLM, Ray,
-GPU exec and Prometheus in parallel. Each collector has a timeout of its own and the run has one in
-all; a collector that raises or runs out of time is one "failed" line, never a crash. On Ctrl-C the
+Every collector that needs nothing from Kubernetes (vLLM, Ray and Prometheus given by URL, this
+host's GPUs) starts at once, beside the phase-1 collector that reads the Kubernetes objects; those
+that need the pod list (logs, GPU exec, servers found in pods) start when it has finished. A hung API
+server therefore takes no time from the sources given by URL. Each collector has a timeout of its
+own, counted from its own start, inside the run's one; a collector that raises or runs out of time is
+one "failed" line naming it and the time it had, never a crash. On Ctrl-C the
 run stops waiting, keeps what came back and marks the rest "failed: interrupted". Progress goes to
 stderr.
 
@@ -22,7 +25,7 @@ from typing import TYPE_CHECKING, Self, cast
 from diag.bundle import Bundle
 from diag.collect.base import Sink, SourceResult, Target
 from diag.collect.manifest import CollectionRecord, write_manifest
-from diag.collect.redact import Redactor
+from diag.collect.redact import Redactor, redact_text
 from diag.model import Pod, SourceState
 
 if TYPE_CHECKING:
@@ -32,7 +35,7 @@ if TYPE_CHECKING:
 
     from diag.collect.kube import KubeAccess
 
-MAX_PARALLEL_COLLECTORS = 8
+MAX_PARALLEL_COLLECTORS = 12  # every default collector at once: none waits for a pool slot
 INTERRUPTED = "interrupted"
 WAIT_SLICE_S = 0.2
 
@@ -51,8 +54,9 @@ class CollectContext:
 class Collector:
     name: str  # shown in the progress display; the SourceResult name when the collector itself fails
     run: Callable[[CollectContext], list[SourceResult]]
-    phase: int = 2  # 1: Kubernetes objects, before everything else
+    phase: int = 2  # 1: Kubernetes objects, which the collectors that need pods wait for
     timeout_s: float | None = None  # None: the target's per-source timeout
+    needs_pods: bool = True  # False: starts at once, whatever the API server does
 
 
 class _RunSink(Sink):
@@ -89,15 +93,9 @@ def collect(
     ctx = CollectContext(target, sink, kube)
     view = _ProgressView(progress)
     pool = ThreadPoolExecutor(max_workers=MAX_PARALLEL_COLLECTORS, thread_name_prefix=THREAD_PREFIX)
-    phases = [[c for c in collectors if c.phase == 1], [c for c in collectors if c.phase != 1]]
     try:
         with view:
-            for i, phase in enumerate(phases):
-                got, interrupted = _run_phase(pool, phase, ctx, deadline, view)
-                results += got
-                if interrupted:
-                    results += [SourceResult(c.name, "failed", INTERRUPTED) for later in phases[i + 1 :] for c in later]
-                    break
+            results += _run_all(pool, collectors, ctx, deadline, view)
     finally:
         sink.close()
         pool.shutdown(wait=False, cancel_futures=True)
@@ -111,6 +109,7 @@ def collect(
         namespace=_namespace(kube, target),
         scrape_times=dict(sink.scrape_times),
         redactions=dict(redactor.applied),
+        prometheus=sink.prometheus,
     )
     write_manifest(sink.bundle, record)
     return sink.bundle, results
@@ -120,7 +119,7 @@ def _connect(target: Target, collectors: list[Collector]) -> tuple[KubeAccess | 
     from diag.collect.kube import KubeAccess, KubeError
 
     try:
-        return KubeAccess(target.kubeconfig, target.context), []
+        return KubeAccess(target.kubeconfig, target.context, max_answer_bytes=target.max_answer_bytes), []
     except KubeError as e:
         asked = any((target.kubeconfig, target.context, target.namespace, target.selector, target.pod, target.ray_cluster))
         outside = any((target.vllm_urls, target.ray_address, target.prometheus_url))
@@ -140,43 +139,80 @@ def _namespace(kube: KubeAccess | None, target: Target) -> str | None:
     return target_namespace(kube, target) if kube else None
 
 
-def _run_phase(
+@dataclass
+class _Running:
+    collector: Collector
+    started: float  # monotonic
+    limit: float  # monotonic: its own timeout from its start, within the run's deadline
+
+
+def _run_all(
     pool: ThreadPoolExecutor, collectors: list[Collector], ctx: CollectContext, deadline: float, view: _ProgressView
-) -> tuple[list[SourceResult], bool]:
-    """Run one phase's collectors at once; wait for each until its own timeout or the run's ends.
-    Returns what came back, and whether Ctrl-C stopped the waiting (the rest is then "interrupted")."""
-    start = time.monotonic()
-    waiting: dict[Future[list[SourceResult]], tuple[Collector, float]] = {}
-    reported: list[Collector] = []
+) -> list[SourceResult]:
+    """Start every collector that can start, the ones needing pods once phase 1 is over; wait for each
+    until its own limit. On Ctrl-C stop waiting: what has not come back is "interrupted"."""
+    providers = [c for c in collectors if c.phase == 1]
+    waits = [c.phase != 1 and c.needs_pods and bool(providers) for c in collectors]
+    later = [c for c, wait_for_pods in zip(collectors, waits) if wait_for_pods]
+    running: dict[Future[list[SourceResult]], _Running] = {}
     results: list[SourceResult] = []
+    reported: set[int] = set()  # id() of the collectors whose lines are in
+
+    def start(c: Collector) -> None:
+        now = time.monotonic()
+        limit = min(deadline, now + (c.timeout_s or ctx.target.source_timeout_s))
+        running[pool.submit(_guarded, c, ctx)] = _Running(c, now, limit)
+        view.started(c.name)
+
+    def report(c: Collector, got: list[SourceResult]) -> None:
+        reported.add(id(c))
+        results.extend(got)
+        view.finished(c.name, got)
+
     try:
-        for c in collectors:
-            limit = min(deadline, start + (c.timeout_s or ctx.target.source_timeout_s))
-            waiting[pool.submit(_guarded, c, ctx)] = (c, limit)
-            view.started(c.name)
-        while waiting:
+        for c, wait_for_pods in zip(collectors, waits):
+            if not wait_for_pods:
+                start(c)
+        providers_left = len(providers)
+        while running or later:
             now = time.monotonic()
-            for future, (c, limit) in list(waiting.items()):
-                if future.done() or limit <= now:
-                    del waiting[future]
-                    got = future.result() if future.done() else [SourceResult(c.name, "failed", f"timed out after {limit - start:.1f}s")]
-                    future.cancel()
-                    results += got
-                    reported.append(c)
-                    view.finished(c.name, got)
-            if waiting:
-                next_limit = min(limit for _, limit in waiting.values())
+            for future, run in list(running.items()):
+                if not future.done() and run.limit > now:
+                    continue
+                del running[future]
+                future.cancel()
+                report(run.collector, future.result() if future.done() else [_timed_out(run, now, deadline)])
+                if run.collector.phase == 1:
+                    providers_left -= 1
+            if later and providers_left == 0:
+                for c in later:
+                    if deadline > time.monotonic():
+                        start(c)
+                    else:
+                        report(c, [SourceResult(c.name, "failed", _not_started(c, ctx.target))])
+                later = []
+            if running:
+                next_limit = min(r.limit for r in running.values())
                 # short waits: a Ctrl-C that lands just before the main thread blocks is seen soon
-                wait(waiting, timeout=min(WAIT_SLICE_S, max(0.0, next_limit - now)), return_when=FIRST_COMPLETED)
+                wait(running, timeout=min(WAIT_SLICE_S, max(0.0, next_limit - now)), return_when=FIRST_COMPLETED)
     except KeyboardInterrupt:
-        for future in waiting:
+        for future in running:
             future.cancel()
+        # every collector without its line, including one whose start the Ctrl-C cut short
         for c in collectors:
-            if c not in reported:
-                results.append(SourceResult(c.name, "failed", INTERRUPTED))
-                view.finished(c.name, results[-1:])
-        return results, True
-    return results, False
+            if id(c) not in reported:
+                report(c, [SourceResult(c.name, "failed", INTERRUPTED)])
+    return results
+
+
+def _not_started(c: Collector, target: Target) -> str:
+    return f"{c.name}: not started, the run's {target.total_timeout_s:g}s ran out while the Kubernetes objects were read"
+
+
+def _timed_out(run: _Running, now: float, deadline: float) -> SourceResult:
+    """"<name>: timed out after 12.3s (its limit)" or "(the run's --timeout)": the real time it had."""
+    which = "the run's --timeout" if run.limit >= deadline else "its --source-timeout share"
+    return SourceResult(run.collector.name, "failed", f"{run.collector.name}: timed out after {now - run.started:.1f}s ({which})")
 
 
 def _guarded(collector: Collector, ctx: CollectContext) -> list[SourceResult]:
@@ -230,7 +266,7 @@ class _ProgressView:
 
     def _set(self, name: str, line: str) -> None:
         with self._lock:
-            self._lines[name] = line
+            self._lines[name] = redact_text(line)  # a failure line may quote a URL with its password
             if self._live is not None:
                 self._live.update(self._render())
 
@@ -244,20 +280,23 @@ class _ProgressView:
 
 
 def default_collectors(target: Target) -> list[Collector]:
-    """Every source the target reaches: Kubernetes first, then logs, GPUs, vLLM, Ray, Prometheus."""
+    """Every source the target reaches: Kubernetes objects first for what needs pods (logs, GPU exec,
+    servers in pods); the sources given by URL and this host's GPUs from the start."""
     per_source = target.source_timeout_s
     vllm_time = per_source * 3 + target.scrape_interval_s * max(0, target.scrapes - 1)
     collectors = [
         Collector("kubernetes objects", _kubernetes_objects, phase=1, timeout_s=per_source * 3),
         Collector("kubernetes logs", _kubernetes_logs, timeout_s=per_source * 2),
         Collector("gpu (nvidia-smi in pods)", _gpu_exec, timeout_s=per_source * 2),
-        Collector("vllm", _vllm, timeout_s=vllm_time),
-        Collector("ray", _ray, timeout_s=per_source * 3),
+        Collector("vllm", _vllm_in_pods, timeout_s=vllm_time),
+        Collector("ray", _ray, timeout_s=per_source * 3, needs_pods=not target.ray_address),
     ]
+    if target.vllm_urls:
+        collectors.append(Collector("vllm (--vllm-url)", _vllm_urls, timeout_s=vllm_time, needs_pods=False))
     if target.local_gpu is not False:
-        collectors.append(Collector("gpu (this host)", _local_gpu, timeout_s=per_source * 4))
-    if target.prometheus_url:
-        collectors.append(Collector("prometheus", _prometheus, timeout_s=per_source * 2))
+        collectors.append(Collector("gpu (this host)", _local_gpu, timeout_s=per_source * 4, needs_pods=False))
+    if target.prometheus_url or target.prometheus_service:
+        collectors.append(Collector("prometheus", _prometheus, timeout_s=per_source * 2, needs_pods=False))
     return collectors
 
 
@@ -292,17 +331,25 @@ def _gpu_exec(ctx: CollectContext) -> list[SourceResult]:
     return collect_gpu_exec(ctx.kube, ctx.pods, ctx.sink, ctx.target.source_timeout_s)
 
 
-def _vllm(ctx: CollectContext) -> list[SourceResult]:
+def _vllm_in_pods(ctx: CollectContext) -> list[SourceResult]:
     from diag.collect.k8s import vllm_server_pods
-    from diag.collect.vllm import collect_vllm, pod_endpoint, url_endpoint
+    from diag.collect.vllm import collect_vllm, pod_endpoint
 
-    endpoints = [url_endpoint(url) for url in ctx.target.vllm_urls]
-    if ctx.kube is not None:
-        endpoints += [
-            pod_endpoint(ctx.kube, p.namespace, p.pod, p.port, name=p.file_stem) for p in vllm_server_pods(ctx.pods)
-        ]
-    if not endpoints:
+    servers = vllm_server_pods(ctx.pods) if ctx.kube is not None else []
+    if not servers:
+        if ctx.target.vllm_urls:
+            return []  # the servers given by URL are read by their own collector
         return [SourceResult("vllm", "skipped", "no vLLM server found (no pod runs vLLM's OpenAI server; no --vllm-url)")]
+    kube = ctx.kube
+    assert kube is not None
+    endpoints = [pod_endpoint(kube, p.namespace, p.pod, p.port, name=p.file_stem) for p in servers]
+    return collect_vllm(endpoints, ctx.sink, ctx.target)
+
+
+def _vllm_urls(ctx: CollectContext) -> list[SourceResult]:
+    from diag.collect.vllm import collect_vllm, url_endpoint
+
+    endpoints = [url_endpoint(url, ctx.target.max_answer_bytes) for url in ctx.target.vllm_urls]
     return collect_vllm(endpoints, ctx.sink, ctx.target)
 
 
@@ -311,7 +358,7 @@ def _ray(ctx: CollectContext) -> list[SourceResult]:
     from diag.collect.ray import RayHead, collect_ray_address, collect_ray_head
 
     if ctx.target.ray_address:
-        return collect_ray_address(ctx.target.ray_address, ctx.sink, ctx.target.source_timeout_s)
+        return collect_ray_address(ctx.target.ray_address, ctx.sink, ctx.target.source_timeout_s, ctx.target.max_answer_bytes)
     heads = [p for p in ray_head_pods(ctx.pods) if p.ray_cluster]
     if ctx.kube is None or not heads:
         return [SourceResult("ray", "skipped", "no Ray head pod in scope (label ray.io/node-type=head); no --ray-address")]
@@ -338,6 +385,6 @@ def _local_gpu(ctx: CollectContext) -> list[SourceResult]:
 
 
 def _prometheus(ctx: CollectContext) -> list[SourceResult]:
-    from diag.collect.prometheus import collect_prometheus
+    from diag.collect.prometheus import collect_target
 
-    return collect_prometheus(ctx.target.prometheus_url or "", ctx.sink, ctx.target.source_timeout_s)
+    return collect_target(ctx.target, ctx.kube, ctx.sink)

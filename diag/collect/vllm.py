@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 from diag.collect.base import SourceResult, Sink, Target
 from diag.collect.http import (
+    DEFAULT_MAX_ANSWER_BYTES,
     REFUSED,
     TIMEOUT,
     HttpGet,
@@ -46,13 +47,13 @@ class VllmEndpoint:
     loopback_port: int | None = None  # set when the server listens on this machine's loopback
 
 
-def url_endpoint(url: str) -> VllmEndpoint:
+def url_endpoint(url: str, max_bytes: int = DEFAULT_MAX_ANSWER_BYTES) -> VllmEndpoint:
     """A server outside Kubernetes, e.g. http://127.0.0.1:8000 -> name 127.0.0.1_8000."""
     base = normalize_base_url(url)
     parts = urlsplit(base)
     host = parts.hostname or ""
     port = parts.port or (443 if parts.scheme == "https" else 80)
-    return VllmEndpoint(f"{host}_{port}", direct_get(base), base, port if _is_loopback(host) else None)
+    return VllmEndpoint(f"{host}_{port}", direct_get(base, max_bytes=max_bytes), base, port if _is_loopback(host) else None)
 
 
 def pod_endpoint(
@@ -102,7 +103,7 @@ class _Scrapes:
         try:
             status, body = self.endpoint.get("/metrics", timeout)
         except Unreachable as e:
-            self.problems.append(f"read {attempt}: {e.reason}")
+            self.problems.append(f"read {attempt}: {e.detail}")
             self.stopped = True
             return
         if status != 200:
@@ -131,7 +132,7 @@ def _read_health(endpoint: VllmEndpoint, sink: Sink, timeout: float) -> SourceRe
         line = str(status)
     except Unreachable as e:
         if e.reason not in (TIMEOUT, REFUSED):
-            return SourceResult(name, "failed", f"{endpoint.where} GET /health: {e.reason}")
+            return SourceResult(name, "failed", f"{endpoint.where} GET /health: {e.detail}")
         line = e.reason
     sink.write(name, line + "\n")
     return SourceResult(name, "ok", f"{endpoint.where} GET /health: {line}")
@@ -142,7 +143,7 @@ def _read_models(endpoint: VllmEndpoint, sink: Sink, timeout: float) -> SourceRe
     try:
         status, body = endpoint.get("/v1/models", timeout)
     except Unreachable as e:
-        return SourceResult(name, "failed", f"{endpoint.where} GET /v1/models: {e.reason}")
+        return SourceResult(name, "failed", f"{endpoint.where} GET /v1/models: {e.detail}")
     if status != 200:
         return SourceResult(name, "failed", f"{endpoint.where} GET /v1/models: HTTP {status} {body_excerpt(body)}".rstrip())
     sink.write(name, body)

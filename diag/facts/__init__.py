@@ -9,6 +9,7 @@ lookups), so that conditions stay short and read like the symptom they test.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -17,6 +18,7 @@ from diag.clock import Clock, iso
 from diag.facts import gpu, k8s_events, kubernetes, ray, vllm
 from diag.errors import unexpected
 from diag.model import Snapshot, SourceStatus
+from diag.prometheus_join import history_window
 
 T = TypeVar("T")
 
@@ -35,11 +37,16 @@ SCOPES = (
 )
 
 
-def build_facts(snap: Snapshot, clock: Clock | None = None) -> Facts:
+def build_facts(snap: Snapshot, clock: Clock | None = None, settings: dict | None = None) -> Facts:
     """`clock`: the collection time and history window; by default none, so everything counts as current.
+    `settings`: the thresholds, for the facts that find when a condition held in Prometheus' history.
     A builder that fails on this bundle's content costs its facts only: a failed source `facts/<part>`
     says so (a gap, so the verdict cannot be healthy) and the other layers are still built."""
     clock = clock or Clock.of(snap)
+    if settings is None:
+        from diag.engine import default_settings  # the engine imports this package
+
+        settings = default_settings()
     cluster: dict = _guarded(snap, "kubernetes cluster", lambda: kubernetes.cluster_facts(snap, clock), {})
     cluster |= _guarded(snap, "ray cluster", lambda: ray.cluster_facts(snap), {})
     cluster |= _guarded(snap, "gpu cluster", lambda: gpu.cluster_facts(snap), {})
@@ -47,14 +54,16 @@ def build_facts(snap: Snapshot, clock: Clock | None = None) -> Facts:
     cluster["sources"] = {name: "partial" if s.status == "failed" and s.recovered is not None else s.status for name, s in snap.sources.items()}
     cluster["collected_at"] = iso(clock.now) if clock.now else None
     cluster["history_window_s"] = clock.window_s
+    window = _guarded(snap, "prometheus window", lambda: history_window(snap), None)
+    cluster["prometheus_window"] = dataclasses.asdict(window) if window else None
     cluster["_subject"] = "cluster"
     cluster["_links"] = []
     scopes: dict[str, list[Subject]] = {"cluster": [cluster]}
     scopes.update(_guarded(snap, "kubernetes", lambda: kubernetes.scopes(snap, clock), {}))
     scopes.update(_guarded(snap, "kubernetes events", lambda: k8s_events.scopes(snap), {}))
     scopes.update(_guarded(snap, "ray", lambda: ray.scopes(snap, clock), {}))
-    scopes.update(_guarded(snap, "gpu", lambda: gpu.scopes(snap), {}))
-    scopes.update(_guarded(snap, "vllm", lambda: vllm.scopes(snap), {}))
+    scopes.update(_guarded(snap, "gpu", lambda: gpu.scopes(snap, settings, clock), {}))
+    scopes.update(_guarded(snap, "vllm", lambda: vllm.scopes(snap, settings, clock), {}))
     return Facts(scopes=scopes, cluster=cluster)
 
 

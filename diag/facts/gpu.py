@@ -4,6 +4,9 @@ GPU in the data has, and the device plugin advertising fewer GPUs than the node 
 
 from __future__ import annotations
 
+from diag.clock import Clock
+from diag.facts.gpu_episodes import GpuHistory, gpu_history
+from diag.prometheus_join import history_window
 from diag.facts.common import link, plain
 from diag.join import xid_lines_by_node
 from diag.model import GPU, GPUProcess, Node, Pod, RayNode, Snapshot
@@ -47,15 +50,18 @@ def cluster_facts(snap: Snapshot) -> dict:
     }
 
 
-def scopes(snap: Snapshot) -> dict[str, list[dict]]:
-    return {"gpu": [_gpu(g, snap) for g in snap.gpus], "gpu_node": _gpu_nodes(snap)}
+def scopes(snap: Snapshot, settings: dict, clock: Clock) -> dict[str, list[dict]]:
+    window = history_window(snap)
+    return {"gpu": [_gpu(g, snap, gpu_history(g, settings, clock, window)) for g in snap.gpus], "gpu_node": _gpu_nodes(snap)}
 
 
-def _gpu(gpu: GPU, snap: Snapshot) -> dict:
+def _gpu(gpu: GPU, snap: Snapshot, history: GpuHistory) -> dict:
     unowned = [p for p in gpu.processes if p.pod is None and p.ray_actor_id is None]
     ray_node = _ray_node_of(gpu, snap)
-    return plain(gpu) | {
+    nvidia_smi_seen = not gpu.only_in_prometheus
+    return plain(gpu, drop=("history",)) | {
         "node_name": gpu.node or gpu.host,
+        "memory_used_mib": gpu.memory_used_mib if nvidia_smi_seen else history.fb_used_mib,
         "identity": _identity(gpu),
         "pci_address": pci_address(gpu.pci_bus_id),
         "device_id": _device_id(gpu),
@@ -63,17 +69,23 @@ def _gpu(gpu: GPU, snap: Snapshot) -> dict:
         "memory_used_pct": (
             100.0 * gpu.memory_used_mib / gpu.memory_total_mib if gpu.memory_used_mib is not None and gpu.memory_total_mib else None
         ),
-        "memory_faults": _memory_faults(gpu),
-        "slowdown_reasons": [r for r in gpu.clocks_event_reasons if r in SLOWDOWN_REASONS],
+        "memory_faults": _memory_faults(gpu) + ([history.rows_remapped_text] if history.rows_remapped else [])
+        + (["a row remapping failed (DCGM_FI_DEV_ROW_REMAP_FAILURE, dcgm-exporter)"] if history.remap_failure else []),
+        "slowdown_reasons": _slowdown_reasons(gpu, history, nvidia_smi_seen),
+        "xids": sorted({*gpu.xids, *(code for code, _ in history.xids)}) if nvidia_smi_seen or history.read else None,
+        "remapped_rows_failure": _either(gpu.remapped_rows_failure, history.remap_failure),
+        "remapped_rows_pending": _either(gpu.remapped_rows_pending, history.rows_remapped or None),
+        "history_read": history.read,
         "sm_clock_text": _sm_clock_text(gpu),
         "pcie_link_below_max": _pcie_link_below_max(gpu),
         "pcie_link_text": f"Gen{_known(gpu.pcie_gen_current)} x{_known(gpu.pcie_width_current)}"
         f" of Gen{_known(gpu.pcie_gen_max)} x{_known(gpu.pcie_width_max)}",
-        "xid_reports": _xid_reports(gpu),
-        "unowned_processes": [plain(p) for p in unowned],
-        "unowned_process_text": [_process_text(p) for p in unowned],
-        "unowned_pids": ",".join(str(p.pid) for p in unowned),
-        "unowned_memory_mib": _memory_of(unowned),
+        "xid_reports": _xid_reports(gpu) + [_xid_report(code, text) for code, text in history.xids],
+        "unowned_processes": [plain(p) for p in unowned] if nvidia_smi_seen else None,
+        "unowned_process_text": [_process_text(p) for p in unowned] if nvidia_smi_seen else [_fb_used_text(history)],
+        "unowned_pids": ",".join(str(p.pid) for p in unowned) if nvidia_smi_seen else "<pid>",
+        # known from dcgm-exporter alone, the memory in use is all that can be told: no process list
+        "unowned_memory_mib": _memory_of(unowned) if nvidia_smi_seen else history.fb_used_mib,
         "ray_node_id": ray_node.node_id if ray_node else None,
         "ray_pod": _pod_ref(ray_node.pod) if ray_node else None,
         "ray_gpus_available": ray_node.resources_available.get("GPU", 0.0) if ray_node and ray_node.resources_available is not None else None,
@@ -82,6 +94,24 @@ def _gpu(gpu: GPU, snap: Snapshot) -> dict:
         "_links": link("gpu", gpu.uuid or f"{gpu.host}/{gpu.index}") + link("node", gpu.node)
         + [f"pod:{p}" for p in gpu.serving_pods] + link("ray_node", ray_node.node_id if ray_node else None),
     }
+
+
+def _fb_used_text(history: GpuHistory) -> str:
+    used = "?" if history.fb_used_mib is None else f"{history.fb_used_mib:.0f} MiB"
+    return f"DCGM_FI_DEV_FB_USED = {used} at the newest sample (dcgm-exporter; which processes hold it, only nvidia-smi on the node tells)"
+
+
+def _either(seen: bool | None, in_history: bool | None) -> bool | None:
+    """True when either source saw it; false only when one read it and neither saw it."""
+    if seen or in_history:
+        return True
+    return False if False in (seen, in_history) else None
+
+
+def _slowdown_reasons(gpu: GPU, history: GpuHistory, nvidia_smi_seen: bool) -> list[str] | None:
+    if not nvidia_smi_seen and history.throttled is None:
+        return None
+    return [r for r in gpu.clocks_event_reasons if r in SLOWDOWN_REASONS] + (history.throttled or [])
 
 
 def _known(value: int | None) -> str:

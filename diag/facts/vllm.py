@@ -5,7 +5,10 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from diag.clock import Clock
 from diag.facts.common import link, plain
+from diag.facts.vllm_episodes import ScrapeView, episode_facts
+from diag.prometheus_join import history_window
 from diag.facts.k8s_containers import vllm_container
 from diag.facts.kubernetes import pod_gpu_request
 from diag.parsers.quantity import mig_total
@@ -14,6 +17,7 @@ from diag.model import (
     GPU,
     EngineArgs,
     Pod,
+    PromWindow,
     RayClusterSpec,
     Scrape,
     Service,
@@ -49,9 +53,10 @@ _QUOTED_FLAGS = {
 }
 
 
-def scopes(snap: Snapshot) -> dict[str, list[dict]]:
+def scopes(snap: Snapshot, settings: dict, clock: Clock) -> dict[str, list[dict]]:
     index = _Index.of(snap)
-    return {"vllm_server": [_server(s, snap, index) for s in snap.vllm_servers]}
+    window = history_window(snap)
+    return {"vllm_server": [_server(s, snap, index, settings, clock, window) for s in snap.vllm_servers]}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,7 +78,7 @@ class _Index:
         return [snap.gpus[n] for n in sorted({n for key in set(server.gpus) for n in self.gpu_positions.get(key, [])})]
 
 
-def _server(server: VllmServer, snap: Snapshot, index: _Index) -> dict:
+def _server(server: VllmServer, snap: Snapshot, index: _Index, settings: dict, clock: Clock, window: PromWindow | None) -> dict:
     summary = summarize(server.scrapes) if server.scrapes else None
     service = index.services.get(server.service) if server.service else None
     pod = snap.pod(server.pod) if server.pod else None
@@ -82,12 +87,12 @@ def _server(server: VllmServer, snap: Snapshot, index: _Index) -> dict:
     signals = scan_log("\n".join(server.log_lines))
     gpus_provided, gpus_provided_by = _gpus_provided(server, pod, snap)
     missing = _missing(summary)
-    seq_cap = _seq_cap(args, server.scrapes)
-    return plain(server, drop=("scrapes",)) | {
+    seq_cap = _seq_cap(args, server.scrapes, server.history_engines)
+    return plain(server, drop=("scrapes", "history")) | episode_facts(server, summary, _scrape_view(server, summary, seq_cap), settings, clock, window) | {
         "metrics": dataclasses.asdict(summary) if summary else None,
         "has_metrics": summary is not None,
         "health_failing": server.health != "200" if server.health is not None else None,
-        "metric_names": _metric_names(summary),
+        "metric_names": _metric_names(summary, server),
         "metrics_missing": missing,
         "metrics_missing_count": len(missing) if missing is not None else None,
         "service_name": service.name if service else None,
@@ -105,13 +110,10 @@ def _server(server: VllmServer, snap: Snapshot, index: _Index) -> dict:
         "max_num_seqs": args.max_num_seqs if args else None,
         "stats_disabled": args is not None and "--disable-log-stats" in args.explicit,
         "max_num_seqs_given": args is not None and "--max-num-seqs" in args.explicit,
-        "engines": _engines(server.scrapes),
+        "engines": _engines(server.scrapes, server.history_engines),
         "max_num_seqs_total": seq_cap,
         "seq_cap_known": seq_cap is not None,  # known either way: VLLM-114 is the cap-unknown case
-        "running_every_scrape": _running_every_scrape(server.scrapes),
-        "queue_per_scrape": _queue_per_scrape(server.scrapes),
         "idle": _idle(summary),
-        "ttft_queue_share": _ttft_queue_share(summary),
         # null when no log of the server was collected: its failure lines are unknown, not absent
         "log_signals": {name: signals.get(name, []) for name in VLLM_LOG_SIGNALS} if server.logs_read else None,
         "failure_line": next(
@@ -141,9 +143,11 @@ def _server(server: VllmServer, snap: Snapshot, index: _Index) -> dict:
 # --------------------------------------------------------------------------- metrics
 
 
-def _metric_names(summary: VllmMetrics | None) -> dict[str, str]:
+def _metric_names(summary: VllmMetrics | None, server: VllmServer) -> dict[str, str]:
     """Which name the server exposes for quantities that were renamed, so evidence quotes it."""
     present = set(summary.present) if summary else set()
+    if not present and server.history.get("vllm_gpu_cache_usage_perc") and not server.history.get("vllm_kv_cache_usage_perc"):
+        present.add(KV_CACHE_USAGE[1])
     return {
         "kv_cache_usage": next((n for n in KV_CACHE_USAGE if n in present), KV_CACHE_USAGE[0]),
         "itl": next((n for n in ITL if n in present), ITL[0]),
@@ -165,6 +169,10 @@ def _per_scrape_total(scrapes: list[Scrape], name: str) -> list[float | None]:
     return totals
 
 
+def _scrape_view(server: VllmServer, summary: VllmMetrics | None, seq_cap: int | None) -> ScrapeView:
+    return ScrapeView(_running_every_scrape(server.scrapes), _queue_per_scrape(server.scrapes), seq_cap, _ttft_queue_share(summary))
+
+
 def _running_every_scrape(scrapes: list[Scrape]) -> bool | None:
     """Requests in the running batch at every scrape (a hang needs them there the whole time)."""
     running = _per_scrape_total(scrapes, REQUESTS_RUNNING[0])
@@ -183,19 +191,20 @@ def _queue_per_scrape(scrapes: list[Scrape]) -> list[dict] | None:
     return both or None
 
 
-def _engines(scrapes: list[Scrape]) -> int | None:
-    """Engine cores one /metrics covers (data parallelism adds `engine` label values); 1 without the label."""
+def _engines(scrapes: list[Scrape], from_history: int | None = None) -> int | None:
+    """Engine cores one /metrics covers (data parallelism adds `engine` label values); 1 without the label.
+    Without a scrape, the engines its Prometheus series name."""
     if not scrapes:
-        return None
+        return from_history
     samples = [s for s in scrapes[-1].samples if s.name == REQUESTS_RUNNING[0]]
     if not samples:
         return None
     return len({s.labels.get(_ENGINE_LABEL) for s in samples})
 
 
-def _seq_cap(args: EngineArgs | None, scrapes: list[Scrape]) -> int | None:
+def _seq_cap(args: EngineArgs | None, scrapes: list[Scrape], engines_in_history: int | None) -> int | None:
     """--max-num-seqs is per engine core; the running gauge is summed over the cores of this /metrics."""
-    engines = _engines(scrapes)
+    engines = _engines(scrapes, engines_in_history)
     if args is None or args.max_num_seqs is None or engines is None:
         return None
     return args.max_num_seqs * engines

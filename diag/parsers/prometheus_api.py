@@ -3,15 +3,17 @@
 {"status": "success", "data": {"resultType": "vector", "result": [{"metric": {...}, "value": [t, "v"]}]}}
 A matrix series has "values" (a list of pairs); a scalar's or string's result is one pair itself.
 Sample values are strings ("1", "NaN", "+Inf") because JSON has no NaN or infinities.
-llmdiag collect writes the query into the file's top-level "query" field.
+llmdiag collect writes the query into the file's top-level "query" field and the range it asked for
+into "window": {"start": <unix s>, "end": <unix s>, "step": <s>}.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from diag.errors import ParseError
-from diag.model import PromResult, PromSeries
+from diag.model import PromResult, PromSeries, PromWindow
 from diag.parsers.json_fields import Fields, load_json, type_name
 
 _RESULT_TYPES = ("vector", "matrix", "scalar", "string")
@@ -40,7 +42,19 @@ def parse_prom_answer(text: str, name: str) -> PromResult:
         series = [_series(Fields(item, "answer", f"data.result[{i}]"), result_type) for i, item in enumerate(result)]
     else:
         series = [PromSeries(metric={}, values=[_pair(result, "answer: data.result")])]
-    return PromResult(name=name, query=answer.text("query"), result_type=result_type, series=series)
+    return PromResult(name=name, query=answer.text("query"), result_type=result_type, series=series, window=_window(answer))
+
+
+def _window(answer: Fields) -> PromWindow | None:
+    if "window" not in answer:
+        return None
+    window = answer.child("window")
+    start, end, step = (window.number(key) for key in ("start", "end", "step"))
+    if start is None or end is None or step is None:
+        raise ParseError(f"{window.place()}: expected numbers start, end and step")
+    if not (math.isfinite(start) and math.isfinite(end) and end >= start and step > 0):
+        raise ParseError(f"{window.place()}: start {start}, end {end}, step {step} is not a time range")
+    return PromWindow(start=start, end=end, step=step)
 
 
 def _series(item: Fields, result_type: str) -> PromSeries:

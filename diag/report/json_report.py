@@ -1,7 +1,7 @@
 """`--output json`: the report shape other programs rely on (docs/bundle-format.md, "llmdiag/report/v1").
 
 Fields beyond the contract (verdict.status and verdict.gaps, title, references, serving_path, rules,
-tool, bundle) are additions; none of the contract's fields is renamed or retyped.
+tool, bundle, prometheus_window) are additions; none of the contract's fields is renamed or retyped.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import json
 
 from diag import __version__
 from diag.analyze import Report
+from diag.clock import iso_time
 from diag.report import history_section
 
 SCHEMA = "llmdiag/report/v1"
@@ -45,7 +46,16 @@ def to_dict(report: Report) -> dict:
         "exit_code": report.exit_code,
         "tool": {"name": "llmdiag", "version": __version__},
         "bundle": report.origin,
+        "prometheus_window": _window(report),
     } | history_section.json_fields(report)
+
+
+def _window(report: Report) -> dict | None:
+    """The range of Prometheus history the analysis read; null when it read none."""
+    window = report.prometheus_window
+    if window is None:
+        return None
+    return {"start": iso_time(window.start), "end": iso_time(window.end), "step_seconds": window.step}
 
 
 def render_json(report: Report) -> str:

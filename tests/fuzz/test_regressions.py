@@ -110,7 +110,7 @@ def test_json_report_of_a_damaged_bundle_is_json() -> None:
 def test_a_fact_builder_that_raises_costs_its_part_only(monkeypatch: pytest.MonkeyPatch) -> None:
     from diag.facts import gpu
 
-    def broken(snap: object) -> dict:
+    def broken(*args: object) -> dict:
         raise OverflowError("int too large to convert to float")
 
     monkeypatch.setattr(gpu, "scopes", broken)

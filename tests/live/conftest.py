@@ -13,6 +13,7 @@ import pytest
 
 from k8s_cluster import ControlPlane, running_control_plane
 from live_services import (
+    PROMETHEUS_BASIC_AUTH,
     PromServer,
     RayHead,
     ServiceUnavailable,
@@ -60,6 +61,12 @@ def ray_head() -> Iterator[RayHead]:
 @pytest.fixture(scope="session")
 def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PromServer]:
     yield from _enter(lambda: running_prometheus(tmp_path_factory.mktemp("prometheus")))
+
+
+@pytest.fixture(scope="session")
+def prometheus_basic_auth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PromServer]:
+    """A second real Prometheus, the same history, behind its own basic auth (PROMETHEUS_BASIC_AUTH)."""
+    yield from _enter(lambda: running_prometheus(tmp_path_factory.mktemp("prometheus-auth"), basic_auth=PROMETHEUS_BASIC_AUTH))
 
 
 @pytest.fixture

@@ -45,10 +45,10 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def http_get(url: str, timeout_s: float = 5.0) -> tuple[int | None, bytes]:
+def http_get(url: str, timeout_s: float = 5.0, headers: dict[str, str] | None = None) -> tuple[int | None, bytes]:
     """(status, body); status None when nothing answered."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=timeout_s) as response:
             return response.status, response.read()
     except urllib.error.HTTPError as e:
         return e.code, e.read()
@@ -307,9 +307,27 @@ class PromServer:
     history_start: float
 
 
+@dataclass(frozen=True)
+class BasicAuth:
+    """Prometheus' own basic auth (--web.config.file), for the tests of --prometheus-user."""
+
+    user: str
+    password: str
+
+    def header(self) -> str:
+        import base64
+
+        return "Basic " + base64.b64encode(f"{self.user}:{self.password}".encode()).decode()
+
+
+PROMETHEUS_BASIC_AUTH = BasicAuth("llmdiag", "bcrypt-checked-pw")
 HISTORY_S = 30 * 60
 HISTORY_STEP_S = 15
-VLLM_LABELS = f'engine="0",instance="{LOOPBACK}:8000",job="vllm",model_name="{SERVED_MODEL}"'
+VLLM_NAMESPACE = "llm-serving"  # the namespace of the server going into saturation
+OTHER_NAMESPACE = "other-team"  # a calm server of another team, on the same Prometheus
+VLLM_LABELS = f'engine="0",instance="{LOOPBACK}:8000",job="vllm",model_name="{SERVED_MODEL}",namespace="{VLLM_NAMESPACE}"'
+OTHER_VLLM_LABELS = f'engine="0",instance="{LOOPBACK}:8001",job="vllm",model_name="{SERVED_MODEL}",namespace="{OTHER_NAMESPACE}"'
+OTHER_WAITING = 7
 DCGM_LABELS = f'UUID="{DCGM_GPU_UUID}",gpu="0",instance="{LOOPBACK}:9400",job="dcgm-exporter"'
 TTFT_BUCKETS = ("0.1", "0.25", "0.5", "1.0", "2.5", "5.0", "10.0", "+Inf")
 
@@ -319,7 +337,8 @@ def history_openmetrics(end: int) -> str:
 
     Waiting requests climb 0 -> 20, KV cache use 0.30 -> 0.99, preemptions start in the last 10
     minutes (2 per sample), TTFT moves from the 0.5 s bucket to the 5 s bucket; the GPU reports
-    Xid 79 in the last 5 minutes, at 100 % utilization and 140000 MiB used.
+    Xid 79 in the last 5 minutes, at 100 % utilization and 140000 MiB used. Another team's server,
+    in another namespace, has 7 requests waiting and its KV cache half full all along.
     """
     times = list(range(end - HISTORY_S, end + 1, HISTORY_STEP_S))
     n = len(times) - 1
@@ -337,6 +356,8 @@ def history_openmetrics(end: int) -> str:
         ttft_slow += 3 if late else 0
         sample("vllm:num_requests_waiting", "gauge", "vllm:num_requests_waiting", VLLM_LABELS, round(20 * i / n), t)
         sample("vllm:kv_cache_usage_perc", "gauge", "vllm:kv_cache_usage_perc", VLLM_LABELS, round(0.30 + 0.69 * i / n, 3), t)
+        sample("vllm:num_requests_waiting", "gauge", "vllm:num_requests_waiting", OTHER_VLLM_LABELS, OTHER_WAITING, t)
+        sample("vllm:kv_cache_usage_perc", "gauge", "vllm:kv_cache_usage_perc", OTHER_VLLM_LABELS, 0.5, t)
         sample("vllm:num_preemptions", "counter", "vllm:num_preemptions_total", VLLM_LABELS, preemptions, t)
         for le in TTFT_BUCKETS:
             count = ttft_fast * (float(le) >= 0.5) + ttft_slow * (float(le) >= 5.0)
@@ -357,14 +378,32 @@ def history_openmetrics(end: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def bcrypt_hash(password: str) -> str:
+    """The bcrypt hash Prometheus' web config wants, from libcrypt (Python's crypt module, 3.12's last)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            import crypt
+        except ImportError as e:
+            raise ServiceUnavailable("no crypt module to make a bcrypt hash for Prometheus' basic auth") from e
+    if crypt.METHOD_BLOWFISH not in crypt.methods:
+        raise ServiceUnavailable("this libcrypt has no bcrypt for Prometheus' basic auth")
+    return crypt.crypt(password, crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=16))
+
+
 @contextmanager
-def running_prometheus(work: Path) -> Iterator[PromServer]:
-    """A real Prometheus on loopback whose TSDB holds history_openmetrics(), backfilled by promtool."""
+def running_prometheus(
+    work: Path, history: Callable[[int], str] | None = None, basic_auth: BasicAuth | None = None
+) -> Iterator[PromServer]:
+    """A real Prometheus on loopback whose TSDB holds `history(end)` (default history_openmetrics), backfilled
+    by promtool; with `basic_auth`, Prometheus itself asks for it (--web.config.file)."""
     prometheus_bin, promtool = Path("/usr/bin/prometheus"), Path("/usr/bin/promtool")
     if not (prometheus_bin.is_file() and promtool.is_file()):
         raise ServiceUnavailable("no /usr/bin/prometheus and /usr/bin/promtool (apt-get install prometheus)")
     end = int(time.time()) - 60  # a minute back, so that "now" in the test is after the newest sample
-    (work / "history.om").write_text(history_openmetrics(end))
+    (work / "history.om").write_text((history or history_openmetrics)(end))
     data = work / "data"
     subprocess.run([str(promtool), "tsdb", "create-blocks-from", "openmetrics", str(work / "history.om"), str(data)],
                    check=True, capture_output=True, timeout=120)  # fmt: skip
@@ -373,11 +412,16 @@ def running_prometheus(work: Path) -> Iterator[PromServer]:
     log = work / "prometheus.log"
     argv = [str(prometheus_bin), f"--config.file={work / 'prometheus.yml'}", f"--storage.tsdb.path={data}",
             f"--web.listen-address={LOOPBACK}:{port}"]  # fmt: skip
+    ready_headers = {}
+    if basic_auth is not None:
+        (work / "web.yml").write_text(f"basic_auth_users:\n  {basic_auth.user}: '{bcrypt_hash(basic_auth.password)}'\n")
+        argv.append(f"--web.config.file={work / 'web.yml'}")
+        ready_headers["Authorization"] = basic_auth.header()
     with log.open("wb") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://{LOOPBACK}:{port}"
     try:
-        wait_until("Prometheus", lambda: http_get(f"{url}/-/ready")[0] == 200, 60, proc, log)
+        wait_until("Prometheus", lambda: http_get(f"{url}/-/ready", headers=ready_headers)[0] == 200, 60, proc, log)
         yield PromServer(url, float(end), float(end - HISTORY_S))
     finally:
         stop_process_group(proc, grace_s=10)

@@ -1,0 +1,53 @@
+"""Record fixture bundles of issue 11's history scenarios from a REAL Prometheus.
+
+For each scenario of tests/live/history_scenarios.py: backfill a fresh Prometheus with promtool, run
+llmdiag's Prometheus collector against it (scoped to the cluster's namespace, as `llmdiag collect -n llm`
+does), and write fixtures/history-<scenario>/ = the cluster's own files (fixtures/busy-but-healthy)
++ prometheus/ as Prometheus answered + expected.json. The answers are real; the histories are built.
+
+    python ci/prometheus/record.py [SCENARIO ...]
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests" / "live"))
+sys.path.insert(0, str(REPO))
+
+from history_scenarios import CLUSTER_FIXTURE, EXPECTED, SCENARIOS, collect_history_into, openmetrics  # noqa: E402
+from live_services import running_prometheus  # noqa: E402
+
+DESCRIPTIONS = {
+    "healthy-busy-hour": "busy-but-healthy with 30 minutes of Prometheus history of a busy, healthy hour (queues come and go, KV 0.6-0.75); another tenant's KV storm in namespace research is outside the collected namespace.",
+    "kv-storm-ended": "busy-but-healthy (calm at collection) whose Prometheus history shows pod pfnp5's KV cache full with a climbing queue and preemptions for the first 20 of the last 30 minutes: the storm the on-call arrived after.",
+    "queue-building": "busy-but-healthy whose Prometheus history shows pod pfnp5's queue climbing 0 -> 30 over the last 20 minutes with 32 running and KV near 0.6; --max-num-seqs is not set, so the cap is unknown (VLLM-114). The /metrics scrapes at collection show the queue draining: the finding says the scrapes were trusted for now.",
+    "xid-on-one-gpu": "busy-but-healthy whose dcgm-exporter series show Xid 79 on GPU 1 of gpu-h100-2 for the last 6 minutes; nvidia-smi's CSV cannot show Xids.",
+    "requests-aborted": "busy-but-healthy whose Prometheus history shows pod pfnp5 finishing 12 of every 42 requests with finished_reason=abort for the last 15 minutes (a gateway timing out).",
+}
+
+
+def record(name: str) -> Path:
+    fixture = REPO / "fixtures" / f"history-{name}"
+    shutil.rmtree(fixture, ignore_errors=True)
+    shutil.copytree(REPO / "fixtures" / CLUSTER_FIXTURE, fixture, ignore=shutil.ignore_patterns("expected.json"))
+    with tempfile.TemporaryDirectory() as work, running_prometheus(Path(work), lambda end: openmetrics(SCENARIOS[name], end)) as prometheus:
+        problems = collect_history_into(fixture, prometheus.url)
+    if problems:
+        raise SystemExit(f"{name}: {problems}")
+    expected = EXPECTED[name]
+    layer = None if expected.rule is None else ("gpu" if expected.rule.startswith("GPU") else "vllm")
+    (fixture / "expected.json").write_text(json.dumps({
+        "description": DESCRIPTIONS[name], "verdict": {"layer": layer, "rule": expected.rule}, "fires": list(expected.fires),
+    }, indent=2) + "\n")  # fmt: skip
+    return fixture
+
+
+if __name__ == "__main__":
+    for scenario in sys.argv[1:] or sorted(SCENARIOS):
+        print(record(scenario))

@@ -1,0 +1,348 @@
+"""The vLLM rules' facts that either the /metrics scrapes or Prometheus' history can show.
+
+Each fact is null when neither source can tell, `{"found": false}` when one read and did not see it,
+and otherwise says what was seen, by which source, and when: "over 2 scrapes 10 s apart", or "from
+14:02 to 14:20 UTC (18 min), ended 10m before collection". Where both sources exist and disagree on
+whether it is still going on, the scrapes win (they read the server itself, at collection) and `note`
+says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from diag.clock import Clock
+from diag.facts.episodes import Span, Timeline
+from diag.model import PromWindow, VllmServer
+from diag.parsers.vllm_metrics import VllmMetrics
+
+SIGNALS: dict[str, tuple[str, ...]] = {
+    "kv": ("vllm_kv_cache_usage_perc", "vllm_gpu_cache_usage_perc"),
+    "waiting": ("vllm_num_requests_waiting",),
+    "running": ("vllm_num_requests_running",),
+    "preemptions_per_s": ("vllm_preemptions_rate_5m",),
+    "prompt_per_s": ("vllm_prompt_tokens_rate_5m",),
+    "generation_per_s": ("vllm_generation_tokens_rate_5m",),
+    "ttft_mean": ("vllm_ttft_mean_5m",),
+    "queue_mean": ("vllm_queue_time_mean_5m",),
+    "itl_mean": ("vllm_itl_mean_5m", "vllm_tpot_mean_5m"),
+    "ttft_p99": ("vllm_ttft_p99_5m",),
+    "itl_p99": ("vllm_itl_p99_5m", "vllm_tpot_p99_5m"),
+}
+_FINISHED = "vllm_request_success_rate_5m/"
+
+Fact = dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class ScrapeView:
+    """What the scrapes say beyond the metrics summary: the running gauge at each one, and the cap."""
+
+    running_every_scrape: bool | None
+    queue_per_scrape: list[dict] | None  # {running, waiting} at each scrape that reported both
+    seq_cap: int | None  # --max-num-seqs times the engine cores, when known
+    ttft_queue_share: float | None
+
+
+def episode_facts(server: VllmServer, summary: VllmMetrics | None, view: ScrapeView, settings: dict, clock: Clock,
+                  window: PromWindow | None) -> dict[str, Fact]:  # fmt: skip
+    timeline = Timeline.of(server.history, SIGNALS, window.step if window else 15.0, window.end if window else None)
+    history = _History(timeline, settings, clock)
+    scrapes = _Scrapes(summary, settings)
+    return {
+        "kv_saturation": _merge(scrapes.kv_saturation(), history.kv_saturation()),
+        "queue_growth": _merge(scrapes.queue_growth(), history.queue_growth()),
+        "seq_cap_reached": _merge(scrapes.seq_cap_reached(view), history.seq_cap_reached(view.seq_cap)),
+        "first_token_slow": _merge(scrapes.first_token_slow(view), history.first_token_slow()),
+        "decode_slow": _merge(scrapes.decode_slow(), history.decode_slow()),
+        "stall": _merge(scrapes.stall(view.running_every_scrape), history.stall()),
+        "aborted_requests": history.aborted(server),
+        "history_read": bool(timeline.rows),
+    }
+
+
+def _merge(scrapes: Fact, history: Fact) -> Fact:
+    if scrapes is not None and scrapes["found"]:
+        if history is not None and history["found"]:
+            return scrapes | {k: history[k] for k in ("when", "from", "until", "minutes")} | {"source": "the /metrics scrapes and Prometheus"}
+        if history is not None:
+            note = ("Prometheus' samples do not show it for history_min_minutes (they are coarser, and may end before "
+                    "collection); the scrapes read the server itself at collection, so they count")  # fmt: skip
+            return scrapes | {"note": note}
+        return scrapes
+    if history is not None and history["found"]:
+        if scrapes is not None and history["ongoing"]:
+            note = "the /metrics scrapes at collection no longer show it; they read the server itself, later, so it counts as ended"
+            return history | {"ongoing": False, "note": note}
+        return history
+    if scrapes is not None or history is not None:
+        return {"found": False}
+    return None
+
+
+def _all_known(*values: bool | None) -> bool | None:
+    """Three-valued and."""
+    if any(v is False for v in values):
+        return False
+    return None if any(v is None for v in values) else True
+
+
+def _any_known(*values: bool | None) -> bool | None:
+    """Three-valued or."""
+    if any(v is True for v in values):
+        return True
+    return None if any(v is None for v in values) else False
+
+
+def _at_least(value: float | None, threshold: float) -> bool | None:
+    return None if value is None else value >= threshold
+
+
+def _above(value: float | None, threshold: float) -> bool | None:
+    return None if value is None else value > threshold
+
+
+class _Scrapes:
+    def __init__(self, summary: VllmMetrics | None, settings: dict) -> None:
+        self.m = summary
+        self.settings = settings
+
+    def _when(self) -> str:
+        m = self.m
+        assert m is not None
+        apart = f" {m.interval_seconds:g} s apart" if m.interval_seconds is not None else ""
+        return f"over {m.scrapes} /metrics scrape{'s' if m.scrapes != 1 else ''}{apart}, at collection"
+
+    def _base(self) -> dict:
+        return {"source": "the /metrics scrapes", "when": self._when(), "ongoing": True, "from": None, "until": None,
+                "minutes": None, "note": ""}  # fmt: skip
+
+    def kv_saturation(self) -> Fact:
+        m, s = self.m, self.settings
+        if m is None:
+            return None
+        found = _all_known(
+            _at_least(m.kv_cache_usage_max, s["kv_cache_high"]), _at_least(m.requests_waiting, s["queue_waiting_min"]),
+            _any_known(_above(m.preemptions_delta, 0.0), _above(m.waiting_growth, 0.0)),
+        )
+        if found is None:
+            return None
+        return self._base() | {
+            "found": found, "peak": m.kv_cache_usage_max, "now": m.kv_cache_usage,
+            "waiting_first": m.waiting_first, "waiting_last": m.requests_waiting, "waiting_peak": m.waiting_max,
+            "running": m.requests_running, "preemptions": m.preemptions_delta,
+        }
+
+    def queue_growth(self) -> Fact:
+        m, s = self.m, self.settings
+        if m is None:
+            return None
+        found = _all_known(
+            _at_least(m.requests_waiting, s["queue_waiting_min"]), _above(m.waiting_growth, 0.0),
+            _above(m.generation_tokens_delta, 0.0),
+        )
+        if found is None:
+            return None
+        return self._base() | {
+            "found": found, "waiting_first": m.waiting_first, "waiting_last": m.requests_waiting,
+            "waiting_peak": m.waiting_max, "running": m.requests_running, "kv_peak": m.kv_cache_usage_max,
+        }
+
+    def seq_cap_reached(self, view: ScrapeView) -> Fact:
+        m, s = self.m, self.settings
+        if m is None:
+            return None
+        at_cap: list[dict] | None = None
+        if view.queue_per_scrape is not None and view.seq_cap is not None:
+            at_cap = [q for q in view.queue_per_scrape if q["running"] >= view.seq_cap and q["waiting"] >= s["queue_waiting_min"]]
+        found = _all_known(
+            None if m.kv_cache_usage_max is None else m.kv_cache_usage_max < s["kv_cache_high"],
+            _above(m.generation_tokens_delta, 0.0), None if at_cap is None else bool(at_cap),
+        )
+        if found is None:
+            return None
+        return self._base() | {
+            "found": found, "cap": view.seq_cap, "running": m.requests_running, "waiting_peak": m.waiting_max,
+            "kv_peak": m.kv_cache_usage_max, "at_cap": f"in {len(at_cap or [])} of {m.scrapes} scrapes",
+        }
+
+    def first_token_slow(self, view: ScrapeView) -> Fact:
+        m, s = self.m, self.settings
+        if m is None:
+            return None
+        found = _all_known(
+            _at_least(m.ttft_mean_s, s["ttft_high_s"]), None if m.itl_mean_s is None else m.itl_mean_s < s["itl_high_s"],
+            None if view.ttft_queue_share is None else view.ttft_queue_share < s["ttft_queue_share_max"],
+        )
+        if found is None:
+            return None
+        return self._base() | {"found": found, "ttft_mean": m.ttft_mean_s, "ttft_tail": m.ttft_p90_s, "tail": "p90",
+                               "itl_mean": m.itl_mean_s, "queue_share": view.ttft_queue_share}  # fmt: skip
+
+    def decode_slow(self) -> Fact:
+        m, s = self.m, self.settings
+        if m is None:
+            return None
+        found = _all_known(_at_least(m.itl_mean_s, s["itl_high_s"]), None if m.ttft_mean_s is None else m.ttft_mean_s < s["ttft_high_s"])
+        if found is None:
+            return None
+        return self._base() | {"found": found, "itl_mean": m.itl_mean_s, "itl_tail": m.itl_p90_s, "tail": "p90",
+                               "ttft_mean": m.ttft_mean_s}  # fmt: skip
+
+    def stall(self, running_every_scrape: bool | None) -> Fact:
+        m, s = self.m, self.settings
+        if m is None:
+            return None
+        found = _all_known(
+            running_every_scrape,
+            None if m.generation_tokens_delta is None else m.generation_tokens_delta <= 0.0,
+            None if m.prompt_tokens_delta is None else m.prompt_tokens_delta <= 0.0,
+            _at_least(m.interval_seconds, s["hang_min_interval_s"]),
+        )
+        if found is None:
+            return None
+        return self._base() | {"found": found, "running": m.requests_running, "waiting": m.requests_waiting,
+                               "seconds": m.interval_seconds}  # fmt: skip
+
+
+class _History:
+    def __init__(self, timeline: Timeline, settings: dict, clock: Clock) -> None:
+        self.t = timeline
+        self.settings = settings
+        self.clock = clock
+        self.min_minutes = settings["history_min_minutes"]
+
+    def _facts(self, span: Span) -> dict:
+        return span.facts(self.clock) | {"source": f"Prometheus ({self.t.step:g} s samples)", "note": ""}
+
+    def kv_saturation(self) -> Fact:
+        if not (self.t.has("kv") and self.t.has("waiting")):
+            return None
+        high, queue_min = self.settings["kv_cache_high"], self.settings["queue_waiting_min"]
+        spans = self.t.spans(lambda v: _all_known(_at_least(v.get("kv"), high), _at_least(v.get("waiting"), queue_min)), self.min_minutes)
+        rising = [(span, self._pressure_rose(span)) for span in spans]
+        found = [span for span, rose in rising if rose]
+        if not found:
+            return None if any(rose is None for _, rose in rising) else {"found": False}
+        span = found[-1]
+        waiting = span.values("waiting")
+        return self._facts(span) | {
+            "found": True, "peak": max(span.values("kv")), "now": self._last("kv"),
+            "waiting_first": waiting[0], "waiting_last": waiting[-1], "waiting_peak": max(waiting),
+            "running": max(span.values("running"), default=None),
+            "preemptions": round(sum(span.values("preemptions_per_s")) * self.t.step) if self.t.has("preemptions_per_s") else None,
+        }
+
+    def _pressure_rose(self, span: Span) -> bool | None:
+        waiting = span.values("waiting")
+        preempting = span.values("preemptions_per_s")
+        return _any_known(waiting[-1] > waiting[0], any(p > 0 for p in preempting) if preempting else None)
+
+    def queue_growth(self) -> Fact:
+        if not (self.t.has("waiting") and self.t.has("generation_per_s")):
+            return None
+        queue_min = self.settings["queue_waiting_min"]
+        timeline = self.t.with_rising("waiting", self.min_minutes * 60)
+        spans = timeline.spans(
+            lambda v: _all_known(_at_least(v.get("waiting"), queue_min), None if "waiting_rising" not in v else v["waiting_rising"] > 0,
+                                 _above(v.get("generation_per_s"), 0.0)),
+            self.min_minutes)  # fmt: skip
+        if not spans:
+            return {"found": False}
+        span = spans[-1]
+        waiting = span.values("waiting")
+        kv = span.values("kv")
+        return self._facts(span) | {
+            "found": True, "waiting_first": waiting[0], "waiting_last": waiting[-1], "waiting_peak": max(waiting),
+            "running": max(span.values("running"), default=None), "kv_peak": max(kv) if kv else None,
+        }
+
+    def seq_cap_reached(self, cap: int | None) -> Fact:
+        if cap is None or not all(self.t.has(name) for name in ("running", "waiting", "kv", "generation_per_s")):
+            return None
+        high, queue_min = self.settings["kv_cache_high"], self.settings["queue_waiting_min"]
+        spans = self.t.spans(lambda v: _all_known(
+            _at_least(v.get("running"), cap), _at_least(v.get("waiting"), queue_min),
+            None if "kv" not in v else v["kv"] < high, _above(v.get("generation_per_s"), 0.0)), self.min_minutes)  # fmt: skip
+        if not spans:
+            return {"found": False}
+        span = spans[-1]
+        return self._facts(span) | {
+            "found": True, "cap": cap, "running": max(span.values("running")), "waiting_peak": max(span.values("waiting")),
+            "kv_peak": max(span.values("kv")), "at_cap": f"for {span.minutes:g} min",
+        }
+
+    def first_token_slow(self) -> Fact:
+        if not all(self.t.has(name) for name in ("ttft_mean", "itl_mean", "queue_mean")):
+            return None
+        s = self.settings
+
+        def prefill_bound(v: dict[str, float]) -> bool | None:
+            ttft, itl, queue = v.get("ttft_mean"), v.get("itl_mean"), v.get("queue_mean")
+            share = None if ttft is None or queue is None or ttft <= 0 else min(1.0, queue / ttft)
+            return _all_known(_at_least(ttft, s["ttft_high_s"]), None if itl is None else itl < s["itl_high_s"],
+                              None if share is None else share < s["ttft_queue_share_max"])  # fmt: skip
+
+        spans = self.t.spans(prefill_bound, self.min_minutes)
+        if not spans:
+            return {"found": False}
+        span = spans[-1]
+        ttft, queue = span.values("ttft_mean"), span.values("queue_mean")
+        return self._facts(span) | {
+            "found": True, "ttft_mean": max(ttft), "ttft_tail": max(span.values("ttft_p99"), default=None), "tail": "p99",
+            "itl_mean": max(span.values("itl_mean")), "queue_share": round(max(q / t for q, t in zip(queue, ttft)), 3),
+        }
+
+    def decode_slow(self) -> Fact:
+        if not (self.t.has("ttft_mean") and self.t.has("itl_mean")):
+            return None
+        s = self.settings
+        spans = self.t.spans(lambda v: _all_known(
+            _at_least(v.get("itl_mean"), s["itl_high_s"]),
+            None if "ttft_mean" not in v else v["ttft_mean"] < s["ttft_high_s"]), self.min_minutes)  # fmt: skip
+        if not spans:
+            return {"found": False}
+        span = spans[-1]
+        return self._facts(span) | {
+            "found": True, "itl_mean": max(span.values("itl_mean")), "itl_tail": max(span.values("itl_p99"), default=None),
+            "tail": "p99", "ttft_mean": max(span.values("ttft_mean")),
+        }
+
+    def stall(self) -> Fact:
+        if not (self.t.has("running") and self.t.has("generation_per_s")):
+            return None
+        minimum = max(self.min_minutes, self.settings["hang_min_interval_s"] / 60)
+        counters = ["generation_per_s", *(["prompt_per_s"] if self.t.has("prompt_per_s") else [])]
+
+        def stalled(v: dict[str, float]) -> bool | None:
+            still = [None if v.get(name) is None else v[name] <= 0.0 for name in counters]
+            return _all_known(_above(v.get("running"), 0.0), *still)
+
+        spans = self.t.spans(stalled, minimum)
+        if not spans:
+            return {"found": False}
+        span = spans[-1]
+        return self._facts(span) | {
+            "found": True, "running": max(span.values("running")), "waiting": max(span.values("waiting"), default=None),
+            "seconds": round(span.minutes * 60),
+        }
+
+    def aborted(self, server: VllmServer) -> Fact:
+        """Requests that ended other than by stop or length (abort, error) over the window, by reason."""
+        reasons = {key.removeprefix(_FINISHED): points for key, points in server.history.items() if key.startswith(_FINISHED)}
+        if not reasons:
+            return None
+        step = self.t.step
+        # the rate times the step, summed over the samples, is about the increase over the window
+        total = {reason: sum(v for _, v in points) * step for reason, points in reasons.items()}
+        failed = {reason: round(n) for reason, n in total.items() if reason not in ("stop", "length") and round(n) > 0}
+        finished = sum(total.values())
+        count = sum(failed.values())
+        return {
+            "found": count > 0, "by_reason": failed, "count": count, "finished": round(finished),
+            "share": count / finished if finished else None, "source": f"Prometheus ({step:g} s samples)",
+        }
+
+    def _last(self, name: str) -> float | None:
+        return next((v[name] for _, v in reversed(self.t.rows) if name in v), None)
