@@ -70,6 +70,11 @@ CASES = {
         SCRAPE, "a count of requests that cannot be",
     ),
     # bare CR line endings: one line to every line-based parser
+    # OverflowError in clock.iso_time (facts/episodes.py): a Prometheus matrix time of -1e308
+    "a Prometheus time of -1e308": (
+        {"prometheus/x.json": b'{"status": "success", "data": {"resultType": "matrix", "result": [{"metric": {}, "values": [[-1e308, "1"], [1733900015, "2"]]}]}}'},
+        "prometheus/x.json", "is not a Unix time",
+    ),
     # a text format cut mid-line read as complete
     "a scrape cut mid-line": ({SCRAPE: text_of(SCRAPE)[:-3].encode()}, SCRAPE, "cut off mid-line"),
     "ray status cut mid-line": ({"ray/status.txt": b"======== Autoscaler status: 2026-12-01 10:00:00 ========\nNode status\n------"}, "ray/status.txt", "cut off mid-line"),
