@@ -8,7 +8,7 @@ from pathlib import Path
 from diag.bundle import Bundle
 from diag.clock import Clock
 from diag.config import Config, ConfigError
-from diag.coverage import gaps
+from diag.coverage import gaps, rule_gaps
 from diag.diagnosis import Verdict, link_causes, verdict
 from diag.engine import Finding, RuleOutcome, builtin_rules_dir, evaluate, load_rules, load_settings
 from diag.errors import EXIT_CANNOT_ANALYZE
@@ -89,7 +89,7 @@ def analyze_bundle(
         link_causes(findings, by_id)
         checked = sum(1 for o in result.outcomes.values() if o.status in ("fired", "silent"))
         undecided = sum(1 for o in result.outcomes.values() if o.status in ("unknown", "skipped"))
-        diagnosis = verdict(findings, checked, undecided, gaps(snap), by_id)
+        diagnosis = verdict(findings, checked, undecided, gaps(snap) + rule_gaps(result.outcomes, by_id), by_id)
     return Report(
         diagnosis, findings, snap.sources, result.outcomes, origin=bundle.origin, history=history,
         prometheus_window=history_window(snap),

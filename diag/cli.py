@@ -133,12 +133,15 @@ def analyze(
     profile: bool = typer.Option(False, "--profile", help="Print where the time went (phases, parsers, rules) on stderr."),
 ) -> None:
     """Analyze a saved bundle (a customer's, or one `llmdiag collect` wrote)."""
-    from diag.analyze import analyze_bundle
-    from diag.bundle import Bundle
+    from diag.analyze import analyze_bundle, settings_with_overrides
+    from diag.bundle import Bundle, BundleLimits
+    from diag.engine import builtin_rules_dir
     from diag.stopwatch import Stopwatch
 
     stopwatch = Stopwatch()
-    report = analyze_bundle(Bundle.open(bundle), _config(config, min_severity, since), list(rules or []), stopwatch)
+    settings = _config(config, min_severity, since)
+    limits = BundleLimits.from_settings(settings_with_overrides(builtin_rules_dir(), settings))
+    report = analyze_bundle(Bundle.open(bundle, limits), settings, list(rules or []), stopwatch)
     if profile:
         stderr.print("\n".join(stopwatch.lines()), markup=False, highlight=False)
     _emit(report, output)

@@ -32,6 +32,8 @@ def parse_time(value: str | float | int | None) -> datetime | None:
             return datetime.fromtimestamp(value, tz=timezone.utc)
         except (OverflowError, OSError, ValueError):
             return None
+    if not isinstance(value, str):
+        return None
     try:
         parsed = datetime.fromisoformat(_LONG_FRACTION.sub(r"\1", value.strip()))
     except ValueError:

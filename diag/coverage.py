@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from diag.engine import Rule, RuleOutcome
 from diag.facts.k8s_placement import is_gpu_node
 from diag.model import Container, Snapshot
 from diag.parsers.vllm_metrics import summarize
@@ -90,6 +91,8 @@ _RAY_SOURCES = {
     ("ray/placement_groups.json",): "kubectl exec <ray-head-pod> -- ray list placement-groups --detail --format json > ray/placement_groups.json",
 }
 _REMEDY_BY_PREFIX = {
+    "facts/": "llmdiag could not read this content (a bug): report it with the bundle; the sources above say which files were read",
+    "bundle": "check the bundle (what it holds: tar tzvf, ls -lR); raise settings.bundle_max_* in .llmdiag.yaml only for a bundle you trust",
     "kubernetes": "check the kubeconfig and its context: kubectl config current-context; kubectl get pods -n <namespace>",
     "k8s/": "collect it again: kubectl get <kind> -o json",
     "ray/": "collect it again on the Ray head (ray status; ray list ... --format json)",
@@ -116,6 +119,19 @@ def gaps(snap: Snapshot) -> list[Gap]:
     for gap in found:
         unique.setdefault(gap.source, gap)
     return list(unique.values())
+
+
+def rule_gaps(outcomes: dict[str, RuleOutcome], rules: dict[str, Rule]) -> list[Gap]:
+    """A rule that could not be evaluated (a value CEL cannot hold, a bug) decided nothing: a gap."""
+    return [
+        Gap(
+            f"rule {rule_id}", f"rule {rule_id} could not be evaluated on this bundle: {outcome.detail}",
+            "report it with the bundle (llmdiag rules show " + rule_id + " names what it reads)",
+            source_layer=rules[rule_id].layer if rule_id in rules else None,
+        )
+        for rule_id, outcome in sorted(outcomes.items())
+        if outcome.status == "error"
+    ]
 
 
 _DECIDING = (

@@ -15,6 +15,7 @@ holes, each hole a CEL expression over the same variables.
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from typing import Any
 import cel
 import yaml
 
-from diag.errors import UserError
+from diag.errors import UserError, unexpected
 from diag.facts import SCOPES, Facts
 from diag.model import LAYERS
 from diag.rules_dir import builtin_rules_dir
@@ -228,7 +229,12 @@ def evaluate(rules: list[Rule], facts: Facts, settings: dict[str, Any], stopwatc
         fields = None if scope == "cluster" else _fields_read(scope, texts)
         for subject in facts.scopes.get(scope, []):
             started = time.perf_counter()
-            env = cel.Context({scope: _view(subject, fields), "cluster": cluster, "settings": settings})
+            try:
+                env = cel.Context({scope: _view(subject, fields), "cluster": cluster, "settings": settings})
+            except Exception as e:  # noqa: BLE001 - a value CEL cannot hold (an integer past 64 bits ...)
+                for rule in scoped_rules:
+                    tallies[rule.id].error = f"the facts of {subject.get('_subject', scope)} could not be read: {unexpected(e)}"
+                continue
             if stopwatch is not None:
                 stopwatch.add(stopwatch.rules, f"({scope} facts to CEL)", time.perf_counter() - started)
             for rule in scoped_rules:
@@ -247,15 +253,16 @@ def _run(rule: Rule, subject: dict, env: cel.Context, tally: _Tally, findings: l
     """One rule on one subject: a finding when it fires, counted as unknown when it reads null."""
     try:
         hit = rule.program.execute(env)
-    except (TypeError, KeyError, ValueError, RuntimeError) as e:
+        if hit is True:
+            findings.append(_finding(rule, subject, env))
+            tally.fired += 1
+    except MemoryError:
+        raise
+    except Exception as e:  # noqa: BLE001 - OverflowError and the like: this rule's one-line failure
         if _reads_unknown(e):
             tally.unknown += 1
         else:
             tally.error = f"{type(e).__name__}: {e}"
-        return
-    if hit is True:
-        tally.fired += 1
-        findings.append(_finding(rule, subject, env))
 
 
 def _cel_texts(rules: list[Rule]) -> list[str]:
@@ -343,6 +350,8 @@ def _text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
+        if not math.isfinite(value):
+            return "?"  # no count or measure is infinite: unknown, as null is
         return f"{value:.3f}".rstrip("0").rstrip(".") if value != int(value) else str(int(value))
     if isinstance(value, list):
         return ", ".join(_text(v) for v in value)

@@ -15,3 +15,9 @@ class ParseError(ValueError):
     The loader prefixes the file's bundle path, so parsers say only what they found, e.g.
     "not valid JSON: Expecting ',' delimiter at line 3 column 5" or "line 17: not a sample".
     """
+
+
+def unexpected(error: Exception) -> str:
+    """One line for an error no parser or fact builder foresaw: its kind and the start of its words."""
+    words = " ".join(str(error).split())[:160]
+    return f"unexpected content ({type(error).__name__}{': ' + words if words else ''})"

@@ -6,14 +6,14 @@ that the layout knows but the bundle lacks is "missing": never read as healthy.
 
 from __future__ import annotations
 
-import json
+import math
 import re
 import time
 from collections.abc import Callable
 from pathlib import PurePosixPath
 
 from diag.bundle import Bundle
-from diag.errors import ParseError
+from diag.errors import ParseError, unexpected
 from diag.identity import GPU_FILE_SUFFIXES, VLLM_FILE, Ambiguous, PodNames
 from diag.model import (
     GPU,
@@ -24,7 +24,8 @@ from diag.model import (
     VllmServer,
 )
 from diag.parsers import engine_args, k8s, logs, nvidia_smi, nvml, prom_text, prometheus_api
-from diag.parsers import ray_state, ray_status, vllm
+from diag.parsers import ray_state, ray_status, vllm, vllm_metrics
+from diag.parsers.json_fields import load_json
 from diag.prometheus_queries import RENAMED_PAIRS
 from diag.signals import LogSignals, builtin_signals
 from diag.stopwatch import Stopwatch, file_kind
@@ -60,6 +61,14 @@ _K8S_LISTS: dict[str, Callable[[Snapshot, str], None]] = {
 _LOG_FILE = re.compile(r"^k8s/logs/(?P<stem>.+?)(?P<previous>\.previous)?\.log$")
 
 
+class _Degraded(ParseError):
+    """A file read in part: `used` of its items or samples were kept, the rest could not be."""
+
+    def __init__(self, message: str, used: int) -> None:
+        super().__init__(message)
+        self.used = used
+
+
 class _Loader:
     def __init__(self, bundle: Bundle, stopwatch: Stopwatch | None = None, signals: LogSignals | None = None) -> None:
         self.bundle = bundle
@@ -83,16 +92,31 @@ class _Loader:
         started = time.perf_counter()
         try:
             action()
+        except _Degraded as e:
+            self.failed(name, str(e), e.used)
         except ParseError as e:
             self.failed(name, str(e))
-        except (ValueError, TypeError, KeyError, AttributeError, IndexError) as e:
-            # A parser let a low-level error through: still one line, still not fatal.
-            self.failed(name, f"unexpected content ({type(e).__name__}: {e})")
+        except MemoryError:
+            raise
+        except Exception as e:  # noqa: BLE001 - any bad file (RecursionError, OverflowError, csv.Error ...) fails its source only
+            self.failed(name, unexpected(e))
         else:
             self.ok(name)
         finally:
             if self.stopwatch is not None:
                 self.stopwatch.add(self.stopwatch.parsers, file_kind(name), time.perf_counter() - started)
+
+    def run_lines(self, rel: str, text: str, use: Callable[[str], object]) -> None:
+        """A text that commands end with a line break: one cut off mid-line gives its complete lines,
+        and the source stays "failed" (degraded) so that nobody reads it as the whole output."""
+        if not text or text.endswith("\n"):
+            self.run(rel, lambda: use(text))
+            return
+        complete = text[: text.rfind("\n") + 1]
+        self.run(rel, lambda: use(complete))
+        if self.snap.sources[rel].status == "ok":
+            lines = complete.count("\n")
+            self.failed(rel, f"cut off mid-line (degraded: its {lines} complete line{' was' if lines == 1 else 's were'} read)", lines)
 
     def k8s_list(self, rel: str, text: str, use: Callable[[str], object]) -> None:
         """A `kubectl get -o json` list; one cut off part-way still gives its complete items, and the
@@ -107,6 +131,10 @@ class _Loader:
     # ------------------------------------------------------------------ per folder
 
     def load(self) -> Snapshot:
+        try:
+            self.bundle.manifest_or_error()
+        except ParseError as e:
+            self.failed("manifest.json", f"{e} (collection time, scrape times and collector statuses unknown)")
         for rel, why in self.bundle.refused.items():
             self.failed(rel, why)
         for rel in sorted(self.bundle.files):
@@ -150,7 +178,7 @@ class _Loader:
         name = rel.removeprefix("ray/")
         snap = self.snap
         if name == "status.txt":
-            self.run(rel, lambda: setattr(snap, "ray_status", ray_status.parse_ray_status(text)))
+            self.run_lines(rel, text, lambda t: setattr(snap, "ray_status", ray_status.parse_ray_status(t)))
         elif name == "cluster_status.json":
             if snap.ray_status is None:  # `ray status` text, when present too, is the richer one
                 self.run(rel, lambda: setattr(snap, "ray_status", ray_status.parse_cluster_status_json(text)))
@@ -177,7 +205,8 @@ class _Loader:
         for suffix, parse in zip(GPU_FILE_SUFFIXES, parsers, strict=True):
             if name.endswith(suffix):
                 host = name.removesuffix(suffix)
-                self.run(rel, lambda: _merge_gpus(self.snap, parse(text, host), self.gpus_by_key))
+                use = lambda t: _merge_gpus(self.snap, parse(t, host), self.gpus_by_key)  # noqa: E731
+                self.run_lines(rel, text, use) if suffix == ".csv" else self.run(rel, lambda: use(text))
                 return
         self.snap.sources[rel] = SourceStatus("skipped", f"{rel}: unknown GPU file")
 
@@ -201,25 +230,36 @@ class _Loader:
             self.run(rel, lambda: _set_engine_args(server, rel, argv))
 
     def _finish_vllm(self) -> None:
-        times = self.snap.manifest.get("scrapes", {}) if isinstance(self.snap.manifest.get("scrapes"), dict) else {}
+        manifest_scrapes = self.snap.manifest.get("scrapes")
+        times = manifest_scrapes if isinstance(manifest_scrapes, dict) else {}
         for name, files in self.scrapes.items():
-            server = self.servers[name]
-            stamps = times.get(name, [])
+            stamps = times.get(name) if isinstance(times.get(name), list) else []
             for i, n in enumerate(sorted(files)):
-                rel = files[n]
-                try:
-                    exposition = prom_text.parse_exposition(self.bundle.text(rel))
-                except ParseError as e:
-                    self.failed(rel, str(e))
-                    continue
-                taken_at = stamps[i] if i < len(stamps) and isinstance(stamps[i], (int, float)) else None
-                server.scrapes.append(Scrape(exposition.samples, taken_at))
-                if exposition.errors:
-                    kept = f"(the other {len(exposition.samples)} samples were used)"
-                    self.failed(rel, f"{exposition.errors[0]} {kept}", len(exposition.samples))
-                else:
-                    self.ok(rel)
+                taken_at = stamps[i] if i < len(stamps) and isinstance(stamps[i], (int, float)) and not isinstance(stamps[i], bool) else None
+                self.run(files[n], lambda: self._read_scrape(self.servers[name], files[n], taken_at))
         self.snap.vllm_servers.extend(self.servers.values())
+
+    def _read_scrape(self, server: VllmServer, rel: str, taken_at: float | None) -> None:
+        """One /metrics text: its good samples are used; bad lines and impossible values (a vLLM gauge
+        out of its range, a counter that went down with no restart) leave the source degraded."""
+        text = self.bundle.text(rel)
+        cut = bool(text) and not text.endswith("\n")  # a /metrics answer ends with a line break
+        exposition = prom_text.parse_exposition(text[: text.rfind("\n") + 1] if cut else text)
+        if cut:
+            exposition.errors.append("cut off mid-line: its last line was not used")
+        samples = [s for s in exposition.samples if vllm_metrics.impossible(s) is None]
+        errors = exposition.errors + [f"{why}: not used" for s in exposition.samples if (why := vllm_metrics.impossible(s))]
+        if not samples:
+            raise ParseError(f"no sample could be used: {errors[0] if errors else 'no sample in it'}")
+        if not any(math.isfinite(s.value) for s in samples):
+            raise ParseError("no sample could be used: every value is NaN or infinite")
+        scrape = Scrape(samples, taken_at)
+        if server.scrapes and (gone_back := vllm_metrics.counters_gone_back(server.scrapes[-1], scrape)):
+            more = f" (and {len(gone_back) - 1} more)" if len(gone_back) > 1 else ""
+            errors.append(f"{gone_back[0]}{more}: those increases are unknown")
+        server.scrapes.append(scrape)
+        if errors:
+            raise _Degraded(f"{errors[0]} (degraded: the other {len(samples)} samples were used)", len(samples))
 
     def _prometheus(self, rel: str, text: str) -> None:
         stem = PurePosixPath(rel).stem
@@ -320,10 +360,7 @@ def _merge_actor_gpu_ids(snap: Snapshot, logical: list) -> None:
 
 def _set_ray_version(snap: Snapshot, text: str) -> None:
     """/api/version names the head's Ray version; kept in the manifest-like slot rules read."""
-    try:
-        data = json.loads(text)
-    except ValueError as e:
-        raise ParseError(f"not valid JSON: {e}") from e
+    data = load_json(text)
     if not isinstance(data, dict) or not isinstance(data.get("ray_version"), str):
         raise ParseError("no 'ray_version' string: not a Ray dashboard /api/version answer")
     snap.ray_head_version = data["ray_version"]

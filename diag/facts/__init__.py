@@ -10,12 +10,17 @@ lookups), so that conditions stay short and read like the symptom they test.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from diag.clock import Clock, iso
 from diag.facts import gpu, k8s_events, kubernetes, ray, vllm
-from diag.model import Snapshot
+from diag.errors import unexpected
+from diag.model import Snapshot, SourceStatus
 from diag.prometheus_join import history_window
+
+T = TypeVar("T")
 
 Subject = dict
 
@@ -34,25 +39,40 @@ SCOPES = (
 
 def build_facts(snap: Snapshot, clock: Clock | None = None, settings: dict | None = None) -> Facts:
     """`clock`: the collection time and history window; by default none, so everything counts as current.
-    `settings`: the thresholds, for the facts that find when a condition held in Prometheus' history."""
+    `settings`: the thresholds, for the facts that find when a condition held in Prometheus' history.
+    A builder that fails on this bundle's content costs its facts only: a failed source `facts/<part>`
+    says so (a gap, so the verdict cannot be healthy) and the other layers are still built."""
     clock = clock or Clock.of(snap)
     if settings is None:
         from diag.engine import default_settings  # the engine imports this package
 
         settings = default_settings()
-    cluster = kubernetes.cluster_facts(snap, clock) | ray.cluster_facts(snap) | gpu.cluster_facts(snap)
+    cluster: dict = _guarded(snap, "kubernetes cluster", lambda: kubernetes.cluster_facts(snap, clock), {})
+    cluster |= _guarded(snap, "ray cluster", lambda: ray.cluster_facts(snap), {})
+    cluster |= _guarded(snap, "gpu cluster", lambda: gpu.cluster_facts(snap), {})
     # "partial": a cut-off list whose complete items were recovered; rules that need it still run
     cluster["sources"] = {name: "partial" if s.status == "failed" and s.recovered is not None else s.status for name, s in snap.sources.items()}
     cluster["collected_at"] = iso(clock.now) if clock.now else None
     cluster["history_window_s"] = clock.window_s
-    window = history_window(snap)
+    window = _guarded(snap, "prometheus window", lambda: history_window(snap), None)
     cluster["prometheus_window"] = dataclasses.asdict(window) if window else None
     cluster["_subject"] = "cluster"
     cluster["_links"] = []
     scopes: dict[str, list[Subject]] = {"cluster": [cluster]}
-    scopes.update(kubernetes.scopes(snap, clock))
-    scopes.update(k8s_events.scopes(snap))
-    scopes.update(ray.scopes(snap, clock))
-    scopes.update(gpu.scopes(snap, settings, clock))
-    scopes.update(vllm.scopes(snap, settings, clock))
+    scopes.update(_guarded(snap, "kubernetes", lambda: kubernetes.scopes(snap, clock), {}))
+    scopes.update(_guarded(snap, "kubernetes events", lambda: k8s_events.scopes(snap), {}))
+    scopes.update(_guarded(snap, "ray", lambda: ray.scopes(snap, clock), {}))
+    scopes.update(_guarded(snap, "gpu", lambda: gpu.scopes(snap, settings, clock), {}))
+    scopes.update(_guarded(snap, "vllm", lambda: vllm.scopes(snap, settings, clock), {}))
     return Facts(scopes=scopes, cluster=cluster)
+
+
+def _guarded(snap: Snapshot, part: str, build: Callable[[], T], empty: T) -> T:
+    try:
+        return build()
+    except MemoryError:
+        raise
+    except Exception as e:  # noqa: BLE001 - content no builder foresaw costs that part, not the analysis
+        name = f"facts/{part.replace(' ', '-')}"
+        snap.sources[name] = SourceStatus("failed", f"{name}: the {part} facts could not be built from this bundle: {unexpected(e)}")
+        return empty

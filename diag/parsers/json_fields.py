@@ -8,6 +8,7 @@ A missing field (or a JSON null) reads as None / empty; only a field of the wron
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from diag.errors import ParseError
@@ -18,12 +19,36 @@ _TYPE_NAMES: dict[type, str] = {
 
 
 def load_json(text: str) -> Any:
+    """Strict JSON: Python's NaN / Infinity extensions, numbers too large for a float and a key given
+    twice in one object are refused (no tool whose output a bundle holds writes them; read anyway,
+    they would decide rules, and which of two values counts is a guess)."""
     try:
-        return json.loads(text.removeprefix("\ufeff"))  # a byte-order mark some editors and shells write
+        # a byte-order mark some editors and shells write
+        return json.loads(text.removeprefix("\ufeff"), parse_constant=_not_json, parse_float=_finite, object_pairs_hook=_unique)
     except json.JSONDecodeError as e:
         raise ParseError(f"not valid JSON: {e}") from None
     except RecursionError:
         raise ParseError("not valid JSON: nested too deeply") from None
+
+
+def _not_json(word: str) -> Any:
+    raise ParseError(f"not valid JSON: {word} is not a JSON number")
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        seen: set[str] = set()
+        twice = next(key for key, _ in pairs if key in seen or seen.add(key))  # type: ignore[func-returns-value]
+        raise ParseError(f"not valid JSON: the key {twice[:60]!r} twice in one object")
+    return found
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ParseError(f"not valid JSON: the number {text[:30]} is too large for a float")
+    return value
 
 
 def _place(where: str, path: str) -> str:

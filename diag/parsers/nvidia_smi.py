@@ -301,7 +301,10 @@ def parse_csv(text: str, host: str, columns: tuple[str, ...] | None = None) -> l
     default query (BUNDLE_CSV_COLUMNS). Columns llmdiag has no field for are ignored.
     """
     text, unopened = _without_unopened_lines(text)
-    rows = [row for row in csv.reader(io.StringIO(text), skipinitialspace=True) if any(cell.strip() for cell in row)]
+    try:
+        rows = [row for row in csv.reader(io.StringIO(text), skipinitialspace=True) if any(cell.strip() for cell in row)]
+    except csv.Error as e:  # a field past csv's limit (an unclosed quote), a NUL byte
+        raise ParseError(f"not nvidia-smi CSV: {e}") from None
     if not rows:
         return _unopened_gpus(unopened, host, set(), None)
     if _is_header(rows[0]):

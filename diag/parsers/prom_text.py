@@ -8,10 +8,14 @@ Accepted beyond the basic `name{label="value"} value`: HELP/TYPE/UNIT comments, 
 quotes, backslashes and newlines in label values, +Inf/-Inf/NaN, a timestamp (milliseconds in the
 Prometheus format, seconds in OpenMetrics), an OpenMetrics exemplar after `#`, and Prometheus 3's
 quoted UTF-8 names (`{"my.metric", "my.label"="v"}`).
+
+Impossible values are bad lines too: a counter (or a histogram's count or bucket) that is negative,
+infinite or NaN.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -29,6 +33,13 @@ _METRIC_TYPES = frozenset(
     {"counter", "gauge", "histogram", "summary", "untyped", "unknown", "gaugehistogram", "stateset", "info"}
 )
 _SHOWN_CHARS = 60
+# Series that count, by suffix: (suffix, the family types whose series they are). OpenMetrics names a
+# counter family without its `_total`.
+_COUNT_PARTS = (
+    ("_total", ("counter",)),
+    ("_count", ("histogram", "summary", "gaugehistogram")),
+    ("_bucket", ("histogram", "gaugehistogram")),
+)
 
 
 @dataclass
@@ -47,6 +58,7 @@ def parse_exposition(text: str) -> Exposition:
     result = Exposition()
     seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
     eof_line: int | None = None
+    types: dict[str, str] = {}  # family -> its # TYPE
     for number, raw in enumerate(text.lstrip("\ufeff").splitlines(), start=1):
         line = raw.strip()
         if not line:
@@ -57,8 +69,10 @@ def parse_exposition(text: str) -> Exposition:
             if line.startswith("#"):
                 if _check_comment(line):
                     eof_line = number
+                _note_type(line, types)
                 continue
             sample = _sample(line)
+            _check_count(sample, types)
             series = (sample.name, tuple(sorted(sample.labels.items())))
             if series in seen:
                 raise _BadLine("the same series a second time")
@@ -94,6 +108,29 @@ def _check_comment(line: str) -> bool:
         if keyword == "TYPE" and (len(words) != 3 or words[2] not in _METRIC_TYPES):
             raise _BadLine("# TYPE names no known metric type")
     return False
+
+
+def _note_type(line: str, types: dict[str, str]) -> None:
+    words = line[1:].split()
+    if len(words) == 3 and words[0] == "TYPE":
+        types[words[1]] = words[2]
+
+
+def _check_count(sample: MetricSample, types: dict[str, str]) -> None:
+    """A counter, or a histogram's or summary's count or bucket, counts things: a negative, infinite
+    or NaN value is impossible (a damaged scrape), so the sample is refused, never read as a count."""
+    if _is_count(sample.name, types) and not (math.isfinite(sample.value) and sample.value >= 0):
+        raise _BadLine(f"a count cannot be {sample.value:g}")
+
+
+def _is_count(name: str, types: dict[str, str]) -> bool:
+    kind = types.get(name)
+    if kind is not None:
+        return kind == "counter"
+    for suffix, families in _COUNT_PARTS:
+        if name.endswith(suffix) and types.get(name.removesuffix(suffix)) in families:
+            return True
+    return name.endswith("_total") and name.removesuffix("_total") not in types  # untyped, named as a counter
 
 
 def _sample(line: str) -> MetricSample:

@@ -79,6 +79,9 @@ def _labels(item: Fields) -> dict[str, str]:
     return labels
 
 
+_YEAR_10000 = 253_402_300_800  # Unix seconds; past it (or before 1970) a time is damage, and datetime refuses it
+
+
 def _pair(pair: Any, where: str) -> tuple[float, float]:
     """[<unix time>, "<value>"]."""
     if not (isinstance(pair, list) and len(pair) == 2):
@@ -88,6 +91,8 @@ def _pair(pair: Any, where: str) -> tuple[float, float]:
         raise ParseError(f"{where}: the time is {type_name(time)}, expected a number")
     if not isinstance(value, str):
         raise ParseError(f"{where}: the value is {type_name(value)}, expected a string")
+    if not 0 <= time < _YEAR_10000:
+        raise ParseError(f"{where}: the time {time:g} is not a Unix time")
     try:
         return float(time), float(value)
     except ValueError:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 
@@ -26,15 +27,25 @@ def parse_quantity(value: str | int | float) -> float:
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise ParseError(f"not a resource quantity: {value!r}")
     if not isinstance(value, str):
-        return float(value)
+        return _finite(float(value), value)
     m = _QUANTITY.match(value.strip())
     if m is None:
         raise ParseError(f"not a resource quantity: {value!r}")
     number = float(m["number"])
-    if m["suffix"]:
-        return number * _MULTIPLIERS[m["suffix"]]
-    if m["exponent"]:
-        return number * 10.0 ** int(m["exponent"])
+    try:
+        if m["suffix"]:
+            return _finite(number * _MULTIPLIERS[m["suffix"]], value)
+        if m["exponent"]:
+            return _finite(number * 10.0 ** int(m["exponent"]), value)
+    except OverflowError:
+        raise ParseError(f"not a resource quantity: {value[:40]!r} is out of range") from None
+    return _finite(number, value)
+
+
+def _finite(number: float, value: str | int | float) -> float:
+    """Kubernetes quantities are finite (its own parser refuses larger than 2^63 milli-units)."""
+    if not math.isfinite(number):
+        raise ParseError(f"not a resource quantity: {str(value)[:40]!r} is out of range")
     return number
 
 

@@ -346,3 +346,9 @@ def test_bad_csv_is_one_readable_parse_error(text: str, message: str) -> None:
         parse_csv(text, "n")
     assert message in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+def test_csv_that_the_csv_module_refuses_is_a_parse_error():
+    """Found by tests/fuzz: an unclosed quote runs a field past csv's limit (csv.Error escaped)."""
+    with pytest.raises(ParseError, match="not nvidia-smi CSV: field larger than field limit"):
+        parse_csv('index, name\n0, "' + "x" * 200_000 + "\n", "host")

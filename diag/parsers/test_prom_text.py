@@ -223,3 +223,26 @@ def test_hash_and_braces_inside_label_values_are_text():
     (sample,) = parse_exposition(text).samples
     assert sample.labels == {"handler": "/v1/#anchor", "note": "{not a label set}"}
     assert sample.value == 3.0
+
+
+@pytest.mark.parametrize("value", ["-1e308", "-1", "+Inf", "-Inf", "NaN"])
+@pytest.mark.parametrize(
+    "lines",
+    [
+        ["# TYPE vllm:num_preemptions counter", 'vllm:num_preemptions_total{engine="0"} {v}'],
+        ["# TYPE vllm:num_preemptions_total counter", 'vllm:num_preemptions_total{engine="0"} {v}'],
+        ['vllm:num_preemptions_total{engine="0"} {v}'],  # no TYPE: named as a counter
+        ["# TYPE vllm:e2e_request_latency_seconds histogram", 'vllm:e2e_request_latency_seconds_count{engine="0"} {v}'],
+        ["# TYPE vllm:e2e_request_latency_seconds histogram", 'vllm:e2e_request_latency_seconds_bucket{le="+Inf"} {v}'],
+    ],
+)
+def test_an_impossible_count_is_a_bad_line_not_a_sample(lines: list[str], value: str) -> None:
+    text = "\n".join([*lines[:-1], lines[-1].replace("{v}", value), "vllm:num_requests_running 1", ""])
+    result = parse_exposition(text)
+    assert [s.name for s in result.samples] == ["vllm:num_requests_running"]
+    assert result.errors == [f"line {len(lines)}: a count cannot be {float(value):g}: {lines[-1].replace('{v}', value)}"]
+
+
+def test_gauges_keep_their_special_values() -> None:
+    result = parse_exposition("# TYPE g gauge\ng -1e308\nh_total_x NaN\nvllm:num_requests_waiting -Inf\n")
+    assert not result.errors and len(result.samples) == 3

@@ -118,3 +118,10 @@ def test_bad_answers(text, message):
     with pytest.raises(ParseError) as raised:
         parse_prom_answer(text, "q")
     assert str(raised.value).startswith(message)
+
+
+@pytest.mark.parametrize("time", ["-1e308", "1e300", "-1"])
+def test_a_time_that_is_no_unix_time_is_a_parse_error(time: str) -> None:
+    """Found by tests/fuzz: a matrix time of -1e308 reached datetime.fromtimestamp (OverflowError)."""
+    with pytest.raises(ParseError, match="is not a Unix time"):
+        parse_prom_answer(MATRIX.replace("1733900015", time), "q")

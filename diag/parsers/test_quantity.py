@@ -51,3 +51,10 @@ def test_mig_profiles_are_counted_and_summed():
     assert mig_total(limits) == 3
     assert mig_total({}, {"nvidia.com/mig-2g.20gb": "1"}) == 1
     assert mig_total({"nvidia.com/gpu": "1"}) == 0
+
+
+@pytest.mark.parametrize("value", ["1e400", "1e999999", "9" * 400, 1e308 * 10])
+def test_a_quantity_out_of_range_is_a_parse_error(value: str | float) -> None:
+    """Found by reading: "1e400" raised OverflowError out of the parser (10.0 ** 400)."""
+    with pytest.raises(ParseError, match="out of range"):
+        parse_quantity(value)

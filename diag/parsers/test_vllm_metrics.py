@@ -385,3 +385,44 @@ def test_a_family_absent_from_the_last_scrape_is_read_from_the_last_that_has_it(
     m = summarize([full, partial])
     assert m.kv_cache_usage == 0.7 and m.kv_cache_usage_max == 0.7
     assert m.requests_running == 2.0
+
+
+@pytest.mark.parametrize(
+    ("line", "impossible"),
+    [
+        ("vllm:kv_cache_usage_perc 1.5", True),
+        ("vllm:gpu_cache_usage_perc -0.1", True),
+        ("vllm:kv_cache_usage_perc NaN", True),
+        ("vllm:kv_cache_usage_perc 1", False),
+        ("vllm:num_requests_waiting -Inf", True),
+        ("vllm:num_requests_running -1", True),
+        ("vllm:num_requests_running 0", False),
+        ("vllm:some_other_gauge -1", False),
+    ],
+)
+def test_impossible_gauges(line: str, impossible: bool) -> None:
+    from diag.parsers.vllm_metrics import impossible as why
+
+    (sample,) = parse_exposition(line + "\n").samples
+    assert (why(sample) is not None) == impossible
+
+
+def _counted(start: float, generated: float) -> Scrape:
+    text = f"process_start_time_seconds {start}\nvllm:generation_tokens_total{{engine=\"0\"}} {generated}\n"
+    return Scrape(parse_exposition(text).samples)
+
+
+def test_a_counter_that_goes_down_without_a_restart_is_unknown() -> None:
+    from diag.parsers.vllm_metrics import counters_gone_back
+
+    earlier, later = _counted(1000, 500), _counted(1000, 100)
+    assert counters_gone_back(earlier, later) == ["vllm:generation_tokens_total went down from 500 to 100 with no restart"]
+    assert summarize([earlier, later]).generation_tokens_delta is None
+
+
+def test_a_counter_that_goes_down_after_a_restart_counts_from_zero() -> None:
+    from diag.parsers.vllm_metrics import counters_gone_back
+
+    earlier, later = _counted(1000, 500), _counted(2000, 100)
+    assert counters_gone_back(earlier, later) == []
+    assert summarize([earlier, later]).generation_tokens_delta == 100

@@ -1,7 +1,8 @@
 """What a vLLM server's /metrics scrapes say, under the old (V0, early V1) and new (V1) names alike.
 
 Counters are read the way Prometheus' rate()/increase() read them: a value that went down between
-two scrapes is a restart, and the counter is taken to have counted up from 0 since. Latencies come
+two scrapes is a restart, and the counter is taken to have counted up from 0 since; unless
+process_start_time_seconds says the server did not restart, when the increase is unknown. Latencies come
 from histogram _sum/_count (means) and _bucket (p90, interpolated as histogram_quantile does), over
 the window between the scrapes when requests finished in it, else over the server's whole life.
 A metric the server did not expose is None, never 0.
@@ -15,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from diag.model import Scrape
+from diag.model import MetricSample, Scrape
 
 # Alternative names of one quantity, the current (V1) name first; the first one exposed is used.
 KV_CACHE_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
@@ -59,6 +60,9 @@ _V0_NAMES = frozenset(
     }
 )
 _HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
+_FRACTIONS = frozenset({*KV_CACHE_USAGE, "vllm:cpu_cache_usage_perc"})  # 0..1 by definition
+_REQUEST_GAUGES = frozenset({*REQUESTS_RUNNING, *REQUESTS_WAITING, "vllm:num_requests_swapped"})
+START_TIME = "process_start_time_seconds"  # prometheus_client's process collector: changes when the server restarts
 _P90 = 0.9
 
 LabelKey = tuple[tuple[str, str], ...]
@@ -142,6 +146,37 @@ def summarize(scrapes: list[Scrape]) -> VllmMetrics:
         present=families,
         missing=[names[0] for names in RELIED_ON if not any(name in families for name in names)],
     )
+
+
+def impossible(sample: MetricSample) -> str | None:
+    """Why a vLLM gauge's value cannot be true (a usage fraction outside 0..1, a negative or
+    non-finite request count); None when it can."""
+    if sample.name in _FRACTIONS and not (math.isfinite(sample.value) and 0 <= sample.value <= 1):
+        return f"{sample.name} = {sample.value:g}, a usage fraction outside 0..1"
+    if sample.name in _REQUEST_GAUGES and not (math.isfinite(sample.value) and sample.value >= 0):
+        return f"{sample.name} = {sample.value:g}, a count of requests that cannot be"
+    return None
+
+
+def counters_gone_back(earlier: Scrape, later: Scrape) -> list[str]:
+    """vLLM counters lower in `later` although the process did not restart between the two scrapes
+    (the same process_start_time_seconds): impossible, so neither value can be trusted."""
+    before, after = _Scrapes([earlier, later]).by_name
+    starts = [_start_time(index) for index in (before, after)]
+    if starts[0] is None or starts[0] != starts[1]:
+        return []
+    return [
+        f"{name} went down from {before[name][key]:g} to {value:g} with no restart"
+        for name, series in sorted(after.items())
+        if name.startswith("vllm:") and name.endswith(("_total", "_count", "_bucket"))
+        for key, value in series.items()
+        if key in before.get(name, {}) and value < before[name][key]
+    ]
+
+
+def _start_time(index: dict[str, Series]) -> float | None:
+    values = list(index.get(START_TIME, {}).values())
+    return values[0] if len(values) == 1 else None
 
 
 def metric_families(names: set[str]) -> list[str]:
@@ -254,13 +289,18 @@ class _Scrapes:
             return None
         totals: dict[str, float] = {}
         previous: dict[LabelKey, float] = {}
-        for series in seen:
-            for key, value in series.items():
+        previous_start: float | None = None
+        for index in (index for index in self.by_name if index.get(name)):
+            start = _start_time(index)
+            for key, value in index[name].items():
                 group = dict(key).get(group_by, "") if group_by else ""
                 before = previous.get(key)
+                if before is not None and value < before and start is not None and start == previous_start:
+                    return None  # down with no restart: not a counter that can be read
                 step = 0.0 if before is None else value - before if value >= before else value
                 totals[group] = totals.get(group, 0.0) + step
                 previous[key] = value
+            previous_start = start
         return totals
 
     def latest_by(self, name: str, label: str) -> dict[str, float]:

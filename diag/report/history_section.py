@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
+from rich.text import Text
 
 from diag.analyze import Report
 from diag.history import HistoryItem
+from diag.report.safe import code, md, plain
 
 MAX_ITEMS_SHOWN = 3  # aged events / terminations / deaths listed under one history line
 
@@ -25,13 +26,13 @@ def markdown_lines(report: Report) -> list[str]:
     if history is None:
         return []
     if (note := history.note()) is not None:
-        return [f"_Ages: {note}._", ""]
+        return [f"_Ages: {md(note)}._", ""]
     if not history.items:
         return []
-    lines = [f"## {history.heading()}", ""]
+    lines = [f"## {md(history.heading())}", ""]
     for item in history.items:
-        lines.append(f"- `{item.rule}` {item.what} — `{item.subject}`, {_when(item)}")
-        lines += [f"  - {text}" for text in item.items[:MAX_ITEMS_SHOWN]]
+        lines.append(f"- {code(item.rule)} {md(item.what)} — {code(item.subject)}, {md(_when(item))}")
+        lines += [f"  - {md(text)}" for text in item.items[:MAX_ITEMS_SHOWN]]
     return lines + [""]
 
 
@@ -40,15 +41,15 @@ def print_section(report: Report, console: Console) -> None:
     if history is None:
         return
     if (note := history.note()) is not None:
-        console.print(f"[yellow]Ages[/]: {escape(note)}", highlight=False)
+        console.print(Text.assemble(("Ages", "yellow"), f": {plain(note)}"))
         return
     if not history.items:
         return
-    console.print(f"\n[bold]{escape(history.heading())}[/]", highlight=False)
+    console.print(Text.assemble("\n", (plain(history.heading()), "bold")))
     for item in history.items:
-        console.print(f"  {item.rule} {escape(item.what)} — {escape(item.subject)}, {escape(_when(item))}", style="dim", highlight=False)
+        console.print(Text(f"  {plain(item.rule)} {plain(item.what)} — {plain(item.subject)}, {plain(_when(item))}", style="dim"))
         for text in item.items[:MAX_ITEMS_SHOWN]:
-            console.print(f"    {escape(text)}", style="dim", highlight=False)
+            console.print(Text(f"    {plain(text)}", style="dim"))
 
 
 def _when(item: HistoryItem) -> str:

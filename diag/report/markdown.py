@@ -1,10 +1,14 @@
-"""`--output markdown`: the same reading order as the terminal, for pasting into an incident ticket."""
+"""`--output markdown`: the same reading order as the terminal, for pasting into an incident ticket.
+
+Every string that may come from the bundle goes through `safe`: as text (`md`), as an inline code
+span (`code`) or as a fenced block (`fence`), so that none of its characters opens Markdown."""
 
 from __future__ import annotations
 
 from diag.analyze import Report
 from diag.engine import Finding
 from diag.report import history_section
+from diag.report.safe import code, fence, md, plain
 from diag.report.view import view
 
 
@@ -12,39 +16,39 @@ def render_markdown(report: Report) -> str:
     v = view(report)
     out = ["# llmdiag report", ""]
     if report.verdict.status == "healthy":
-        out += ["**Verdict: healthy.** " + report.verdict.summary, ""]
+        out += ["**Verdict: healthy.** " + md(report.verdict.summary), ""]
     elif report.verdict.status == "inconclusive":
-        out += ["**Verdict: inconclusive.** " + report.verdict.summary, "", "Could not read, and how to get it:", ""]
-        out += [f"- {g.problem}: `{g.remedy}`" for g in report.verdict.gaps] + [""]
+        out += ["**Verdict: inconclusive.** " + md(report.verdict.summary), "", "Could not read, and how to get it:", ""]
+        out += [f"- {md(g.problem)}: {code(g.remedy)}" for g in report.verdict.gaps] + [""]
     else:
-        out += [f"**Verdict: {report.verdict.layer} layer** — {report.verdict.summary}", ""]
+        out += [f"**Verdict: {md(str(report.verdict.layer))} layer** — {md(report.verdict.summary)}", ""]
         out += _finding_section(v.root, "Root cause")
         if v.consequences:
             out += ["### Consequences", ""]
-            out += [f"- `{f.rule}` {f.title} — `{f.subject}`" for f in v.consequences] + [""]
+            out += [f"- {code(f.rule)} {md(f.title)} — {code(f.subject)}" for f in v.consequences] + [""]
     for layer, findings in v.by_layer.items():
-        out += [f"## {layer}", ""]
+        out += [f"## {md(layer)}", ""]
         for f in findings:
-            cause = f" (explained by `{f.explained_by}`)" if f.explained_by else ""
-            out += [f"- **{f.severity}** `{f.rule}` {f.title} — `{f.subject}`{cause}"]
-            out += [f"  - {line}" for line in f.evidence]
+            cause = f" (explained by {code(f.explained_by)})" if f.explained_by else ""
+            out += [f"- **{md(f.severity)}** {code(f.rule)} {md(f.title)} — {code(f.subject)}{cause}"]
+            out += [f"  - {md(line)}" for line in f.evidence]
         out.append("")
     if v.other_problems:
         out += ["## Other problems (not on the serving path)", ""]
-        out += [f"- **{f.severity}** `{f.rule}` {f.title} — `{f.subject}`" for f in v.other_problems] + [""]
+        out += [f"- **{md(f.severity)}** {code(f.rule)} {md(f.title)} — {code(f.subject)}" for f in v.other_problems] + [""]
     out += history_section.markdown_lines(report)
     out += ["## Sources", "", f"- read: {len(v.sources_ok)}"]
     if v.sources_missing:
-        out.append(f"- missing: {', '.join(f'`{s}`' for s in v.sources_missing)}")
-    out += [f"- {status}: {detail}" for status, detail in v.sources_failed]
+        out.append(f"- missing: {', '.join(code(s) for s in v.sources_missing)}")
+    out += [f"- {md(status)}: {md(detail)}" for status, detail in v.sources_failed]
     out += ["", f"{v.rules_checked} rules had the data they need; {v.rules_fired} fired.", ""]
     return "\n".join(out)
 
 
 def _finding_section(f: Finding, heading: str) -> list[str]:
-    lines = [f"## {heading}: `{f.rule}` {f.title}", "", f"Subject: `{f.subject}` · severity: **{f.severity}**", "", "Evidence:", ""]
-    lines += [f"- {e}" for e in f.evidence]
-    lines += ["", "Fix:", "", "```", f.remediation, "```", ""]
+    lines = [f"## {heading}: {code(f.rule)} {md(f.title)}", "", f"Subject: {code(f.subject)} · severity: **{md(f.severity)}**", "", "Evidence:", ""]
+    lines += [f"- {md(e)}" for e in f.evidence]
+    lines += ["", "Fix:", "", *fence(f.remediation), ""]
     if f.references:
-        lines += ["References: " + ", ".join(f.references), ""]
+        lines += ["References: " + ", ".join(plain(r) for r in f.references), ""]  # from the rule files, not the bundle
     return lines

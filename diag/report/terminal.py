@@ -1,9 +1,11 @@
-"""The terminal report: verdict first, its evidence and fix, then layer by layer, then the sources."""
+"""The terminal report: verdict first, its evidence and fix, then layer by layer, then the sources.
+
+Everything is printed as rich `Text` (never as markup), every string from the bundle through
+`safe.plain`: a bundle's `[bold]`, `[link=...]` or escape sequences print as harmless text."""
 
 from __future__ import annotations
 
 from rich.console import Console, Group
-from rich.markup import escape
 from rich.panel import Panel
 from rich.text import Text
 
@@ -11,6 +13,7 @@ from diag.analyze import Report
 from diag.diagnosis import Verdict
 from diag.engine import Finding
 from diag.report import history_section
+from diag.report.safe import block, plain
 from diag.report.view import view
 
 _STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
@@ -20,57 +23,58 @@ def print_report(report: Report, console: Console) -> None:
     v = view(report)
     verdict = report.verdict
     if verdict.status == "healthy":
-        console.print(Panel(Text(verdict.summary, style="bold green"), title="llmdiag verdict: healthy", border_style="green"))
+        console.print(Panel(Text(plain(verdict.summary), style="bold green"), title="llmdiag verdict: healthy", border_style="green"))
     elif verdict.status == "inconclusive":
         console.print(Panel(_gaps_body(verdict), title="llmdiag verdict: inconclusive (could not decide)", border_style="magenta"))
     else:
-        title = f"llmdiag verdict: {verdict.layer} layer at fault ({verdict.rule})"
+        title = Text(f"llmdiag verdict: {plain(str(verdict.layer))} layer at fault ({plain(str(verdict.rule))})")
         console.print(Panel(_finding_body(v.root), title=title, border_style=_STYLE[v.root.severity]))
         if v.consequences:
-            console.print("[bold]Consequences[/] (explained by the root cause, not separate problems):")
+            console.print(Text.assemble(("Consequences", "bold"), " (explained by the root cause, not separate problems):"))
             for f in v.consequences:
-                console.print(f"  • [{_STYLE[f.severity]}]{f.rule}[/] {escape(f.title)} — {escape(f.subject)}")
+                console.print(Text.assemble("  • ", (plain(f.rule), _STYLE[f.severity]), f" {plain(f.title)} — {plain(f.subject)}"))
     for layer, findings in v.by_layer.items():
-        console.print(f"\n[bold underline]{layer}[/]")
+        console.print(Text.assemble("\n", (plain(layer), "bold underline")))
         _print_findings(findings, console)
     if v.other_problems:
-        console.print("\n[bold underline]Other problems[/] (not on the serving path: not the verdict)")
+        console.print(Text.assemble("\n", ("Other problems", "bold underline"), " (not on the serving path: not the verdict)"))
         _print_findings(v.other_problems, console)
     history_section.print_section(report, console)
-    console.print(f"\n[bold]Checked[/]: {v.rules_checked} rules had the data they need, {v.rules_fired} fired.", highlight=False)
+    console.print(Text.assemble("\n", ("Checked", "bold"), f": {v.rules_checked} rules had the data they need, {v.rules_fired} fired."))
     if v.rules_unknown:
-        console.print(f"[dim]Not decidable from this bundle: {', '.join(v.rules_unknown)}[/]")
-    console.print(f"[bold]Sources[/]: {len(v.sources_ok)} read", highlight=False)
+        console.print(Text(f"Not decidable from this bundle: {plain(', '.join(v.rules_unknown))}", style="dim"))
+    console.print(Text.assemble(("Sources", "bold"), f": {len(v.sources_ok)} read"))
     if v.sources_missing:
-        console.print(f"  missing: {escape(', '.join(v.sources_missing))}", style="yellow")
+        console.print(Text(f"  missing: {plain(', '.join(v.sources_missing))}", style="yellow"))
     for status, detail in v.sources_failed:
-        style = "red" if status == "failed" else "dim"
-        console.print(f"  [{style}]{status}[/] {escape(detail)}")
+        console.print(Text.assemble("  ", (status, "red" if status == "failed" else "dim"), f" {plain(detail)}"))
 
 
 def _print_findings(findings: list[Finding], console: Console) -> None:
     for f in findings:
         console.print(_finding_line(f))
         for line in f.evidence:
-            console.print(f"    {escape(line)}", style="dim")
+            console.print(Text(f"    {plain(line)}", style="dim"))
 
 
 def _gaps_body(verdict: Verdict) -> Group:
-    parts = [Text(verdict.summary, style="bold"), Text("Could not read, and how to get it:", style="bold")]
+    parts = [Text(plain(verdict.summary), style="bold"), Text("Could not read, and how to get it:", style="bold")]
     for gap in verdict.gaps:
-        parts += [Text(f"  • {gap.problem}"), Text(f"      {gap.remedy}", style="dim")]
+        parts += [Text(f"  • {plain(gap.problem)}"), Text(f"      {plain(gap.remedy)}", style="dim")]
     return Group(*parts)
 
 
 def _finding_body(f: Finding) -> Group:
-    parts = [Text(f"{f.title}", style="bold"), Text(f"subject: {f.subject}   severity: {f.severity}")]
-    parts += [Text("Evidence:", style="bold")] + [Text(f"  • {line}") for line in f.evidence]
-    parts += [Text("Fix:", style="bold"), Text(f.remediation)]
+    parts = [Text(plain(f.title), style="bold"), Text(f"subject: {plain(f.subject)}   severity: {f.severity}")]
+    parts += [Text("Evidence:", style="bold")] + [Text(f"  • {plain(line)}") for line in f.evidence]
+    parts += [Text("Fix:", style="bold"), Text(block(f.remediation))]
     if f.references:
-        parts.append(Text("See: " + "  ".join(f.references), style="dim"))
+        parts.append(Text("See: " + "  ".join(plain(r) for r in f.references), style="dim"))
     return Group(*parts)
 
 
-def _finding_line(f: Finding) -> str:
-    cause = f" [dim](explained by {f.explained_by})[/]" if f.explained_by else ""
-    return f"  [{_STYLE[f.severity]}]{f.severity:<8}[/] {f.rule} {escape(f.title)} — {escape(f.subject)}{cause}"
+def _finding_line(f: Finding) -> Text:
+    line = Text.assemble("  ", (f"{f.severity:<8}", _STYLE[f.severity]), f" {plain(f.rule)} {plain(f.title)} — {plain(f.subject)}")
+    if f.explained_by:
+        line.append(f" (explained by {plain(f.explained_by)})", style="dim")
+    return line
