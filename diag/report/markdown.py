@@ -38,6 +38,8 @@ def render_markdown(report: Report) -> str:
         out += [f"- **{md(f.severity)}** {code(f.rule)} {md(f.title)} — {code(f.subject)}" for f in v.other_problems] + [""]
     out += history_section.markdown_lines(report)
     out += ["## Sources", "", f"- read: {len(v.sources_ok)}"]
+    if v.history_window:
+        out.append(f"- {v.history_window}")
     if v.sources_missing:
         out.append(f"- missing: {', '.join(code(s) for s in v.sources_missing)}")
     out += [f"- {md(status)}: {md(detail)}" for status, detail in v.sources_failed]

@@ -44,6 +44,8 @@ def print_report(report: Report, console: Console) -> None:
     if v.rules_unknown:
         console.print(Text(f"Not decidable from this bundle: {plain(', '.join(v.rules_unknown))}", style="dim"))
     console.print(Text.assemble(("Sources", "bold"), f": {len(v.sources_ok)} read"))
+    if v.history_window:
+        console.print(Text(f"  {v.history_window}"))
     if v.sources_missing:
         console.print(Text(f"  missing: {plain(', '.join(v.sources_missing))}", style="yellow"))
     for status, detail in v.sources_failed:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 from diag.analyze import Report
 from diag.engine import SEVERITIES, Finding
-from diag.model import LAYERS
+from diag.model import LAYERS, PromWindow
 
 
 @dataclass
@@ -21,6 +22,7 @@ class ReportView:
     rules_fired: int
     rules_checked: int
     rules_unknown: list[str]
+    history_window: str | None  # the Prometheus history read, in words; None when there was none
 
 
 def view(report: Report) -> ReportView:
@@ -48,7 +50,15 @@ def view(report: Report) -> ReportView:
         rules_fired=sum(1 for o in outcomes if o.status == "fired"),
         rules_checked=sum(1 for o in outcomes if o.status in ("fired", "silent")),
         rules_unknown=sorted(r for r, o in report.outcomes.items() if o.status in ("unknown", "skipped")),
+        history_window=_window_text(report.prometheus_window),
     )
+
+
+def _window_text(window: PromWindow | None) -> str | None:
+    if window is None:
+        return None
+    start, end = (datetime.fromtimestamp(t, tz=timezone.utc).strftime("%Y-%m-%d %H:%M") for t in (window.start, window.end))
+    return f"Prometheus history read from {start} to {end} UTC, a sample every {window.step:g} s"
 
 
 def _explained_by(root: Finding, findings: list[Finding]) -> list[Finding]:
