@@ -1,12 +1,20 @@
 """The terminal report: verdict first, its evidence and fix, then layer by layer, then the sources.
 
 Everything is printed as rich `Text` (never as markup), every string from the bundle through
-`safe.plain`: a bundle's `[bold]`, `[link=...]` or escape sequences print as harmless text."""
+`safe.plain`: a bundle's `[bold]`, `[link=...]` or escape sequences print as harmless text.
+
+A fix is printed outside any box: its prose wrapped to the width with a hanging indent, never inside
+a word or a URL; each command on a line of its own from the first column, never wrapped by us (the
+terminal folds a long one), so that a triple-click copies exactly the command."""
 
 from __future__ import annotations
 
+import re
+import textwrap
+
 from rich.console import Console, Group
 from rich.panel import Panel
+from rich.table import Table
 from rich.text import Text
 
 from diag.analyze import Report
@@ -17,6 +25,11 @@ from diag.report.safe import block, plain
 from diag.report.view import view
 
 _STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
+_RULE_ID = "bold blue"  # every rule id, wherever it is printed
+# In a rule's remediation, a line indented by two or more spaces that is not a list item is a command
+# (or a manifest field to paste); prose and "- " items start at the first column.
+_COMMAND = re.compile(r"^ {2,}(?!- )\S")
+_ITEM = re.compile(r"^ *- ")
 
 
 def print_report(report: Report, console: Console) -> None:
@@ -27,12 +40,13 @@ def print_report(report: Report, console: Console) -> None:
     elif verdict.status == "inconclusive":
         console.print(Panel(_gaps_body(verdict), title="llmdiag verdict: inconclusive (could not decide)", border_style="magenta"))
     else:
-        title = Text(f"llmdiag verdict: {plain(str(verdict.layer))} layer at fault ({plain(str(verdict.rule))})")
+        title = Text.assemble(f"llmdiag verdict: {plain(str(verdict.layer))} layer at fault (", (plain(str(verdict.rule)), _RULE_ID), ")")
         console.print(Panel(_finding_body(v.root), title=title, border_style=_STYLE[v.root.severity]))
+        _print_fix(v.root, console)
         if v.consequences:
-            console.print(Text.assemble(("Consequences", "bold"), " (explained by the root cause, not separate problems):"))
+            console.print(Text.assemble("\n", ("Consequences", "bold"), " (explained by the root cause, not separate problems):"))
             for f in v.consequences:
-                console.print(Text.assemble("  • ", (plain(f.rule), _STYLE[f.severity]), f" {plain(f.title)} — {plain(f.subject)}"))
+                console.print(_hanging(Text.assemble((plain(f.rule), _RULE_ID), f" {plain(f.title)} — {plain(f.subject)}"), "  • "))
     for layer, findings in v.by_layer.items():
         console.print(Text.assemble("\n", (plain(layer), "bold underline")))
         _print_findings(findings, console)
@@ -54,9 +68,28 @@ def print_report(report: Report, console: Console) -> None:
 
 def _print_findings(findings: list[Finding], console: Console) -> None:
     for f in findings:
-        console.print(_finding_line(f))
+        console.print(_hanging(_finding_line(f), "  "))
         for line in f.evidence:
-            console.print(Text(f"    {plain(line)}", style="dim"))
+            console.print(_hanging(Text(plain(line), style="dim"), "    "))
+        if f.explained_by is None:  # a consequence's fix is its cause's
+            _print_fix(f, console)
+
+
+def _print_fix(f: Finding, console: Console) -> None:
+    console.print(Text("Fix:", style="bold"))
+    width = max(40, console.width)
+    for line in block(f.remediation).rstrip("\n").split("\n"):
+        if not line.strip():
+            continue
+        if _COMMAND.match(line):
+            console.print(Text(line.strip()), no_wrap=True, overflow="ignore", crop=False)
+            continue
+        hanging = "    " if _ITEM.match(line) else "  "
+        wrapped = textwrap.fill(line.strip(), width=width, initial_indent="  ", subsequent_indent=hanging,
+                                break_long_words=False, break_on_hyphens=False)  # fmt: skip
+        console.print(Text(wrapped), no_wrap=True, overflow="ignore", crop=False)
+    for reference in f.references:
+        console.print(Text(f"  see {plain(reference)}", style="dim"), no_wrap=True, overflow="ignore", crop=False)
 
 
 def _gaps_body(verdict: Verdict) -> Group:
@@ -68,15 +101,21 @@ def _gaps_body(verdict: Verdict) -> Group:
 
 def _finding_body(f: Finding) -> Group:
     parts = [Text(plain(f.title), style="bold"), Text(f"subject: {plain(f.subject)}   severity: {f.severity}")]
-    parts += [Text("Evidence:", style="bold")] + [Text(f"  • {plain(line)}") for line in f.evidence]
-    parts += [Text("Fix:", style="bold"), Text(block(f.remediation))]
-    if f.references:
-        parts.append(Text("See: " + "  ".join(plain(r) for r in f.references), style="dim"))
+    parts += [Text("Evidence:", style="bold")] + [_hanging(Text(plain(line)), "  • ") for line in f.evidence]
     return Group(*parts)
 
 
+def _hanging(text: Text, lead: str) -> Table:
+    """`text` after `lead`, its wrapped lines under its first word rather than under `lead`."""
+    grid = Table.grid()
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    grid.add_row(lead, text)
+    return grid
+
+
 def _finding_line(f: Finding) -> Text:
-    line = Text.assemble("  ", (f"{f.severity:<8}", _STYLE[f.severity]), f" {plain(f.rule)} {plain(f.title)} — {plain(f.subject)}")
+    line = Text.assemble((f"{f.severity:<8}", _STYLE[f.severity]), " ", (plain(f.rule), _RULE_ID), f" {plain(f.title)} — {plain(f.subject)}")
     if f.explained_by:
         line.append(f" (explained by {plain(f.explained_by)})", style="dim")
     return line
