@@ -134,16 +134,19 @@ def test_the_chart_and_deploy_pass_server_validation(helm: Path, control_plane: 
     kube = [f for f in manifests if CHART not in f.parents and f.parent.name != "krew"]
     assert {f.name for f in kube} >= {"clusterrole.yaml", "job-triage.yaml", "cronjob-triage.yaml"}
     docs = [d for f in kube for d in yaml.safe_load_all(f.read_text()) if d]
-    docs += render(helm, tmp_path / "default")
+    # releases named apart from deploy/'s objects: one apply holds each object once
+    docs += render(helm, tmp_path / "default", release="chart")
     custom = {"namespaces": ["llm-serving"], "schedule": "0 */6 * * *", "job": {"enabled": True}}
     docs += render(helm, tmp_path / "custom", release="ops", values=custom)
     assert {"ClusterRole", "ClusterRoleBinding", "ServiceAccount", "Job", "CronJob"} <= {d["kind"] for d in docs}
+    assert len({(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]) for d in docs}) == len(docs)
 
     # the namespace must exist for the server to validate what goes in it
     control_plane.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": RELEASE_NS}}))
     result = control_plane.kubectl("apply", "--dry-run=server", "-o", "json", "-f", "-",
                                    stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}))  # fmt: skip
     accepted = json.loads(result.stdout)["items"]
+
     def names(objects: list[dict]) -> list[tuple[str, str]]:
         return sorted((d["kind"], d["metadata"]["name"]) for d in objects)
 
