@@ -11,6 +11,7 @@ from typing import NoReturn, TypeVar
 
 import pytest
 
+from helm_tool import helm_binary
 from k8s_cluster import ControlPlane, running_control_plane
 from live_services import (
     PROMETHEUS_BASIC_AUTH,
@@ -79,3 +80,12 @@ def vllm_standin(tmp_path: Path) -> Iterator[Callable[..., StandIn]]:
 def control_plane() -> Iterator[ControlPlane]:
     """etcd, kube-apiserver, kube-scheduler, kube-controller-manager and kwok on loopback (ci/k8s/build.sh)."""
     yield from _enter(running_control_plane)
+
+
+@pytest.fixture(scope="session")
+def helm() -> Path:
+    """The helm binary of ci/helm/build.sh, to render deploy/helm/llmdiag."""
+    try:
+        return helm_binary()
+    except ServiceUnavailable as e:
+        _absent(e)

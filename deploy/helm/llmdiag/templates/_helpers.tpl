@@ -1,0 +1,117 @@
+{{- define "llmdiag.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 52 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 52 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "llmdiag.labels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "llmdiag.serviceAccountName" -}}
+{{- default (include "llmdiag.fullname" .) .Values.serviceAccount.name -}}
+{{- end -}}
+
+{{/* One run's targets: [""] for every namespace, else the namespaces named. */}}
+{{- define "llmdiag.targets" -}}
+{{- if .Values.namespaces -}}
+{{- toJson .Values.namespaces -}}
+{{- else -}}
+{{- toJson (list "") -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The pod of a run; `.root` is the chart's context, `.namespace` the namespace to triage ("" for all). */}}
+{{- define "llmdiag.podTemplate" -}}
+{{- $v := .root.Values -}}
+metadata:
+  labels:
+    {{- include "llmdiag.labels" .root | nindent 4 }}
+  {{- with $v.podAnnotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+spec:
+  serviceAccountName: {{ include "llmdiag.serviceAccountName" .root }}
+  restartPolicy: Never
+  {{- with $v.imagePullSecrets }}
+  imagePullSecrets:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  securityContext:
+    runAsNonRoot: true
+    runAsUser: {{ $v.runAsUser }}
+    runAsGroup: {{ $v.runAsUser }}
+    seccompProfile:
+      type: RuntimeDefault
+  containers:
+    - name: llmdiag
+      image: "{{ $v.image.repository }}:{{ $v.image.tag | default .root.Chart.AppVersion }}"
+      imagePullPolicy: {{ $v.image.pullPolicy }}
+      command: ["llmdiag"]
+      args:
+        - triage
+        {{- if .namespace }}
+        - --namespace={{ .namespace }}
+        {{- else }}
+        - --all-namespaces
+        {{- end }}
+        - --output=json
+        - --no-local-gpu
+        {{- with $v.triage.selector }}
+        - --selector={{ . }}
+        {{- end }}
+        {{- with $v.triage.prometheusUrl }}
+        - --prometheus-url={{ . }}
+        {{- end }}
+        {{- with $v.triage.prometheusService }}
+        - --prometheus-service={{ . }}
+        {{- end }}
+        {{- range $v.triage.extraArgs }}
+        - {{ . | quote }}
+        {{- end }}
+      env:
+        - name: HOME
+          value: /tmp
+      resources:
+        {{- toYaml $v.resources | nindent 8 }}
+      securityContext:
+        allowPrivilegeEscalation: false
+        readOnlyRootFilesystem: true
+        capabilities:
+          drop: ["ALL"]
+      volumeMounts:
+        - name: tmp
+          mountPath: /tmp
+  volumes:
+    - name: tmp
+      emptyDir:
+        sizeLimit: {{ $v.tmpSizeLimit }}
+  {{- with $v.nodeSelector }}
+  nodeSelector:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $v.tolerations }}
+  tolerations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $v.affinity }}
+  affinity:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end -}}
+
+{{/* A run's object name: the full name, plus the namespace when one CronJob/Job is made per namespace. */}}
+{{- define "llmdiag.runName" -}}
+{{- if .namespace -}}
+{{- printf "%s-%s" (include "llmdiag.fullname" .root) .namespace | trunc 52 | trimSuffix "-" -}}
+{{- else -}}
+{{- include "llmdiag.fullname" .root -}}
+{{- end -}}
+{{- end -}}
