@@ -326,3 +326,19 @@ def test_the_api_server_path_is_capped_too(tmp_path: Path) -> None:
             small = KubeAccess(str(server.write_kubeconfig(tmp_path, namespace="llm")), max_answer_bytes=1024)
             with pytest.raises(KubeError, match=r"^list Pod in llm: answer larger than 1024 bytes"):
                 small.list_json("pods", "llm")
+
+
+def test_the_api_servers_own_throttling_is_asked_again_after_retry_after(tmp_path: Path) -> None:
+    from diag.collect.kube import KubeAccess, KubeError
+
+    pods = json.dumps({"apiVersion": "v1", "kind": "PodList", "metadata": {"resourceVersion": "1"}, "items": []}).encode()
+    throttled = b'{"kind":"Status","apiVersion":"v1","status":"Failure","message":"Too many requests","reason":"TooManyRequests","code":429}'
+    with RetryAfterServer({"/api/v1/namespaces/llm/pods": [Answer(429, throttled), Answer(200, pods)]}, "1") as api:
+        kube = KubeAccess(str(_kubeconfig(tmp_path, api.url)))
+        assert kube.list_json("pods", namespace="llm")["items"] == []
+        assert len(api.times) == 2 and api.times[1] - api.times[0] >= 0.9
+    with RetryAfterServer({"/api/v1/namespaces/llm/pods": [Answer(429, throttled)]}, "3600") as api:
+        kube = KubeAccess(str(_kubeconfig(tmp_path, api.url)))
+        with pytest.raises(KubeError) as error:
+            kube.list_json("pods", namespace="llm")  # an hour's wait does not fit: the 429 is the answer
+        assert error.value.status == 429 and len(api.times) == 1

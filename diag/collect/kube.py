@@ -24,7 +24,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlsplit
 
-from diag.collect.bounds import DEFAULT_MAX_ANSWER_BYTES, AnswerTooLarge, AnswerTooSlow, read_capped
+from diag.collect.bounds import (
+    DEFAULT_MAX_ANSWER_BYTES, MAX_ATTEMPTS, RETRY_STATUSES, AnswerTooLarge, AnswerTooSlow, read_capped, retry_after_s,
+)
 
 PAGE_SIZE = 500  # items per list request (limit/continue)
 REQUEST_TIMEOUT_S = 30.0  # lists, logs and the exec handshake; proxied GETs take the caller's timeout
@@ -37,9 +39,10 @@ _HANDSHAKE = re.compile(r"Handshake status (?P<status>\d+)[^\n]*? -\+-\+- .*? -\
 class KubeError(Exception):
     """An API call failed. One readable line; `status` is the HTTP status when there was one."""
 
-    def __init__(self, message: str, status: int | None = None) -> None:
+    def __init__(self, message: str, status: int | None = None, retry_after: str | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.retry_after = retry_after  # the answer's Retry-After header, for a 429 or 503
 
 
 class KubeTimeout(KubeError):
@@ -200,7 +203,7 @@ class KubeAccess:
         else:
             method = getattr(api, spec.cluster)
         what = f"list {spec.kind}" + (f" in {namespace}" if namespace and spec.namespaced else "")
-        raw = self._call(what, lambda: self._body(what, method(*args, **kwargs), self._timeout))
+        raw = self._call(what, lambda: self._body(what, method(*args, **kwargs), self._timeout), retry_within=self._timeout)
         return _json_object(raw, what)
 
     # ------------------------------------------------------------------ logs
@@ -220,7 +223,10 @@ class KubeAccess:
         if container:
             kwargs["container"] = container
         what = f"logs of {namespace}/{pod}" + (f" container {container}" if container else "")
-        raw = self._call(what, lambda: self._body(what, api.read_namespaced_pod_log(pod, namespace, **kwargs), self._timeout))
+        raw = self._call(
+            what, lambda: self._body(what, api.read_namespaced_pod_log(pod, namespace, **kwargs), self._timeout),
+            retry_within=self._timeout,
+        )
         return raw.decode("utf-8", errors="replace")
 
     # ------------------------------------------------------------------ proxies
@@ -328,19 +334,35 @@ class KubeAccess:
         response.release_conn()
         return body
 
-    def _call(self, what: str, fn: Any) -> Any:
-        """Run one client call; every failure becomes a KubeError with one readable line."""
+    def _call(self, what: str, fn: Any, retry_within: float | None = None) -> Any:
+        """Run one client call; every failure becomes a KubeError with one readable line. With
+        `retry_within` (seconds), a GET the API server throttles (429) or cannot serve now (503) is
+        asked again, honouring Retry-After, while another attempt fits in that time."""
+        started = time.monotonic()
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            try:
+                return self._call_once(what, fn, started)
+            except KubeError as e:
+                if retry_within is None or e.status not in RETRY_STATUSES or attempt == MAX_ATTEMPTS:
+                    raise
+                delay = retry_after_s(e.retry_after, attempt)
+                if time.monotonic() + delay >= started + retry_within:
+                    raise
+                time.sleep(delay)
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _call_once(self, what: str, fn: Any, started: float) -> Any:
         import urllib3
         from kubernetes.client.exceptions import ApiException
 
-        started = time.monotonic()
         try:
             return fn()
         except ApiException as e:
             if e.status == 0 and "timed out" in str(e.reason).lower():
                 raise KubeTimeout(f"{what}: timed out after {time.monotonic() - started:.1f}s") from e
             status, line = _api_error(e)
-            raise KubeError(f"{what}: {line}", status=status) from e
+            retry_after = (e.headers or {}).get("Retry-After") if hasattr(e, "headers") else None
+            raise KubeError(f"{what}: {line}", status=status, retry_after=retry_after) from e
         except urllib3.exceptions.HTTPError as e:
             raise _transport_error(what, e, time.monotonic() - started) from e
         except TimeoutError as e:
