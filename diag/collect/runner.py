@@ -57,6 +57,7 @@ class Collector:
     phase: int = 2  # 1: Kubernetes objects, which the collectors that need pods wait for
     timeout_s: float | None = None  # None: the target's per-source timeout
     needs_pods: bool = True  # False: starts at once, whatever the API server does
+    kube_only: bool = False  # reads nothing but through the API server: not run when the pre-flight failed
 
 
 class _RunSink(Sink):
@@ -90,11 +91,17 @@ def collect(
     redactor = Redactor()
     sink = _RunSink(Bundle(), redactor)
     kube, results = _connect(target, collectors)
-    ctx = CollectContext(target, sink, kube)
+    unreachable = _preflight(kube, target) if kube is not None and collectors else None
+    if unreachable is not None:
+        results.append(SourceResult("kubernetes", "failed", unreachable))
+        collectors = [c for c in collectors if not c.kube_only]
+    ctx = CollectContext(target, sink, None if unreachable else kube)
     view = _ProgressView(progress)
     pool = ThreadPoolExecutor(max_workers=MAX_PARALLEL_COLLECTORS, thread_name_prefix=THREAD_PREFIX)
     try:
         with view:
+            if unreachable is not None:
+                view.finished("kubernetes", results[-1:])  # said once, not once per Kubernetes source
             results += _run_all(pool, collectors, ctx, deadline, view)
     finally:
         sink.close()
@@ -116,15 +123,31 @@ def collect(
 
 
 def _connect(target: Target, collectors: list[Collector]) -> tuple[KubeAccess | None, list[SourceResult]]:
-    from diag.collect.kube import KubeAccess, KubeError
+    from diag.collect.kube import REQUEST_TIMEOUT_S, KubeAccess, KubeError
 
     try:
-        return KubeAccess(target.kubeconfig, target.context, max_answer_bytes=target.max_answer_bytes), []
+        kube = KubeAccess(
+            target.kubeconfig,
+            target.context,
+            request_timeout_s=target.request_timeout_s or REQUEST_TIMEOUT_S,
+            max_answer_bytes=target.max_answer_bytes,
+            impersonate_user=target.impersonate_user,
+            impersonate_groups=tuple(target.impersonate_groups),
+        )
+        return kube, []
     except KubeError as e:
         asked = any((target.kubeconfig, target.context, target.namespace, target.selector, target.pod, target.ray_cluster))
         outside = any((target.vllm_urls, target.ray_address, target.prometheus_url))
         status: SourceState = "failed" if asked or not outside else "skipped"
         return None, [SourceResult("kubernetes", status, str(e))] if collectors else []
+
+
+def _preflight(kube: KubeAccess, target: Target) -> str | None:
+    """One short GET /version before the fan-out: an API server that is not there is one line
+    within seconds, not a timeout per Kubernetes source."""
+    from diag.collect.kube import PREFLIGHT_TIMEOUT_S
+
+    return kube.preflight(min(PREFLIGHT_TIMEOUT_S, target.request_timeout_s or PREFLIGHT_TIMEOUT_S, target.total_timeout_s))
 
 
 def collectors_still_running() -> bool:
@@ -285,11 +308,11 @@ def default_collectors(target: Target) -> list[Collector]:
     per_source = target.source_timeout_s
     vllm_time = per_source * 3 + target.scrape_interval_s * max(0, target.scrapes - 1)
     collectors = [
-        Collector("kubernetes objects", _kubernetes_objects, phase=1, timeout_s=per_source * 3),
-        Collector("kubernetes logs", _kubernetes_logs, timeout_s=per_source * 2),
-        Collector("gpu (nvidia-smi in pods)", _gpu_exec, timeout_s=per_source * 2),
-        Collector("vllm", _vllm_in_pods, timeout_s=vllm_time),
-        Collector("ray", _ray, timeout_s=per_source * 3, needs_pods=not target.ray_address),
+        Collector("kubernetes objects", _kubernetes_objects, phase=1, timeout_s=per_source * 3, kube_only=True),
+        Collector("kubernetes logs", _kubernetes_logs, timeout_s=per_source * 2, kube_only=True),
+        Collector("gpu (nvidia-smi in pods)", _gpu_exec, timeout_s=per_source * 2, kube_only=True),
+        Collector("vllm", _vllm_in_pods, timeout_s=vllm_time, kube_only=True),
+        Collector("ray", _ray, timeout_s=per_source * 3, needs_pods=not target.ray_address, kube_only=not target.ray_address),
     ]
     if target.vllm_urls:
         collectors.append(Collector("vllm (--vllm-url)", _vllm_urls, timeout_s=vllm_time, needs_pods=False))
