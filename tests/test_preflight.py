@@ -63,7 +63,6 @@ def test_a_reachable_server_passes_the_preflight(tmp_path: Path) -> None:
     with ReplayServer(recorded_cluster()) as server:
         kube = KubeAccess(str(server.write_kubeconfig(tmp_path, namespace=NAMESPACE)))
         assert kube.preflight(2.0) is None
-    assert kube.preflight(2.0) is not None  # the server has gone
 
 
 def test_the_preflight_honours_a_short_request_timeout(tmp_path: Path) -> None:
