@@ -91,18 +91,14 @@ def collect(
     redactor = Redactor()
     sink = _RunSink(Bundle(), redactor)
     kube, results = _connect(target, collectors)
-    unreachable = _preflight(kube, target) if kube is not None and collectors else None
-    if unreachable is not None:
-        results.append(SourceResult("kubernetes", "failed", unreachable))
-        collectors = [c for c in collectors if not c.kube_only]
-    ctx = CollectContext(target, sink, None if unreachable else kube)
+    ctx = CollectContext(target, sink, kube)
     view = _ProgressView(progress)
     pool = ThreadPoolExecutor(max_workers=MAX_PARALLEL_COLLECTORS, thread_name_prefix=THREAD_PREFIX)
+    # The pre-flight runs beside the sources given by URL: only the Kubernetes collectors wait for it.
+    gate = pool.submit(_preflight, kube, target) if kube is not None and any(c.kube_only for c in collectors) else None
     try:
         with view:
-            if unreachable is not None:
-                view.finished("kubernetes", results[-1:])  # said once, not once per Kubernetes source
-            results += _run_all(pool, collectors, ctx, deadline, view)
+            results += _run_all(pool, collectors, ctx, deadline, view, gate)
     finally:
         sink.close()
         pool.shutdown(wait=False, cancel_futures=True)
@@ -143,11 +139,15 @@ def _connect(target: Target, collectors: list[Collector]) -> tuple[KubeAccess | 
 
 
 def _preflight(kube: KubeAccess, target: Target) -> str | None:
-    """One short GET /version before the fan-out: an API server that is not there is one line
-    within seconds, not a timeout per Kubernetes source."""
+    """One short GET /version before the Kubernetes collectors start: an API server that is not there
+    is one line within seconds, not a timeout per Kubernetes source."""
     from diag.collect.kube import PREFLIGHT_TIMEOUT_S
 
-    return kube.preflight(min(PREFLIGHT_TIMEOUT_S, target.request_timeout_s or PREFLIGHT_TIMEOUT_S, target.total_timeout_s))
+    try:
+        limits = (PREFLIGHT_TIMEOUT_S, target.request_timeout_s or PREFLIGHT_TIMEOUT_S, target.source_timeout_s, target.total_timeout_s)
+        return kube.preflight(min(limits))
+    except Exception as e:  # noqa: BLE001 - a check that broke is no reason to skip the sources it guards
+        return None
 
 
 def collectors_still_running() -> bool:
@@ -170,12 +170,20 @@ class _Running:
 
 
 def _run_all(
-    pool: ThreadPoolExecutor, collectors: list[Collector], ctx: CollectContext, deadline: float, view: _ProgressView
+    pool: ThreadPoolExecutor,
+    collectors: list[Collector],
+    ctx: CollectContext,
+    deadline: float,
+    view: _ProgressView,
+    gate: Future[str | None] | None = None,
 ) -> list[SourceResult]:
     """Start every collector that can start, the ones needing pods once phase 1 is over; wait for each
-    until its own limit. On Ctrl-C stop waiting: what has not come back is "interrupted"."""
+    until its own limit. With a `gate` (the API server's pre-flight), the Kubernetes-only collectors
+    start once it passed; when it failed they never start and its one line stands for them all.
+    On Ctrl-C stop waiting: what has not come back is "interrupted"."""
     providers = [c for c in collectors if c.phase == 1]
     waits = [c.phase != 1 and c.needs_pods and bool(providers) for c in collectors]
+    held = [c for c, wait_for_pods in zip(collectors, waits) if c.kube_only and not wait_for_pods] if gate else []
     later = [c for c, wait_for_pods in zip(collectors, waits) if wait_for_pods]
     running: dict[Future[list[SourceResult]], _Running] = {}
     results: list[SourceResult] = []
@@ -194,10 +202,26 @@ def _run_all(
 
     try:
         for c, wait_for_pods in zip(collectors, waits):
-            if not wait_for_pods:
+            if not wait_for_pods and c not in held:
                 start(c)
         providers_left = len(providers)
-        while running or later:
+        while running or later or held:
+            if held and gate is not None and gate.done():
+                problem = gate.result()
+                if problem is None:
+                    for c in held:
+                        start(c)
+                else:
+                    ctx.kube = None
+                    skipped = [c for c in collectors if c.kube_only]
+                    for c in skipped:
+                        reported.add(id(c))
+                    later = [c for c in later if not c.kube_only]
+                    providers_left -= sum(1 for c in skipped if c.phase == 1)
+                    report_line = SourceResult("kubernetes", "failed", problem)
+                    results.append(report_line)
+                    view.finished("kubernetes", [report_line])  # said once, not once per Kubernetes source
+                held = []
             now = time.monotonic()
             for future, run in list(running.items()):
                 if not future.done() and run.limit > now:
@@ -214,10 +238,11 @@ def _run_all(
                     else:
                         report(c, [SourceResult(c.name, "failed", _not_started(c, ctx.target))])
                 later = []
-            if running:
-                next_limit = min(r.limit for r in running.values())
+            if running or held:
+                next_limit = min((r.limit for r in running.values()), default=now + WAIT_SLICE_S)
+                waited = [*running, *([gate] if held and gate is not None else [])]
                 # short waits: a Ctrl-C that lands just before the main thread blocks is seen soon
-                wait(running, timeout=min(WAIT_SLICE_S, max(0.0, next_limit - now)), return_when=FIRST_COMPLETED)
+                wait(waited, timeout=min(WAIT_SLICE_S, max(0.0, next_limit - now)), return_when=FIRST_COMPLETED)
     except KeyboardInterrupt:
         for future in running:
             future.cancel()
