@@ -3,7 +3,9 @@
 Every collector that needs nothing from Kubernetes (vLLM, Ray and Prometheus given by URL, this
 host's GPUs) starts at once, beside the phase-1 collector that reads the Kubernetes objects; those
 that need the pod list (logs, GPU exec, servers found in pods) start when it has finished. A hung API
-server therefore takes no time from the sources given by URL. Each collector has a timeout of its
+server therefore takes no time from the sources given by URL. The Kubernetes collectors wait for one
+short GET /version (the pre-flight): when the API server is not there they never start, and one
+line naming the server and context stands for them all. Each collector has a timeout of its
 own, counted from its own start, inside the run's one; a collector that raises or runs out of time is
 one "failed" line naming it and the time it had, never a crash. On Ctrl-C the
 run stops waiting, keeps what came back and marks the rest "failed: interrupted". Progress goes to
