@@ -8,6 +8,7 @@ from pathlib import Path
 from diag.bundle import Bundle
 from diag.clock import Clock
 from diag.config import Config, ConfigError
+from diag.context import AnalysisContext
 from diag.coverage import gaps, rule_gaps
 from diag.diagnosis import Verdict, link_causes, verdict
 from diag.engine import Finding, RuleOutcome, builtin_rules_dir, evaluate, load_rules, load_settings
@@ -35,6 +36,9 @@ class Report:
     origin: str = ""
     history: History | None = None  # faults past the history window; None where not computed
     prometheus_window: PromWindow | None = None  # the range of Prometheus history read, when there was one
+    config_file: str | None = None  # the configuration applied (.llmdiag.yaml or --config); None when none
+    suppressed: int = 0  # findings the configuration's suppressions hid
+    context: AnalysisContext | None = None  # what was looked at, when, over which history window
 
     @property
     def exit_code(self) -> int:
@@ -68,6 +72,7 @@ def analyze_bundle(
         rules = load_rules([rules_dir, *(extra_rule_dirs or [])])
         signals = load_signals([rules_dir, *(extra_rule_dirs or [])])
         settings = settings_with_overrides(rules_dir, config)
+        config.check_rules([r.id for r in rules])
     with watch.phase("read and parse"):
         loaded = load_bundle(bundle, watch, signals)
     with watch.phase("join"):
@@ -78,6 +83,7 @@ def analyze_bundle(
     with watch.phase("rules (evaluate)"):
         result = evaluate(rules, facts, settings, watch)
         pod_labels = {p.key: p.labels for p in snap.pods}
+        suppressed = sum(1 for f in result.findings if config.suppresses(f, pod_labels))
         findings = config.apply(result.findings, pod_labels)
     with watch.phase("history"):
         history = find_history(snap, clock, facts, findings, rules, settings, lambda found: config.apply(found, pod_labels))
@@ -93,4 +99,6 @@ def analyze_bundle(
     return Report(
         diagnosis, findings, snap.sources, result.outcomes, origin=bundle.origin, history=history,
         prometheus_window=history_window(snap),
+        config_file=str(config.path) if config.path is not None else None, suppressed=suppressed,
+        context=AnalysisContext.of(snap.manifest, clock),
     )

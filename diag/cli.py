@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import functools
 import inspect
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
@@ -22,11 +23,22 @@ if TYPE_CHECKING:  # the analysis (CEL, YAML, the rules) loads when a command ru
     from diag.config import Config
 
 app = typer.Typer(
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion
     no_args_is_help=True,
     help="Name the layer at fault when LLM inference on Kubernetes + Ray + vLLM + NVIDIA GPUs misbehaves.\n\n"
-    "Exit codes: 0 healthy, 1 warnings only, 2 critical finding, 3 could not analyze.",
+    "Exit codes: 0 healthy, 1 warnings only, 2 critical finding, 3 could not analyze "
+    "(--fail-on critical|never, or --exit-zero, turns findings into 0).",
 )
+
+KUBECTL_PLUGIN = "kubectl-llmdiag"  # the entry point kubectl runs for `kubectl llmdiag`
+
+
+def program_name(argv0: str) -> str:
+    """How the program names itself in help and errors: `kubectl llmdiag` when kubectl ran it."""
+    return "kubectl llmdiag" if Path(argv0).name.startswith(KUBECTL_PLUGIN) else "llmdiag"
+
+
+PROGRAM = program_name(sys.argv[0] if sys.argv else "llmdiag")
 
 
 def _print_version(asked: bool) -> None:
@@ -57,9 +69,24 @@ class Output(str, enum.Enum):
     markdown = "markdown"
 
 
+class FailOn(str, enum.Enum):
+    """Which findings make the exit code non-zero; 3 (could not analyze, inconclusive) always does."""
+
+    warning = "warning"  # the default: 2 critical, 1 warnings only
+    critical = "critical"  # warnings only exit 0
+    never = "never"  # findings exit 0; only an analysis that could not run or decide exits 3
+
+
 # ----------------------------------------------------------------------------- shared options
 
-OutputOpt = typer.Option(Output.terminal, "--output", "-o", help="terminal, json or markdown.")
+OutputOpt = typer.Option(Output.terminal, "--output", "-o", help="terminal, json or markdown (json and markdown: stdout holds the report only).")
+QuietOpt = typer.Option(False, "--quiet", "-q", help="Nothing on stderr but errors: no progress, no summary.")
+FailOnOpt = typer.Option(
+    FailOn.warning, "--fail-on",
+    help="warning (default): exit 2 on a critical finding, 1 on warnings only; critical: warnings exit 0; "
+    "never: findings exit 0. Exit 3 (could not analyze, or inconclusive) is kept whatever this says.",
+)
+ExitZeroOpt = typer.Option(False, "--exit-zero", help="The same as --fail-on never.")
 RulesOpt = typer.Option(None, "--rules", help="Extra folder of rule files (repeatable).")
 ConfigOpt = typer.Option(None, "--config", help="Suppressions and overrides (default: ./.llmdiag.yaml).")
 MinSeverityOpt = typer.Option(None, "--min-severity", help="Hide findings below info|warning|critical.")
@@ -103,7 +130,44 @@ def _window(since: Optional[str]) -> Optional[float]:
         raise UserError(f"--since: {e}") from None
 
 
-def _emit(report: Report, output: Output) -> None:
+def exit_code(report_code: int, fail_on: FailOn) -> int:
+    """The report's code (0 healthy, 1 warnings, 2 critical, 3 inconclusive) under --fail-on."""
+    if report_code == EXIT_CANNOT_ANALYZE:
+        return report_code
+    if fail_on is FailOn.never or (fail_on is FailOn.critical and report_code == 1):
+        return 0
+    return report_code
+
+
+@contextlib.contextmanager
+def _stdout_for_the_report(output: Output) -> Iterator[None]:
+    """With --output json or markdown, stdout holds the report and nothing else: while collecting and
+    analyzing, whatever a library writes to file descriptor 1 (a warning, a C library's print) goes to
+    stderr instead."""
+    if output is Output.terminal:
+        yield
+        return
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+        os.dup2(2, 1)
+    except OSError:  # no usable descriptors (an embedding host): nothing to guard
+        yield
+        return
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _progress(quiet: bool) -> Console | None:
+    """Progress lines on stderr, only for a person at a terminal."""
+    return stderr if stderr.is_terminal and not quiet else None
+
+
+def _emit(report: Report, output: Output, fail_on: FailOn = FailOn.warning, exit_zero: bool = False) -> None:
     if output is Output.json:
         from diag.report.json_report import render_json
 
@@ -116,7 +180,7 @@ def _emit(report: Report, output: Output) -> None:
         from diag.report.terminal import print_report
 
         print_report(report, stdout)
-    raise typer.Exit(report.exit_code)
+    raise typer.Exit(exit_code(report.exit_code, FailOn.never if exit_zero else fail_on))
 
 
 # ----------------------------------------------------------------------------- commands
@@ -131,6 +195,9 @@ def analyze(
     min_severity: Optional[str] = MinSeverityOpt,
     since: Optional[str] = SinceOpt,
     profile: bool = typer.Option(False, "--profile", help="Print where the time went (phases, parsers, rules) on stderr."),
+    quiet: bool = QuietOpt,
+    fail_on: FailOn = FailOnOpt,
+    exit_zero: bool = ExitZeroOpt,
 ) -> None:
     """Analyze a saved bundle (a customer's, or one `llmdiag collect` wrote)."""
     from diag.analyze import analyze_bundle, settings_with_overrides
@@ -141,10 +208,11 @@ def analyze(
     stopwatch = Stopwatch()
     settings = _config(config, min_severity, since)
     limits = BundleLimits.from_settings(settings_with_overrides(builtin_rules_dir(), settings))
-    report = analyze_bundle(Bundle.open(bundle, limits), settings, list(rules or []), stopwatch)
-    if profile:
+    with _stdout_for_the_report(output):
+        report = analyze_bundle(Bundle.open(bundle, limits), settings, list(rules or []), stopwatch)
+    if profile and not quiet:
         stderr.print("\n".join(stopwatch.lines()), markup=False, highlight=False)
-    _emit(report, output)
+    _emit(report, output, fail_on, exit_zero)
 
 
 # One definition of the kubectl-style targeting flags, shared by `triage` and `collect`:
@@ -184,6 +252,13 @@ _TARGET_OPTIONS: dict[str, tuple[object, object]] = {
     "total_timeout_s": (float, typer.Option(120.0, "--timeout", help="Seconds for the whole collection.")),
     "source_timeout_s": (float, typer.Option(20.0, "--source-timeout", help="Seconds for each source.")),
     "max_answer_bytes": (int, typer.Option(64 * 1024 * 1024, "--max-answer-bytes", min=1024, help="Largest HTTP answer read from any source (default 64 MiB); a larger one fails that source.")),
+    "request_timeout": (Optional[str], typer.Option(
+        None, "--request-timeout",
+        help="Each request to the API server, as kubectl's flag: 10s, 1m (default 30s); the reachability check before "
+        "collecting waits at most 5s or this, if shorter.",
+    )),
+    "impersonate_user": (Optional[str], typer.Option(None, "--as", help="Act as this user (Kubernetes impersonation); llmdiag still only reads.")),
+    "impersonate_groups": (Optional[list[str]], typer.Option(None, "--as-group", help="Act as this group (with --as).")),
 }
 
 
@@ -204,6 +279,12 @@ def with_target(command: Callable) -> Callable:
         given = {name: kwargs.pop(name) for name in _TARGET_OPTIONS}
         given["vllm_urls"] = list(given["vllm_urls"] or [])
         given["prometheus_headers"] = list(given["prometheus_headers"] or [])
+        given["impersonate_groups"] = list(given["impersonate_groups"] or [])
+        given["request_timeout_s"] = _seconds("--request-timeout", given.pop("request_timeout"))
+        if given["impersonate_groups"] and not given["impersonate_user"]:
+            raise UserError("--as-group needs --as (Kubernetes impersonates groups only with a user)")
+        if len(given["impersonate_groups"]) > 1:
+            raise UserError("one --as-group at a time (the Kubernetes client sends one Impersonate-Group header)")
         target = Target(**given)
         prometheus_access(target)  # a mistake in the --prometheus-* flags is one line before anything runs
         return command(target=target, **kwargs)
@@ -212,10 +293,21 @@ def with_target(command: Callable) -> Callable:
     return wrapper
 
 
-def _collect_live(target) -> Bundle:
+def _seconds(flag: str, text: Optional[str]) -> Optional[float]:
+    from diag.clock import parse_duration
+
+    if text is None:
+        return None
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        raise UserError(f"{flag}: {str(e).replace('the window', 'the timeout')}") from None
+
+
+def _collect_live(target, quiet: bool = False) -> Bundle:
     from diag.collect.runner import collect_live
 
-    return collect_live(target, progress=stderr)
+    return collect_live(target, progress=_progress(quiet))
 
 
 @app.command()
@@ -227,38 +319,55 @@ def triage(
     config: Optional[Path] = ConfigOpt,
     min_severity: Optional[str] = MinSeverityOpt,
     since: Optional[str] = SinceOpt,
+    quiet: bool = QuietOpt,
+    fail_on: FailOn = FailOnOpt,
+    exit_zero: bool = ExitZeroOpt,
 ) -> None:
     """Collect from the live cluster (in memory) and analyze it: the on-call command."""
     from diag.analyze import analyze_bundle
 
     settings = _config(config, min_severity, since)
     target.since_s = _window(since)
-    _emit(analyze_bundle(_collect_live(target), settings, list(rules or [])), output)
+    with _stdout_for_the_report(output):
+        report = analyze_bundle(_collect_live(target, quiet), settings, list(rules or []))
+    _emit(report, output, fail_on, exit_zero)
 
 
 @app.command()
 @with_target
 def collect(
     target,
-    out: Path = typer.Option(..., "--out", "-o", help="Where to write the bundle: a folder, or FILE.tar.gz."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Where to write the bundle: a folder, or FILE.tar.gz."),
+    old_out: Optional[Path] = typer.Option(None, "-o", hidden=True, help="Deprecated: --out."),
+    force: bool = typer.Option(False, "--force", help="Replace an earlier bundle (a folder holding manifest.json) at --out."),
     since: Optional[str] = CollectSinceOpt,
+    quiet: bool = QuietOpt,
 ) -> None:
     """Collect the raw bundle (secrets redacted, files 0600) to attach to a ticket; analyze it later.
 
-    The output path must not be a symbolic link, nor a folder that holds anything (docs/security.md).
+    The output path must not be a symbolic link, nor a folder that holds anything but, with --force,
+    an earlier bundle (docs/security.md).
 
     Exits 3 when no source gave anything (the bundle, holding only manifest.json, is still written:
     it says why each source failed)."""
     from diag.collect.output import check_output_path, save_bundle
 
+    if old_out is not None:
+        if out is not None:
+            raise UserError("collect: give the path once, with --out")
+        stderr.print(f"{PROGRAM}: collect -o is deprecated and goes in the next release: use --out", markup=False, highlight=False)
+        out = old_out
+    if out is None:
+        raise UserError("collect: missing --out PATH (a folder, or FILE.tar.gz)")
     target.since_s = _window(since)
-    check_output_path(out)  # before minutes of collection, not after
-    bundle = _collect_live(target)
-    written = save_bundle(bundle, out)
+    check_output_path(out, force)  # before minutes of collection, not after
+    bundle = _collect_live(target, quiet)
+    written = save_bundle(bundle, out, force)
     gathered = [name for name in bundle.files if name != "manifest.json"]
     if not gathered:
         raise UserError(f"collected nothing ({_why_nothing(bundle)}); wrote only the manifest to {written}")
-    stderr.print(f"wrote {len(bundle.files)} files to {written}")
+    if not quiet:
+        stderr.print(f"wrote {len(bundle.files)} files to {written}", markup=False, highlight=False)
 
 
 def _why_nothing(bundle: Bundle) -> str:
@@ -305,7 +414,7 @@ def rules_docs(rules: Optional[list[Path]] = RulesOpt) -> None:
 def main() -> None:
     """Run the app; every user-facing failure is one line on stderr and exit code 3."""
     try:
-        code = app(standalone_mode=False)
+        code = app(prog_name=PROGRAM, standalone_mode=False)
     except typer.Exit as e:  # raised outside click's own handling (e.g. from a callback)
         code = e.exit_code
     except UserError as e:  # BundleError, ConfigError, RuleError and the CLI's own
@@ -317,7 +426,7 @@ def main() -> None:
     except typer.TyperException as e:  # usage errors: a missing argument, an unknown option ...
         if not e.format_message():  # no arguments at all: the help was printed
             sys.exit(0)
-        _fail(f"{e.format_message()} (see `llmdiag --help`)")
+        _fail(f"{e.format_message()} (see `{PROGRAM} --help`)")
     except Exception as e:  # noqa: BLE001 - the last guard: users get one line, never a traceback
         _fail(f"internal error: {type(e).__name__}: {e} (please report this with the bundle)")
     code = code if isinstance(code, int) else 0
@@ -333,7 +442,7 @@ def _fail(message: str) -> None:
     from diag.collect.redact import redact_text  # a collection's failure may quote a URL with its password
 
     message = redact_text(message)
-    stderr.print(f"llmdiag: {message}", markup=False, highlight=False, soft_wrap=True)
+    stderr.print(f"{PROGRAM}: {message}", markup=False, highlight=False, soft_wrap=True)
     sys.exit(EXIT_CANNOT_ANALYZE)
 
 

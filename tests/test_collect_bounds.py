@@ -179,8 +179,9 @@ def test_a_hung_api_server_takes_no_time_from_the_sources_given_by_url(
 ) -> None:
     vllm, ray, prom = url_sources
     with HungServer() as api:
+        api_url = api.url
         target = Target(
-            kubeconfig=str(_kubeconfig(tmp_path, api.url)),
+            kubeconfig=str(_kubeconfig(tmp_path, api_url)),
             vllm_urls=[vllm],
             ray_address=ray,
             prometheus_url=prom,
@@ -201,12 +202,11 @@ def test_a_hung_api_server_takes_no_time_from_the_sources_given_by_url(
     first_scrape = min(t for times in manifest["scrapes"].values() for t in times)
     collected_at = datetime.fromisoformat(manifest["collected_at"].replace("Z", "+00:00")).timestamp()
     assert first_scrape - collected_at < target.source_timeout_s + 1  # it started at once, not after the API server
-    objects = next(r for r in results if r.name == "kubernetes objects")
-    assert objects.status == "failed" and objects.detail.startswith("kubernetes objects: timed out after ")
-    seconds = float(objects.detail.split("after ", 1)[1].split("s", 1)[0])
-    assert seconds > 0.5
-    later = [r for r in results if r.name in ("kubernetes logs", "gpu (nvidia-smi in pods)", "vllm")]
-    assert later and all(r.status == "failed" and r.detail.startswith(f"{r.name}: ") for r in later)
+    # the pre-flight (GET /version, within the per-source timeout here) stands for every Kubernetes source
+    (api_line,) = [r for r in results if r.name == "kubernetes"]
+    assert api_line.status == "failed" and f"the API server {api_url}" in api_line.detail
+    assert "no answer within 2.0s" in api_line.detail, api_line.detail
+    assert not [r for r in results if r.name in ("kubernetes objects", "kubernetes logs", "gpu (nvidia-smi in pods)", "vllm")]
     assert not [r.detail for r in results if "-0.0s" in r.detail]
 
 

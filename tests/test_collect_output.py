@@ -69,9 +69,35 @@ def test_an_empty_folder_is_used_and_a_full_one_refused(tmp_path: Path) -> None:
     full = tmp_path / "full"
     full.mkdir()
     (full / "notes.txt").write_text("mine\n")
-    with pytest.raises(UserError, match="not an empty folder"):
+    with pytest.raises(UserError, match="the folder is not empty .*--force"):
         save_bundle(_bundle(), full)
+    with pytest.raises(UserError, match="no earlier bundle"):
+        save_bundle(_bundle(), full, force=True)  # --force replaces a bundle, never a folder of one's files
     assert [p.name for p in full.iterdir()] == ["notes.txt"]
+
+
+def test_force_replaces_an_earlier_bundle_whole(tmp_path: Path) -> None:
+    earlier = tmp_path / "case"
+    earlier.mkdir()
+    (earlier / "manifest.json").write_text('{"old": true}\n')
+    (earlier / "ray").mkdir()
+    (earlier / "ray" / "status.txt").write_text("old\n")  # stale: the new bundle has no ray/
+    with pytest.raises(UserError, match="not empty"):
+        save_bundle(_bundle(), earlier)
+    save_bundle(_bundle(), earlier, force=True)
+    assert (earlier / "manifest.json").read_bytes() == b"{}\n"
+    assert not (earlier / "ray").exists()  # nothing of the earlier bundle mixes in
+    assert [p.name for p in tmp_path.iterdir()] == ["case"]  # no staging left behind
+
+
+def test_force_never_follows_a_symbolic_link(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "manifest.json").write_text("{}\n")
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    with pytest.raises(UserError, match="symbolic link"):
+        save_bundle(_bundle(), link, force=True)
 
 
 def test_collect_refuses_a_symlinked_output_with_one_line(tmp_path: Path) -> None:
@@ -83,7 +109,7 @@ def test_collect_refuses_a_symlinked_output_with_one_line(tmp_path: Path) -> Non
     env.pop("KUBERNETES_SERVICE_HOST", None)
     result = subprocess.run(
         [sys.executable, "-m", "diag.cli", "collect", "--kubeconfig", str(tmp_path / "none"), "--no-local-gpu",
-         "--timeout", "10", "--vllm-url", "http://127.0.0.1:1", "-o", str(out)],
+         "--timeout", "10", "--vllm-url", "http://127.0.0.1:1", "--out", str(out)],
         capture_output=True, text=True, timeout=120, env=env,
     )  # fmt: skip
     assert result.returncode == 3

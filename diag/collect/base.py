@@ -44,6 +44,9 @@ class Target:
     source_timeout_s: float = 20.0
     total_timeout_s: float = 120.0
     max_answer_bytes: int = 64 * 1024 * 1024  # one HTTP answer (list page, log, proxied GET); over it the source fails
+    request_timeout_s: float | None = None  # --request-timeout: each request to the API server (None: 30s)
+    impersonate_user: str | None = None  # --as
+    impersonate_groups: list[str] = field(default_factory=list)  # --as-group
 
 
 @dataclass

@@ -30,6 +30,8 @@ from diag.collect.bounds import (
 
 PAGE_SIZE = 500  # items per list request (limit/continue)
 REQUEST_TIMEOUT_S = 30.0  # lists, logs and the exec handshake; proxied GETs take the caller's timeout
+PREFLIGHT_TIMEOUT_S = 5.0  # GET /version before the collectors start: at most this, or --request-timeout if shorter
+RBAC_HINT = "llmdiag's read-only ClusterRole is deploy/clusterrole.yaml"
 MAX_ITEMS = 5000  # hard cap per kind; a capped List keeps metadata.continue, as the API does
 MAX_LOG_BYTES = 4 * 1024 * 1024  # per log request (limitBytes), on top of tailLines
 IN_CLUSTER_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
@@ -120,6 +122,8 @@ class KubeAccess:
         context: str | None = None,
         request_timeout_s: float = REQUEST_TIMEOUT_S,
         max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
+        impersonate_user: str | None = None,
+        impersonate_groups: tuple[str, ...] = (),
     ) -> None:
         import urllib3
         import websocket
@@ -147,7 +151,43 @@ class KubeAccess:
         except (config.ConfigException, OSError, ValueError, TypeError) as e:
             raise KubeError(f"cannot load Kubernetes configuration: {_one_line(e)}") from e
         self._client = client.ApiClient(self._configuration)
+        # kubectl --as / --as-group: the API server checks RBAC as that user (and acts as nothing else:
+        # llmdiag still only reads). The client's headers are a dict: one group at most (checked by the CLI).
+        if impersonate_user:
+            self._client.set_default_header("Impersonate-User", impersonate_user)
+        for group in impersonate_groups:
+            self._client.set_default_header("Impersonate-Group", group)
         self.server = self._configuration.host
+
+    def preflight(self, timeout_s: float) -> str | None:
+        """GET /version once, without retries, within `timeout_s`: None when the API server answered
+        (any HTTP status but 401 shows it is there), else one line naming the server and context."""
+        import urllib3
+
+        headers = dict(self._client.default_headers)
+        self._client.update_params_for_auth(headers, [], ["BearerToken"], "/version", "GET", None)
+        where = f"the API server {self.server}" + (f" (context {self.context})" if self.context else "")
+        started = time.monotonic()
+        try:
+            answer = self._client.rest_client.pool_manager.request(
+                "GET", f"{self.server.rstrip('/')}/version", headers=headers,
+                timeout=urllib3.Timeout(total=timeout_s), retries=False, preload_content=False,
+            )
+            answer.release_conn()
+        except urllib3.exceptions.HTTPError as e:
+            reason = e.reason if isinstance(e, urllib3.exceptions.MaxRetryError) and e.reason else e
+            if isinstance(reason, urllib3.exceptions.NewConnectionError):
+                why = f"cannot connect ({str(reason).rsplit(': ', 1)[-1]})"
+            elif isinstance(reason, urllib3.exceptions.TimeoutError):
+                why = f"no answer within {time.monotonic() - started:.1f}s"
+            else:
+                why = _one_line(reason)
+            return f"{where} is unreachable: {why}; the Kubernetes sources were skipped"
+        except OSError as e:
+            return f"{where} is unreachable: {_one_line(e)}; the Kubernetes sources were skipped"
+        if answer.status == 401:
+            return f"{where} refused the credentials (HTTP 401); the Kubernetes sources were skipped"
+        return None
 
     def current_namespace(self) -> str:
         return self._namespace
@@ -277,7 +317,8 @@ class KubeAccess:
         body = self._call(what, lambda: self._body(what, response.response, timeout - (time.monotonic() - started)))
         failure = _api_status_failure(body)
         if failure is not None:
-            raise KubeError(f"{what}: {failure}", status=response.status)
+            hint = f" ({RBAC_HINT})" if response.status == 403 else ""
+            raise KubeError(f"{what}: {failure}{hint}", status=response.status)
         return response.status, body, response.getheader("Retry-After")
 
     # ------------------------------------------------------------------ exec
@@ -361,6 +402,8 @@ class KubeAccess:
             if e.status == 0 and "timed out" in str(e.reason).lower():
                 raise KubeTimeout(f"{what}: timed out after {time.monotonic() - started:.1f}s") from e
             status, line = _api_error(e)
+            if status == 403:
+                line = f"{line} ({RBAC_HINT})"
             retry_after = (e.headers or {}).get("Retry-After") if hasattr(e, "headers") else None
             raise KubeError(f"{what}: {line}", status=status, retry_after=retry_after) from e
         except urllib3.exceptions.HTTPError as e:

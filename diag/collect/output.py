@@ -4,6 +4,10 @@ The bundle is written whole under a temporary name in the target's folder (a fol
 that only this user can enter), then renamed into place. A rename replaces the name itself: a link
 planted at the output path is never followed, and a file that existed there (whatever its mode) is
 replaced by a new one of mode 0600. Folders are created 0700.
+
+A folder that holds anything is refused: a bundle must not mix with other files. `--force` lets a new
+bundle replace an earlier one (a folder with manifest.json at its top), never any other folder, so a
+mistyped path cannot cost a folder of the user's files; a symbolic link is refused whatever the flags.
 """
 
 from __future__ import annotations
@@ -17,9 +21,10 @@ from diag.bundle import Bundle
 from diag.errors import UserError
 
 TAR_SUFFIXES = (".tar.gz", ".tgz")
+MANIFEST = "manifest.json"
 
 
-def check_output_path(out: str | os.PathLike) -> Path:
+def check_output_path(out: str | os.PathLike, force: bool = False) -> Path:
     """Refuse, in one line, an output path the bundle must not be written to; checked before the
     collection starts and again when writing."""
     dest = Path(out).absolute()
@@ -29,13 +34,25 @@ def check_output_path(out: str | os.PathLike) -> Path:
     if dest.is_dir() and as_tar:
         raise UserError(f"refusing to write the bundle to {out}: it is a folder")
     if dest.exists() and not as_tar and not (dest.is_dir() and not any(dest.iterdir())):
-        raise UserError(f"refusing to write the bundle to {out}: it exists and is not an empty folder (choose a new name)")
+        if not dest.is_dir():
+            raise UserError(f"refusing to write the bundle to {out}: it exists and is not a folder (choose a new name)")
+        if not force:
+            raise UserError(
+                f"refusing to write the bundle to {out}: the folder is not empty (choose a new name, or --force to replace an earlier bundle)"
+            )
+        if not _is_bundle(dest):
+            raise UserError(f"refusing to write the bundle to {out}: the folder holds files but no earlier bundle (no {MANIFEST}); --force replaces only a bundle")
     return dest
 
 
-def save_bundle(bundle: Bundle, out: str | os.PathLike) -> Path:
+def _is_bundle(folder: Path) -> bool:
+    manifest = folder / MANIFEST
+    return manifest.is_file() and not manifest.is_symlink()
+
+
+def save_bundle(bundle: Bundle, out: str | os.PathLike, force: bool = False) -> Path:
     """Write `bundle` to `out` (a folder, or FILE.tar.gz) safely; return the path written."""
-    dest = check_output_path(out)
+    dest = check_output_path(out, force)
     try:
         dest.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".partial", dir=dest.parent))
@@ -44,6 +61,8 @@ def save_bundle(bundle: Bundle, out: str | os.PathLike) -> Path:
     try:
         written = bundle.save(staging / dest.name)  # files 0600 (Bundle.save)
         _private(written)
+        if dest.is_dir() and not dest.is_symlink() and any(dest.iterdir()):  # an earlier bundle, --force
+            os.replace(dest, staging / f"{dest.name}.earlier")  # removed with the staging folder
         os.replace(written, dest)
     except OSError as e:
         raise UserError(f"cannot write the bundle to {out}: {e.strerror or e}") from e

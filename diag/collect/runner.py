@@ -3,7 +3,9 @@
 Every collector that needs nothing from Kubernetes (vLLM, Ray and Prometheus given by URL, this
 host's GPUs) starts at once, beside the phase-1 collector that reads the Kubernetes objects; those
 that need the pod list (logs, GPU exec, servers found in pods) start when it has finished. A hung API
-server therefore takes no time from the sources given by URL. Each collector has a timeout of its
+server therefore takes no time from the sources given by URL. The Kubernetes collectors wait for one
+short GET /version (the pre-flight): when the API server is not there they never start, and one
+line naming the server and context stands for them all. Each collector has a timeout of its
 own, counted from its own start, inside the run's one; a collector that raises or runs out of time is
 one "failed" line naming it and the time it had, never a crash. On Ctrl-C the
 run stops waiting, keeps what came back and marks the rest "failed: interrupted". Progress goes to
@@ -57,6 +59,7 @@ class Collector:
     phase: int = 2  # 1: Kubernetes objects, which the collectors that need pods wait for
     timeout_s: float | None = None  # None: the target's per-source timeout
     needs_pods: bool = True  # False: starts at once, whatever the API server does
+    kube_only: bool = False  # reads nothing but through the API server: not run when the pre-flight failed
 
 
 class _RunSink(Sink):
@@ -93,9 +96,11 @@ def collect(
     ctx = CollectContext(target, sink, kube)
     view = _ProgressView(progress)
     pool = ThreadPoolExecutor(max_workers=MAX_PARALLEL_COLLECTORS, thread_name_prefix=THREAD_PREFIX)
+    # The pre-flight runs beside the sources given by URL: only the Kubernetes collectors wait for it.
+    gate = pool.submit(_preflight, kube, target) if kube is not None and any(c.kube_only for c in collectors) else None
     try:
         with view:
-            results += _run_all(pool, collectors, ctx, deadline, view)
+            results += _run_all(pool, collectors, ctx, deadline, view, gate)
     finally:
         sink.close()
         pool.shutdown(wait=False, cancel_futures=True)
@@ -116,15 +121,35 @@ def collect(
 
 
 def _connect(target: Target, collectors: list[Collector]) -> tuple[KubeAccess | None, list[SourceResult]]:
-    from diag.collect.kube import KubeAccess, KubeError
+    from diag.collect.kube import REQUEST_TIMEOUT_S, KubeAccess, KubeError
 
     try:
-        return KubeAccess(target.kubeconfig, target.context, max_answer_bytes=target.max_answer_bytes), []
+        kube = KubeAccess(
+            target.kubeconfig,
+            target.context,
+            request_timeout_s=target.request_timeout_s or REQUEST_TIMEOUT_S,
+            max_answer_bytes=target.max_answer_bytes,
+            impersonate_user=target.impersonate_user,
+            impersonate_groups=tuple(target.impersonate_groups),
+        )
+        return kube, []
     except KubeError as e:
         asked = any((target.kubeconfig, target.context, target.namespace, target.selector, target.pod, target.ray_cluster))
         outside = any((target.vllm_urls, target.ray_address, target.prometheus_url))
         status: SourceState = "failed" if asked or not outside else "skipped"
         return None, [SourceResult("kubernetes", status, str(e))] if collectors else []
+
+
+def _preflight(kube: KubeAccess, target: Target) -> str | None:
+    """One short GET /version before the Kubernetes collectors start: an API server that is not there
+    is one line within seconds, not a timeout per Kubernetes source."""
+    from diag.collect.kube import PREFLIGHT_TIMEOUT_S
+
+    try:
+        limits = (PREFLIGHT_TIMEOUT_S, target.request_timeout_s or PREFLIGHT_TIMEOUT_S, target.source_timeout_s, target.total_timeout_s)
+        return kube.preflight(min(limits))
+    except Exception as e:  # noqa: BLE001 - a check that broke is no reason to skip the sources it guards
+        return None
 
 
 def collectors_still_running() -> bool:
@@ -147,12 +172,20 @@ class _Running:
 
 
 def _run_all(
-    pool: ThreadPoolExecutor, collectors: list[Collector], ctx: CollectContext, deadline: float, view: _ProgressView
+    pool: ThreadPoolExecutor,
+    collectors: list[Collector],
+    ctx: CollectContext,
+    deadline: float,
+    view: _ProgressView,
+    gate: Future[str | None] | None = None,
 ) -> list[SourceResult]:
     """Start every collector that can start, the ones needing pods once phase 1 is over; wait for each
-    until its own limit. On Ctrl-C stop waiting: what has not come back is "interrupted"."""
+    until its own limit. With a `gate` (the API server's pre-flight), the Kubernetes-only collectors
+    start once it passed; when it failed they never start and its one line stands for them all.
+    On Ctrl-C stop waiting: what has not come back is "interrupted"."""
     providers = [c for c in collectors if c.phase == 1]
     waits = [c.phase != 1 and c.needs_pods and bool(providers) for c in collectors]
+    held = [c for c, wait_for_pods in zip(collectors, waits) if c.kube_only and not wait_for_pods] if gate else []
     later = [c for c, wait_for_pods in zip(collectors, waits) if wait_for_pods]
     running: dict[Future[list[SourceResult]], _Running] = {}
     results: list[SourceResult] = []
@@ -171,10 +204,26 @@ def _run_all(
 
     try:
         for c, wait_for_pods in zip(collectors, waits):
-            if not wait_for_pods:
+            if not wait_for_pods and c not in held:
                 start(c)
         providers_left = len(providers)
-        while running or later:
+        while running or later or held:
+            if held and gate is not None and gate.done():
+                problem = gate.result()
+                if problem is None:
+                    for c in held:
+                        start(c)
+                else:
+                    ctx.kube = None
+                    skipped = [c for c in collectors if c.kube_only]
+                    for c in skipped:
+                        reported.add(id(c))
+                    later = [c for c in later if not c.kube_only]
+                    providers_left -= sum(1 for c in skipped if c.phase == 1)
+                    report_line = SourceResult("kubernetes", "failed", problem)
+                    results.append(report_line)
+                    view.finished("kubernetes", [report_line])  # said once, not once per Kubernetes source
+                held = []
             now = time.monotonic()
             for future, run in list(running.items()):
                 if not future.done() and run.limit > now:
@@ -191,10 +240,11 @@ def _run_all(
                     else:
                         report(c, [SourceResult(c.name, "failed", _not_started(c, ctx.target))])
                 later = []
-            if running:
-                next_limit = min(r.limit for r in running.values())
+            if running or held:
+                next_limit = min((r.limit for r in running.values()), default=now + WAIT_SLICE_S)
+                waited = [*running, *([gate] if held and gate is not None else [])]
                 # short waits: a Ctrl-C that lands just before the main thread blocks is seen soon
-                wait(running, timeout=min(WAIT_SLICE_S, max(0.0, next_limit - now)), return_when=FIRST_COMPLETED)
+                wait(waited, timeout=min(WAIT_SLICE_S, max(0.0, next_limit - now)), return_when=FIRST_COMPLETED)
     except KeyboardInterrupt:
         for future in running:
             future.cancel()
@@ -285,11 +335,11 @@ def default_collectors(target: Target) -> list[Collector]:
     per_source = target.source_timeout_s
     vllm_time = per_source * 3 + target.scrape_interval_s * max(0, target.scrapes - 1)
     collectors = [
-        Collector("kubernetes objects", _kubernetes_objects, phase=1, timeout_s=per_source * 3),
-        Collector("kubernetes logs", _kubernetes_logs, timeout_s=per_source * 2),
-        Collector("gpu (nvidia-smi in pods)", _gpu_exec, timeout_s=per_source * 2),
-        Collector("vllm", _vllm_in_pods, timeout_s=vllm_time),
-        Collector("ray", _ray, timeout_s=per_source * 3, needs_pods=not target.ray_address),
+        Collector("kubernetes objects", _kubernetes_objects, phase=1, timeout_s=per_source * 3, kube_only=True),
+        Collector("kubernetes logs", _kubernetes_logs, timeout_s=per_source * 2, kube_only=True),
+        Collector("gpu (nvidia-smi in pods)", _gpu_exec, timeout_s=per_source * 2, kube_only=True),
+        Collector("vllm", _vllm_in_pods, timeout_s=vllm_time, kube_only=True),
+        Collector("ray", _ray, timeout_s=per_source * 3, needs_pods=not target.ray_address, kube_only=not target.ray_address),
     ]
     if target.vllm_urls:
         collectors.append(Collector("vllm (--vllm-url)", _vllm_urls, timeout_s=vllm_time, needs_pods=False))

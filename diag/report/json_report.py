@@ -1,7 +1,7 @@
 """`--output json`: the report shape other programs rely on (docs/bundle-format.md, "llmdiag/report/v1").
 
 Fields beyond the contract (verdict.status and verdict.gaps, title, references, serving_path, rules,
-tool, bundle, prometheus_window) are additions; none of the contract's fields is renamed or retyped.
+tool, bundle, prometheus_window, context, config) are additions; none of the contract's fields is renamed or retyped.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import json
 from diag import __version__
 from diag.analyze import Report
 from diag.clock import iso_time
+from diag.context import AnalysisContext
 from diag.report import history_section
 
 SCHEMA = "llmdiag/report/v1"
@@ -47,7 +48,22 @@ def to_dict(report: Report) -> dict:
         "tool": {"name": "llmdiag", "version": __version__},
         "bundle": report.origin,
         "prometheus_window": _window(report),
+        "context": _context(report),
+        "config": {"path": report.config_file, "suppressed": report.suppressed},
     } | history_section.json_fields(report)
+
+
+def _context(report: Report) -> dict:
+    """Which cluster, namespaces and selectors, when, and over which history window (null: unknown)."""
+    ctx = report.context or AnalysisContext()
+    return {
+        "tool_version": __version__,
+        "kubernetes": {"server": ctx.server, "context": ctx.kube_context, "namespaces": ctx.namespaces},
+        "selectors": ctx.selectors,
+        "collected_at": ctx.collected_at,
+        "collected_at_source": ctx.collection_time_source,
+        "history_window_seconds": ctx.history_window_s,
+    }
 
 
 def _window(report: Report) -> dict | None:

@@ -37,6 +37,8 @@ def render_markdown(report: Report) -> str:
         out += ["## Other problems (not on the serving path)", ""]
         out += [f"- **{md(f.severity)}** {code(f.rule)} {md(f.title)} — {code(f.subject)}" for f in v.other_problems] + [""]
     out += history_section.markdown_lines(report)
+    if report.config_file:
+        out += [f"Config: {code(report.config_file)} applied, {report.suppressed} finding(s) suppressed.", ""]
     out += ["## Sources", "", f"- read: {len(v.sources_ok)}"]
     if v.history_window:
         out.append(f"- {v.history_window}")

@@ -57,6 +57,9 @@ def print_report(report: Report, console: Console) -> None:
     console.print(Text.assemble("\n", ("Checked", "bold"), f": {v.rules_checked} rules had the data they need, {v.rules_fired} fired."))
     if v.rules_unknown:
         console.print(Text(f"Not decidable from this bundle: {plain(', '.join(v.rules_unknown))}", style="dim"))
+    if report.config_file:
+        style = "yellow" if report.suppressed else ""
+        console.print(Text(f"Config: {plain(report.config_file)} applied, {report.suppressed} finding(s) suppressed", style=style))
     console.print(Text.assemble(("Sources", "bold"), f": {len(v.sources_ok)} read"))
     if v.history_window:
         console.print(Text(f"  {v.history_window}"))

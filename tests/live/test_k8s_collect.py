@@ -492,7 +492,7 @@ def test_llmdiag_collect_writes_the_bundle_through_the_replay_server(replay: Rep
 
     kubeconfig = replay.write_kubeconfig(tmp_path, namespace="llm")
     out = tmp_path / "case.tar.gz"
-    args = ["collect", "--kubeconfig", str(kubeconfig), "-l", "app=llama-3-8b", "--no-local-gpu", "--scrape-interval", "0.1", "-o", str(out)]
+    args = ["collect", "--kubeconfig", str(kubeconfig), "-l", "app=llama-3-8b", "--no-local-gpu", "--scrape-interval", "0.1", "--out", str(out)]
     done = CliRunner().invoke(app, args)
     assert done.exit_code == 0, done.output
     assert stat.S_IMODE(out.stat().st_mode) == 0o600

@@ -245,7 +245,7 @@ def test_triage_and_collect_then_analyze_agree(ray_head: LiveRayHead, vllm_stand
     triage = json_report(llmdiag("triage", *outside_kubernetes(ray_head, vllm_standin("healthy").url), "--output", "json"))
 
     bundle_dir = tmp_path / "bundle"
-    collected = llmdiag("collect", "-o", str(bundle_dir), *outside_kubernetes(ray_head, vllm_standin("healthy").url))
+    collected = llmdiag("collect", "--out", str(bundle_dir), *outside_kubernetes(ray_head, vllm_standin("healthy").url))
     assert collected.returncode == 0, collected.stderr[-2000:]
     analyzed = json_report(llmdiag("analyze", str(bundle_dir), "--output", "json"))
 
