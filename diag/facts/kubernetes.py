@@ -17,6 +17,7 @@ from diag.model import (
     Node,
     Pod,
     RayClusterSpec,
+    ServeStatus,
     Service,
     Snapshot,
     VllmServer,
@@ -570,12 +571,57 @@ def _raycluster(cluster: RayClusterSpec, snap: Snapshot, clock: Clock) -> dict:
             and (pending := sum(1 for p in members if p.ray_group == g.name and p.phase == "Pending"))
         ],
         "pending_pods": [p.name for p in members if p.phase == "Pending"],
+        **_serve_status_facts(cluster, clock),
         "gpus_running": sum(pod_gpu_request(p) for p in running),
         "parallel_gpus_needed": _parallel_gpus_needed(cluster, members, snap),
         "_subject": f"{cluster.kind.lower()}/{cluster.namespace}/{cluster.name}",
         "_links": link("raycluster", f"{cluster.namespace}/{cluster.name}") + [f"pod:{p.key}" for p in members],
         "_aged": aged_events(cluster.events, clock),
     }
+
+
+SERVE_FAILED_STATUSES = ("DEPLOY_FAILED", "UNHEALTHY")  # of an application or a deployment (ray.serve.schema)
+
+
+def _serve_status_facts(cluster: RayClusterSpec, clock: Clock) -> dict:
+    """What a RayService says of its Serve applications (a RayCluster says nothing of Serve: empty lists)."""
+    waiting = builtin_signals().patterns.get("serve_replicas_unscheduled")
+    pending = [s for s in cluster.serve_statuses if s.cluster == "pending" and s.deployment is None]
+    upgrade_started = cluster.condition_times.get("UpgradeInProgress")
+    not_running = [_serve_status_text(s) for s in pending if s.status != "RUNNING"]
+    if cluster.pending_cluster and not pending:
+        not_running = [f"pending cluster {cluster.pending_cluster}: no Serve application reported yet"]
+    return {
+        "serve_failures": [
+            _serve_status_text(s) for s in cluster.serve_statuses
+            if s.status in SERVE_FAILED_STATUSES and not (waiting and s.message and waiting.search(s.message))
+        ],
+        "serve_waiting_for_resources": [
+            _serve_status_text(s) for s in cluster.serve_statuses if waiting and s.message and waiting.search(s.message)
+        ],
+        "upgrade_in_progress": _upgrade_in_progress(cluster),
+        # None: an upgrade whose start KubeRay did not record (no UpgradeInProgress transition time)
+        "upgrade_seconds": (clock.age(upgrade_started) if upgrade_started else None) if cluster.pending_cluster else 0.0,
+        "pending_cluster": cluster.pending_cluster,
+        "pending_not_running": not_running,
+    }
+
+
+def _upgrade_in_progress(cluster: RayClusterSpec) -> bool:
+    """A pending cluster replacing an active one; the first cluster of a new RayService is pending too,
+    without an active one (KubeRay's UpgradeInProgress condition says which, where it has one)."""
+    if cluster.pending_cluster is None:
+        return False
+    if (condition := cluster.conditions.get("UpgradeInProgress")) is not None:
+        return condition.get("status") == "True"
+    return cluster.active_cluster is not None
+
+
+def _serve_status_text(status: ServeStatus) -> str:
+    where = f"application {status.application}" + (f", deployment {status.deployment}" if status.deployment else "")
+    return f"{status.cluster} cluster {status.cluster_name or '?'}: {where}: {status.status or 'no status'}" + (
+        f": {status.message}" if status.message else ""
+    )
 
 
 def _unhealthy_ray_conditions(cluster: RayClusterSpec) -> list[str]:
