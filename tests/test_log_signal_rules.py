@@ -32,6 +32,8 @@ SIGNAL_RULES = {
     "ray_gcs_unreachable": ("incident-ray-gcs-unreachable", "RAY-202"),
     "serve_replicas_unscheduled": ("incident-ray-serve-replica-no-node-type", "RAY-203"),
     "autoscaler_no_node_type": ("incident-ray-serve-replica-no-node-type", "RAY-204"),
+    "ray_out_of_disk": ("incident-ray-spill-disk-full", "RAY-208"),
+    "ray_object_spilling": ("incident-ray-spill-disk-full", "RAY-209"),
 }
 
 
