@@ -34,6 +34,7 @@ SIGNAL_RULES = {
     "autoscaler_no_node_type": ("incident-ray-serve-replica-no-node-type", "RAY-204"),
     "ray_out_of_disk": ("incident-ray-spill-disk-full", "RAY-208"),
     "ray_object_spilling": ("incident-ray-spill-disk-full", "RAY-209"),
+    "autoscaler_launch_timeout": ("incident-ray-autoscaler-launch-timeout", "RAY-211"),
 }
 
 

@@ -113,6 +113,10 @@ def cluster_facts(snap: Snapshot) -> dict:
         "unschedulable_log_lines": [
             f"{p.key}: {line}" for p in snap.pods for c in p.containers for line in c.log_signals.get("ray_cannot_schedule", [])
         ],
+        # the autoscaler (v2) re-queueing a worker that never came up (RAY-211), from the head's autoscaler log
+        "autoscaler_launch_timeouts": [
+            f"{p.key}: {line}" for p in snap.pods for c in p.containers for line in c.log_signals.get("autoscaler_launch_timeout", [])
+        ],
         "ray_cluster_expected": bool(groups or snap.ray_clusters),
         "ray_cluster_pods": [ray_pods.pod_brief(p) for g in groups for p in g.heads + g.workers],
         "ray_sources_failed": sorted(failures),
