@@ -35,6 +35,7 @@ SIGNAL_RULES = {
     "ray_out_of_disk": ("incident-ray-spill-disk-full", "RAY-208"),
     "ray_object_spilling": ("incident-ray-spill-disk-full", "RAY-209"),
     "autoscaler_launch_timeout": ("incident-ray-autoscaler-launch-timeout", "RAY-211"),
+    "gcs_redis_unreachable": ("incident-ray-gcs-redis-unreachable", "RAY-212"),
 }
 
 
