@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 
 from diag.clock import Clock
 from diag.facts.kubernetes import _serve_status_facts
-from diag.model import RayClusterSpec, ServeStatus
+from diag.facts.kubernetes import _kuberay_validation
+from diag.model import Event, RayClusterSpec, ServeStatus, Snapshot, SourceStatus
 
 NOW = datetime(2026, 12, 3, 3, 0, tzinfo=UTC)
 
@@ -50,3 +51,22 @@ def test_an_upgrade_of_unknown_start_has_unknown_age_and_a_silent_pending_cluste
     facts = _facts(_service(active_cluster="llm-abcde", pending_cluster="llm-fghij"))
     assert facts["upgrade_seconds"] is None
     assert facts["pending_not_running"] == ["pending cluster llm-fghij: no Serve application reported yet"]
+
+
+def test_kuberay_refusals_come_from_the_condition_or_from_the_event_alone() -> None:
+    message = "The RayService metadata is invalid: RayService name should be no more than 47 characters"
+    event = Event(
+        namespace="ray", involved_kind="RayService", involved_name="llm", reason="InvalidRayServiceMetadata",
+        message=f"ray/llm: {message}", type="Warning",
+    )
+    clock = Clock(now=NOW, source="test", window_s=None)
+    only_event = Snapshot(events=[event], sources={"k8s/events.json": SourceStatus("ok")})
+    facts = _kuberay_validation(only_event, clock)
+    assert facts == {"kuberay_refusals": [f"rayservice event InvalidRayServiceMetadata: ray/llm: {message}"],
+                     "kuberay_refusal_links": ["raycluster:ray/llm"]}
+    refused = _service(conditions={"Ready": {"status": "False", "reason": "ValidationFailed", "message": message}})
+    only_status = Snapshot(ray_clusters=[refused], sources={"k8s/rayservices.json": SourceStatus("ok")})
+    assert _kuberay_validation(only_status, clock)["kuberay_refusals"] == [f"rayservice ray/llm: Ready=False (ValidationFailed): {message}"]
+    assert _kuberay_validation(Snapshot(), clock) == {"kuberay_refusals": None, "kuberay_refusal_links": []}
+    read_nothing_wrong = Snapshot(sources={"k8s/events.json": SourceStatus("ok")})
+    assert _kuberay_validation(read_nothing_wrong, clock)["kuberay_refusals"] == []

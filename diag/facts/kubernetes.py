@@ -45,6 +45,9 @@ SPREAD_REASON_MARKS = ("pod topology spread constraints", "pod affinity rules", 
 # KubeRay's failure events (ray-operator/controllers/ray/utils/constant.go: InvalidRayClusterSpec,
 # FailedToCreateWorkerPod, ...).
 KUBERAY_ERROR_EVENT_PREFIXES = ("Invalid", "FailedTo")
+KUBERAY_VALIDATION_FAILED = "ValidationFailed"  # RayServiceValidationFailed (ray-operator/apis/ray/v1/rayservice_types.go)
+# KubeRay's Warning events when it refuses an object (ray-operator/controllers/ray/utils/constant.go)
+KUBERAY_INVALID_EVENTS = ("InvalidRayServiceSpec", "InvalidRayServiceMetadata", "InvalidRayClusterSpec", "InvalidRayClusterMetadata")
 # The ReplicaSet and StatefulSet controllers' event when the API server refuses a pod they create; a
 # ResourceQuota's refusal reads 'pods "x" is forbidden: exceeded quota: <name>, requested: ...'.
 FAILED_CREATE = "FailedCreate"
@@ -145,6 +148,30 @@ def cluster_facts(snap: Snapshot, clock: Clock) -> dict:
         "gpu_nodes_without_devices_links": [f"node:{n.name}" for n in index.gpu_nodes if not placement.advertises_gpus(n)],
         "mig_resources_offered": index.mig_offered,
         "nodes": {n.name: _node_brief(n, index) for n in snap.nodes},
+        **_kuberay_validation(snap, clock),
+    }
+
+
+def _kuberay_validation(snap: Snapshot, clock: Clock) -> dict:
+    """KubeRay's refusals of a RayService or RayCluster: a condition with reason ValidationFailed, or its
+    Invalid* Warning event (which outlives a missing rayservices.json). None when neither was read."""
+    kuberay_read = any(source_read(snap, n) for n in ("k8s/rayclusters.json", "k8s/rayservices.json"))
+    events_read = source_read(snap, "k8s/events.json")
+    refused: dict[str, list[str]] = {}
+    for c in snap.ray_clusters:
+        for kind, condition in sorted(c.conditions.items()):
+            if condition.get("reason") == KUBERAY_VALIDATION_FAILED:
+                refused.setdefault(f"{c.namespace}/{c.name}", []).append(
+                    f"{c.kind.lower()} {c.namespace}/{c.name}: {kind}={condition.get('status')} (ValidationFailed): {condition.get('message') or 'no message'}"
+                )
+    for e in current_events(snap.events, clock):
+        if e.type == "Warning" and e.reason in KUBERAY_INVALID_EVENTS and e.involved_kind in ("RayService", "RayCluster"):
+            refused.setdefault(f"{e.namespace}/{e.involved_name}", []).append(f"{e.involved_kind.lower()} event {e.reason}: {e.message}")
+    if not (kuberay_read or events_read):
+        return {"kuberay_refusals": None, "kuberay_refusal_links": []}
+    return {
+        "kuberay_refusals": [line for lines in refused.values() for line in lines],
+        "kuberay_refusal_links": [f"raycluster:{key}" for key in refused],
     }
 
 
