@@ -195,6 +195,19 @@ class RayWorkerGroup:
 
 
 @dataclass
+class ServeStatus:
+    """A Serve application's status, or one of its deployments', as a RayService reports it
+    (status.activeServiceStatus / pendingServiceStatus .applicationStatuses[app].serveDeploymentStatuses)."""
+
+    cluster: str  # active | pending: which of the RayService's clusters runs it
+    cluster_name: str | None
+    application: str
+    deployment: str | None  # None: the application's own status
+    status: str | None  # RUNNING, DEPLOYING, DEPLOY_FAILED, UNHEALTHY ... / HEALTHY, UPDATING, UNHEALTHY ...
+    message: str | None
+
+
+@dataclass
 class RayClusterSpec:
     """A KubeRay RayCluster, or the RayCluster inside a RayService."""
 
@@ -208,6 +221,10 @@ class RayClusterSpec:
     head_gpu_limit: int = 0
     worker_groups: list[RayWorkerGroup] = field(default_factory=list)
     serve_config: dict | None = None  # RayService serveConfigV2, parsed
+    serve_statuses: list[ServeStatus] = field(default_factory=list)  # RayService only
+    active_cluster: str | None = None  # RayService: status.activeServiceStatus.rayClusterName
+    pending_cluster: str | None = None  # RayService: status.pendingServiceStatus.rayClusterName (the first cluster, or an upgrade)
+    condition_times: dict[str, str] = field(default_factory=dict)  # condition type -> lastTransitionTime
     events: list[Event] = field(default_factory=list)
 
 

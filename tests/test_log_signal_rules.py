@@ -28,6 +28,14 @@ SIGNAL_RULES = {
     "gpu_memory_taken": ("vllm-gpu-memory-taken", "VLLM-115"),
     "preemption": ("vllm-v0-preemption-log", "VLLM-116"),
     "engine_dead": ("vllm-tp-exceeds-gpus", "VLLM-117"),
+    "ray_memory_monitor_kill": ("incident-ray-memory-monitor-kill", "RAY-201"),
+    "ray_gcs_unreachable": ("incident-ray-gcs-unreachable", "RAY-202"),
+    "serve_replicas_unscheduled": ("incident-ray-serve-replica-no-node-type", "RAY-203"),
+    "autoscaler_no_node_type": ("incident-ray-serve-replica-no-node-type", "RAY-204"),
+    "ray_out_of_disk": ("incident-ray-spill-disk-full", "RAY-208"),
+    "ray_object_spilling": ("incident-ray-spill-disk-full", "RAY-209"),
+    "autoscaler_launch_timeout": ("incident-ray-autoscaler-launch-timeout", "RAY-211"),
+    "gcs_redis_unreachable": ("incident-ray-gcs-redis-unreachable", "RAY-212"),
 }
 
 

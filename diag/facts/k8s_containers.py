@@ -20,7 +20,7 @@ LAST_LOG_LINES = 3
 # whose finding explains the crash loop (rules' `explains`).
 CRASH_CAUSE_SIGNALS = (
     "kv_cache_too_small", "no_cache_blocks", "cuda_oom", "cuda_driver_too_old", "model_not_found",
-    "gpu_memory_taken", "xid",
+    "gpu_memory_taken", "xid", "ray_gcs_unreachable", "gcs_redis_unreachable",
 )
 
 

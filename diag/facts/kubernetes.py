@@ -17,6 +17,7 @@ from diag.model import (
     Node,
     Pod,
     RayClusterSpec,
+    ServeStatus,
     Service,
     Snapshot,
     VllmServer,
@@ -44,6 +45,9 @@ SPREAD_REASON_MARKS = ("pod topology spread constraints", "pod affinity rules", 
 # KubeRay's failure events (ray-operator/controllers/ray/utils/constant.go: InvalidRayClusterSpec,
 # FailedToCreateWorkerPod, ...).
 KUBERAY_ERROR_EVENT_PREFIXES = ("Invalid", "FailedTo")
+KUBERAY_VALIDATION_FAILED = "ValidationFailed"  # RayServiceValidationFailed (ray-operator/apis/ray/v1/rayservice_types.go)
+# KubeRay's Warning events when it refuses an object (ray-operator/controllers/ray/utils/constant.go)
+KUBERAY_INVALID_EVENTS = ("InvalidRayServiceSpec", "InvalidRayServiceMetadata", "InvalidRayClusterSpec", "InvalidRayClusterMetadata")
 # The ReplicaSet and StatefulSet controllers' event when the API server refuses a pod they create; a
 # ResourceQuota's refusal reads 'pods "x" is forbidden: exceeded quota: <name>, requested: ...'.
 FAILED_CREATE = "FailedCreate"
@@ -144,6 +148,30 @@ def cluster_facts(snap: Snapshot, clock: Clock) -> dict:
         "gpu_nodes_without_devices_links": [f"node:{n.name}" for n in index.gpu_nodes if not placement.advertises_gpus(n)],
         "mig_resources_offered": index.mig_offered,
         "nodes": {n.name: _node_brief(n, index) for n in snap.nodes},
+        **_kuberay_validation(snap, clock),
+    }
+
+
+def _kuberay_validation(snap: Snapshot, clock: Clock) -> dict:
+    """KubeRay's refusals of a RayService or RayCluster: a condition with reason ValidationFailed, or its
+    Invalid* Warning event (which outlives a missing rayservices.json). None when neither was read."""
+    kuberay_read = any(source_read(snap, n) for n in ("k8s/rayclusters.json", "k8s/rayservices.json"))
+    events_read = source_read(snap, "k8s/events.json")
+    refused: dict[str, list[str]] = {}
+    for c in snap.ray_clusters:
+        for kind, condition in sorted(c.conditions.items()):
+            if condition.get("reason") == KUBERAY_VALIDATION_FAILED:
+                refused.setdefault(f"{c.namespace}/{c.name}", []).append(
+                    f"{c.kind.lower()} {c.namespace}/{c.name}: {kind}={condition.get('status')} (ValidationFailed): {condition.get('message') or 'no message'}"
+                )
+    for e in current_events(snap.events, clock):
+        if e.type == "Warning" and e.reason in KUBERAY_INVALID_EVENTS and e.involved_kind in ("RayService", "RayCluster"):
+            refused.setdefault(f"{e.namespace}/{e.involved_name}", []).append(f"{e.involved_kind.lower()} event {e.reason}: {e.message}")
+    if not (kuberay_read or events_read):
+        return {"kuberay_refusals": None, "kuberay_refusal_links": []}
+    return {
+        "kuberay_refusals": [line for lines in refused.values() for line in lines],
+        "kuberay_refusal_links": [f"raycluster:{key}" for key in refused],
     }
 
 
@@ -570,12 +598,57 @@ def _raycluster(cluster: RayClusterSpec, snap: Snapshot, clock: Clock) -> dict:
             and (pending := sum(1 for p in members if p.ray_group == g.name and p.phase == "Pending"))
         ],
         "pending_pods": [p.name for p in members if p.phase == "Pending"],
+        **_serve_status_facts(cluster, clock),
         "gpus_running": sum(pod_gpu_request(p) for p in running),
         "parallel_gpus_needed": _parallel_gpus_needed(cluster, members, snap),
         "_subject": f"{cluster.kind.lower()}/{cluster.namespace}/{cluster.name}",
         "_links": link("raycluster", f"{cluster.namespace}/{cluster.name}") + [f"pod:{p.key}" for p in members],
         "_aged": aged_events(cluster.events, clock),
     }
+
+
+SERVE_FAILED_STATUSES = ("DEPLOY_FAILED", "UNHEALTHY")  # of an application or a deployment (ray.serve.schema)
+
+
+def _serve_status_facts(cluster: RayClusterSpec, clock: Clock) -> dict:
+    """What a RayService says of its Serve applications (a RayCluster says nothing of Serve: empty lists)."""
+    waiting = builtin_signals().patterns.get("serve_replicas_unscheduled")
+    pending = [s for s in cluster.serve_statuses if s.cluster == "pending" and s.deployment is None]
+    upgrade_started = cluster.condition_times.get("UpgradeInProgress")
+    not_running = [_serve_status_text(s) for s in pending if s.status != "RUNNING"]
+    if cluster.pending_cluster and not pending:
+        not_running = [f"pending cluster {cluster.pending_cluster}: no Serve application reported yet"]
+    return {
+        "serve_failures": [
+            _serve_status_text(s) for s in cluster.serve_statuses
+            if s.status in SERVE_FAILED_STATUSES and not (waiting and s.message and waiting.search(s.message))
+        ],
+        "serve_waiting_for_resources": [
+            _serve_status_text(s) for s in cluster.serve_statuses if waiting and s.message and waiting.search(s.message)
+        ],
+        "upgrade_in_progress": _upgrade_in_progress(cluster),
+        # None: an upgrade whose start KubeRay did not record (no UpgradeInProgress transition time)
+        "upgrade_seconds": (clock.age(upgrade_started) if upgrade_started else None) if cluster.pending_cluster else 0.0,
+        "pending_cluster": cluster.pending_cluster,
+        "pending_not_running": not_running,
+    }
+
+
+def _upgrade_in_progress(cluster: RayClusterSpec) -> bool:
+    """A pending cluster replacing an active one; the first cluster of a new RayService is pending too,
+    without an active one (KubeRay's UpgradeInProgress condition says which, where it has one)."""
+    if cluster.pending_cluster is None:
+        return False
+    if (condition := cluster.conditions.get("UpgradeInProgress")) is not None:
+        return condition.get("status") == "True"
+    return cluster.active_cluster is not None
+
+
+def _serve_status_text(status: ServeStatus) -> str:
+    where = f"application {status.application}" + (f", deployment {status.deployment}" if status.deployment else "")
+    return f"{status.cluster} cluster {status.cluster_name or '?'}: {where}: {status.status or 'no status'}" + (
+        f": {status.message}" if status.message else ""
+    )
 
 
 def _unhealthy_ray_conditions(cluster: RayClusterSpec) -> list[str]:

@@ -113,6 +113,13 @@ def cluster_facts(snap: Snapshot) -> dict:
         "unschedulable_log_lines": [
             f"{p.key}: {line}" for p in snap.pods for c in p.containers for line in c.log_signals.get("ray_cannot_schedule", [])
         ],
+        # the autoscaler (v2) re-queueing a worker that never came up (RAY-211), from the head's autoscaler log
+        "autoscaler_launch_timeouts": _signal_lines(snap, "autoscaler_launch_timeout"),
+        # the GCS failing to reach its external Redis (RAY-212), and the pods whose logs say so
+        "gcs_redis_failures": _signal_lines(snap, "gcs_redis_unreachable"),
+        "gcs_redis_failure_pods": [
+            f"pod:{p.key}" for p in snap.pods if any(c.log_signals.get("gcs_redis_unreachable") for c in p.containers)
+        ],
         "ray_cluster_expected": bool(groups or snap.ray_clusters),
         "ray_cluster_pods": [ray_pods.pod_brief(p) for g in groups for p in g.heads + g.workers],
         "ray_sources_failed": sorted(failures),
@@ -125,6 +132,11 @@ def cluster_facts(snap: Snapshot) -> dict:
         "ray_version_mismatch_pods": ray_pods.version_mismatch_pods(snap),
         "object_stores": _object_stores(snap, nodes),
     }
+
+
+def _signal_lines(snap: Snapshot, signal: str) -> list[str]:
+    """Every pod's log lines of one signal, each as "<namespace>/<pod>: <line>"."""
+    return [f"{p.key}: {line}" for p in snap.pods for c in p.containers for line in c.log_signals.get(signal, [])]
 
 
 def _offers(snap: Snapshot, nodes: list[RayNode]) -> list[str]:

@@ -23,6 +23,7 @@ from diag.model import (
     Pod,
     Probe,
     RayClusterSpec,
+    ServeStatus,
     RayWorkerGroup,
     Service,
     ServicePort,
@@ -660,8 +661,37 @@ def parse_rayservices(text: str) -> list[RayClusterSpec]:
         service.serve_config = _serve_config(spec)
         service.state = status.text("serviceStatus") or None  # "" is KubeRay's NotRunning
         service.conditions = _conditions(status)
+        service.condition_times = _condition_times(status)
+        service.serve_statuses = _serve_statuses(status, "active") + _serve_statuses(status, "pending")
+        service.active_cluster = status.child("activeServiceStatus").text("rayClusterName") or None
+        service.pending_cluster = status.child("pendingServiceStatus").text("rayClusterName") or None
         services.append(service)
     return services
+
+
+def _condition_times(status: Fields) -> dict[str, str]:
+    return {
+        kind: when for c in status.children("conditions")
+        if (kind := c.text("type")) and (when := c.text("lastTransitionTime"))
+    }
+
+
+def _serve_statuses(status: Fields, which: str) -> list[ServeStatus]:
+    """The Serve applications (and their deployments) KubeRay read from the active or pending cluster."""
+    service = status.child(f"{which}ServiceStatus")
+    cluster_name = service.text("rayClusterName") or None
+    found = []
+    apps = service.child("applicationStatuses")
+    for app_name in sorted(apps.data):
+        app = apps.child(app_name)
+        found.append(ServeStatus(which, cluster_name, app_name, None, app.text("status"), app.text("message") or None))
+        deployments = app.child("serveDeploymentStatuses")
+        for name in sorted(deployments.data):
+            deployment = deployments.child(name)
+            found.append(ServeStatus(
+                which, cluster_name, app_name, name, deployment.text("status"), deployment.text("message") or None
+            ))
+    return found
 
 
 def _ray_cluster(obj: _Object, spec: Fields) -> RayClusterSpec:

@@ -784,6 +784,34 @@ def test_rayservices():
     assert app["args"]["llm_configs"][0]["engine_kwargs"]["tensor_parallel_size"] == 2
     assert service.conditions["Ready"]["reason"] == "NonZeroServeEndpoints"
     assert (new.state, new.serve_config, new.conditions) == (None, None, {})
+    assert (service.serve_statuses, service.pending_cluster, new.serve_statuses) == ([], None, [])
+
+
+def test_rayservice_serve_statuses_of_active_and_pending_clusters():
+    upgrading = copy.deepcopy(RAY_SERVICE)
+    upgrading["status"]["conditions"][1] |= {"status": "True", "lastTransitionTime": "2026-12-03T02:00:00Z"}
+    upgrading["status"]["activeServiceStatus"]["applicationStatuses"] = {
+        "llm": {"status": "RUNNING", "serveDeploymentStatuses": {"LLMServer": {"status": "HEALTHY"}}},
+    }
+    upgrading["status"]["pendingServiceStatus"] = {
+        "rayClusterName": "llm-serve-raycluster-fghij",
+        "applicationStatuses": {"llm": {
+            "status": "DEPLOY_FAILED", "message": "Deploying app 'llm' failed",
+            "serveDeploymentStatuses": {"LLMServer": {"status": "DEPLOY_FAILED", "message": "failed to start 3 times"}},
+        }},
+    }
+    (service,) = k8s.parse_rayservices(as_list(upgrading))
+    assert (service.active_cluster, service.pending_cluster) == ("llm-serve-raycluster-abcde", "llm-serve-raycluster-fghij")
+    assert service.condition_times == {"UpgradeInProgress": "2026-12-03T02:00:00Z"}
+    assert [(s.cluster, s.cluster_name, s.application, s.deployment, s.status, s.message) for s in service.serve_statuses] == [
+        ("active", "llm-serve-raycluster-abcde", "llm", None, "RUNNING", None),
+        ("active", "llm-serve-raycluster-abcde", "llm", "LLMServer", "HEALTHY", None),
+        ("pending", "llm-serve-raycluster-fghij", "llm", None, "DEPLOY_FAILED", "Deploying app 'llm' failed"),
+        ("pending", "llm-serve-raycluster-fghij", "llm", "LLMServer", "DEPLOY_FAILED", "failed to start 3 times"),
+    ]
+    upgrading["status"]["pendingServiceStatus"]["applicationStatuses"]["llm"]["serveDeploymentStatuses"] = ["LLMServer"]
+    message = one_line_error(k8s.parse_rayservices, as_list(upgrading))
+    assert "pendingServiceStatus.applicationStatuses.llm.serveDeploymentStatuses: expected an object, found a list" in message
 
 
 def test_bad_rayservices():

@@ -51,6 +51,14 @@ WARNING 03-14 10:06:00 scheduler.py:1089] Sequence group cmpl-9a1b2c3d-0 is pree
 (APIServer pid=1) ERROR 03-14 10:07:00 [core_client.py:564] Engine core proc EngineCore_0 died unexpectedly, shutting down client.
 vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.
 RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}
+ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.
+[2025-03-14 10:08:00,001 E 1 43] gcs_rpc_client.h:196: Failed to connect to GCS within 60 seconds. GCS may have been killed.
+WARNING 2025-03-14 10:09:00,000 controller 306 -- Deployment 'LLMServer' in application 'llm' has 2 replicas that have taken more than 30s to be scheduled.
+2025-03-14 10:09:01,000\tWARNING resource_demand_scheduler.py:782 -- The autoscaler could not find a node type to satisfy the request: [{'GPU': 8.0}].
+ray.exceptions.OutOfDiskError: Local disk is full
+(raylet) Spilled 4096 MiB, 8 objects, write throughput 900 MiB/s.
+2025-03-14 10:20:00,000 - INFO - Update instance REQUESTED->QUEUED (id=1f2e, type=gpu-group, cloud_instance_id=, ray_id=): queue again to launch after timeout=600s
+[2025-03-14 10:21:00,000 E 61 61] (gcs_server) redis_context.cc:368: Failed to connect to Redis due to: RedisError: Could not establish connection to Redis redis:6379 (context.err = 1).. Will retry in 100ms.
 """
 
 

@@ -1,0 +1,72 @@
+"""What a RayService's status says of its Serve applications and of an upgrade, as rule facts."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from diag.clock import Clock
+from diag.facts.kubernetes import _serve_status_facts
+from diag.facts.kubernetes import _kuberay_validation
+from diag.model import Event, RayClusterSpec, ServeStatus, Snapshot, SourceStatus
+
+NOW = datetime(2026, 12, 3, 3, 0, tzinfo=UTC)
+
+
+def _service(**fields) -> RayClusterSpec:
+    return RayClusterSpec(kind="RayService", namespace="ray", name="llm", **fields)
+
+
+def _facts(service: RayClusterSpec) -> dict:
+    return _serve_status_facts(service, Clock(now=NOW, source="test", window_s=3600))
+
+
+def test_failed_and_waiting_serve_statuses_are_told_apart() -> None:
+    waiting = "Deployment 'LLM' in application 'llm' has 1 replicas that have taken more than 30s to be scheduled."
+    facts = _facts(_service(serve_statuses=[
+        ServeStatus("active", "llm-abcde", "llm", None, "DEPLOY_FAILED", "Deploying app 'llm' failed"),
+        ServeStatus("active", "llm-abcde", "llm", "LLM", "UPDATING", waiting),
+        ServeStatus("active", "llm-abcde", "chat", None, "RUNNING", None),
+    ]))
+    assert facts["serve_failures"] == ["active cluster llm-abcde: application llm: DEPLOY_FAILED: Deploying app 'llm' failed"]
+    assert facts["serve_waiting_for_resources"] == [f"active cluster llm-abcde: application llm, deployment LLM: UPDATING: {waiting}"]
+    assert (facts["upgrade_in_progress"], facts["upgrade_seconds"], facts["pending_not_running"]) == (False, 0.0, [])
+
+
+def test_an_upgrade_is_a_pending_cluster_beside_an_active_one_not_the_first_cluster() -> None:
+    first = _service(pending_cluster="llm-abcde", conditions={"UpgradeInProgress": {"status": "False"}})
+    assert _facts(first)["upgrade_in_progress"] is False
+    upgrade = _service(
+        active_cluster="llm-abcde", pending_cluster="llm-fghij",
+        conditions={"UpgradeInProgress": {"status": "True"}}, condition_times={"UpgradeInProgress": "2026-12-03T02:00:00Z"},
+        serve_statuses=[ServeStatus("pending", "llm-fghij", "llm", None, "DEPLOYING", None)],
+    )
+    facts = _facts(upgrade)
+    assert (facts["upgrade_in_progress"], facts["upgrade_seconds"]) == (True, 3600.0)
+    assert facts["pending_not_running"] == ["pending cluster llm-fghij: application llm: DEPLOYING"]
+    # an older KubeRay without the condition: an active cluster beside the pending one is the upgrade
+    assert _facts(_service(active_cluster="llm-abcde", pending_cluster="llm-fghij"))["upgrade_in_progress"] is True
+
+
+def test_an_upgrade_of_unknown_start_has_unknown_age_and_a_silent_pending_cluster_is_named() -> None:
+    facts = _facts(_service(active_cluster="llm-abcde", pending_cluster="llm-fghij"))
+    assert facts["upgrade_seconds"] is None
+    assert facts["pending_not_running"] == ["pending cluster llm-fghij: no Serve application reported yet"]
+
+
+def test_kuberay_refusals_come_from_the_condition_or_from_the_event_alone() -> None:
+    message = "The RayService metadata is invalid: RayService name should be no more than 47 characters"
+    event = Event(
+        namespace="ray", involved_kind="RayService", involved_name="llm", reason="InvalidRayServiceMetadata",
+        message=f"ray/llm: {message}", type="Warning",
+    )
+    clock = Clock(now=NOW, source="test", window_s=None)
+    only_event = Snapshot(events=[event], sources={"k8s/events.json": SourceStatus("ok")})
+    facts = _kuberay_validation(only_event, clock)
+    assert facts == {"kuberay_refusals": [f"rayservice event InvalidRayServiceMetadata: ray/llm: {message}"],
+                     "kuberay_refusal_links": ["raycluster:ray/llm"]}
+    refused = _service(conditions={"Ready": {"status": "False", "reason": "ValidationFailed", "message": message}})
+    only_status = Snapshot(ray_clusters=[refused], sources={"k8s/rayservices.json": SourceStatus("ok")})
+    assert _kuberay_validation(only_status, clock)["kuberay_refusals"] == [f"rayservice ray/llm: Ready=False (ValidationFailed): {message}"]
+    assert _kuberay_validation(Snapshot(), clock) == {"kuberay_refusals": None, "kuberay_refusal_links": []}
+    read_nothing_wrong = Snapshot(sources={"k8s/events.json": SourceStatus("ok")})
+    assert _kuberay_validation(read_nothing_wrong, clock)["kuberay_refusals"] == []
