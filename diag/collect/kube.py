@@ -173,6 +173,9 @@ class KubeAccess:
                 "GET", f"{self.server.rstrip('/')}/version", headers=headers,
                 timeout=urllib3.Timeout(total=timeout_s), retries=False, preload_content=False,
             )
+            # The connection must not go back to the pool with the answer's body unread: the next
+            # request on it would read that body as its own status line.
+            answer.close()
             answer.release_conn()
         except urllib3.exceptions.HTTPError as e:
             reason = e.reason if isinstance(e, urllib3.exceptions.MaxRetryError) and e.reason else e
