@@ -28,7 +28,23 @@ SIGNAL_RULES = {
     "gpu_memory_taken": ("vllm-gpu-memory-taken", "VLLM-115"),
     "preemption": ("vllm-v0-preemption-log", "VLLM-116"),
     "engine_dead": ("vllm-tp-exceeds-gpus", "VLLM-117"),
+    # rules/signals/vllm-incidents.yaml (issue 12)
+    "bf16_unsupported_gpu": ("incident-vllm-bf16-on-v100", "VLLM-201"),
+    "quantization_unsupported_gpu": ("incident-vllm-awq-on-v100", "VLLM-202"),
+    "fp8_unsupported_gpu": ("incident-vllm-fp8-on-a800", "VLLM-203"),
+    "hf_access_denied": ("incident-vllm-hf-gated-403", "VLLM-204"),
+    "trust_remote_code_required": ("incident-vllm-trust-remote-code", "VLLM-205"),
+    "cuda_graph_capture": ("incident-vllm-cudagraph-capture-oom", "VLLM-206"),
+    "nccl_shm_failed": ("incident-vllm-nccl-dev-shm", "VLLM-207"),
+    "tp_heads_not_divisible": ("incident-vllm-tp-heads-not-divisible", "VLLM-208"),
+    "attention_backend_unsupported": ("incident-vllm-attention-head-size", "VLLM-209"),
+    "lora_rank_too_large": ("incident-vllm-lora-rank", "VLLM-210"),
+    "prefix_caching_unsupported": ("incident-vllm-prefix-caching-sliding-window", "VLLM-211"),
+    "max_model_len_exceeds_model": ("incident-vllm-max-model-len-above-config", "VLLM-212"),
+    "model_arch_unsupported": ("incident-vllm-arch-unsupported", "VLLM-213"),
 }
+# signals that are read only together with another one (VLLM-206: the capture never finished)
+COMPANION_SIGNALS = {"cuda_graph_captured"}
 
 
 def _bundle(fixture: str) -> Bundle:
@@ -52,7 +68,7 @@ def test_each_log_signal_has_a_fixture_where_its_rule_fires(signal: str) -> None
 
 
 def test_every_signal_is_covered() -> None:
-    assert set(SIGNAL_RULES) | {"xid", "ray_cannot_schedule"} == set(builtin_signals().names())
+    assert set(SIGNAL_RULES) | {"xid", "ray_cannot_schedule"} | COMPANION_SIGNALS == set(builtin_signals().names())
 
 
 def test_an_xid_line_in_a_pod_log_reaches_the_gpu_rule() -> None:
@@ -124,3 +140,24 @@ def test_gpu_memory_taken_names_the_other_processes_on_the_servers_gpus() -> Non
     [server] = build_facts(join(snap)).scopes["vllm_server"]
     assert server["other_gpu_processes"] == ["GPU 0 of gpu-1: pid 4242 (python3, 41100 MiB)"]
     assert server["gpu_memory_shortfall"]["utilization_that_fits"] == 0.48
+
+
+def test_an_oom_after_cuda_graphs_were_captured_is_not_a_capture_oom() -> None:
+    bundle = _bundle("incident-vllm-cudagraph-capture-oom")
+    log = "k8s/logs/llama-70b-7f8d9c6b5d-fxbfs.previous.log"
+    assert "VLLM-206" in _fired(analyze_bundle(bundle))
+    lines = bundle.text(log).splitlines()
+    finished = "(VllmWorker TP0 pid=412) INFO 12-01 14:16:50 [model_runner.py:1535] Graph capturing finished in 10 secs, took 2.31 GiB"
+    bundle.add(log, "\n".join(lines[:-1] + [finished, lines[-1]]) + "\n")
+    fired = _fired(analyze_bundle(bundle))
+    assert "VLLM-206" not in fired and "VLLM-105" in fired
+
+
+def test_an_nccl_shm_failure_with_a_memory_backed_dev_shm_is_not_blamed_on_the_pod_spec() -> None:
+    bundle = _bundle("incident-vllm-nccl-dev-shm")
+    assert "VLLM-207" in _fired(analyze_bundle(bundle))
+    pods = json.loads(bundle.text("k8s/pods.json"))
+    pod = next(p for p in pods["items"] if p["metadata"]["name"] == "llama-70b-7f8d9c6b5d-fxbfs")
+    pod["spec"]["volumes"].append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "32Gi"}})
+    bundle.add("k8s/pods.json", json.dumps(pods))
+    assert "VLLM-207" not in _fired(analyze_bundle(bundle))
