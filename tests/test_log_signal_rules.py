@@ -42,6 +42,7 @@ SIGNAL_RULES = {
     "prefix_caching_unsupported": ("incident-vllm-prefix-caching-sliding-window", "VLLM-211"),
     "max_model_len_exceeds_model": ("incident-vllm-max-model-len-above-config", "VLLM-212"),
     "model_arch_unsupported": ("incident-vllm-arch-unsupported", "VLLM-213"),
+    "spec_decode_config_invalid": ("incident-vllm-spec-decode-draft-tp", "VLLM-214"),
 }
 # signals that are read only together with another one (VLLM-206: the capture never finished)
 COMPANION_SIGNALS = {"cuda_graph_captured"}
