@@ -43,9 +43,13 @@ SIGNAL_RULES = {
     "max_model_len_exceeds_model": ("incident-vllm-max-model-len-above-config", "VLLM-212"),
     "model_arch_unsupported": ("incident-vllm-arch-unsupported", "VLLM-213"),
     "spec_decode_config_invalid": ("incident-vllm-spec-decode-draft-tp", "VLLM-214"),
+    "model_load_started": ("incident-vllm-weights-exceed-gpu", "VLLM-215"),
 }
-# signals that are read only together with another one (VLLM-206: the capture never finished)
-COMPANION_SIGNALS = {"cuda_graph_captured"}
+# signals read only as the absence that makes another one a cause (VLLM-206: the capture never finished;
+# VLLM-215: the load never finished)
+COMPANION_SIGNALS = {"cuda_graph_captured", "model_load_finished"}
+# signals whose fixture would need a second copy of an incident: a test below adds their line
+SIGNALS_TESTED_APART = {"weights_oom"}
 
 
 def _bundle(fixture: str) -> Bundle:
@@ -69,7 +73,7 @@ def test_each_log_signal_has_a_fixture_where_its_rule_fires(signal: str) -> None
 
 
 def test_every_signal_is_covered() -> None:
-    assert set(SIGNAL_RULES) | {"xid", "ray_cannot_schedule"} | COMPANION_SIGNALS == set(builtin_signals().names())
+    assert set(SIGNAL_RULES) | {"xid", "ray_cannot_schedule"} | COMPANION_SIGNALS | SIGNALS_TESTED_APART == set(builtin_signals().names())
 
 
 def test_an_xid_line_in_a_pod_log_reaches_the_gpu_rule() -> None:
@@ -162,3 +166,28 @@ def test_an_nccl_shm_failure_with_a_memory_backed_dev_shm_is_not_blamed_on_the_p
     pod["spec"]["volumes"].append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "32Gi"}})
     bundle.add("k8s/pods.json", json.dumps(pods))
     assert "VLLM-207" not in _fired(analyze_bundle(bundle))
+
+
+def test_an_oom_after_the_weights_loaded_is_not_a_weights_oom() -> None:
+    bundle = _bundle("incident-vllm-weights-exceed-gpu")
+    log = "k8s/logs/llama-70b-7f8d9c6b5d-fxbfs.previous.log"
+    assert "VLLM-215" in _fired(analyze_bundle(bundle))
+    lines = bundle.text(log).splitlines()
+    loaded = "(EngineCore_0 pid=286) INFO 12-01 14:14:40 [gpu_model_runner.py:1186] Model loading took 131.4 GiB and 58.1 seconds"
+    bundle.add(log, "\n".join(lines[:3] + [loaded] + lines[3:]) + "\n")
+    fired = _fired(analyze_bundle(bundle))
+    assert "VLLM-215" not in fired and "VLLM-105" in fired
+
+
+def test_vllms_own_weights_oom_message_names_the_weights() -> None:
+    bundle = _bundle("incident-vllm-weights-exceed-gpu")
+    log = "k8s/logs/llama-70b-7f8d9c6b5d-fxbfs.previous.log"
+    # vLLM V1's wording of the same failure (gpu_model_runner.py), with no "Starting to load model" line kept
+    bundle.add(log, (
+        "(EngineCore pid=36704) ERROR 04-07 15:58:28 [gpu_model_runner.py:4818] Failed to load model - not enough GPU "
+        "memory. Try lowering --gpu-memory-utilization to free memory for weights, increasing --tensor-parallel-size, "
+        "or using --quantization.\n"
+    ))
+    report = analyze_bundle(bundle)
+    assert "VLLM-215" in _fired(report)
+    assert report.verdict.rule == "VLLM-215"
