@@ -44,6 +44,8 @@ SIGNAL_RULES = {
     "model_arch_unsupported": ("incident-vllm-arch-unsupported", "VLLM-213"),
     "spec_decode_config_invalid": ("incident-vllm-spec-decode-draft-tp", "VLLM-214"),
     "model_load_started": ("incident-vllm-weights-exceed-gpu", "VLLM-215"),
+    "nccl_no_socket_interface": ("incident-vllm-nccl-socket-ifname", "VLLM-216"),
+    "nccl_ib_memlock": ("incident-vllm-nccl-ib-memlock", "VLLM-217"),
 }
 # signals read only as the absence that makes another one a cause (VLLM-206: the capture never finished;
 # VLLM-215: the load never finished)
