@@ -46,6 +46,7 @@ SIGNAL_RULES = {
     "model_load_started": ("incident-vllm-weights-exceed-gpu", "VLLM-215"),
     "nccl_no_socket_interface": ("incident-vllm-nccl-socket-ifname", "VLLM-216"),
     "nccl_ib_memlock": ("incident-vllm-nccl-ib-memlock", "VLLM-217"),
+    "lora_adapter_not_found": ("incident-vllm-lora-adapter-missing", "VLLM-218"),
 }
 # signals read only as the absence that makes another one a cause (VLLM-206: the capture never finished;
 # VLLM-215: the load never finished)
