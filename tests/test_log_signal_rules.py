@@ -47,6 +47,7 @@ SIGNAL_RULES = {
     "nccl_no_socket_interface": ("incident-vllm-nccl-socket-ifname", "VLLM-216"),
     "nccl_ib_memlock": ("incident-vllm-nccl-ib-memlock", "VLLM-217"),
     "lora_adapter_not_found": ("incident-vllm-lora-adapter-missing", "VLLM-218"),
+    "quant_dtype_unsupported": ("incident-vllm-awq-bfloat16", "VLLM-219"),
 }
 # signals read only as the absence that makes another one a cause (VLLM-206: the capture never finished;
 # VLLM-215: the load never finished)
