@@ -36,7 +36,29 @@ SIGNAL_RULES = {
     "ray_object_spilling": ("incident-ray-spill-disk-full", "RAY-209"),
     "autoscaler_launch_timeout": ("incident-ray-autoscaler-launch-timeout", "RAY-211"),
     "gcs_redis_unreachable": ("incident-ray-gcs-redis-unreachable", "RAY-212"),
+    # rules/signals/vllm-incidents.yaml (issue 12)
+    "bf16_unsupported_gpu": ("incident-vllm-bf16-on-v100", "VLLM-201"),
+    "quantization_unsupported_gpu": ("incident-vllm-awq-on-v100", "VLLM-202"),
+    "fp8_unsupported_gpu": ("incident-vllm-fp8-on-a800", "VLLM-203"),
+    "hf_access_denied": ("incident-vllm-hf-gated-403", "VLLM-204"),
+    "trust_remote_code_required": ("incident-vllm-trust-remote-code", "VLLM-205"),
+    "cuda_graph_capture_frame": ("incident-vllm-cudagraph-capture-oom", "VLLM-206"),
+    "nccl_shm_failed": ("incident-vllm-nccl-dev-shm", "VLLM-207"),
+    "tp_heads_not_divisible": ("incident-vllm-tp-heads-not-divisible", "VLLM-208"),
+    "attention_backend_unsupported": ("incident-vllm-attention-head-size", "VLLM-209"),
+    "lora_rank_too_large": ("incident-vllm-lora-rank", "VLLM-210"),
+    "prefix_caching_unsupported": ("incident-vllm-prefix-caching-sliding-window", "VLLM-211"),
+    "max_model_len_exceeds_model": ("incident-vllm-max-model-len-above-config", "VLLM-212"),
+    "model_arch_unsupported": ("incident-vllm-arch-unsupported", "VLLM-213"),
+    "spec_decode_config_invalid": ("incident-vllm-spec-decode-draft-tp", "VLLM-214"),
+    "model_load_frame": ("incident-vllm-weights-exceed-gpu", "VLLM-215"),
+    "nccl_no_socket_interface": ("incident-vllm-nccl-socket-ifname", "VLLM-216"),
+    "nccl_ib_memlock": ("incident-vllm-nccl-ib-memlock", "VLLM-217"),
+    "lora_adapter_not_found": ("incident-vllm-lora-adapter-missing", "VLLM-218"),
+    "quant_dtype_unsupported": ("incident-vllm-awq-bfloat16", "VLLM-219"),
 }
+# signals whose fixture would need a second copy of an incident: a test below adds their line
+SIGNALS_TESTED_APART = {"weights_oom"}
 
 
 def _bundle(fixture: str) -> Bundle:
@@ -60,7 +82,7 @@ def test_each_log_signal_has_a_fixture_where_its_rule_fires(signal: str) -> None
 
 
 def test_every_signal_is_covered() -> None:
-    assert set(SIGNAL_RULES) | {"xid", "ray_cannot_schedule"} == set(builtin_signals().names())
+    assert set(SIGNAL_RULES) | {"xid", "ray_cannot_schedule"} | SIGNALS_TESTED_APART == set(builtin_signals().names())
 
 
 def test_an_xid_line_in_a_pod_log_reaches_the_gpu_rule() -> None:
@@ -132,3 +154,45 @@ def test_gpu_memory_taken_names_the_other_processes_on_the_servers_gpus() -> Non
     [server] = build_facts(join(snap)).scopes["vllm_server"]
     assert server["other_gpu_processes"] == ["GPU 0 of gpu-1: pid 4242 (python3, 41100 MiB)"]
     assert server["gpu_memory_shortfall"]["utilization_that_fits"] == 0.48
+
+
+def test_an_oom_outside_cuda_graph_capture_is_not_a_capture_oom() -> None:
+    bundle = _bundle("incident-vllm-cudagraph-capture-oom")
+    log = "k8s/logs/llama-70b-7f8d9c6b5d-fxbfs.previous.log"
+    assert "VLLM-206" in _fired(analyze_bundle(bundle))
+    bundle.add(log, "".join(line for line in bundle.text(log).splitlines(keepends=True) if "capture_model" not in line))
+    fired = _fired(analyze_bundle(bundle))
+    assert "VLLM-206" not in fired and "VLLM-105" in fired
+
+
+def test_an_nccl_shm_failure_with_a_memory_backed_dev_shm_is_not_blamed_on_the_pod_spec() -> None:
+    bundle = _bundle("incident-vllm-nccl-dev-shm")
+    assert "VLLM-207" in _fired(analyze_bundle(bundle))
+    pods = json.loads(bundle.text("k8s/pods.json"))
+    pod = next(p for p in pods["items"] if p["metadata"]["name"] == "llama-70b-7f8d9c6b5d-fxbfs")
+    pod["spec"]["volumes"].append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "32Gi"}})
+    bundle.add("k8s/pods.json", json.dumps(pods))
+    assert "VLLM-207" not in _fired(analyze_bundle(bundle))
+
+
+def test_an_oom_outside_model_loading_is_not_a_weights_oom() -> None:
+    bundle = _bundle("incident-vllm-weights-exceed-gpu")
+    log = "k8s/logs/llama-70b-7f8d9c6b5d-fxbfs.previous.log"
+    assert "VLLM-215" in _fired(analyze_bundle(bundle))
+    bundle.add(log, "".join(line for line in bundle.text(log).splitlines(keepends=True) if "load_model" not in line))
+    fired = _fired(analyze_bundle(bundle))
+    assert "VLLM-215" not in fired and "VLLM-105" in fired
+
+
+def test_vllms_own_weights_oom_message_names_the_weights() -> None:
+    bundle = _bundle("incident-vllm-weights-exceed-gpu")
+    log = "k8s/logs/llama-70b-7f8d9c6b5d-fxbfs.previous.log"
+    # vLLM V1's wording of the same failure (gpu_model_runner.py), with no "Starting to load model" line kept
+    bundle.add(log, (
+        "(EngineCore pid=36704) ERROR 04-07 15:58:28 [gpu_model_runner.py:4818] Failed to load model - not enough GPU "
+        "memory. Try lowering --gpu-memory-utilization to free memory for weights, increasing --tensor-parallel-size, "
+        "or using --quantization.\n"
+    ))
+    report = analyze_bundle(bundle)
+    assert "VLLM-215" in _fired(report)
+    assert report.verdict.rule == "VLLM-215"

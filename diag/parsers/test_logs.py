@@ -59,6 +59,26 @@ ray.exceptions.OutOfDiskError: Local disk is full
 (raylet) Spilled 4096 MiB, 8 objects, write throughput 900 MiB/s.
 2025-03-14 10:20:00,000 - INFO - Update instance REQUESTED->QUEUED (id=1f2e, type=gpu-group, cloud_instance_id=, ray_id=): queue again to launch after timeout=600s
 [2025-03-14 10:21:00,000 E 61 61] (gcs_server) redis_context.cc:368: Failed to connect to Redis due to: RedisError: Could not establish connection to Redis redis:6379 (context.err = 1).. Will retry in 100ms.
+ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla V100-SXM2-32GB GPU has compute capability 7.0.
+The quantization method awq is not supported for the current GPU. Minimum capability: 75. Current capability: 70.
+ValueError: The quantization method fp8 is not supported for the current GPU. Minimum capability: 90. Current capability: 86.
+Cannot access gated repo for url https://huggingface.co/meta-llama/Meta-Llama-3-8B-Instruct/resolve/main/config.json.
+ValueError: Loading microsoft/Phi-3-small-8k-instruct requires you to execute the configuration file in that repo on your local machine.
+(VllmWorker rank=0 pid=36105) ERROR 08-21 08:26:21 [multiproc_executor.py:546]   self.model_runner.capture_model()
+NCCL WARN Error while creating shared memory segment /dev/shm/nccl-xxxxx (size 7340384)
+ValueError: Total number of attention heads (40) must be divisible by tensor parallel size (6).
+ValueError: Head size 40 is not supported by MLACommon. Supported head sizes are: [576]. Set VLLM_ATTENTION_BACKEND=FLEX_ATTENTION to use FlexAttention backend which supports all head sizes.
+ValueError: LoRA rank 64 is greater than max_lora_rank 16.
+AssertionError: Prefix caching is currently not supported with sliding window attention
+ValueError: User-specified max_model_len (131072) is greater than the derived max_model_len (None=8192 in model's config.json). This may lead to incorrect model
+ValueError: Model architectures ['MllamaForConditionalGeneration'] are not supported for now. Supported architectures: ['AquilaModel', 'AquilaForCausalLM']
+ValueError: speculative_draft_tensor_parallel_size=4 cannot be other value than 1
+(EngineCore pid=36704) ERROR 04-07 15:58:28 [gpu_model_runner.py:4818] Failed to load model - not enough GPU memory. Try lowering --gpu-memory-utilization to free memory for weights, increasing --tensor-parallel-size, or using --quantization.
+(RayWorkerWrapper pid=2202490) ERROR 04-24 16:06:40 worker_base.py:157]     self.model_runner.load_model()
+invalid usage ... Last NCCL warning(error): 'Bootstrap : no socket interface found'
+misc/ibvwrap.cc:278 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory
+(EngineCore_DP0 pid=1511501) ERROR 12-15 18:57:10 [core.py:918] ValueError: Loading lora ["table_qc failed: No adapter found for /data/home/zhizhehui/dev/train/table_ocr/Reward_model_train/output/qwen_lora_output/checkpoint-57"]
+ValueError: torch.bfloat16 is not supported for quantization method awq. Supported dtypes: [torch.float16]
 """
 
 
