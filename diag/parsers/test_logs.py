@@ -51,6 +51,10 @@ WARNING 03-14 10:06:00 scheduler.py:1089] Sequence group cmpl-9a1b2c3d-0 is pree
 (APIServer pid=1) ERROR 03-14 10:07:00 [core_client.py:564] Engine core proc EngineCore_0 died unexpectedly, shutting down client.
 vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.
 RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}
+ERROR 02-20 16:43:12 engine.py:389] Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before calling NumCudaDevices() that might have already set an error? Error 802: system not yet initialized
+RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before calling NumCudaDevices() that might have already set an error? Error 804: forward compatibility was attempted on non supported HW
+nvidia-container-cli: initialization error: nvml error: driver/library version mismatch: unknown
+2020/08/10 19:09:42 'nvidia.com/gpu' device marked unhealthy: GPU-7540a9b3-eeb9-1214-1526-f93c9ea826a8
 """
 
 
