@@ -56,6 +56,9 @@ SIGNAL_RULES = {
     "nccl_ib_memlock": ("incident-vllm-nccl-ib-memlock", "VLLM-217"),
     "lora_adapter_not_found": ("incident-vllm-lora-adapter-missing", "VLLM-218"),
     "quant_dtype_unsupported": ("incident-vllm-awq-bfloat16", "VLLM-219"),
+    "fabric_manager_not_ready": ("incident-gpu-fabric-manager", "GPU-201"),
+    "cuda_compat_unsupported": ("incident-gpu-cuda-compat-804", "GPU-202"),
+    "gpu_marked_unhealthy": ("incident-gpu-device-plugin-unhealthy", "GPU-204"),
 }
 # signals whose fixture would need a second copy of an incident: a test below adds their line
 SIGNALS_TESTED_APART = {"weights_oom"}
@@ -82,7 +85,24 @@ def test_each_log_signal_has_a_fixture_where_its_rule_fires(signal: str) -> None
 
 
 def test_every_signal_is_covered() -> None:
-    assert set(SIGNAL_RULES) | {"xid", "ray_cannot_schedule"} | SIGNALS_TESTED_APART == set(builtin_signals().names())
+    tested_elsewhere = {"xid", "ray_cannot_schedule", "nvml_driver_mismatch"}  # nvml: the test below
+    assert set(SIGNAL_RULES) | tested_elsewhere | SIGNALS_TESTED_APART == set(builtin_signals().names())
+
+
+def test_an_nvml_mismatch_line_in_a_gpu_operator_log_reaches_the_gpu_rule() -> None:
+    bundle = _bundle("incident-gpu-nvml-mismatch")
+    events = json.loads(bundle.text("k8s/events.json"))
+    events["items"] = [e for e in events["items"] if "version mismatch" not in e.get("message", "")]
+    bundle.add("k8s/events.json", json.dumps(events))
+    pods = json.loads(bundle.text("k8s/pods.json"))
+    for pod in pods["items"]:
+        for status in pod["status"].get("containerStatuses", []):
+            status.get("lastState", {}).get("terminated", {}).pop("message", None)
+    bundle.add("k8s/pods.json", json.dumps(pods))
+    assert "GPU-203" not in _fired(analyze_bundle(bundle))
+    # nvidia-smi's own words, as the GPU operator's driver pod on that node prints them
+    bundle.add("k8s/logs/gpu-operator.nvidia-driver-daemonset-chc6m.log", "Failed to initialize NVML: Driver/library version mismatch\n")
+    assert "GPU-203" in _fired(analyze_bundle(bundle))
 
 
 def test_an_xid_line_in_a_pod_log_reaches_the_gpu_rule() -> None:
