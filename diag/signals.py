@@ -108,8 +108,10 @@ def _regex(pattern: Any, where: str) -> str:
         raise SignalError(f"{where}: needs a `source`: where this wording comes from (a file of the project, a thread)")
     try:
         compiled = re.compile(pattern["regex"])
+        re.compile(f"(?:{pattern['regex']})")  # how it is joined with the signal's other patterns
     except re.error as e:
-        raise SignalError(f"{where}: the regex does not compile ({e})") from None
+        raise SignalError(f"{where}: the regex does not compile on its own or joined with others ({e}); "
+                          "write flags scoped, (?i:...), not global") from None
     example = pattern.get("example")
     if example is not None and not (isinstance(example, str) and compiled.search(example)):
         raise SignalError(f"{where}: its example does not match its regex")

@@ -39,6 +39,7 @@ def _signals_dir(tmp_path: Path, text: str) -> Path:
         ("signals: [1]", "expected a top-level `signals:` mapping"),
         ("signals:\n  Bad-Name: {}", "is not lower_snake_case"),
         ("signals:\n  x:\n    layer: vllm\n    description: d\n    patterns: [{regex: 'a(', source: s}]", "does not compile"),
+        ("signals:\n  x:\n    layer: vllm\n    description: d\n    patterns: [{regex: '(?i)abc', source: s}]", "write flags scoped"),
         ("signals:\n  x:\n    layer: cloud\n    description: d\n    patterns: [{regex: a, source: s}]", "layer must be one of"),
         ("signals:\n  x:\n    layer: vllm\n    description: d\n    patterns: [{regex: a}]", "needs a `source`"),
         ("signals:\n  x:\n    layer: vllm\n    description: d\n    patterns: [{regex: abc, source: s, example: xyz}]", "example does not match"),
