@@ -52,8 +52,12 @@ def _print_version(asked: bool) -> None:
 @app.callback()
 def _options(
     version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
+    no_color: bool = typer.Option(False, "--no-color", help="No colour (also: NO_COLOR set, or output that is not a terminal)."),
 ) -> None:
-    pass  # the app's help says what llmdiag does; this callback only carries --version
+    """The app's help says what llmdiag does; this callback carries the options every command shares."""
+    global stdout, stderr
+    if no_color or os.environ.get("NO_COLOR"):  # no escape sequence at all, bold included
+        stdout, stderr = Console(color_system=None), Console(stderr=True, color_system=None)
 
 
 rules_app = typer.Typer(no_args_is_help=True, help="The rule catalogue.")

@@ -323,3 +323,21 @@ def test_help_lists_the_prometheus_flags(tmp_path: Path, command: str) -> None:
     for flag in ("--prometheus-url", "--prometheus-service", "--prometheus-selector", "--prometheus-token", "--prometheus-user",
                  "--prometheus-password", "--prometheus-ca-file", "--prometheus-header", "--since"):  # fmt: skip
         assert flag in shown
+
+
+def test_colour_only_on_a_terminal_and_never_with_no_color_or_NO_COLOR(tmp_path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    demo = str(Path(__file__).resolve().parent.parent / "fixtures" / "demo")
+
+    def run(*args: str, env: dict[str, str] | None = None) -> str:
+        return subprocess.run([sys.executable, "-m", "diag.cli", *args], capture_output=True, text=True,
+                              env={**os.environ, **(env or {})}).stdout  # fmt: skip
+
+    forced = {"FORCE_COLOR": "1", "TTY_COMPATIBLE": "1"}
+    assert "\x1b[" in run("analyze", demo, env=forced)  # a terminal (forced): colours
+    assert "\x1b[" not in run("analyze", demo)  # a pipe: none
+    assert "\x1b[" not in run("--no-color", "analyze", demo, env=forced)
+    assert "\x1b[" not in run("analyze", demo, env={**forced, "NO_COLOR": "1"})
