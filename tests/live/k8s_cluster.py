@@ -385,6 +385,9 @@ def running_control_plane() -> Iterator[ControlPlane]:
             # No cloud, no node IPAM (it would hand out node CIDRs), no cluster-signing CA.
             "--allocate-node-cidrs=false", "--configure-cloud-routes=false",
             "--controllers=*,-node-ipam-controller,-service-lb-controller,-cloud-node-lifecycle-controller,-node-route-controller",
+            # kwok heartbeats for every node from one process; on a loaded two-core machine a beat can come
+            # later than the default 40 s, and a node marked NotReady would change what the tests assert
+            "--node-monitor-grace-period=300s",
         )  # fmt: skip
         kwok_cfg = write_kubeconfig(workdir / "kwok.kubeconfig", server, ca, cert=pki / "kwok.crt", key=pki / "kwok.key")
         kubelet_port = free_port()  # kwok answers the kubelet's API (logs, exec, port-forward) here

@@ -152,6 +152,14 @@ def scene(
     head_pod = running_pod(control_plane, ns, "ray.io/node-type=head")
     control_plane.kubectl("patch", "raycluster", RAY_CLUSTER, "-n", ns, "--subresource=status", "--type=merge",
                           "-p", json.dumps(ready_status(head_pod)))  # fmt: skip
+    # kwok gives a node its address (where the API server reaches the kubelet for logs and exec) on its
+    # first status update, which may come after the pods run: collect only once both have one
+    for node in ("gpu-h200-1", "cpu-1"):
+        wait_for(f"node {node}'s address", lambda node=node: get(control_plane, "node", node)["status"].get("addresses"))
+    # and the endpoints controller, under load, may not yet have put the ready vLLM pod behind its Service
+    for svc in ("tiny-llama",):
+        wait_for(f"service {svc}'s ready endpoints",
+                 lambda svc=svc: any(s.get("addresses") for s in get(control_plane, "endpoints", svc, "-n", ns).get("subsets") or []))  # fmt: skip
     assert_only_test_addresses(control_plane)
     io.ray_address_file.write_text(ray_head.gcs_address)
     healthy = SCENARIOS["healthy"]  # a 1 GiB KV cache, as in the live vLLM tests
