@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from diag.model import GPU, History, PromResult, PromSeries, PromWindow, Snapshot, VllmServer
+from diag.model import GPU, History, PromSeries, PromWindow, Snapshot, VllmServer
 from diag.prometheus_queries import BY_STEM, RangeQuery
 
 _SeriesOf = dict[str, list[PromSeries]]  # stem (or "stem/<label value>") -> the subject's series

@@ -148,7 +148,7 @@ def _preflight(kube: KubeAccess, target: Target) -> str | None:
     try:
         limits = (PREFLIGHT_TIMEOUT_S, target.request_timeout_s or PREFLIGHT_TIMEOUT_S, target.source_timeout_s, target.total_timeout_s)
         return kube.preflight(min(limits))
-    except Exception as e:  # noqa: BLE001 - a check that broke is no reason to skip the sources it guards
+    except Exception:  # noqa: BLE001 - a check that broke is no reason to skip the sources it guards
         return None
 
 
