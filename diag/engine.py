@@ -185,15 +185,26 @@ def _rule(path: Path, raw: Any) -> Rule:
         description=str(raw.get("description", "")).strip(), file=path.name,
     )
     try:
-        rule.program = cel.compile(rule.when)
+        rule.program = compiled(rule.when)
         if rule.links:
-            cel.compile(rule.links)
+            compiled(rule.links)
         for text in [*rule.evidence, rule.remediation]:
             for hole in _HOLE.findall(text):
-                cel.compile(hole.strip())
+                compiled(hole.strip())
     except ValueError as e:
         raise RuleError(f"{where}: CEL does not compile ({str(e).splitlines()[0]})") from e
     return rule
+
+
+_programs: dict[str, cel.Program] = {}
+
+
+def compiled(expression: str) -> cel.Program:
+    """The expression compiled once per process: findings render the same evidence holes many times."""
+    program = _programs.get(expression)
+    if program is None:
+        program = _programs[expression] = cel.compile(expression)
+    return program
 
 
 # --------------------------------------------------------------------------- evaluation
@@ -225,8 +236,8 @@ def evaluate(rules: list[Rule], facts: Facts, settings: dict[str, Any], stopwatc
     tallies = {rule.id: _Tally() for scoped in by_scope.values() for rule in scoped}
     for scope, scoped_rules in by_scope.items():
         texts = _cel_texts(scoped_rules)
-        cluster = facts.cluster if scope == "cluster" else _view(facts.cluster, _fields_read("cluster", texts))
-        fields = None if scope == "cluster" else _fields_read(scope, texts)
+        cluster = facts.cluster if scope == "cluster" else _view(facts.cluster, _paths_read("cluster", texts))
+        fields = None if scope == "cluster" else _paths_read(scope, texts)
         for subject in facts.scopes.get(scope, []):
             started = time.perf_counter()
             try:
@@ -272,18 +283,37 @@ def _cel_texts(rules: list[Rule]) -> list[str]:
     return [_CEL_STRING.sub("''", text) for text in texts]  # words inside string literals read nothing
 
 
-def _fields_read(variable: str, texts: list[str]) -> set[str] | None:
-    """The top-level fields of `variable` these texts read; None when one uses it whole."""
+Paths = dict[str, "set[str] | None"]  # field -> the keys read of it (a map's), None: all of it
+
+
+def _paths_read(variable: str, texts: list[str]) -> Paths | None:
+    """What of `variable` these texts read: its fields, and of a field read only as `field.key`, those
+    keys (a map of signals, say); None when a text uses the variable whole."""
     if any(re.search(rf"\b{variable}\b(?!\.\w)", text) for text in texts):
         return None
-    field_pattern = re.compile(rf"\b{variable}\.(\w+)")
-    return {name for text in texts for name in field_pattern.findall(text)}
+    paths: Paths = {}
+    # variable.field, then .key when it is a key and not a method call (.exists(, .size( ...), or a
+    # comparison with null, which a map cut to fewer keys answers as the whole one does
+    for text in texts:
+        for field_name, key, null_test in re.findall(rf"\b{variable}\.(\w+)(?:\.(\w+)\b(?!\s*\()|(\s*[!=]=\s*null\b))?", text):
+            keys = paths.setdefault(field_name, set())
+            if keys is not None and not null_test:
+                paths[field_name] = keys | {key} if key else None
+    return paths
 
 
-def _view(facts: dict[str, Any], fields: set[str] | None) -> dict[str, Any]:
+def _view(facts: dict[str, Any], paths: Paths | None) -> dict[str, Any]:
     """Only the facts the rules read go into CEL: converting all of a subject's for every subject
-    (the whole cluster's, above all) made a fleet's analysis grow with subjects x nodes."""
-    return facts if fields is None else {name: value for name, value in facts.items() if name in fields}
+    (the whole cluster's, above all) made a fleet's analysis grow with subjects x nodes, and each
+    entry of a map costs as much as a field (a pod's forty log signals, most never read)."""
+    if paths is None:
+        return facts
+    view = {}
+    for name, keys in paths.items():
+        if name in facts:
+            value = facts[name]
+            view[name] = {k: v for k, v in value.items() if k in keys} if keys is not None and type(value) is dict else value
+    return view
 
 
 def _reads_unknown(error: Exception) -> bool:
@@ -326,7 +356,7 @@ def _rule_links(rule: Rule, env: cel.Context) -> list[str]:
     if not rule.links:
         return []
     try:
-        value = cel.evaluate(rule.links, env)
+        value = compiled(rule.links).execute(env)
     except (TypeError, KeyError, ValueError, RuntimeError):
         return []
     return [str(v) for v in value] if isinstance(value, list) else []
@@ -337,7 +367,7 @@ def render(template: str, env: dict | cel.Context) -> str:
 
     def fill(match: re.Match) -> str:
         try:
-            return _text(cel.evaluate(match.group(1).strip(), env))
+            return _text(compiled(match.group(1).strip()).execute(env))
         except (TypeError, KeyError, ValueError, RuntimeError):
             return "?"
 

@@ -80,7 +80,7 @@ def find_history(
     history = History(clock)
     if clock.now is None or clock.window_s is None or all(clock.current(t) for t in _windowed_times(snap)):
         return history  # nothing is old enough to be history: the second pass would find the same
-    unwindowed = keep(evaluate(rules, _changed(facts, build_facts(snap, clock.without_window(), settings)), settings).findings)
+    unwindowed = keep(evaluate(rules, _changed(facts, build_facts(snap, clock.without_window(), settings, unwindowed_of=facts)), settings).findings)
     fired = {(f.rule, f.subject) for f in current}
     aged = {s["_subject"]: s.get("_aged", []) for subjects in facts.scopes.values() for s in subjects}
     for f in unwindowed:

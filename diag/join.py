@@ -151,8 +151,12 @@ def _gpus_to_nodes_and_pods(snap: Snapshot) -> None:
         if gpu.node:
             gpu.xid_lines = _xid_lines_about(gpu, node_xid_lines.get(gpu.node, []))
             gpu.xids = sorted(set(gpu.xids) | set(xids_in(gpu.xid_lines)))
+    gpus_by_pod: dict[str, list[GPU]] = {}
+    for gpu in snap.gpus:
+        for pod in dict.fromkeys(gpu.serving_pods):
+            gpus_by_pod.setdefault(pod, []).append(gpu)
     for server in snap.vllm_servers:
-        server.gpus = [_gpu_ref(g) for g in snap.gpus if server.pod and server.pod in g.serving_pods]
+        server.gpus = [_gpu_ref(g) for g in gpus_by_pod.get(server.pod or "", [])]
 
 
 def xid_lines_by_node(snap: Snapshot) -> dict[str, list[str]]:

@@ -8,7 +8,10 @@ A field that the bundle did not provide is None (unknown), never 0 or "" (health
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from diag.signals import LogSignals
 
 Layer = Literal["gpu", "kubernetes", "ray", "vllm"]
 LAYERS: tuple[Layer, ...] = ("gpu", "kubernetes", "ray", "vllm")  # causal depth, bottom first
@@ -495,7 +498,7 @@ class Snapshot:
     vllm_servers: list[VllmServer] = field(default_factory=list)
     prometheus: list[PromResult] = field(default_factory=list)
     manifest: dict = field(default_factory=dict)
-    log_signal_names: list[str] = field(default_factory=list)  # the log signals looked for (diag.signals)
+    signals: LogSignals | None = None  # the log signals looked for (diag.signals); None: the built-in ones
     sources: dict[str, SourceStatus] = field(default_factory=dict)
 
     _pods_by_key: dict[str, Pod] = field(default_factory=dict, init=False, repr=False, compare=False)

@@ -9,16 +9,20 @@ the file and the signal.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from diag.errors import UserError
 from diag.model import LAYERS
 from diag.rules_dir import builtin_rules_dir
+
+if TYPE_CHECKING:
+    from diag.model import Snapshot
 
 SIGNALS_FOLDER = "signals"
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -66,8 +70,14 @@ def load_signals(rule_dirs: list[Path]) -> LogSignals:
     return _loaded[key]
 
 
+@functools.cache
 def builtin_signals() -> LogSignals:
     return load_signals([builtin_rules_dir()])
+
+
+def looked_for(snap: Snapshot) -> LogSignals:
+    """The signals the snapshot's logs were read with (the built-in ones for a snapshot built in code)."""
+    return snap.signals or builtin_signals()
 
 
 def _read(path: Path) -> dict[str, Any]:

@@ -100,3 +100,41 @@ def test_render_prints_a_map_in_key_order_whatever_order_cel_returns() -> None:
     assert render("{{ cluster.drivers }}", {"cluster": {"drivers": drivers}}) == (
         "gpu-node-a=driver 3, gpu-node-b=driver 1, gpu-node-c=driver 2, gpu-node-d=driver 0"
     )
+
+
+SIGNAL_RULES = """rules:
+  - id: TEST-002
+    layer: vllm
+    severity: warning
+    title: Out of memory in the log
+    scope: vllm_server
+    when: size(vllm_server.log_signals.cuda_oom) > 0
+    evidence: ["{{{{ vllm_server.log_signals == null ? 'no log' : vllm_server.log_signals.cuda_oom[0] }}}}"]
+    remediation: "lower --gpu-memory-utilization"
+  - id: TEST-003
+    layer: vllm
+    severity: warning
+    title: A signal no server has
+    scope: vllm_server
+    when: size(vllm_server.log_signals.no_such_signal) > 0
+    evidence: ["x"]
+    remediation: "x"
+"""
+
+
+def test_a_map_cut_to_the_keys_rules_read_answers_as_the_whole_one(tmp_path: Path) -> None:
+    """Only the keys the rules read of a map go into CEL (a pod's forty signals cost as much as forty
+    fields); what a rule reads, a null test of the map and a key no subject has answer as before."""
+    rules = load_rules([write_rules(tmp_path, body=SIGNAL_RULES)])
+    signals = {f"other_{i}": ["line"] for i in range(40)}
+    subjects = [
+        {"name": "a", "log_signals": signals | {"cuda_oom": ["torch.OutOfMemoryError: CUDA out of memory."]}, "_subject": "vllm/a"},
+        {"name": "b", "log_signals": signals | {"cuda_oom": []}, "_subject": "vllm/b"},
+        {"name": "c", "log_signals": None, "_subject": "vllm/c"},
+    ]
+    result = evaluate(rules, Facts(scopes={"vllm_server": subjects}, cluster={"sources": {}}), {})
+    assert [(f.rule, f.subject, f.evidence) for f in result.findings] == [
+        ("TEST-002", "vllm/a", ["torch.OutOfMemoryError: CUDA out of memory."])
+    ]
+    assert result.outcomes["TEST-002"].detail == "1 of 3; 1 could not be decided"
+    assert result.outcomes["TEST-003"].status == "error" and "no_such_signal" in result.outcomes["TEST-003"].detail

@@ -37,9 +37,12 @@ SCOPES = (
 )
 
 
-def build_facts(snap: Snapshot, clock: Clock | None = None, settings: dict | None = None) -> Facts:
+def build_facts(snap: Snapshot, clock: Clock | None = None, settings: dict | None = None, unwindowed_of: Facts | None = None) -> Facts:
     """`clock`: the collection time and history window; by default none, so everything counts as current.
     `settings`: the thresholds, for the facts that find when a condition held in Prometheus' history.
+    `unwindowed_of`: facts built with a history window, for the history pass that builds them again
+    without one: only the Kubernetes and Ray facts judge events, terminations and deaths by the window
+    (GPU and vLLM facts read the clock for ages and episodes only), so the others are taken as they are.
     A builder that fails on this bundle's content costs its facts only: a failed source `facts/<part>`
     says so (a gap, so the verdict cannot be healthy) and the other layers are still built."""
     clock = clock or Clock.of(snap)
@@ -49,7 +52,10 @@ def build_facts(snap: Snapshot, clock: Clock | None = None, settings: dict | Non
         settings = default_settings()
     cluster: dict = _guarded(snap, "kubernetes cluster", lambda: kubernetes.cluster_facts(snap, clock), {})
     cluster |= _guarded(snap, "ray cluster", lambda: ray.cluster_facts(snap), {})
-    cluster |= _guarded(snap, "gpu cluster", lambda: gpu.cluster_facts(snap), {})
+    if unwindowed_of is None:
+        cluster |= _guarded(snap, "gpu cluster", lambda: gpu.cluster_facts(snap), {})
+    else:
+        cluster |= {k: v for k, v in unwindowed_of.cluster.items() if k not in cluster}
     # "partial": a cut-off list whose complete items were recovered; rules that need it still run
     cluster["sources"] = {name: "partial" if s.status == "failed" and s.recovered is not None else s.status for name, s in snap.sources.items()}
     cluster["collected_at"] = iso(clock.now) if clock.now else None
@@ -60,10 +66,14 @@ def build_facts(snap: Snapshot, clock: Clock | None = None, settings: dict | Non
     cluster["_links"] = []
     scopes: dict[str, list[Subject]] = {"cluster": [cluster]}
     scopes.update(_guarded(snap, "kubernetes", lambda: kubernetes.scopes(snap, clock), {}))
-    scopes.update(_guarded(snap, "kubernetes events", lambda: k8s_events.scopes(snap), {}))
+    if unwindowed_of is None:
+        scopes.update(_guarded(snap, "kubernetes events", lambda: k8s_events.scopes(snap), {}))
     scopes.update(_guarded(snap, "ray", lambda: ray.scopes(snap, clock), {}))
-    scopes.update(_guarded(snap, "gpu", lambda: gpu.scopes(snap, settings, clock), {}))
-    scopes.update(_guarded(snap, "vllm", lambda: vllm.scopes(snap, settings, clock), {}))
+    if unwindowed_of is None:
+        scopes.update(_guarded(snap, "gpu", lambda: gpu.scopes(snap, settings, clock), {}))
+        scopes.update(_guarded(snap, "vllm", lambda: vllm.scopes(snap, settings, clock), {}))
+    else:  # in the order of the first build, so that findings come in the same order
+        scopes = {scope: scopes.get(scope, subjects) for scope, subjects in unwindowed_of.scopes.items()} | scopes
     return Facts(scopes=scopes, cluster=cluster)
 
 

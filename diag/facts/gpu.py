@@ -9,10 +9,10 @@ from diag.facts.gpu_episodes import GpuHistory, gpu_history
 from diag.prometheus_join import history_window
 from diag.facts.common import link, plain
 from diag.join import xid_lines_by_node
-from diag.model import GPU, GPUProcess, Node, Pod, RayNode, Snapshot
+from diag.model import GPU, GPUProcess, Node, RayNode, Snapshot
 from diag.parsers.gpu_common import pci_address
 from diag.parsers.logs import xid_device, xids_in
-from diag.signals import builtin_signals
+from diag.signals import looked_for
 from diag.parsers.quantity import GPU_RESOURCE, gpu_count
 
 # Clocks-event reasons that mean something holds the clocks down against the workload (names as in
@@ -44,7 +44,7 @@ def cluster_facts(snap: Snapshot) -> dict:
     return {
         "gpus_seen": len(snap.gpus),
         "gpu_drivers": _drivers_by_node(snap),
-        "cuda_driver_too_old": {p.key: {"last": lines[-1], "count": len(lines)} for p in snap.pods if (lines := _driver_too_old_lines(p))},
+        "cuda_driver_too_old": _driver_too_old(snap),
     }
 
 
@@ -191,13 +191,16 @@ def _gpu_nodes(snap: Snapshot) -> list[dict]:
     """One subject per node with GPUs: in the GPU data, in Xid lines, or in the node's capacity."""
     xid_lines = xid_lines_by_node(snap)
     nodes = {n.name: n for n in snap.nodes}
-    names = {g.node for g in snap.gpus if g.node} | {n for n, lines in xid_lines.items() if lines}
+    gpus_by_node: dict[str, list[GPU]] = {}
+    for g in snap.gpus:
+        if g.node:
+            gpus_by_node.setdefault(g.node, []).append(g)
+    names = set(gpus_by_node) | {n for n, lines in xid_lines.items() if lines}
     names |= {n.name for n in snap.nodes if GPU_RESOURCE in n.capacity}
-    return [_gpu_node(name, nodes.get(name), snap, xid_lines.get(name, [])) for name in sorted(names)]
+    return [_gpu_node(name, nodes.get(name), snap, gpus_by_node.get(name, []), xid_lines.get(name, [])) for name in sorted(names)]
 
 
-def _gpu_node(name: str, node: Node | None, snap: Snapshot, xid_lines: list[str]) -> dict:
-    gpus = [g for g in snap.gpus if g.node == name]
+def _gpu_node(name: str, node: Node | None, snap: Snapshot, gpus: list[GPU], xid_lines: list[str]) -> dict:
     known = {address for g in gpus if (address := pci_address(g.pci_bus_id)) is not None}
     unplaced = [line for line in xid_lines if pci_address(xid_device(line)) not in known]
     capacity, allocatable = _gpu_capacity(node), _gpu_allocatable(node)
@@ -299,11 +302,17 @@ def _drivers_by_node(snap: Snapshot) -> dict[str, str]:
     return dict(sorted(drivers.items()))
 
 
-def _driver_too_old_lines(pod: Pod) -> list[str]:
-    """The pod's own words that the node's driver is older than its CUDA: log lines, and the container
-    runtime's refusal (nvidia-container-cli "unsatisfied condition: cuda>=...") in states and events."""
-    lines = [line for c in pod.containers for line in c.log_signals.get("cuda_driver_too_old", [])]
-    messages = [c.state_message for c in pod.containers] + [e.message for e in pod.events]
-    too_old = builtin_signals().patterns["cuda_driver_too_old"]
-    lines += [m.strip() for m in messages if m and too_old.search(m)]
-    return list(dict.fromkeys(lines))
+def _driver_too_old(snap: Snapshot) -> dict[str, dict]:
+    """Pod key -> the last and the number of the pod's own words that the node's driver is older than
+    its CUDA: log lines, and the container runtime's refusal (nvidia-container-cli "unsatisfied
+    condition: cuda>=...") in states and events."""
+    too_old = looked_for(snap).patterns.get("cuda_driver_too_old")
+    found = {}
+    for pod in snap.pods:
+        lines = [line for c in pod.containers for line in c.log_signals.get("cuda_driver_too_old", [])]
+        if too_old is not None:
+            messages = [c.state_message for c in pod.containers] + [e.message for e in pod.events]
+            lines += [m.strip() for m in messages if m and too_old.search(m)]
+        if lines := list(dict.fromkeys(lines)):
+            found[pod.key] = {"last": lines[-1], "count": len(lines)}
+    return found

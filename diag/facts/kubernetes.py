@@ -27,7 +27,7 @@ from diag.parsers.logs import model_load_seconds
 from diag.parsers.quantity import gpu_count, mig_counts
 from diag.parsers.scheduler import parse_fit_error
 from diag.parsers.vllm_metrics import summarize
-from diag.signals import builtin_signals
+from diag.signals import LogSignals, builtin_signals, looked_for
 
 T = TypeVar("T")
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -89,6 +89,7 @@ class _Index:
     workloads_by_label: dict[tuple[str, str, str], list[Workload]] = field(default_factory=dict)  # by template labels
     mig_offered: list[str] = field(default_factory=list)  # nvidia.com/mig-* advertised anywhere
     whole_gpus_offered: bool = False  # some node advertises nvidia.com/gpu
+    signals_by_message: dict[str, list[str]] = field(default_factory=dict)  # event message -> signals it matches
 
     @classmethod
     def of(cls, snap: Snapshot, clock: Clock) -> _Index:
@@ -119,6 +120,14 @@ class _Index:
             mig_offered=sorted({r for n in snap.nodes for r in placement.mig_offered(n)}),
             whole_gpus_offered=any(placement.gpu_allocatable(n) for n in snap.nodes),
         )
+
+    def signals_in(self, message: str) -> list[str]:
+        """The log signals an event message matches, each message matched once (kubelet repeats them)."""
+        names = self.signals_by_message.get(message)
+        if names is None:
+            patterns = looked_for(self.snap).patterns
+            names = self.signals_by_message[message] = [name for name, pattern in patterns.items() if pattern.search(message)]
+        return names
 
     def pods_on(self, node: str) -> list[Pod]:
         return self.by_node.get(node, [])
@@ -210,10 +219,22 @@ def _node_brief(node: Node, index: _Index) -> dict:
 # --------------------------------------------------------------------------- pods
 
 
+def _event_signals(events: list[Event], index: _Index) -> dict[str, list[str]]:
+    """Signal name -> the messages of the pod's current Warning events that match it: the kubelet and
+    the container runtime quote the same refusals that logs do (nvidia-container-cli's, NVML's).
+    Matched here, not in the rules: a CEL regex over every event of every pod is compiled each time."""
+    found: dict[str, list[str]] = {name: [] for name in looked_for(index.snap).names()}
+    for event in events:
+        if event.type == "Warning" and event.message:
+            for name in index.signals_in(event.message):
+                found[name].append(event.message)
+    return found
+
+
 def _pod(pod: Pod, index: _Index) -> dict:
     facts = plain(pod, drop=("containers", "init_containers", "events"))
     # every signal looked for: one no line matched is known absent ([]), not unknown
-    signals: dict[str, list[str]] = {name: [] for name in index.snap.log_signal_names or builtin_signals().names()}
+    signals: dict[str, list[str]] = {name: [] for name in looked_for(index.snap).names()}
     load_times = []
     for c in pod.containers:
         for name, lines in c.log_signals.items():
@@ -239,6 +260,7 @@ def _pod(pod: Pod, index: _Index) -> dict:
         mig_requests={k: v for c in pod.containers for k, v in mig_counts(c.limits, c.requests).items()},
         restarts=sum(c.restart_count for c in pod.containers),
         log_signals=signals if _any_log_read(pod) else None,  # None: no log of it was collected
+        event_signals=_event_signals(events, index) if events_read else None,
         model_load_seconds=max(load_times) if load_times else None,
         failed_scheduling=scheduling,
         # why no node takes it: only for a pod the scheduler has not placed (None also without nodes.json)
@@ -598,7 +620,7 @@ def _raycluster(cluster: RayClusterSpec, snap: Snapshot, clock: Clock) -> dict:
             and (pending := sum(1 for p in members if p.ray_group == g.name and p.phase == "Pending"))
         ],
         "pending_pods": [p.name for p in members if p.phase == "Pending"],
-        **_serve_status_facts(cluster, clock),
+        **_serve_status_facts(cluster, clock, looked_for(snap)),
         "gpus_running": sum(pod_gpu_request(p) for p in running),
         "parallel_gpus_needed": _parallel_gpus_needed(cluster, members, snap),
         "_subject": f"{cluster.kind.lower()}/{cluster.namespace}/{cluster.name}",
@@ -610,9 +632,9 @@ def _raycluster(cluster: RayClusterSpec, snap: Snapshot, clock: Clock) -> dict:
 SERVE_FAILED_STATUSES = ("DEPLOY_FAILED", "UNHEALTHY")  # of an application or a deployment (ray.serve.schema)
 
 
-def _serve_status_facts(cluster: RayClusterSpec, clock: Clock) -> dict:
+def _serve_status_facts(cluster: RayClusterSpec, clock: Clock, signals: LogSignals | None = None) -> dict:
     """What a RayService says of its Serve applications (a RayCluster says nothing of Serve: empty lists)."""
-    waiting = builtin_signals().patterns.get("serve_replicas_unscheduled")
+    waiting = (signals or builtin_signals()).patterns.get("serve_replicas_unscheduled")
     pending = [s for s in cluster.serve_statuses if s.cluster == "pending" and s.deployment is None]
     upgrade_started = cluster.condition_times.get("UpgradeInProgress")
     not_running = [_serve_status_text(s) for s in pending if s.status != "RUNNING"]

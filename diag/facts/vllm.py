@@ -24,7 +24,7 @@ from diag.model import (
     VllmServer,
 )
 from diag.parsers.logs import gpu_memory_shortfall
-from diag.signals import builtin_signals
+from diag.signals import looked_for
 from diag.parsers.vllm_metrics import (
     ITL,
     KV_CACHE_USAGE,
@@ -150,7 +150,7 @@ def _server(server: VllmServer, snap: Snapshot, index: _Index, settings: dict, c
 
 def _signal_names(snap: Snapshot) -> list[str]:
     """Every signal looked for: one no line matched is known absent ([]), not unknown."""
-    return snap.log_signal_names or builtin_signals().names()
+    return looked_for(snap).names()
 
 
 def _metric_names(summary: VllmMetrics | None, server: VllmServer) -> dict[str, str]:

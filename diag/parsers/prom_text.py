@@ -33,6 +33,11 @@ _METRIC_TYPES = frozenset(
     {"counter", "gauge", "histogram", "summary", "untyped", "unknown", "gaugehistogram", "stateset", "info"}
 )
 _SHOWN_CHARS = 60
+# The shape nearly every line of a real scrape has: a name, labels without escapes, blanks or empty
+# pairs, a value and maybe a timestamp. Read in one match; any other line takes the full parser.
+_PLAIN_LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*="[^"\\]*"'
+_PLAIN_SAMPLE = re.compile(rf"([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{{((?:{_PLAIN_LABEL}(?:,{_PLAIN_LABEL})*,?)?)\}})? (\S+)(?: (\S+))?")
+_PLAIN_PAIR = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="([^"]*)"')
 # Series that count, by suffix: (suffix, the family types whose series they are). OpenMetrics names a
 # counter family without its `_total`.
 _COUNT_PARTS = (
@@ -134,6 +139,16 @@ def _is_count(name: str, types: dict[str, str]) -> bool:
 
 
 def _sample(line: str) -> MetricSample:
+    plain = _PLAIN_SAMPLE.fullmatch(line)
+    if plain is not None:
+        name, body, value, timestamp = plain.groups()
+        pairs = _PLAIN_PAIR.findall(body) if body else []
+        labels = dict(pairs)
+        if len(labels) == len(pairs):  # a label given twice: the full parser says so
+            number = _number(value, "value")
+            if timestamp is not None:
+                _number(timestamp, "timestamp")
+            return MetricSample(name=name, labels=labels, value=number)
     name_match = _METRIC_NAME.match(line)
     name = name_match.group() if name_match else None
     rest = line[name_match.end() :] if name_match else line

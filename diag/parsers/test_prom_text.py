@@ -1,8 +1,11 @@
 import math
+import re
+from pathlib import Path
 
 import pytest
 
 from diag.errors import ParseError
+from diag.parsers import prom_text
 from diag.parsers.prom_text import parse_exposition
 
 # A V1 server's /metrics as prometheus_client prints it in one process: counters as <name>_total
@@ -246,3 +249,16 @@ def test_an_impossible_count_is_a_bad_line_not_a_sample(lines: list[str], value:
 def test_gauges_keep_their_special_values() -> None:
     result = parse_exposition("# TYPE g gauge\ng -1e308\nh_total_x NaN\nvllm:num_requests_waiting -Inf\n")
     assert not result.errors and len(result.samples) == 3
+
+
+def test_plain_lines_read_alike_by_the_one_match_and_by_the_full_parser(monkeypatch) -> None:
+    """Most lines are read by one regex match; every scrape in the fixtures must come out the same as
+    from the full parser alone."""
+    scrapes = sorted(Path(__file__).parents[2].joinpath("fixtures").glob("*/vllm/*.metrics*.txt"))
+    assert len(scrapes) > 20
+    texts = [p.read_text() for p in scrapes]
+    fast = [parse_exposition(t) for t in texts]
+    monkeypatch.setattr(prom_text, "_PLAIN_SAMPLE", re.compile(r"(?!)"))
+    full = [parse_exposition(t) for t in texts]
+    assert fast == full
+    assert sum(len(e.samples) for e in fast) > 1000

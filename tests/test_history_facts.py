@@ -1,0 +1,26 @@
+"""The history pass builds only the window's facts again: what it takes over must be what a whole
+build without a window gives, on every fixture."""
+
+from pathlib import Path
+
+import pytest
+
+from diag.bundle import Bundle
+from diag.clock import Clock
+from diag.facts import build_facts
+from diag.join import join
+from diag.load import load_bundle
+
+FIXTURES = sorted(p for p in (Path(__file__).parents[1] / "fixtures").iterdir() if (p / "expected.json").exists())
+
+
+@pytest.mark.parametrize("fixture", FIXTURES, ids=lambda p: p.name)
+def test_facts_rebuilt_without_the_window_equal_a_whole_build(fixture: Path) -> None:
+    snap = join(load_bundle(Bundle.open(fixture)))
+    clock = Clock.of(snap, 3600)
+    windowed = build_facts(snap, clock)
+    whole = build_facts(snap, clock.without_window())
+    rebuilt = build_facts(snap, clock.without_window(), unwindowed_of=windowed)
+    assert list(rebuilt.scopes) == list(whole.scopes)
+    assert rebuilt.cluster == whole.cluster
+    assert rebuilt.scopes == whole.scopes
