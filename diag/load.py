@@ -74,7 +74,9 @@ class _Loader:
         self.bundle = bundle
         self.stopwatch = stopwatch
         self.signals = signals or builtin_signals()
-        self.snap = Snapshot(manifest=bundle.manifest(), log_signal_names=self.signals.names())
+        self.snap = Snapshot(
+            manifest=bundle.manifest(), log_signal_names=self.signals.names(), crash_cause_signals=list(self.signals.crash_causes)
+        )
         self.endpoints: dict[tuple[str, str], tuple[list[str], list[str]]] = {}
         self.log_files: list[tuple[str, str, bool]] = []  # (stem, text, previous)
         self.scrapes: dict[str, dict[int, str]] = {}  # server -> n -> file

@@ -496,6 +496,7 @@ class Snapshot:
     prometheus: list[PromResult] = field(default_factory=list)
     manifest: dict = field(default_factory=dict)
     log_signal_names: list[str] = field(default_factory=list)  # the log signals looked for (diag.signals)
+    crash_cause_signals: list[str] = field(default_factory=list)  # those of them that name why a container exits
     sources: dict[str, SourceStatus] = field(default_factory=dict)
 
     _pods_by_key: dict[str, Pod] = field(default_factory=dict, init=False, repr=False, compare=False)

@@ -11,6 +11,7 @@ from diag.facts import build_facts
 from diag.facts import k8s_containers as containers
 from diag.facts import k8s_placement as placement
 from diag.join import join
+from diag.signals import builtin_signals
 from diag.model import (
     HPA,
     Container,
@@ -167,6 +168,7 @@ def test_probe_facts_resolve_named_ports_and_compute_the_liveness_budget():
 
 
 def test_crash_loops_carry_the_known_cause_lines_of_their_logs():
+    causes = builtin_signals().crash_causes
     oom = vllm_container(state="waiting", state_reason="CrashLoopBackOff", last_terminated_reason="OOMKilled", last_exit_code=137,
                          restart_count=4, memory_limit="48Gi")
     cuda = vllm_container(state="waiting", state_reason="CrashLoopBackOff", last_terminated_reason="Error", last_exit_code=1,
@@ -176,10 +178,10 @@ def test_crash_loops_carry_the_known_cause_lines_of_their_logs():
                            restart_count=4, previous_logs="one\n\ntwo\nthree\nfour\nfive\nsix\n")
     pod = Pod(namespace="llm", name="p", containers=[oom])
     assert containers.oom_killed(pod, Clock(None, "none"))[0]["memory_limit"] == "48Gi"
-    assert containers.crash_loops(pod) == []  # K8S-210's
-    [known] = containers.crash_loops(Pod(namespace="llm", name="p", containers=[cuda]))
+    assert containers.crash_loops(pod, causes) == []  # K8S-210's
+    [known] = containers.crash_loops(Pod(namespace="llm", name="p", containers=[cuda]), causes)
     assert known["known_causes"] == ["torch.OutOfMemoryError: CUDA out of memory."]
-    [crash] = containers.crash_loops(Pod(namespace="llm", name="p", containers=[plain]))
+    [crash] = containers.crash_loops(Pod(namespace="llm", name="p", containers=[plain]), causes)
     assert crash["exit_code"] == 2 and crash["last_lines"] == "four | five | six" and crash["known_causes"] == []
 
 

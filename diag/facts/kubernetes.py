@@ -253,7 +253,7 @@ def _pod(pod: Pod, index: _Index) -> dict:
         oom_killed=containers.oom_killed(pod, clock),
         image_pull_errors=containers.image_pull_errors(pod, events),
         failed_mounts=containers.failed_mounts(events) if events_read else None,
-        crash_loops=containers.crash_loops(pod),
+        crash_loops=containers.crash_loops(pod, index.snap.crash_cause_signals or builtin_signals().crash_causes),
         probe_failures=[e.message for e in events if e.reason == "Unhealthy"] if events_read else None,
         is_vllm=pod.vllm_server is not None,
         runs_vllm=containers.vllm_container(pod) is not None,
