@@ -44,8 +44,12 @@ def catalogue_markdown(extra: list[Path]) -> str:
     out += [f"| `{name}` | {spec.get('default')} | {spec.get('description', '')} |" for name, spec in settings.items()]
     signals = load_signals([builtin_rules_dir(), *extra])
     out += ["", "## Log signals", "", "Lines the rules read as `log_signals.<name>`, from `rules/signals/*.yaml` (add your own in a",
-            "`signals/` folder beside rule files given with `--rules`).", "", "| name | layer | what its lines say |", "| --- | --- | --- |"]
-    out += [f"| `{name}` | {signals.layers[name]} | {signals.descriptions[name]} |" for name in sorted(signals.names())]
+            "`signals/` folder beside rule files given with `--rules`). A crash cause is a crash loop's known failure line (K8S-213).",
+            "", "| name | layer | crash cause | what its lines say |", "| --- | --- | --- | --- |"]
+    out += [
+        f"| `{name}` | {signals.layers[name]} | {'yes' if name in signals.crash_causes else 'no'} | {signals.descriptions[name]} |"
+        for name in sorted(signals.names())
+    ]
     out.append("")
     for r in rules:
         out += [_section(r), ""]

@@ -368,6 +368,7 @@ class GPU:
     pcie_width_current: int | None = None
     pcie_width_max: int | None = None
     mig_mode: str | None = None  # Enabled | Disabled
+    persistence_mode: bool | None = None  # nvidia-smi's Persistence-M / persistence_mode: True when Enabled
     processes: list[GPUProcess] = field(default_factory=list)
     xids: list[int] = field(default_factory=list)  # from logs / events naming this GPU's host
     open_error: str | None = None  # NVML's / nvidia-smi's answer when it could not open the GPU ("GPU is lost")

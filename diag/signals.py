@@ -2,7 +2,8 @@
 
 A signal is a name the rules read (`pod.log_signals.<name>`, `vllm_server.log_signals.<name>`) and the
 patterns that recognise its lines, each with where its wording comes from and an example line it must
-match. A pattern from a new incident thread is a few lines of YAML, in the built-in folder or in a
+match. A signal names why a container exits (a crash loop's "known failure line") unless it says
+`crash_cause: false` (a symptom such as the engine's death, a traceback frame, a warning). A pattern from a new incident thread is a few lines of YAML, in the built-in folder or in a
 `signals/` folder beside the rule files given with `--rules`; a file that is wrong is one line naming
 the file and the signal.
 """
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 
 SIGNALS_FOLDER = "signals"
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-_SIGNAL_KEYS = {"layer", "description", "patterns"}
+_SIGNAL_KEYS = {"layer", "description", "patterns", "crash_cause"}
 _PATTERN_KEYS = {"regex", "source", "example"}
 
 
@@ -39,6 +40,7 @@ class LogSignals:
     patterns: dict[str, re.Pattern[str]]  # name -> one pattern for all its regexes
     layers: dict[str, str]
     descriptions: dict[str, str]
+    crash_causes: tuple[str, ...] = ()  # the signals whose lines name why a container exits, in file order
 
     def names(self) -> list[str]:
         return list(self.patterns)
@@ -56,6 +58,7 @@ def load_signals(rule_dirs: list[Path]) -> LogSignals:
         regexes: dict[str, list[str]] = {}
         layers: dict[str, str] = {}
         descriptions: dict[str, str] = {}
+        crash_cause: dict[str, bool] = {}
         for path in files:
             for name, spec in _read(path).items():
                 where = f"{path}: signal {name}"
@@ -63,9 +66,11 @@ def load_signals(rule_dirs: list[Path]) -> LogSignals:
                 if name in layers and layers[name] != layer:
                     raise SignalError(f"{where}: layer {layer} differs from {layers[name]} given before")
                 layers[name], descriptions[name] = layer, descriptions.get(name) or description
+                crash_cause[name] = spec.get("crash_cause", crash_cause.get(name, True))  # a file that says nothing keeps it
                 regexes.setdefault(name, []).extend(patterns)
         _loaded[key] = LogSignals(
-            {name: re.compile("|".join(f"(?:{r})" for r in rs)) for name, rs in regexes.items()}, layers, descriptions
+            {name: re.compile("|".join(f"(?:{r})" for r in rs)) for name, rs in regexes.items()}, layers, descriptions,
+            tuple(name for name in regexes if crash_cause[name]),
         )
     return _loaded[key]
 
@@ -106,6 +111,8 @@ def _checked(spec: Any, where: str) -> tuple[str, str, list[str]]:
         raise SignalError(f"{where}: needs a one-line description")
     if not isinstance(patterns, list) or not patterns:
         raise SignalError(f"{where}: needs a list of patterns")
+    if not isinstance(spec.get("crash_cause", True), bool):
+        raise SignalError(f"{where}: crash_cause must be true or false, not {spec['crash_cause']!r}")
     return layer, description, [_regex(p, f"{where}, pattern {i + 1}") for i, p in enumerate(patterns)]
 
 

@@ -86,3 +86,37 @@ rules:
 
 def test_without_the_folder_the_builtin_signals_stand_alone(tmp_path: Path) -> None:
     assert load_signals([tmp_path]).names() == []
+
+
+@pytest.mark.parametrize(("crash_cause", "named"), [("", True), ("    crash_cause: false\n", False)])
+def test_a_signal_added_by_a_user_names_the_crash_loops_cause_unless_it_says_it_is_none(
+    tmp_path: Path, crash_cause: str, named: bool
+) -> None:
+    extra = _signals_dir(tmp_path, f"""\
+signals:
+  cli_argument_refused:
+    layer: vllm
+    description: vLLM's command line holds an argument it does not know
+{crash_cause}    patterns:
+      - regex: 'error: unrecognized arguments: '
+        source: argparse, as vllm serve prints it
+        example: "vllm serve: error: unrecognized arguments: --max-num-batch-tokens 16384"
+""")
+    assert ("cli_argument_refused" in load_signals([extra]).crash_causes) is named
+    report = analyze_bundle(Bundle.open(FIXTURES / "k8s-crashloop-bad-flag"), extra_rule_dirs=[extra])
+    [crash] = [f for f in report.findings if f.rule == "K8S-213"]
+    wanted = "known failure line: vllm serve: error: unrecognized arguments: --max-num-batch-tokens 16384"
+    assert (wanted in crash.evidence) is named
+    assert named or "no known failure line in its logs" in crash.evidence
+
+
+def test_crash_cause_must_be_a_boolean(tmp_path: Path) -> None:
+    text = "signals:\n  x:\n    layer: vllm\n    description: d\n    crash_cause: 'no'\n    patterns: [{regex: a, source: s}]"
+    with pytest.raises(SignalError, match="crash_cause must be true or false"):
+        load_signals([_signals_dir(tmp_path, text)])
+
+
+def test_symptoms_and_frames_of_the_catalogue_name_no_crash_cause() -> None:
+    causes = builtin_signals().crash_causes
+    assert {"cuda_oom", "model_not_found", "xid", "ray_gcs_unreachable"} <= set(causes)
+    assert not {"engine_dead", "preemption", "model_load_frame"} & set(causes)

@@ -11,6 +11,7 @@ from diag.facts import build_facts
 from diag.facts import k8s_containers as containers
 from diag.facts import k8s_placement as placement
 from diag.join import join
+from diag.signals import builtin_signals
 from diag.model import (
     HPA,
     Container,
@@ -167,6 +168,7 @@ def test_probe_facts_resolve_named_ports_and_compute_the_liveness_budget():
 
 
 def test_crash_loops_carry_the_known_cause_lines_of_their_logs():
+    causes = builtin_signals().crash_causes
     oom = vllm_container(state="waiting", state_reason="CrashLoopBackOff", last_terminated_reason="OOMKilled", last_exit_code=137,
                          restart_count=4, memory_limit="48Gi")
     cuda = vllm_container(state="waiting", state_reason="CrashLoopBackOff", last_terminated_reason="Error", last_exit_code=1,
@@ -176,10 +178,10 @@ def test_crash_loops_carry_the_known_cause_lines_of_their_logs():
                            restart_count=4, previous_logs="one\n\ntwo\nthree\nfour\nfive\nsix\n")
     pod = Pod(namespace="llm", name="p", containers=[oom])
     assert containers.oom_killed(pod, Clock(None, "none"))[0]["memory_limit"] == "48Gi"
-    assert containers.crash_loops(pod) == []  # K8S-210's
-    [known] = containers.crash_loops(Pod(namespace="llm", name="p", containers=[cuda]))
+    assert containers.crash_loops(pod, causes) == []  # K8S-210's
+    [known] = containers.crash_loops(Pod(namespace="llm", name="p", containers=[cuda]), causes)
     assert known["known_causes"] == ["torch.OutOfMemoryError: CUDA out of memory."]
-    [crash] = containers.crash_loops(Pod(namespace="llm", name="p", containers=[plain]))
+    [crash] = containers.crash_loops(Pod(namespace="llm", name="p", containers=[plain]), causes)
     assert crash["exit_code"] == 2 and crash["last_lines"] == "four | five | six" and crash["known_causes"] == []
 
 
@@ -403,3 +405,35 @@ def test_other_create_failures_are_not_a_quota_refusal():
     snap = Snapshot(workloads=[gpu_workload(conditions={"ReplicaFailure": {"status": "True", "reason": "FailedCreate", "message": denied}})],
                     events=[Event("llm", "ReplicaSet", "llama-70b-5c7d9f8b6d", "FailedCreate", f"Error creating: {denied}", "Warning")])
     assert "K8S-116" not in fired(snap)
+
+
+# --------------------------------------------------------------------------- LimitRange (K8S-507)
+
+# the LimitRanger admission plugin's wordings (plugin/pkg/admission/limitranger/admission.go)
+LIMIT_RANGE_REFUSALS = [
+    'pods "llama-70b-0" is forbidden: maximum memory usage per Container is 32Gi, but limit is 64Gi',
+    'pods "llama-70b-0" is forbidden: [minimum cpu usage per Pod is 1, but request is 500m, maximum memory usage per Container is 4Gi.  No limit is specified]',
+    'pods "llama-70b-0" is forbidden: cpu max limit to request ratio per Container is 2, but provided ratio is 4.000000',
+]
+
+
+@pytest.mark.parametrize("refusal", LIMIT_RANGE_REFUSALS)
+def test_limit_range_refusal_from_a_statefulsets_failed_create_event(refusal: str):
+    event = Event("llm", "StatefulSet", "llama-70b", "FailedCreate", f"create Pod llama-70b-0 in StatefulSet llama-70b failed error: {refusal}", "Warning")
+    snap = Snapshot(workloads=[gpu_workload("StatefulSet")], events=[event])
+    assert fired(snap).get("K8S-507") == ["statefulset/llm/llama-70b"]
+    assert "K8S-116" not in fired(snap)
+
+
+def test_limit_range_refusal_from_the_deployments_condition_and_not_from_a_quota():
+    failure = {"status": "True", "reason": "FailedCreate", "message": LIMIT_RANGE_REFUSALS[0]}
+    assert fired(Snapshot(workloads=[gpu_workload(conditions={"ReplicaFailure": failure})])).get("K8S-507") == ["deployment/llm/llama-70b"]
+    quota = {"status": "True", "reason": "FailedCreate", "message": QUOTA_REFUSAL}
+    assert "K8S-507" not in fired(Snapshot(workloads=[gpu_workload(conditions={"ReplicaFailure": quota})]))
+
+
+def test_a_statefulsets_refusals_are_unknown_without_events_a_deployments_condition_still_tells():
+    read = ("k8s/statefulsets.json", "k8s/deployments.json")
+    assert outcomes(Snapshot(workloads=[gpu_workload("StatefulSet")]), read)["K8S-507"] == "unknown"
+    assert outcomes(Snapshot(workloads=[gpu_workload("StatefulSet")]), (*read, "k8s/events.json"))["K8S-507"] == "silent"
+    assert outcomes(Snapshot(workloads=[gpu_workload()]), read)["K8S-507"] == "silent"

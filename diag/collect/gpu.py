@@ -109,6 +109,7 @@ def _nvml_gpu(pynvml: Any, index: int, handle: Any) -> dict[str, Any]:
         "retired_pending": get(pynvml.nvmlDeviceGetRetiredPagesPendingStatus),
         "remapped_rows": get(pynvml.nvmlDeviceGetRemappedRows, convert=list),
         "mig_mode": get(pynvml.nvmlDeviceGetMigMode, convert=list),
+        "persistence_mode": get(pynvml.nvmlDeviceGetPersistenceMode),
         "procs": _processes(pynvml, handle),
     }
 

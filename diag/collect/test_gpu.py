@@ -52,6 +52,7 @@ class FakeNvml:
             "nvmlDeviceGetRetiredPagesPendingStatus": lambda h: 0,
             "nvmlDeviceGetRemappedRows": lambda h: (0, 1, 1, 0),
             "nvmlDeviceGetMigMode": lambda h: [0, 0],
+            "nvmlDeviceGetPersistenceMode": lambda h: 0,
             "nvmlDeviceGetComputeRunningProcesses": lambda h: [SimpleNamespace(pid=4242, usedGpuMemory=2048 * MIB)],
             "nvmlDeviceGetGraphicsRunningProcesses": lambda h: [],
             "nvmlSystemGetProcessName": lambda pid: "python3",
@@ -116,6 +117,7 @@ def test_snapshot_reads_every_field_and_parses_back(monkeypatch: pytest.MonkeyPa
     assert parsed.retired_pages_pending is False
     assert parsed.remapped_rows_pending is True and parsed.remapped_rows_failure is False
     assert parsed.mig_mode == "Disabled" and parsed.cuda_version == "13.0"
+    assert parsed.persistence_mode is False
     assert [(p.pid, p.name, p.used_memory_mib) for p in parsed.processes] == [(4242, "python3", 2048)]
 
 
@@ -127,6 +129,7 @@ def test_refused_nvml_calls_become_unknown_not_a_crash(monkeypatch: pytest.Monke
             "nvmlDeviceGetTotalEccErrors",
             "nvmlDeviceGetRemappedRows",
             "nvmlDeviceGetMigMode",
+            "nvmlDeviceGetPersistenceMode",
             "nvmlDeviceGetCurrentClocksEventReasons",
             "nvmlDeviceGetEnforcedPowerLimit",
         )
@@ -142,7 +145,7 @@ def test_refused_nvml_calls_become_unknown_not_a_crash(monkeypatch: pytest.Monke
     [parsed] = parse_nvml_json(json.dumps(document), "node-a")
     assert parsed.retired_pages_pending is None
     assert parsed.ecc_uncorrected_volatile is None and parsed.ecc_uncorrected_aggregate is None
-    assert parsed.remapped_rows_pending is None and parsed.mig_mode is None
+    assert parsed.remapped_rows_pending is None and parsed.mig_mode is None and parsed.persistence_mode is None
     assert parsed.power_limit_w is None and parsed.clocks_event_reasons == []
     assert parsed.processes[0].name is None and parsed.processes[0].used_memory_mib == 2048
     assert parsed.memory_used_mib == 40000  # the rest still read

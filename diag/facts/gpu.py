@@ -64,6 +64,8 @@ def _gpu(gpu: GPU, snap: Snapshot, history: GpuHistory) -> dict:
         "pci_address": pci_address(gpu.pci_bus_id),
         "device_id": _device_id(gpu),
         "lost": gpu.open_error is not None,
+        # the pods given this GPU that run a vLLM server
+        "vllm_pods": [key for key in gpu.serving_pods if (pod := snap.pod(key)) is not None and pod.vllm_server],
         "memory_used_pct": (
             100.0 * gpu.memory_used_mib / gpu.memory_total_mib if gpu.memory_used_mib is not None and gpu.memory_total_mib else None
         ),

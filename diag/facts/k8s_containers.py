@@ -3,6 +3,8 @@ their causes, image pulls, volume mounts, and GPU environment variables set with
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from diag.clock import Clock
 from diag.facts.common import aged
 from diag.model import Container, Event, Pod, Probe
@@ -16,12 +18,6 @@ IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "E
 GPU_VISIBILITY_ENV = ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
 NO_GPU_VALUES = ("", "void", "none", "-1")  # values that hide every GPU from the container
 LAST_LOG_LINES = 3
-# Log signals (diag.parsers.logs) that name why a container exits at start; each has its own rule,
-# whose finding explains the crash loop (rules' `explains`).
-CRASH_CAUSE_SIGNALS = (
-    "kv_cache_too_small", "no_cache_blocks", "cuda_oom", "cuda_driver_too_old", "model_not_found",
-    "gpu_memory_taken", "xid", "ray_gcs_unreachable", "gcs_redis_unreachable",
-)
 
 
 def vllm_container(pod: Pod) -> Container | None:
@@ -134,9 +130,11 @@ def failed_mounts(events: list[Event]) -> list[str]:
     return [e.message for e in events if e.reason in ("FailedMount", "FailedAttachVolume")]
 
 
-def crash_loops(pod: Pod) -> list[dict]:
+def crash_loops(pod: Pod, cause_signals: Sequence[str]) -> list[dict]:
     """Crash-looping containers not OOMKilled (K8S-210 names that), each with the known failure lines
-    its current or previous log holds: a rule that names such a cause explains the crash loop."""
+    its current or previous log holds: the last line of each of `cause_signals` (the catalogue's signals
+    that name why a container exits, diag.signals) it matched. A rule that names such a cause explains
+    the crash loop."""
     crashes = []
     for c in pod.containers:
         if c.state_reason != "CrashLoopBackOff" or c.last_terminated_reason == "OOMKilled":
@@ -144,7 +142,7 @@ def crash_loops(pod: Pod) -> list[dict]:
         crashes.append({
             "container": c.name, "restarts": c.restart_count, "exit_code": c.last_exit_code,
             "last_reason": c.last_terminated_reason, "last_lines": _last_lines(c.previous_logs or c.logs),
-            "known_causes": [c.log_signals[s][-1] for s in CRASH_CAUSE_SIGNALS if c.log_signals.get(s)],
+            "known_causes": [c.log_signals[s][-1] for s in cause_signals if c.log_signals.get(s)],
         })
     return crashes
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -52,6 +54,14 @@ KUBERAY_INVALID_EVENTS = ("InvalidRayServiceSpec", "InvalidRayServiceMetadata", 
 # ResourceQuota's refusal reads 'pods "x" is forbidden: exceeded quota: <name>, requested: ...'.
 FAILED_CREATE = "FailedCreate"
 QUOTA_EXCEEDED = "exceeded quota"
+# The LimitRanger admission plugin's refusals (plugin/pkg/admission/limitranger/admission.go: minConstraint,
+# maxConstraint, limitRequestRatioConstraint), several joined in "[..., ...]":
+# 'maximum memory usage per Container is 32Gi, but limit is 64Gi', 'minimum cpu usage per Pod is 1.  No
+# request is specified', 'cpu max limit to request ratio per Container is 2, but provided ratio is 4.000000'.
+LIMIT_RANGE_REFUSAL = re.compile(
+    r"(?:minimum|maximum) \S+ usage per (?:Container|Pod) is \S+?(?:, but (?:request|limit) is |\.  No (?:request|limit) is specified)"
+    r"|\S+ max limit to request ratio per (?:Container|Pod) is \S+, but "
+)
 # GPU-operator / device-plugin daemonsets that put GPUs into pods, recognised by name or image.
 GPU_COMPONENTS: dict[str, tuple[str, ...]] = {
     "device-plugin": ("nvidia-device-plugin",),  # by name: GPU feature discovery ships in the same image
@@ -191,12 +201,13 @@ def _gpu_labels_text(node: Node) -> str:
 
 def scopes(snap: Snapshot, clock: Clock) -> dict[str, list[dict]]:
     index = _Index.of(snap, clock)
-    quota_events = _quota_events(snap, clock)
+    refusals = _failed_create_events(snap, clock)
+    events_read = source_read(snap, "k8s/events.json")
     return {
         "pod": [_pod(p, index) for p in snap.pods],
         "node": [_node(n, index) for n in snap.nodes],
         "service": [_service(s, index) for s in snap.services],
-        "workload": [_workload(w, quota_events) for w in snap.workloads],
+        "workload": [_workload(w, refusals, events_read) for w in snap.workloads],
         "hpa": [_hpa(h, snap, clock) for h in snap.hpas],
         "raycluster": [_raycluster(c, snap, clock) for c in snap.ray_clusters],
         "daemonset": [_daemonset(d, index) for d in snap.daemonsets],
@@ -275,7 +286,7 @@ def _pod(pod: Pod, index: _Index) -> dict:
         oom_killed=containers.oom_killed(pod, clock),
         image_pull_errors=containers.image_pull_errors(pod, events),
         failed_mounts=containers.failed_mounts(events) if events_read else None,
-        crash_loops=containers.crash_loops(pod),
+        crash_loops=containers.crash_loops(pod, looked_for(index.snap).crash_causes),
         probe_failures=[e.message for e in events if e.reason == "Unhealthy"] if events_read else None,
         is_vllm=pod.vllm_server is not None,
         runs_vllm=containers.vllm_container(pod) is not None,
@@ -494,24 +505,26 @@ def _service(svc: Service, index: _Index) -> dict:
     }
 
 
-def _workload(workload: Workload, quota_events: dict[tuple[str, str, str], list[Event]]) -> dict:
-    refusals = _quota_refusals(workload, quota_events)
+def _workload(workload: Workload, refusals: dict[tuple[str, str, str], list[Event]], events_read: bool) -> dict:
+    quota = _refusals(workload, refusals, events_read, lambda message: QUOTA_EXCEEDED in message)
+    limit_range = _refusals(workload, refusals, events_read, lambda message: LIMIT_RANGE_REFUSAL.search(message) is not None)
     return plain(workload) | {
-        "quota_refusals": refusals,
-        "refused_by_quota": bool(refusals),
+        "quota_refusals": quota,
+        "refused_by_quota": bool(quota) if quota is not None else None,
+        "limit_range_refusals": limit_range,
         "ref": f"{workload.kind.lower()}/{workload.name}",
         "_subject": f"{workload.kind.lower()}/{workload.namespace}/{workload.name}",
         "_links": link("workload", f"{workload.namespace}/{workload.name}"),
     }
 
 
-def _quota_events(snap: Snapshot, clock: Clock) -> dict[tuple[str, str, str], list[Event]]:
-    """The controllers' FailedCreate events for a quota refusal, by the workload they are about:
-    (namespace, "StatefulSet", name) or, for a ReplicaSet `<deployment>-<pod-template-hash>`,
+def _failed_create_events(snap: Snapshot, clock: Clock) -> dict[tuple[str, str, str], list[Event]]:
+    """The controllers' FailedCreate events (the API server refused a pod they create), by the workload they
+    are about: (namespace, "StatefulSet", name) or, for a ReplicaSet `<deployment>-<pod-template-hash>`,
     (namespace, "Deployment", <deployment>). Events past the history window do not count."""
     found: dict[tuple[str, str, str], list[Event]] = {}
     for event in snap.events:
-        if event.reason != FAILED_CREATE or QUOTA_EXCEEDED not in event.message or not clock.current(event.last_seen):
+        if event.reason != FAILED_CREATE or not clock.current(event.last_seen):
             continue
         if event.involved_kind == "StatefulSet":
             key = (event.namespace or "", "StatefulSet", event.involved_name)
@@ -523,18 +536,23 @@ def _quota_events(snap: Snapshot, clock: Clock) -> dict[tuple[str, str, str], li
     return found
 
 
-def _quota_refusals(workload: Workload, quota_events: dict[tuple[str, str, str], list[Event]]) -> list[str]:
-    """Why the API server refused this workload's pods, newest first: a ResourceQuota's "exceeded quota".
+def _refusals(
+    workload: Workload, refusals: dict[tuple[str, str, str], list[Event]], events_read: bool, says: Callable[[str], bool]
+) -> list[str] | None:
+    """Why the API server refused this workload's pods, newest first: the refusals whose message `says` so.
 
     A Deployment carries its ReplicaSets' ReplicaFailure condition while the refusal lasts; the
-    controllers also write FailedCreate events (see _quota_events), the only trace for a StatefulSet.
+    controllers also write FailedCreate events (see _failed_create_events), the only trace for a
+    StatefulSet: without events.json, a StatefulSet's refusals are unknown (None).
     """
     found = []
     failure = workload.conditions.get("ReplicaFailure", {})
-    if failure.get("status") == "True" and QUOTA_EXCEEDED in (failure.get("message") or ""):
+    if failure.get("status") == "True" and says(failure.get("message") or ""):
         found.append(failure["message"])
-    events = quota_events.get((workload.namespace, workload.kind, workload.name), [])
+    events = [e for e in refusals.get((workload.namespace, workload.kind, workload.name), []) if says(e.message)]
     found += [e.message for e in sorted(events, key=lambda e: e.last_seen or "", reverse=True)]
+    if not found and not events_read and workload.kind != "Deployment":
+        return None
     return found
 
 

@@ -85,6 +85,16 @@ def yes_no(text: str | None, what: str) -> bool | None:
     return word == "yes"
 
 
+def enabled(text: str | None, what: str) -> bool | None:
+    """nvidia-smi's "Enabled"/"Disabled" (persistence mode): True, False, or None when unknown."""
+    if text is None or is_unknown(text):
+        return None
+    word = text.strip()
+    if word not in ("Enabled", "Disabled"):
+        raise ParseError(f"{what}: {word!r} is neither Enabled nor Disabled")
+    return word == "Enabled"
+
+
 def clocks_event_reason_names(mask: int) -> list[str]:
     """The active reasons of an NVML clocks-event bitmask, in bit order; an undocumented bit by its hex value."""
     names = [name for bit, name in CLOCKS_EVENT_REASON_BITS if mask & bit]

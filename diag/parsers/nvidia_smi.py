@@ -24,6 +24,7 @@ from diag.model import GPU, GPUProcess
 from diag.parsers.gpu_common import (
     UnopenedGpu,
     clocks_event_reason_names,
+    enabled,
     hex_mask,
     in_reason_order,
     integer,
@@ -161,6 +162,7 @@ def _xml_gpu(gpu: _XmlGpu, host: str, driver_version: str | None, cuda_version: 
         pcie_width_current=gpu.integer("pci/pci_gpu_link_info/link_widths/current_link_width", "x"),
         pcie_width_max=gpu.integer("pci/pci_gpu_link_info/link_widths/max_link_width", "x"),
         mig_mode=gpu.text("mig_mode/current_mig"),
+        persistence_mode=enabled(gpu.text("persistence_mode"), gpu.where("persistence_mode")),
         processes=_xml_processes(gpu),
     )
 
@@ -288,6 +290,7 @@ _CSV_FIELDS: tuple[tuple[str, tuple[str, ...], Callable[[str, str], Any]], ...] 
     ("remapped_rows_pending", ("remapped_rows.pending",), yes_no),
     ("remapped_rows_failure", ("remapped_rows.failure",), yes_no),
     ("mig_mode", ("mig.mode.current",), _mig_mode),
+    ("persistence_mode", ("persistence_mode",), enabled),
 )
 _KNOWN_COLUMNS = frozenset(column for _, columns, _ in _CSV_FIELDS for column in columns)
 # Columns of --query-compute-apps that --query-gpu does not have: such a file is not a GPU list.

@@ -17,6 +17,7 @@ from diag.parsers.json_fields import Fields, load_json, type_name
 SCHEMA = "llmdiag/nvml/v1"
 _MIB = 1024 * 1024
 _MIG_MODES = {0: "Disabled", 1: "Enabled"}  # NVML_DEVICE_MIG_DISABLE / NVML_DEVICE_MIG_ENABLE
+_FEATURE_STATES = {0: False, 1: True}  # NVML_FEATURE_DISABLED / NVML_FEATURE_ENABLED
 
 
 class _NvmlFields(Fields):
@@ -111,6 +112,7 @@ def _gpu(fields: _NvmlFields, position: int, host: str, driver_version: str | No
         pcie_width_current=fields.integer("pcie_width"),
         pcie_width_max=fields.integer("pcie_width_max"),
         mig_mode=_mig_mode(mig, fields),
+        persistence_mode=_feature(fields, "persistence_mode"),
         processes=_processes(fields),
         xids=fields.integers("xids") or [],
     )
@@ -133,6 +135,15 @@ def _mig_mode(mig: list[int] | None, fields: _NvmlFields) -> str | None:
     if mig[0] not in _MIG_MODES:
         raise ParseError(f"{fields.place('mig_mode')}: {mig[0]} is not an NVML MIG mode (0 or 1)")
     return _MIG_MODES[mig[0]]
+
+
+def _feature(fields: _NvmlFields, key: str) -> bool | None:
+    state = fields.integer(key)
+    if state is None:
+        return None
+    if state not in _FEATURE_STATES:
+        raise ParseError(f"{fields.place(key)}: {state} is not an NVML feature state (0 or 1)")
+    return _FEATURE_STATES[state]
 
 
 def _processes(fields: _NvmlFields) -> list[GPUProcess]:

@@ -118,6 +118,7 @@ def test_h200_driver_580_fills_every_field() -> None:
     assert (gpu.remapped_rows_pending, gpu.remapped_rows_failure) == (False, False)
     assert (gpu.pcie_gen_current, gpu.pcie_gen_max, gpu.pcie_width_current, gpu.pcie_width_max) == (5, 5, 16, 16)
     assert gpu.mig_mode == "Disabled"
+    assert gpu.persistence_mode is True
     assert [(p.pid, p.name, p.used_memory_mib) for p in gpu.processes] == [
         (429, "python3", 41478),
         (430, "python3", 874),
@@ -185,9 +186,24 @@ def test_unknown_words_are_none(unknown: str) -> None:
         f"<fb_memory_usage><used>{unknown}</used></fb_memory_usage><temperature><gpu_temp>{unknown}</gpu_temp>"
         f"</temperature><retired_pages><pending_retirement>{unknown}</pending_retirement></retired_pages>"
         f"<mig_mode><current_mig>{unknown}</current_mig></mig_mode><uuid>{unknown}</uuid>"
+        f"<persistence_mode>{unknown}</persistence_mode>"
     )
     [gpu] = parse_xml(_log(body), "n")
     assert (gpu.memory_used_mib, gpu.temperature_c, gpu.retired_pages_pending, gpu.mig_mode, gpu.uuid) == (None,) * 5
+    assert gpu.persistence_mode is None
+
+
+def test_persistence_mode_disabled_enabled_or_absent() -> None:
+    [off] = parse_xml(_log("<persistence_mode>Disabled</persistence_mode>"), "n")
+    [on] = parse_xml(_log("<persistence_mode>Enabled</persistence_mode>"), "n")
+    [absent] = parse_xml(_log("<uuid>GPU-1</uuid>"), "n")
+    assert (off.persistence_mode, on.persistence_mode, absent.persistence_mode) == (False, True, None)
+    [row] = parse_csv("index, persistence_mode\n0, Disabled\n", "n")
+    assert row.persistence_mode is False
+    [row] = parse_csv("index, name\n0, NVIDIA H200\n", "n")
+    assert row.persistence_mode is None  # not queried: unknown
+    with pytest.raises(ParseError, match="persistence_mode: 'Off' is neither Enabled nor Disabled"):
+        parse_csv("index, persistence_mode\n0, Off\n", "n")
 
 
 def test_mig_enabled_gpu_with_volatile_ecc_unknown() -> None:

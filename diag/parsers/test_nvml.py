@@ -59,6 +59,7 @@ def test_values_and_conversions() -> None:
             retired_pending=1,
             remapped_rows=[2, 1, 0, 1],
             mig_mode=[1, 1],
+            persistence_mode=0,
             procs=[{"pid": 77, "used": None, "name": "vllm"}],
             xids=[79],
         ),
@@ -67,7 +68,7 @@ def test_values_and_conversions() -> None:
     assert (gpu.index, gpu.cuda_version, gpu.driver_version) == (3, "12.2", "535.104.05")
     assert gpu.clocks_event_reasons == ["hw_slowdown", "hw_thermal_slowdown"]
     assert (gpu.retired_pages_pending, gpu.remapped_rows_pending, gpu.remapped_rows_failure) == (True, False, True)
-    assert gpu.mig_mode == "Enabled"
+    assert gpu.mig_mode == "Enabled" and gpu.persistence_mode is False
     assert [(p.pid, p.name, p.used_memory_mib) for p in gpu.processes] == [(77, "vllm", None)]
     assert gpu.xids == [79]
 
@@ -119,6 +120,7 @@ def test_a_gpu_nvml_opened_has_no_open_error() -> None:
         (_snapshot(index="0"), "gpus[0].index: expected an integer, found a string"),
         (_snapshot(remapped_rows=[0, 0, 0]), "gpus[0].remapped_rows: expected a list of 4 integers"),
         (_snapshot(mig_mode=[2, 0]), "gpus[0].mig_mode: 2 is not an NVML MIG mode"),
+        (_snapshot(persistence_mode=2), "gpus[0].persistence_mode: 2 is not an NVML feature state"),
         (_snapshot(procs=[{"used": 1024}]), "gpus[0].procs[0]: no pid"),
         (_snapshot(procs=["python3"]), "gpus[0].procs[0]: expected an object, found a string"),
         (_snapshot(xids=["79"]), "gpus[0].xids: expected a list of integers"),
