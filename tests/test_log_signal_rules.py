@@ -30,6 +30,7 @@ SIGNAL_RULES = {
     "engine_dead": ("vllm-tp-exceeds-gpus", "VLLM-117"),
     "ray_memory_monitor_kill": ("incident-ray-memory-monitor-kill", "RAY-201"),
     "ray_gcs_unreachable": ("incident-ray-gcs-unreachable", "RAY-202"),
+    "ray_worker_register_failed": ("incident-ray-worker-register-timeout", "RAY-214"),
     "serve_replicas_unscheduled": ("incident-ray-serve-replica-no-node-type", "RAY-203"),
     "autoscaler_no_node_type": ("incident-ray-serve-replica-no-node-type", "RAY-204"),
     "ray_out_of_disk": ("incident-ray-spill-disk-full", "RAY-208"),

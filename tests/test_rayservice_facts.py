@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
+
+from diag.analyze import analyze_bundle
+from diag.bundle import Bundle
+from diag.diagnosis import link_causes
+from diag.engine import Finding, load_rules
+from diag.rules_dir import builtin_rules_dir
 
 from diag.clock import Clock
 from diag.facts.kubernetes import _serve_status_facts
@@ -10,6 +17,7 @@ from diag.facts.kubernetes import _kuberay_validation
 from diag.model import Event, RayClusterSpec, ServeStatus, Snapshot, SourceStatus
 
 NOW = datetime(2026, 12, 3, 3, 0, tzinfo=UTC)
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
 
 def _service(**fields) -> RayClusterSpec:
@@ -70,3 +78,19 @@ def test_kuberay_refusals_come_from_the_condition_or_from_the_event_alone() -> N
     assert _kuberay_validation(Snapshot(), clock) == {"kuberay_refusals": None, "kuberay_refusal_links": []}
     read_nothing_wrong = Snapshot(sources={"k8s/events.json": SourceStatus("ok")})
     assert _kuberay_validation(read_nothing_wrong, clock)["kuberay_refusals"] == []
+
+
+def test_a_rayservice_finding_is_about_the_pods_of_the_raycluster_it_runs() -> None:
+    # The fixture's pods carry ray.io/cluster=vllm-raycluster-k8x2p, the RayService's active cluster; the
+    # RayService (named vllm) has no pod of its own name. Its Serve failure must reach a finding in those pods.
+    report = analyze_bundle(Bundle.open(FIXTURES / "incident-ray-serve-deploy-failed"))
+    serve_failed = next(f for f in report.findings if f.rule == "RAY-205")
+    assert serve_failed.subject.startswith("rayservice/")
+    assert "raycluster:llm-serving/vllm-raycluster-k8x2p" in serve_failed.links
+    assert "pod:llm-serving/vllm-raycluster-k8x2p-head-x7k2p" in serve_failed.links
+    assert not any(link.startswith("pod:kube-system/") for link in serve_failed.links)
+    health = Finding("VLLM-112", "vllm", "critical", "vLLM /health failing", "vllm/llm-serving/head",
+                     [], "", links=["vllm:head", "pod:llm-serving/vllm-raycluster-k8x2p-head-x7k2p"])
+    findings = [serve_failed, health]
+    link_causes(findings, {r.id: r for r in load_rules([builtin_rules_dir()])})
+    assert health.explained_by == "RAY-205"

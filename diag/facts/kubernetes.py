@@ -642,9 +642,22 @@ def _raycluster(cluster: RayClusterSpec, snap: Snapshot, clock: Clock) -> dict:
         "gpus_running": sum(pod_gpu_request(p) for p in running),
         "parallel_gpus_needed": _parallel_gpus_needed(cluster, members, snap),
         "_subject": f"{cluster.kind.lower()}/{cluster.namespace}/{cluster.name}",
-        "_links": link("raycluster", f"{cluster.namespace}/{cluster.name}") + [f"pod:{p.key}" for p in members],
+        "_links": link("raycluster", f"{cluster.namespace}/{cluster.name}") + _run_links(cluster, members, snap),
         "_aged": aged_events(cluster.events, clock),
     }
+
+
+def _run_links(cluster: RayClusterSpec, members: list[Pod], snap: Snapshot) -> list[str]:
+    """The pods (and, for a RayService, the RayClusters) a finding on this object is about. A RayService's
+    pods carry the label of the RayCluster it runs (ray.io/cluster=<rayservice>-<suffix>), never its own
+    name: its active and pending clusters (status) and the clusters it created are linked, with their pods,
+    so that a RayService-level cause explains what happens in those pods."""
+    if cluster.kind != "RayService":
+        return [f"pod:{p.key}" for p in members]
+    names = {n for n in (cluster.active_cluster, cluster.pending_cluster) if n}
+    names |= {c.name for c in snap.ray_clusters if any(s is cluster for s in _owning_rayservices(c, snap))}
+    pods = [p for p in snap.pods if p.namespace == cluster.namespace and p.ray_cluster in names]
+    return [f"raycluster:{cluster.namespace}/{name}" for name in sorted(names)] + [f"pod:{p.key}" for p in members + pods]
 
 
 SERVE_FAILED_STATUSES = ("DEPLOY_FAILED", "UNHEALTHY")  # of an application or a deployment (ray.serve.schema)

@@ -7,6 +7,7 @@ import re
 
 from diag.clock import Clock
 from diag.facts.common import link, plain
+from diag.facts.vllm_engine_death import dead_engine_serving
 from diag.facts.vllm_episodes import ScrapeView, episode_facts
 from diag.prometheus_join import history_window
 from diag.facts.k8s_containers import vllm_container
@@ -124,6 +125,7 @@ def _server(server: VllmServer, snap: Snapshot, index: _Index, settings: dict, c
         "failure_line": next(
             (signals[name][-1] for name in _FAILURE_SIGNALS if name not in _NOT_FAILURES and signals.get(name)), None
         ),
+        "dead_engine_serving": dead_engine_serving(pod),
         "gpu_memory_shortfall": next(
             (found for line in reversed(signals.get("gpu_memory_taken", [])) if (found := gpu_memory_shortfall(line))), None
         ),

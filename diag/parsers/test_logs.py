@@ -59,6 +59,7 @@ ray.exceptions.OutOfDiskError: Local disk is full
 (raylet) Spilled 4096 MiB, 8 objects, write throughput 900 MiB/s.
 2025-03-14 10:20:00,000 - INFO - Update instance REQUESTED->QUEUED (id=1f2e, type=gpu-group, cloud_instance_id=, ray_id=): queue again to launch after timeout=600s
 [2025-03-14 10:21:00,000 E 61 61] (gcs_server) redis_context.cc:368: Failed to connect to Redis due to: RedisError: Could not establish connection to Redis redis:6379 (context.err = 1).. Will retry in 100ms.
+[2024-05-25 21:38:39,655 E 1262748 1262748] core_worker.cc:215: Failed to register worker 01000000ffffffffffffffffffffffffffffffffffffffffffffffff to Raylet. IOError: [RayletClient] Unable to register worker with raylet. No such file or directory
 ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla V100-SXM2-32GB GPU has compute capability 7.0.
 The quantization method awq is not supported for the current GPU. Minimum capability: 75. Current capability: 70.
 ValueError: The quantization method fp8 is not supported for the current GPU. Minimum capability: 90. Current capability: 86.
