@@ -22,7 +22,10 @@ if TYPE_CHECKING:  # the analysis (CEL, YAML, the rules) loads when a command ru
     from diag.bundle import Bundle
     from diag.config import Config
 
+# Help is click's plain text: typer's rich help loads rich's Markdown and tracebacks, twice the start-up.
 app = typer.Typer(
+    rich_markup_mode=None,
+    context_settings={"max_content_width": 120},  # a wide terminal sees each command's summary whole
     add_completion=True,  # --install-completion / --show-completion
     no_args_is_help=True,
     help="Name the layer at fault when LLM inference on Kubernetes + Ray + vLLM + NVIDIA GPUs misbehaves.\n\n"
@@ -60,7 +63,7 @@ def _options(
         stdout, stderr = Console(color_system=None), Console(stderr=True, color_system=None)
 
 
-rules_app = typer.Typer(no_args_is_help=True, help="The rule catalogue.")
+rules_app = typer.Typer(rich_markup_mode=None, no_args_is_help=True, help="The rule catalogue.")
 app.add_typer(rules_app, name="rules")
 
 stdout = Console()
@@ -91,7 +94,7 @@ FailOnOpt = typer.Option(
     "never: findings exit 0. Exit 3 (could not analyze, or inconclusive) is kept whatever this says.",
 )
 ExitZeroOpt = typer.Option(False, "--exit-zero", help="The same as --fail-on never.")
-RulesOpt = typer.Option(None, "--rules", help="Extra folder of rule files (repeatable).")
+RulesOpt = typer.Option(None, "--rules", metavar="<folder>", help="Extra folder of rule files (repeatable).")
 ConfigOpt = typer.Option(None, "--config", help="Suppressions and overrides (default: ./.llmdiag.yaml).")
 MinSeverityOpt = typer.Option(None, "--min-severity", help="Hide findings below info|warning|critical.")
 SinceOpt = typer.Option(
