@@ -108,6 +108,7 @@ class Pod:
     tolerations: list[dict] = field(default_factory=list)
     topology_spread_constraints: list[dict] = field(default_factory=list)
     volumes: list[dict] = field(default_factory=list)
+    resource_claims: list[dict] = field(default_factory=list)  # spec.resourceClaims (DRA) as in the API
     events: list[Event] = field(default_factory=list)  # filled by join
     # cross-layer links, filled by join
     workload_kind: str | None = None  # Deployment/StatefulSet/RayCluster/... (owner of the owner)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from diag.facts import k8s_containers as containers
+from diag.facts import k8s_dra as dra
 from diag.facts import k8s_placement as placement
 from diag.clock import Clock
 from diag.facts.common import aged, aged_events, current_events, event_facts, link, plain
@@ -274,6 +275,7 @@ def _pod(pod: Pod, index: _Index) -> dict:
         event_signals=_event_signals(events, index) if events_read else None,
         model_load_seconds=max(load_times) if load_times else None,
         failed_scheduling=scheduling,
+        dra=dra.dra_refusals(scheduling, events, events_read),
         # why no node takes it: only for a pod the scheduler has not placed (None also without nodes.json)
         placement=_placement(pod, index) if not pod.node_name and source_read(index.snap, "k8s/nodes.json") else None,
         gpu_resource_mismatch=_gpu_resource_mismatch(pod, index),

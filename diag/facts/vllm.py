@@ -330,6 +330,8 @@ def _gpus_provided(server: VllmServer, pod: Pod | None, snap: Snapshot) -> tuple
         return total, f"RayCluster {cluster.namespace}/{cluster.name} spec: {total} nvidia.com/gpu over head and workers"
     if pod.ray_cluster or (args is not None and args.distributed_executor_backend == "ray"):
         return None, "unknown: Ray places the workers and the bundle has no RayCluster spec"
+    if pod.resource_claims:
+        return None, f"unknown: pod {pod.key} gets its devices through DRA ResourceClaims, counted by no resource limit"
     count = pod_gpu_request(pod)
     slices = sum(mig_total(c.limits, c.requests) for c in pod.containers)  # each MIG slice is one CUDA device
     if slices:

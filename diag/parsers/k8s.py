@@ -306,6 +306,7 @@ def _pod(obj: _Object) -> Pod:
         tolerations=spec.raw_objects("tolerations"),
         topology_spread_constraints=spec.raw_objects("topologySpreadConstraints"),
         volumes=spec.raw_objects("volumes"),
+        resource_claims=spec.raw_objects("resourceClaims"),
         ray_cluster=labels.get(RAY_CLUSTER_LABEL),
         ray_node_type=labels.get(RAY_NODE_TYPE_LABEL),
         ray_group=labels.get(RAY_GROUP_LABEL),
