@@ -283,23 +283,41 @@ def _cel_texts(rules: list[Rule]) -> list[str]:
     return [_CEL_STRING.sub("''", text) for text in texts]  # words inside string literals read nothing
 
 
-Paths = dict[str, "set[str] | None"]  # field -> the keys read of it (a map's), None: all of it
+Paths = dict[str, "set[str] | None"]  # field -> the keys read of it (a map's, or its items'), None: all of it
+
+# Macros whose result holds no item of the list: what they read of an item is all that is read of it.
+# (filter is not one: its items can be read further, `filter(...)[0].message`.)
+_ITEM_MACROS = "exists|exists_one|all|map"
 
 
 def _paths_read(variable: str, texts: list[str]) -> Paths | None:
-    """What of `variable` these texts read: its fields, and of a field read only as `field.key`, those
-    keys (a map of signals, say); None when a text uses the variable whole."""
+    """What of `variable` these texts read: its fields; of a field read only as `field.key`, those keys
+    (a map of signals, say); of a list read only through exists/all/map, the keys of its items that
+    the macro's variable reads. None when a text uses the variable whole."""
     if any(re.search(rf"\b{variable}\b(?!\.\w)", text) for text in texts):
         return None
     paths: Paths = {}
-    # variable.field, then .key when it is a key and not a method call (.exists(, .size( ...), or a
-    # comparison with null, which a map cut to fewer keys answers as the whole one does
+    # variable.field, then: .key (not a method call), a comparison with null (which a map cut to fewer
+    # keys answers as the whole one does), or a macro over the items
+    access = re.compile(
+        rf"\b{variable}\.(\w+)(?:\.(\w+)\b(?!\s*\()|(\s*[!=]=\s*null\b)|\.(?:{_ITEM_MACROS})\(\s*([a-z_]\w*)\s*,)?"
+    )
     for text in texts:
-        for field_name, key, null_test in re.findall(rf"\b{variable}\.(\w+)(?:\.(\w+)\b(?!\s*\()|(\s*[!=]=\s*null\b))?", text):
+        for field_name, key, null_test, item in access.findall(text):
             keys = paths.setdefault(field_name, set())
-            if keys is not None and not null_test:
-                paths[field_name] = keys | {key} if key else None
+            if keys is None or null_test:
+                continue
+            read = {key} if key else _item_keys(item, text) if item else None
+            paths[field_name] = None if read is None else keys | read
     return paths
+
+
+def _item_keys(name: str, text: str) -> set[str] | None:
+    """The keys a macro's item variable reads in `text`; None when the item is used whole."""
+    bound = len(re.findall(rf"\(\s*{name}\s*,", text))
+    if len(re.findall(rf"\b{name}\b(?!\.\w)", text)) > bound:
+        return None
+    return set(re.findall(rf"\b{name}\.(\w+)", text))
 
 
 def _view(facts: dict[str, Any], paths: Paths | None) -> dict[str, Any]:
@@ -312,7 +330,11 @@ def _view(facts: dict[str, Any], paths: Paths | None) -> dict[str, Any]:
     for name, keys in paths.items():
         if name in facts:
             value = facts[name]
-            view[name] = {k: v for k, v in value.items() if k in keys} if keys is not None and type(value) is dict else value
+            if keys is not None and type(value) is dict:
+                value = {k: v for k, v in value.items() if k in keys}
+            elif keys is not None and type(value) is list:
+                value = [{k: v for k, v in item.items() if k in keys} if type(item) is dict else item for item in value]
+            view[name] = value
     return view
 
 

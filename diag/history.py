@@ -15,6 +15,7 @@ from typing import Any
 from diag.clock import Clock, age_text, iso
 from diag.engine import Finding, Rule, evaluate
 from diag.facts import Facts, build_facts
+from diag.facts.common import pod_window_times
 from diag.model import Snapshot
 
 
@@ -118,7 +119,6 @@ def _windowed_times(snap: Snapshot) -> Iterator[str]:
     """The times the facts judge by the window: events, container terminations, Ray deaths."""
     yield from (e.last_seen for e in snap.events if e.last_seen)
     for pod in snap.pods:
-        for c in pod.containers + pod.init_containers:
-            yield from (t for t in (c.finished_at, c.last_finished_at) if t)
+        yield from pod_window_times(pod)
     yield from (n.end_time for n in snap.ray_nodes if n.end_time)
     yield from (a.end_time for a in snap.ray_actors if a.end_time)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from typing import Any
 
 from diag.clock import Clock
-from diag.model import Event
+from diag.model import Event, Pod
 
 
 def plain(obj: Any, drop: tuple[str, ...] = ()) -> dict:
@@ -55,6 +56,13 @@ def event_facts(events: list[Event], clock: Clock) -> list[dict]:
 def current_events(events: list[Event], clock: Clock) -> list[Event]:
     """The events that count as today's: seen within the window, or of unknown age."""
     return [e for e in events if clock.current(e.last_seen)]
+
+
+def pod_window_times(pod: Pod) -> Iterator[str]:
+    """The times of a pod that its facts judge by the history window: its events', its containers' ends."""
+    yield from (e.last_seen for e in pod.events if e.last_seen)
+    for c in pod.containers + pod.init_containers:
+        yield from (t for t in (c.finished_at, c.last_finished_at) if t)
 
 
 def aged(what: str, when: str | None, clock: Clock) -> list[dict]:

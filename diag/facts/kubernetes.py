@@ -11,7 +11,7 @@ from diag.facts import k8s_containers as containers
 from diag.facts import k8s_dra as dra
 from diag.facts import k8s_placement as placement
 from diag.clock import Clock
-from diag.facts.common import aged, aged_events, current_events, event_facts, link, plain
+from diag.facts.common import aged, aged_events, current_events, event_facts, link, plain, pod_window_times
 from diag.model import (
     HPA,
     DaemonSet,
@@ -200,12 +200,14 @@ def _gpu_labels_text(node: Node) -> str:
     return ", ".join(shown) or "no GPU labels"
 
 
-def scopes(snap: Snapshot, clock: Clock) -> dict[str, list[dict]]:
+def scopes(snap: Snapshot, clock: Clock, windowed_pods: tuple[list[dict], Clock] | None = None) -> dict[str, list[dict]]:
+    """`windowed_pods`: the pods' facts built with a window, and that clock, when these are built again
+    without one (the history pass): a pod with nothing outside the window keeps its facts."""
     index = _Index.of(snap, clock)
     refusals = _failed_create_events(snap, clock)
     events_read = source_read(snap, "k8s/events.json")
     return {
-        "pod": [_pod(p, index) for p in snap.pods],
+        "pod": _pods(snap, index, windowed_pods),
         "node": [_node(n, index) for n in snap.nodes],
         "service": [_service(s, index) for s in snap.services],
         "workload": [_workload(w, refusals, events_read) for w in snap.workloads],
@@ -213,6 +215,13 @@ def scopes(snap: Snapshot, clock: Clock) -> dict[str, list[dict]]:
         "raycluster": [_raycluster(c, snap, clock) for c in snap.ray_clusters],
         "daemonset": [_daemonset(d, index) for d in snap.daemonsets],
     }
+
+
+def _pods(snap: Snapshot, index: _Index, windowed: tuple[list[dict], Clock] | None) -> list[dict]:
+    if windowed is None or len(windowed[0]) != len(snap.pods):
+        return [_pod(p, index) for p in snap.pods]
+    facts, window = windowed
+    return [old if all(window.current(t) for t in pod_window_times(p)) else _pod(p, index) for p, old in zip(snap.pods, facts, strict=True)]
 
 
 def _node_brief(node: Node, index: _Index) -> dict:
@@ -273,6 +282,7 @@ def _pod(pod: Pod, index: _Index) -> dict:
         restarts=sum(c.restart_count for c in pod.containers),
         log_signals=signals if _any_log_read(pod) else None,  # None: no log of it was collected
         event_signals=_event_signals(events, index) if events_read else None,
+        memory_volumes=[v.get("name") for v in pod.volumes if isinstance(v.get("emptyDir"), dict) and v["emptyDir"].get("medium") == "Memory"],
         model_load_seconds=max(load_times) if load_times else None,
         failed_scheduling=scheduling,
         dra=dra.dra_refusals(scheduling, events, events_read),

@@ -87,8 +87,8 @@ class Fields:
 
     def _typed(self, key: str, kinds: tuple[type, ...], expected: str) -> Any:
         value = self.data.get(key)
-        if value is None:
-            return None
+        if value is None or type(value) in kinds:  # the exact type: a bool passes only where asked for
+            return value
         if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
             raise self.error(key, expected, value)
         return value

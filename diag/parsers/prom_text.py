@@ -232,6 +232,8 @@ def _skip_blanks(text: str, pos: int) -> int:
 
 
 def _number(text: str, what: str) -> float:
+    if text.isascii() and text.replace(".", "", 1).isdigit():  # most values: digits and maybe a point
+        return float(text)
     if not _FLOAT.fullmatch(text):
         raise _BadLine(f"{what} {text[:20]!r} is not a number")
     return float(text)
