@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,9 +65,28 @@ def settings_with_overrides(rules_dir: Path, config: Config) -> dict:
     return values
 
 
+@contextmanager
+def _without_cycle_collection() -> Iterator[None]:
+    """An analysis makes millions of objects and drops few: the cyclic collector's passes over them were
+    a quarter of a fleet's analysis (11.4 s of CPU, 8.8 s without, at bench/'s size L, same peak memory).
+    Reference counting still frees what is dropped; cycles wait until the analysis ends."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def analyze_bundle(
     bundle: Bundle, config: Config | None = None, extra_rule_dirs: list[Path] | None = None, stopwatch: Stopwatch | None = None
 ) -> Report:
+    with _without_cycle_collection():
+        return _analyze(bundle, config, extra_rule_dirs, stopwatch)
+
+
+def _analyze(bundle: Bundle, config: Config | None, extra_rule_dirs: list[Path] | None, stopwatch: Stopwatch | None) -> Report:
     config = config or Config()
     watch = stopwatch or Stopwatch()
     with watch.phase("rules (load and compile)"):

@@ -38,7 +38,7 @@ def dra_refusals(scheduling: dict | None, events: list[Event], events_read: bool
         return None
     message = (scheduling or {}).get("message") or ""
     scheduler_kinds, names = [], _Names()
-    for kind, pattern in SCHEDULER_REASONS:
+    for kind, pattern in SCHEDULER_REASONS if message else ():
         found = list(pattern.finditer(message))
         if found:
             scheduler_kinds.append(kind)

@@ -200,7 +200,11 @@ def _canonical(name: str) -> str:
 
 
 def _is_flag(word: str) -> bool:
-    return word.startswith("-") and len(word) > 1 and not _is_number(word)
+    if not word.startswith("-") or len(word) < 2:
+        return False
+    if word[1] == "-":  # most flags: no float() to try and fail
+        return True
+    return not _is_number(word)  # "-O3" is a flag, "-1" and "-inf" are values
 
 
 def _is_number(word: str) -> bool:
