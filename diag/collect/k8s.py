@@ -171,6 +171,8 @@ def _events(kube: KubeAccess, scope: Scope, pods: list[Pod], lists: dict[str, di
     if isinstance(outcome, SourceResult):
         return [outcome]
     items = outcome["items"]
+    if (outcome.get("metadata") or {}).get("continue"):
+        items = _with_every_warning(kube, scope, items)
     if scope.narrowed:
         related = _related_objects(pods, lists)
         items = [e for e in items if _involved(e) in related]
@@ -184,6 +186,18 @@ def _events(kube: KubeAccess, scope: Scope, pods: list[Pod], lists: dict[str, di
             e for e in node_events["items"] if _involved(e)[2] in nodes and (e.get("metadata") or {}).get("uid") not in seen
         ]
     return {**outcome, "items": items}
+
+
+def _with_every_warning(kube: KubeAccess, scope: Scope, items: list[dict]) -> list[dict]:
+    """A capped list of events keeps the first ones in the API server's order (by name), not the ones
+    that matter: the Warnings (FailedScheduling, BackOff, FailedMount ...) are listed again on their
+    own, so that a fleet's thousands of Normal events cannot push them out. The list stays marked
+    capped (more exist), so the analysis still knows it is incomplete."""
+    warnings = _list(kube, "events", scope.namespace, field_selector="type=Warning")
+    if isinstance(warnings, SourceResult):
+        return items
+    seen = {(e.get("metadata") or {}).get("uid") for e in items}
+    return items + [e for e in warnings["items"] if (e.get("metadata") or {}).get("uid") not in seen]
 
 
 _ObjectRef = tuple[str | None, str | None, str | None]  # (kind, namespace, name)

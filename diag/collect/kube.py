@@ -203,12 +203,13 @@ class KubeAccess:
         namespace: str | None,
         label_selector: str | None = None,
         field_selector: str | None = None,
-        max_items: int = MAX_ITEMS,
+        max_items: int | None = None,
     ) -> dict:
         """`kubectl get <kind> -o json` (namespace None: all namespaces, or a cluster-scoped kind)."""
         spec = KINDS.get(kind)
         if spec is None:
             raise KubeError(f"unknown kind {kind!r} (known: {', '.join(sorted(KINDS))})")
+        max_items = max_items or MAX_ITEMS
         items: list[dict] = []
         cont: str | None = None
         while True:

@@ -9,6 +9,9 @@ import ipaddress
 
 import pytest
 
+from diag.collect import k8s as collect_k8s
+from diag.collect import kube as kube_module
+from diag.collect.kube import KubeAccess
 from k8s_cluster import ControlPlane, wait_for
 from k8s_scenarios import (
     apply,
@@ -129,3 +132,29 @@ def test_the_control_plane_talks_only_to_local_addresses(gpu_cluster: ControlPla
                               and not gpu_cluster.network.owns(a))
                  for name, addresses in peers.items()}  # fmt: skip
     assert not any(strangers.values()), strangers
+
+
+def _event(ns: str, name: str, kind: str, reason: str, message: str) -> dict:
+    return {
+        "apiVersion": "v1", "kind": "Event", "metadata": {"name": name, "namespace": ns},
+        "involvedObject": {"kind": "Pod", "name": "llama-70b-0", "namespace": ns},
+        "type": kind, "reason": reason, "message": message, "count": 1,
+        "source": {"component": "default-scheduler" if kind == "Warning" else "kubelet"},
+    }
+
+
+def test_a_capped_event_list_keeps_every_warning(control_plane: ControlPlane, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The API server lists events by name; at a fleet's size the list is capped, and the Normal ones
+    first in that order must not push a FailedScheduling out: the Warnings are listed again by the
+    real field selector type=Warning, and the list stays marked as capped."""
+    ns = "capped-events"
+    normal = [_event(ns, f"a-pulled-{i}", "Normal", "Pulled", 'Container image "vllm/vllm-openai:v0.10.1.1" already present on machine') for i in range(6)]
+    warning = [_event(ns, f"z-failed-{i}", "Warning", "FailedScheduling", "0/2 nodes are available: 2 Insufficient nvidia.com/gpu.") for i in range(2)]
+    apply(control_plane, namespace(ns), *normal, *warning)
+    monkeypatch.setattr(kube_module, "MAX_ITEMS", 3)
+    monkeypatch.setattr(kube_module, "PAGE_SIZE", 2)
+    listed = collect_k8s._events(KubeAccess(str(control_plane.kubeconfig)), collect_k8s.Scope(ns), [], {})
+    names = [e["metadata"]["name"] for e in listed["items"]]
+    assert names[:3] == ["a-pulled-0", "a-pulled-1", "a-pulled-2"]  # the cap, in the API server's order
+    assert sorted(names[3:]) == ["z-failed-0", "z-failed-1"]
+    assert listed["metadata"]["continue"]
