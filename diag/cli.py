@@ -125,18 +125,6 @@ def _config(path: Optional[Path], min_severity: Optional[str], since: Optional[s
     return config
 
 
-def _window(since: Optional[str]) -> Optional[float]:
-    """--since in seconds, for the Prometheus window (None: the collector's default)."""
-    from diag.clock import parse_duration
-
-    if since is None:
-        return None
-    try:
-        return parse_duration(since)
-    except ValueError as e:
-        raise UserError(f"--since: {e}") from None
-
-
 def exit_code(report_code: int, fail_on: FailOn) -> int:
     """The report's code (0 healthy, 1 warnings, 2 critical, 3 inconclusive) under --fail-on."""
     if report_code == EXIT_CANNOT_ANALYZE:
@@ -287,7 +275,7 @@ def with_target(command: Callable) -> Callable:
         given["vllm_urls"] = list(given["vllm_urls"] or [])
         given["prometheus_headers"] = list(given["prometheus_headers"] or [])
         given["impersonate_groups"] = list(given["impersonate_groups"] or [])
-        given["request_timeout_s"] = _seconds("--request-timeout", given.pop("request_timeout"))
+        given["request_timeout_s"] = _seconds("--request-timeout", given.pop("request_timeout"), "the timeout")
         if given["impersonate_groups"] and not given["impersonate_user"]:
             raise UserError("--as-group needs --as (Kubernetes impersonates groups only with a user)")
         if len(given["impersonate_groups"]) > 1:
@@ -300,15 +288,16 @@ def with_target(command: Callable) -> Callable:
     return wrapper
 
 
-def _seconds(flag: str, text: Optional[str]) -> Optional[float]:
+def _seconds(flag: str, text: Optional[str], what: str) -> Optional[float]:
+    """A duration flag (--since, --request-timeout) in seconds; None when not given."""
     from diag.clock import parse_duration
 
     if text is None:
         return None
     try:
-        return parse_duration(text)
+        return parse_duration(text, what)
     except ValueError as e:
-        raise UserError(f"{flag}: {str(e).replace('the window', 'the timeout')}") from None
+        raise UserError(f"{flag}: {e}") from None
 
 
 def _collect_live(target, quiet: bool = False) -> Bundle:
@@ -334,7 +323,7 @@ def triage(
     from diag.analyze import analyze_bundle
 
     settings = _config(config, min_severity, since)
-    target.since_s = _window(since)
+    target.since_s = _seconds("--since", since, "the window")
     with _stdout_for_the_report(output):
         report = analyze_bundle(_collect_live(target, quiet), settings, list(rules or []))
     _emit(report, output, fail_on, exit_zero)
@@ -366,7 +355,7 @@ def collect(
         out = old_out
     if out is None:
         raise UserError("collect: missing --out PATH (a folder, or FILE.tar.gz)")
-    target.since_s = _window(since)
+    target.since_s = _seconds("--since", since, "the window")
     check_output_path(out, force)  # before minutes of collection, not after
     bundle = _collect_live(target, quiet)
     written = save_bundle(bundle, out, force)

@@ -128,12 +128,13 @@ _DURATION = re.compile(r"^\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>s|m|h|d|w)?\s*$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
-def parse_duration(text: str) -> float:
-    """`30m`, `1h`, `2d`, `90s`, `1w` or plain seconds, in seconds; ValueError with one line otherwise."""
+def parse_duration(text: str, what: str = "the window") -> float:
+    """`30m`, `1h`, `2d`, `90s`, `1w` or plain seconds, in seconds; ValueError with one line otherwise
+    (`what` names the duration in it)."""
     m = _DURATION.match(text)
     if m is None:
         raise ValueError(f"{text!r} is not a duration (use e.g. 30m, 1h, 2d)")
     seconds = float(m["n"]) * _UNIT_SECONDS[m["unit"] or "s"]
     if seconds <= 0:
-        raise ValueError(f"{text!r}: the window must be longer than 0")
+        raise ValueError(f"{text!r}: {what} must be longer than 0")
     return seconds

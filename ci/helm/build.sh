@@ -14,14 +14,8 @@ if [ -x "$helm" ]; then
   exit 0
 fi
 
-command -v go >/dev/null || { echo "build.sh: Go is needed to build helm" >&2; exit 1; }
+source "$(dirname "$0")/../go-build-env.sh"
 mkdir -p "$bin"
-# Module downloads and compile cache live only for this build: the binary is the cache between runs.
-work="$(mktemp -d)"
-export GOMODCACHE="$work/mod" GOCACHE="$work/cache"
-trap 'go clean -modcache >/dev/null 2>&1; rm -rf "$work"' EXIT
-export GOFLAGS="-trimpath -buildvcs=false"
-export CGO_ENABLED=0
 
 echo "building helm $version" >&2
 GOBIN="$bin" go install -ldflags="-s -w" "helm.sh/helm/v4/cmd/helm@$version"
