@@ -8,6 +8,11 @@ fault fixture's, its actors repeated to ACTORS_PER_CELL per copy. Names, pod and
 unique per copy, in file contents and file names alike, so joins see as many distinct subjects as a
 real fleet would have.
 
+What `llmdiag collect` adds to a real fleet's bundle is there too: each vLLM server's log is the tail
+collect reads (LOG_LINES, its own serving lines repeated after the start-up), and each GPU node has
+`nvidia-smi -q -x` beside its CSV, the GPU blocks of our H200 capture (fixtures/real/h200) carrying
+the CSV's GPUs (UUID, name, memory, utilization, temperature) so the two agree.
+
     python bench/generate.py OUT [--size S|M|L|2xL ...]
 """
 
@@ -30,6 +35,9 @@ RAY = ("ray-infeasible-actor", "RAY-102")
 SIZES = {"S": 2, "M": 25, "L": 250, "2xL": 500}  # copies of the cell: 22 pods, 2 GPU nodes, 2 vLLM servers each
 EVENTS_PER_CELL = 200
 ACTORS_PER_CELL = 8
+LOG_LINES = 500  # llmdiag collect's --tail per container (diag/collect/base.py)
+NVIDIA_SMI_XML = FIXTURES / "real" / "h200" / "earlier" / "h200-idle.xml"
+_SERVING_FROM = "Application startup complete."
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 # Renamed per copy; daemonsets are not: a cluster has one of each, on every node (see _merged_daemonsets).
 _NAMED_LISTS = ("pods", "nodes", "services", "deployments", "statefulsets", "hpa", "endpoints", "events")
@@ -83,9 +91,13 @@ class BundleWriter:
                     items = _padded(items, events_per_copy)
                 self.lists.setdefault(rel, []).extend(items)
             else:
+                if fixture.name == CELL and rel.startswith("k8s/logs/"):
+                    text = serving_tail(text)
                 target = self.out / rename(rel)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_text(text)
+                if fixture.name == CELL and rel.startswith("gpu/") and rel.endswith(".csv"):
+                    target.with_suffix(".xml").write_text(nvidia_smi_xml(text))
 
     def add_ray(self, fixture: Path, actors: int) -> None:
         shutil.copytree(fixture / "ray", self.out / "ray")
@@ -109,6 +121,45 @@ class BundleWriter:
         manifest["sources"] |= self.sources
         manifest["scrapes"] = self.scrapes
         (self.out / "manifest.json").write_text(json.dumps(manifest, indent=1))
+
+
+def serving_tail(log: str) -> str:
+    """The log as a --tail of LOG_LINES reads it from a server that has served a while: its start-up,
+    then its own serving lines repeated."""
+    lines = log.splitlines()
+    start = next((n + 1 for n, line in enumerate(lines) if _SERVING_FROM in line), len(lines))
+    serving = lines[start:]
+    while serving and len(lines) < LOG_LINES:
+        lines.extend(serving[: LOG_LINES - len(lines)])
+    return "\n".join(lines) + "\n"
+
+
+def nvidia_smi_xml(csv_text: str) -> str:
+    """`nvidia-smi -q -x` of the GPUs a --query-gpu CSV lists, in the shape of our H200 capture."""
+    template = NVIDIA_SMI_XML.read_text()
+    head, _, rest = template.partition("\t<gpu id=")
+    block, _, tail = rest.partition("</gpu>\n")
+    block = "\t<gpu id=" + block + "</gpu>\n"
+    bus_id = re.search(r"<pci_bus_id>([^<]+)</pci_bus_id>", block).group(1)
+    rows = [[cell.strip() for cell in line.split(",")] for line in csv_text.splitlines()[1:] if line.strip()]
+    gpus = []
+    for index, gpu_uuid, name, used, total, utilization, temperature in rows:
+        used_mib, total_mib = int(used.split()[0]), int(total.split()[0])
+        gpu = block.replace(bus_id, f"00000000:{0x18 + 0x10 * int(index):02X}:00.0")
+        gpu = re.sub(r"<uuid>[^<]*</uuid>", f"<uuid>{gpu_uuid}</uuid>", gpu)
+        gpu = re.sub(r"<product_name>[^<]*</product_name>", f"<product_name>{name}</product_name>", gpu)
+        gpu = re.sub(r"<minor_number>[^<]*</minor_number>", f"<minor_number>{index}</minor_number>", gpu)
+        gpu = re.sub(r"<gpu_util>[^<]*</gpu_util>", f"<gpu_util>{utilization}</gpu_util>", gpu)
+        gpu = re.sub(r"<gpu_temp>[^<]*</gpu_temp>", f"<gpu_temp>{temperature} C</gpu_temp>", gpu)
+        gpu = re.sub(
+            r"<fb_memory_usage>.*?</fb_memory_usage>",
+            f"<fb_memory_usage>\n\t\t\t<total>{total_mib} MiB</total>\n\t\t\t<reserved>0 MiB</reserved>\n"
+            f"\t\t\t<used>{used_mib} MiB</used>\n\t\t\t<free>{total_mib - used_mib} MiB</free>\n\t\t</fb_memory_usage>",
+            gpu, flags=re.DOTALL,
+        )
+        gpus.append(gpu)
+    head = re.sub(r"<attached_gpus>\d+</attached_gpus>", f"<attached_gpus>{len(rows)}</attached_gpus>", head)
+    return head + "".join(gpus) + tail
 
 
 def _merged_daemonsets(copies: list[dict]) -> list[dict]:

@@ -222,7 +222,9 @@ def evaluate(rules: list[Rule], facts: Facts, settings: dict[str, Any], stopwatc
 
     Converting a subject's facts into CEL values costs far more than evaluating a condition, so each
     subject is converted once (one cel.Context) and every rule of its scope runs on it. That context
-    holds only the facts its scope's rules read (see _view).
+    holds only the facts its scope's conditions read (see _view); the evidence and remediation of a
+    rule that fires are rendered from a second one, made only then, with what they read besides (a
+    fleet's driver versions by node, say, which no condition reads).
     """
     findings: list[Finding] = []
     outcomes: dict[str, RuleOutcome] = {}
@@ -235,22 +237,24 @@ def evaluate(rules: list[Rule], facts: Facts, settings: dict[str, Any], stopwatc
             by_scope.setdefault(rule.scope, []).append(rule)
     tallies = {rule.id: _Tally() for scoped in by_scope.values() for rule in scoped}
     for scope, scoped_rules in by_scope.items():
-        texts = _cel_texts(scoped_rules)
-        cluster = facts.cluster if scope == "cluster" else _view(facts.cluster, _paths_read("cluster", texts))
-        fields = None if scope == "cluster" else _paths_read(scope, texts)
+        judged = _Reads.of(scope, facts, [_CEL_STRING.sub("''", rule.when) for rule in scoped_rules])
+        shown = _Reads.of(scope, facts, _cel_texts(scoped_rules))
         for subject in facts.scopes.get(scope, []):
             started = time.perf_counter()
             try:
-                env = cel.Context({scope: _view(subject, fields), "cluster": cluster, "settings": settings})
+                env = judged.context(scope, subject, settings)
             except Exception as e:  # noqa: BLE001 - a value CEL cannot hold (an integer past 64 bits ...)
                 for rule in scoped_rules:
                     tallies[rule.id].error = f"the facts of {subject.get('_subject', scope)} could not be read: {unexpected(e)}"
                 continue
             if stopwatch is not None:
                 stopwatch.add(stopwatch.rules, f"({scope} facts to CEL)", time.perf_counter() - started)
+            shown_env: cel.Context | None = None
             for rule in scoped_rules:
                 started = time.perf_counter()
-                _run(rule, subject, env, tallies[rule.id], findings)
+                if _fires(rule, env, tallies[rule.id]):
+                    shown_env = shown_env or shown.context(scope, subject, settings)
+                    findings.append(_finding(rule, subject, shown_env))
                 if stopwatch is not None:
                     stopwatch.add(stopwatch.rules, rule.id, time.perf_counter() - started)
     for scope, scoped_rules in by_scope.items():
@@ -260,13 +264,27 @@ def evaluate(rules: list[Rule], facts: Facts, settings: dict[str, Any], stopwatc
     return Evaluation(findings, outcomes)
 
 
-def _run(rule: Rule, subject: dict, env: cel.Context, tally: _Tally, findings: list[Finding]) -> None:
-    """One rule on one subject: a finding when it fires, counted as unknown when it reads null."""
+@dataclass(frozen=True)
+class _Reads:
+    """What some CEL texts of one scope read: of the subject, and the cluster's view they get."""
+
+    subject_paths: Paths | None
+    cluster: dict[str, Any]
+
+    @classmethod
+    def of(cls, scope: str, facts: Facts, texts: list[str]) -> _Reads:
+        if scope == "cluster":
+            return cls(None, facts.cluster)
+        return cls(_paths_read(scope, texts), _view(facts.cluster, _paths_read("cluster", texts)))
+
+    def context(self, scope: str, subject: dict, settings: dict[str, Any]) -> cel.Context:
+        return cel.Context({scope: _view(subject, self.subject_paths), "cluster": self.cluster, "settings": settings})
+
+
+def _fires(rule: Rule, env: cel.Context, tally: _Tally) -> bool:
+    """One rule on one subject: True when it fires; counted as unknown when it reads null."""
     try:
         hit = rule.program.execute(env)
-        if hit is True:
-            findings.append(_finding(rule, subject, env))
-            tally.fired += 1
     except MemoryError:
         raise
     except Exception as e:  # noqa: BLE001 - OverflowError and the like: this rule's one-line failure
@@ -274,6 +292,10 @@ def _run(rule: Rule, subject: dict, env: cel.Context, tally: _Tally, findings: l
             tally.unknown += 1
         else:
             tally.error = f"{type(e).__name__}: {e}"
+        return False
+    if hit is True:
+        tally.fired += 1
+    return hit is True
 
 
 def _cel_texts(rules: list[Rule]) -> list[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +20,7 @@ import yaml
 
 from diag.errors import UserError
 from diag.model import LAYERS
+from diag.parsers.log_gate import LineGate
 from diag.rules_dir import builtin_rules_dir
 
 if TYPE_CHECKING:
@@ -41,6 +42,7 @@ class LogSignals:
     layers: dict[str, str]
     descriptions: dict[str, str]
     crash_causes: tuple[str, ...] = ()  # the signals whose lines name why a container exits, in file order
+    gate: LineGate = field(default=LineGate(None), compare=False)  # the lines worth running the patterns on
 
     def names(self) -> list[str]:
         return list(self.patterns)
@@ -68,9 +70,9 @@ def load_signals(rule_dirs: list[Path]) -> LogSignals:
                 layers[name], descriptions[name] = layer, descriptions.get(name) or description
                 crash_cause[name] = spec.get("crash_cause", crash_cause.get(name, True))  # a file that says nothing keeps it
                 regexes.setdefault(name, []).extend(patterns)
+        patterns = {name: re.compile("|".join(f"(?:{r})" for r in rs)) for name, rs in regexes.items()}
         _loaded[key] = LogSignals(
-            {name: re.compile("|".join(f"(?:{r})" for r in rs)) for name, rs in regexes.items()}, layers, descriptions,
-            tuple(name for name in regexes if crash_cause[name]),
+            patterns, layers, descriptions, tuple(name for name in regexes if crash_cause[name]), LineGate.of(patterns.values())
         )
     return _loaded[key]
 

@@ -140,8 +140,9 @@ def pci_address(text: str | None) -> str | None:
 # lost.  Reboot the system to recover this GPU"), later ones by index and address ("... for GPU0:
 # 0000:01:00.0: GPU is lost. Reboot ..."); "Unknown Error" is the other answer seen for such a GPU.
 _ADDRESS = r"[0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+(?:\.[0-7])?"
+NO_DEVICE_HANDLE = "Unable to determine the device handle for GPU"
 _NO_DEVICE_HANDLE = re.compile(
-    rf"Unable to determine the device handle for GPU\s*"
+    rf"{NO_DEVICE_HANDLE}\s*"
     rf"(?:(?P<address>{_ADDRESS}):\s*|(?P<index>\d+):\s*(?:(?P<indexed_address>{_ADDRESS}):\s*)?)(?P<error>.+?)\s*$"
 )
 

@@ -12,6 +12,7 @@ from collections import deque
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
+from diag.parsers.log_gate import LineGate, candidate_lines
 from diag.signals import LogSignals, builtin_signals
 
 MAX_LINES_PER_SIGNAL = 5
@@ -19,6 +20,7 @@ MAX_LINES_PER_SIGNAL = 5
 # vLLM asked to stop (SIGTERM from the kubelet, e.g. after a failed liveness probe): the EngineDeadError
 # its API server then logs is the shutdown, not a failure (seen in fixtures/real/vllm-cpu/*/server.log).
 _SHUTDOWN_REQUESTED = re.compile(r"\[shutdown\] .*(?:received signal=SIG(?:TERM|INT)|shutdown triggered)")
+_SHUTDOWN_GATE = LineGate.of([_SHUTDOWN_REQUESTED])
 _NOT_FAILURES_AFTER_SHUTDOWN = frozenset({"engine_dead"})
 _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _XID_CODE = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+)")
@@ -27,11 +29,15 @@ _XID_CODE = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+)")
 def scan_log(text: str, signals: LogSignals | None = None) -> dict[str, list[str]]:
     """Known failure lines by signal name (the built-in signals unless given): the last
     MAX_LINES_PER_SIGNAL of each, stripped."""
-    patterns = (signals or builtin_signals()).patterns
+    signals = signals or builtin_signals()
+    patterns = signals.patterns
     found: dict[str, deque[str]] = {}
     shutting_down = False
-    for raw_line in text.splitlines():
-        line = _ANSI_ESCAPE.sub("", raw_line).strip()
+    if "\x1b" in text:
+        text = _ANSI_ESCAPE.sub("", text)  # an escape never spans lines: the same as per line, once
+    # only lines holding a literal of some pattern can match (diag/parsers/log_gate.py)
+    for raw_line in candidate_lines(text, (signals.gate, _SHUTDOWN_GATE)):
+        line = raw_line.strip()
         if not line:
             continue
         shutting_down = shutting_down or bool(_SHUTDOWN_REQUESTED.search(line))

@@ -22,6 +22,7 @@ from typing import Any
 from diag.errors import ParseError
 from diag.model import GPU, GPUProcess
 from diag.parsers.gpu_common import (
+    NO_DEVICE_HANDLE,
     UnopenedGpu,
     clocks_event_reason_names,
     enabled,
@@ -99,6 +100,8 @@ def parse_xml(text: str, host: str) -> list[GPU]:
 
 def _without_unopened_lines(text: str) -> tuple[str, list[UnopenedGpu]]:
     """The output without nvidia-smi's "Unable to determine the device handle" lines, and those GPUs."""
+    if NO_DEVICE_HANDLE not in text:  # nearly always: no per-line regex over a node's whole XML
+        return text, []
     lines = text.splitlines()
     unopened = [found for line in lines if (found := unopened_gpu(line)) is not None]
     return "\n".join(line for line in lines if unopened_gpu(line) is None), unopened
