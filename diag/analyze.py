@@ -14,13 +14,13 @@ from diag.config import Config, ConfigError
 from diag.context import AnalysisContext
 from diag.coverage import gaps, rule_gaps
 from diag.diagnosis import Verdict, link_causes, verdict
-from diag.engine import Finding, RuleOutcome, builtin_rules_dir, evaluate, load_rules, load_settings
+from diag.engine import Finding, Rule, RuleOutcome, builtin_rules_dir, evaluate, load_rules, load_settings
 from diag.errors import EXIT_CANNOT_ANALYZE
 from diag.facts import build_facts
 from diag.history import History, find_history
 from diag.join import join
 from diag.load import load_bundle
-from diag.model import PromWindow, SourceStatus
+from diag.model import PromWindow, Snapshot, SourceStatus
 from diag.prometheus_join import history_window
 from diag.stopwatch import Stopwatch
 from diag.relevance import on_serving_path, serving_links
@@ -82,21 +82,25 @@ def _without_cycle_collection() -> Iterator[None]:
 def analyze_bundle(
     bundle: Bundle, config: Config | None = None, extra_rule_dirs: list[Path] | None = None, stopwatch: Stopwatch | None = None
 ) -> Report:
-    with _without_cycle_collection():
-        return _analyze(bundle, config, extra_rule_dirs, stopwatch)
-
-
-def _analyze(bundle: Bundle, config: Config | None, extra_rule_dirs: list[Path] | None, stopwatch: Stopwatch | None) -> Report:
+    """The analysis of `bundle`. Its bytes are not held past the parse: a bundle only this call holds
+    (`analyze_bundle(Bundle.open(path))`) is freed then, and the analysis peaks lower by its size."""
     config = config or Config()
     watch = stopwatch or Stopwatch()
-    with watch.phase("rules (load and compile)"):
-        rules_dir = builtin_rules_dir()
-        rules = load_rules([rules_dir, *(extra_rule_dirs or [])])
-        signals = load_signals([rules_dir, *(extra_rule_dirs or [])])
-        settings = settings_with_overrides(rules_dir, config)
-        config.check_rules([r.id for r in rules])
-    with watch.phase("read and parse"):
-        loaded = load_bundle(bundle, watch, signals)
+    with _without_cycle_collection():
+        with watch.phase("rules (load and compile)"):
+            rules_dir = builtin_rules_dir()
+            rules = load_rules([rules_dir, *(extra_rule_dirs or [])])
+            signals = load_signals([rules_dir, *(extra_rule_dirs or [])])
+            settings = settings_with_overrides(rules_dir, config)
+            config.check_rules([r.id for r in rules])
+        with watch.phase("read and parse"):
+            loaded = load_bundle(bundle, watch, signals)
+        origin = bundle.origin
+        del bundle
+        return _analyze(loaded, origin, rules, settings, config, watch)
+
+
+def _analyze(loaded: Snapshot, origin: str, rules: list[Rule], settings: dict, config: Config, watch: Stopwatch) -> Report:
     with watch.phase("join"):
         snap = join(loaded)
     with watch.phase("facts"):
@@ -119,7 +123,7 @@ def _analyze(bundle: Bundle, config: Config | None, extra_rule_dirs: list[Path] 
         undecided = sum(1 for o in result.outcomes.values() if o.status in ("unknown", "skipped"))
         diagnosis = verdict(findings, checked, undecided, gaps(snap) + rule_gaps(result.outcomes, by_id), by_id)
     return Report(
-        diagnosis, findings, snap.sources, result.outcomes, origin=bundle.origin, history=history,
+        diagnosis, findings, snap.sources, result.outcomes, origin=origin, history=history,
         prometheus_window=history_window(snap),
         config_file=str(config.path) if config.path is not None else None, suppressed=suppressed,
         context=AnalysisContext.of(snap.manifest, clock),
