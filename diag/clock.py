@@ -10,6 +10,7 @@ Times without a zone (Ray's humanised `ray list --detail` times, `ray status`'s 
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -32,8 +33,11 @@ def parse_time(value: str | float | int | None) -> datetime | None:
             return datetime.fromtimestamp(value, tz=timezone.utc)
         except (OverflowError, OSError, ValueError):
             return None
-    if not isinstance(value, str):
-        return None
+    return _parsed_text(value) if isinstance(value, str) else None
+
+
+@functools.lru_cache(maxsize=1 << 16)  # a fleet's events share their seconds: each is aged several times
+def _parsed_text(value: str) -> datetime | None:
     try:
         parsed = datetime.fromisoformat(_LONG_FRACTION.sub(r"\1", value.strip()))
     except ValueError:

@@ -202,7 +202,8 @@ def _gpu_labels_text(node: Node) -> str:
 
 def scopes(snap: Snapshot, clock: Clock, windowed_pods: tuple[list[dict], Clock] | None = None) -> dict[str, list[dict]]:
     """`windowed_pods`: the pods' facts built with a window, and that clock, when these are built again
-    without one (the history pass): a pod with nothing outside the window keeps its facts."""
+    without one (the history pass): a pod with nothing outside the window keeps its facts, another
+    keeps those no window changes (_pod_lasting) and has the others built again."""
     index = _Index.of(snap, clock)
     refusals = _failed_create_events(snap, clock)
     events_read = source_read(snap, "k8s/events.json")
@@ -221,7 +222,10 @@ def _pods(snap: Snapshot, index: _Index, windowed: tuple[list[dict], Clock] | No
     if windowed is None or len(windowed[0]) != len(snap.pods):
         return [_pod(p, index) for p in snap.pods]
     facts, window = windowed
-    return [old if all(window.current(t) for t in pod_window_times(p)) else _pod(p, index) for p, old in zip(snap.pods, facts, strict=True)]
+    return [
+        old if all(window.current(t) for t in pod_window_times(p)) else old | _pod_windowed(p, index)
+        for p, old in zip(snap.pods, facts, strict=True)
+    ]
 
 
 def _node_brief(node: Node, index: _Index) -> dict:
@@ -253,6 +257,11 @@ def _event_signals(events: list[Event], index: _Index) -> dict[str, list[str]]:
 
 
 def _pod(pod: Pod, index: _Index) -> dict:
+    return _pod_lasting(pod, index) | _pod_windowed(pod, index)
+
+
+def _pod_lasting(pod: Pod, index: _Index) -> dict:
+    """The facts of a pod that no history window changes: the history pass keeps them."""
     facts = plain(pod, drop=("containers", "init_containers", "events"))
     # every signal looked for: one no line matched is known absent ([]), not unknown
     signals: dict[str, list[str]] = {name: [] for name in looked_for(index.snap).names()}
@@ -264,53 +273,58 @@ def _pod(pod: Pod, index: _Index) -> dict:
             if text and (seconds := model_load_seconds(text)) is not None:
                 load_times.append(seconds)
     node = index.nodes.get(pod.node_name or "")
-    clock = index.clock
-    events = current_events(pod.events, clock)  # what derived facts read: aged events are history
-    events_read = source_read(index.snap, "k8s/events.json")
-    scheduling = _failed_scheduling(pod, events, events_read)
-    pending = scheduling is not None and scheduling["seen"]
     server = index.servers.get(pod.vllm_server or "")
     facts.update(
         containers=[plain(c, drop=("logs", "previous_logs")) for c in pod.containers],
         init_containers=[plain(c, drop=("logs", "previous_logs")) for c in pod.init_containers],
-        events=event_facts(pod.events, clock),
-        event_reasons=sorted({e.reason for e in events}),
         gpu_request=pod_gpu_request(pod),
         wants_gpus=wants_gpus(pod),
         owner_ref=f"{(pod.workload_kind or 'pod').lower()}/{pod.workload_name}" if pod.workload_name else f"pod/{pod.name}",
         mig_requests={k: v for c in pod.containers for k, v in mig_counts(c.limits, c.requests).items()},
         restarts=sum(c.restart_count for c in pod.containers),
         log_signals=signals if _any_log_read(pod) else None,  # None: no log of it was collected
-        event_signals=_event_signals(events, index) if events_read else None,
         memory_volumes=[v.get("name") for v in pod.volumes if isinstance(v.get("emptyDir"), dict) and v["emptyDir"].get("medium") == "Memory"],
         model_load_seconds=max(load_times) if load_times else None,
-        failed_scheduling=scheduling,
-        dra=dra.dra_refusals(scheduling, events, events_read),
         # why no node takes it: only for a pod the scheduler has not placed (None also without nodes.json)
         placement=_placement(pod, index) if not pod.node_name and source_read(index.snap, "k8s/nodes.json") else None,
         gpu_resource_mismatch=_gpu_resource_mismatch(pod, index),
         admission_rejection=_admission_rejection(pod),
-        evicted=pod.phase == "Failed" and pod.reason == "Evicted" and clock.current(_ended_at(pod)),
         node_gpu_sharing=_node_gpu_sharing(pod, node),
         gpu_env_without_request=[] if wants_gpus(pod) or pod.owner_kind == "DaemonSet" else containers.gpu_env_without_request(pod),
         ray_gpu_total=_ray_gpu_total(pod, index.snap),
         vllm=_vllm_facts(pod, server),
-        oom_killed=containers.oom_killed(pod, clock),
-        image_pull_errors=containers.image_pull_errors(pod, events),
-        failed_mounts=containers.failed_mounts(events) if events_read else None,
         crash_loops=containers.crash_loops(pod, looked_for(index.snap).crash_causes),
-        probe_failures=[e.message for e in events if e.reason == "Unhealthy"] if events_read else None,
         is_vllm=pod.vllm_server is not None,
         runs_vllm=containers.vllm_container(pod) is not None,
         ready=_condition_true(pod.conditions.get("Ready", {})),
         # a container ran (or runs): only then can the pod have a log of its own
         started=any(c.state in ("running", "terminated") or c.restart_count > 0 for c in pod.containers),
         _subject=f"pod/{pod.namespace}/{pod.name}",
-        _links=_pod_links(pod, index, pending=pending),
-        _aged=aged_events(pod.events, clock) + containers.aged_terminations(pod, clock)
-        + (aged(f"evicted: {pod.message}", _ended_at(pod), clock) if pod.reason == "Evicted" else []),
     )
     return facts
+
+
+def _pod_windowed(pod: Pod, index: _Index) -> dict:
+    """The facts of a pod that read its events, terminations or eviction against the history window."""
+    clock = index.clock
+    events = current_events(pod.events, clock)  # what derived facts read: aged events are history
+    events_read = source_read(index.snap, "k8s/events.json")
+    scheduling = _failed_scheduling(pod, events, events_read)
+    return {
+        "events": event_facts(pod.events, clock),
+        "event_reasons": sorted({e.reason for e in events}),
+        "event_signals": _event_signals(events, index) if events_read else None,
+        "failed_scheduling": scheduling,
+        "dra": dra.dra_refusals(scheduling, events, events_read),
+        "evicted": pod.phase == "Failed" and pod.reason == "Evicted" and clock.current(_ended_at(pod)),
+        "oom_killed": containers.oom_killed(pod, clock),
+        "image_pull_errors": containers.image_pull_errors(pod, events),
+        "failed_mounts": containers.failed_mounts(events) if events_read else None,
+        "probe_failures": [e.message for e in events if e.reason == "Unhealthy"] if events_read else None,
+        "_links": _pod_links(pod, index, pending=scheduling is not None and scheduling["seen"]),
+        "_aged": aged_events(pod.events, clock) + containers.aged_terminations(pod, clock)
+        + (aged(f"evicted: {pod.message}", _ended_at(pod), clock) if pod.reason == "Evicted" else []),
+    }
 
 
 def _ended_at(pod: Pod) -> str | None:
