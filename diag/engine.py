@@ -237,12 +237,12 @@ def evaluate(rules: list[Rule], facts: Facts, settings: dict[str, Any], stopwatc
             by_scope.setdefault(rule.scope, []).append(rule)
     tallies = {rule.id: _Tally() for scoped in by_scope.values() for rule in scoped}
     for scope, scoped_rules in by_scope.items():
-        judged = _Reads.of(scope, facts, [_CEL_STRING.sub("''", rule.when) for rule in scoped_rules])
-        shown = _Reads.of(scope, facts, _cel_texts(scoped_rules))
+        judged = _Reads.of(scope, facts, settings, [_CEL_STRING.sub("''", rule.when) for rule in scoped_rules])
+        shown = _Reads.of(scope, facts, settings, _cel_texts(scoped_rules))
         for subject in facts.scopes.get(scope, []):
             started = time.perf_counter()
             try:
-                env = judged.context(scope, subject, settings)
+                env = judged.context(scope, subject)
             except Exception as e:  # noqa: BLE001 - a value CEL cannot hold (an integer past 64 bits ...)
                 for rule in scoped_rules:
                     tallies[rule.id].error = f"the facts of {subject.get('_subject', scope)} could not be read: {unexpected(e)}"
@@ -253,7 +253,7 @@ def evaluate(rules: list[Rule], facts: Facts, settings: dict[str, Any], stopwatc
             for rule in scoped_rules:
                 started = time.perf_counter()
                 if _fires(rule, env, tallies[rule.id]):
-                    shown_env = shown_env or shown.context(scope, subject, settings)
+                    shown_env = shown_env or shown.context(scope, subject)
                     findings.append(_finding(rule, subject, shown_env))
                 if stopwatch is not None:
                     stopwatch.add(stopwatch.rules, rule.id, time.perf_counter() - started)
@@ -266,19 +266,22 @@ def evaluate(rules: list[Rule], facts: Facts, settings: dict[str, Any], stopwatc
 
 @dataclass(frozen=True)
 class _Reads:
-    """What some CEL texts of one scope read: of the subject, and the cluster's view they get."""
+    """What some CEL texts of one scope read: of the subject, and the views of the cluster and the
+    settings they get (both converted again with every subject)."""
 
     subject_paths: Paths | None
     cluster: dict[str, Any]
+    settings: dict[str, Any]
 
     @classmethod
-    def of(cls, scope: str, facts: Facts, texts: list[str]) -> _Reads:
+    def of(cls, scope: str, facts: Facts, settings: dict[str, Any], texts: list[str]) -> _Reads:
+        read_settings = _view(settings, _paths_read("settings", texts))
         if scope == "cluster":
-            return cls(None, facts.cluster)
-        return cls(_paths_read(scope, texts), _view(facts.cluster, _paths_read("cluster", texts)))
+            return cls(None, facts.cluster, read_settings)
+        return cls(_paths_read(scope, texts), _view(facts.cluster, _paths_read("cluster", texts)), read_settings)
 
-    def context(self, scope: str, subject: dict, settings: dict[str, Any]) -> cel.Context:
-        return cel.Context({scope: _view(subject, self.subject_paths), "cluster": self.cluster, "settings": settings})
+    def context(self, scope: str, subject: dict) -> cel.Context:
+        return cel.Context({scope: _view(subject, self.subject_paths), "cluster": self.cluster, "settings": self.settings})
 
 
 def _fires(rule: Rule, env: cel.Context, tally: _Tally) -> bool:
