@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 
 from diag.identity import GPU_FILE_SUFFIXES, VLLM_FILE, Ambiguous, PodNames
-from diag.model import GPU, Container, Pod, Service, SourceStatus, Snapshot, VllmServer
+from diag.model import GPU, Container, Pod, RayActor, Service, SourceStatus, Snapshot, VllmServer
 from diag.parsers import engine_args
 from diag.parsers.gpu_common import pci_address
 from diag.parsers.logs import xid_device, xids_in
@@ -179,25 +179,33 @@ def _xid_lines_about(gpu: GPU, lines: list[str]) -> list[str]:
 
 
 def _gpu_processes_to_ray_actors(snap: Snapshot) -> None:
+    """A GPU process is the live Ray actor with its pid on the GPU's Kubernetes node (or on a node not
+    known); pids repeat across pods, so the actors are looked up by (pid, node), the last listed winning."""
     node_of_ray_node = {n.node_id: (snap.pod(n.pod).node_name if n.pod and snap.pod(n.pod) else None) for n in snap.ray_nodes}
     pod_of_ray_node = {n.node_id: n.pod for n in snap.ray_nodes}
+    last_alive: dict[tuple[int, str | None], tuple[int, RayActor]] = {}
+    for position, actor in enumerate(snap.ray_actors):
+        if actor.state == "ALIVE" and actor.pid is not None:
+            last_alive[(actor.pid, node_of_ray_node.get(actor.node_id or ""))] = (position, actor)
     for gpu in snap.gpus:
         for proc in gpu.processes:
-            for actor in snap.ray_actors:
-                if actor.pid == proc.pid and actor.state == "ALIVE" and node_of_ray_node.get(actor.node_id or "") in (gpu.node, None):
-                    proc.ray_actor_id = actor.actor_id
-                    proc.pod = pod_of_ray_node.get(actor.node_id or "")
+            found = [last_alive.get((proc.pid, gpu.node)), last_alive.get((proc.pid, None))]
+            if fits := [f for f in found if f is not None]:
+                actor = max(fits, key=lambda f: f[0])[1]
+                proc.ray_actor_id = actor.actor_id
+                proc.pod = pod_of_ray_node.get(actor.node_id or "")
 
 
 def _ray_groups_to_pods(snap: Snapshot) -> None:
+    members: dict[tuple[str, str | None, str | None], list[Pod]] = {}
+    for pod in snap.pods:
+        if pod.ray_cluster:
+            members.setdefault((pod.namespace, pod.ray_cluster, pod.ray_group), []).append(pod)
     for cluster in snap.ray_clusters:
         for group in cluster.worker_groups:
-            members = [
-                p for p in snap.pods
-                if p.namespace == cluster.namespace and p.ray_cluster == cluster.name and p.ray_group == group.name
-            ]
-            group.pods_total = len(members)
-            group.pods_running = sum(1 for p in members if p.phase == "Running")
+            in_group = members.get((cluster.namespace, cluster.name, group.name), [])
+            group.pods_total = len(in_group)
+            group.pods_running = sum(1 for p in in_group if p.phase == "Running")
 
 
 def _placement_group_strategies(snap: Snapshot) -> None:

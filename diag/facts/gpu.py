@@ -4,6 +4,8 @@ GPU in the data has, and the device plugin advertising fewer GPUs than the node 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from diag.clock import Clock
 from diag.facts.gpu_episodes import GpuHistory, gpu_history
 from diag.prometheus_join import history_window
@@ -50,12 +52,13 @@ def cluster_facts(snap: Snapshot) -> dict:
 
 def scopes(snap: Snapshot, settings: dict, clock: Clock) -> dict[str, list[dict]]:
     window = history_window(snap)
-    return {"gpu": [_gpu(g, snap, gpu_history(g, settings, clock, window)) for g in snap.gpus], "gpu_node": _gpu_nodes(snap)}
+    ray = _RayIndex.of(snap)
+    return {"gpu": [_gpu(g, snap, ray, gpu_history(g, settings, clock, window)) for g in snap.gpus], "gpu_node": _gpu_nodes(snap)}
 
 
-def _gpu(gpu: GPU, snap: Snapshot, history: GpuHistory) -> dict:
+def _gpu(gpu: GPU, snap: Snapshot, ray: _RayIndex, history: GpuHistory) -> dict:
     unowned = [p for p in gpu.processes if p.pod is None and p.ray_actor_id is None]
-    ray_node = _ray_node_of(gpu, snap)
+    ray_node = ray.node_of(gpu)
     nvidia_smi_seen = not gpu.only_in_prometheus
     return plain(gpu, drop=("history",)) | {
         "node_name": gpu.node or gpu.host,
@@ -89,7 +92,7 @@ def _gpu(gpu: GPU, snap: Snapshot, history: GpuHistory) -> dict:
         "ray_node_id": ray_node.node_id if ray_node else None,
         "ray_pod": _pod_ref(ray_node.pod) if ray_node else None,
         "ray_gpus_available": ray_node.resources_available.get("GPU", 0.0) if ray_node and ray_node.resources_available is not None else None,
-        "ray_counts_free": _ray_counts_free(gpu, ray_node, snap),
+        "ray_counts_free": _ray_counts_free(gpu, ray_node, ray),
         "_subject": f"gpu/{gpu.host}/{gpu.index}",
         "_links": link("gpu", gpu.uuid or f"{gpu.host}/{gpu.index}") + link("node", gpu.node)
         + [f"pod:{p}" for p in gpu.serving_pods] + link("ray_node", ray_node.node_id if ray_node else None),
@@ -241,19 +244,43 @@ def _gpu_allocatable(node: Node | None) -> int | None:
 # --------------------------------------------------------------------------- Ray's view of the GPU
 
 
-def _ray_node_of(gpu: GPU, snap: Snapshot) -> RayNode | None:
-    """The Ray node whose raylet hands out this GPU: the one in the pod the data was captured in, else
-    the only Ray node with GPUs whose pod runs on the GPU's Kubernetes node."""
-    pods = {n.node_id: snap.pod(n.pod) for n in snap.ray_nodes if n.pod}
-    in_capture_pod = [n for n in snap.ray_nodes if (pod := pods.get(n.node_id)) and pod.name == gpu.host]
-    if in_capture_pod:
-        return in_capture_pod[0]
-    on_node = [
-        n for n in snap.ray_nodes
-        if n.state != "DEAD" and n.resources_total.get("GPU", 0.0) > 0
-        and (pod := pods.get(n.node_id)) is not None and gpu.node is not None and pod.node_name == gpu.node
-    ]
-    return on_node[0] if len(on_node) == 1 else None
+@dataclass
+class _RayIndex:
+    """What each GPU asks of Ray, looked up once per snapshot: a fleet has thousands of GPUs, Ray nodes
+    and actors, and a scan of them per GPU grew with their product."""
+
+    in_pod_named: dict[str, RayNode]  # pod name -> the first Ray node running in a pod of that name
+    with_gpus_on: dict[str, list[RayNode]]  # Kubernetes node -> live Ray nodes with GPUs in pods there
+    gpus_of_host: dict[str, list[GPU]]  # the GPUs of each capture (file stem)
+    held: dict[str, set[str]]  # Ray node id -> the GPU ids its live actors were given
+
+    @classmethod
+    def of(cls, snap: Snapshot) -> _RayIndex:
+        in_pod_named: dict[str, RayNode] = {}
+        with_gpus_on: dict[str, list[RayNode]] = {}
+        for node in snap.ray_nodes:
+            pod = snap.pod(node.pod) if node.pod else None
+            if pod is None:
+                continue
+            in_pod_named.setdefault(pod.name, node)
+            if node.state != "DEAD" and node.resources_total.get("GPU", 0.0) > 0 and pod.node_name is not None:
+                with_gpus_on.setdefault(pod.node_name, []).append(node)
+        gpus_of_host: dict[str, list[GPU]] = {}
+        for gpu in snap.gpus:
+            gpus_of_host.setdefault(gpu.host, []).append(gpu)
+        held: dict[str, set[str]] = {}
+        for actor in snap.ray_actors:
+            if actor.state == "ALIVE" and actor.node_id is not None:
+                held.setdefault(actor.node_id, set()).update(actor.gpu_ids)
+        return cls(in_pod_named, with_gpus_on, gpus_of_host, held)
+
+    def node_of(self, gpu: GPU) -> RayNode | None:
+        """The Ray node whose raylet hands out this GPU: the one in the pod the data was captured in, else
+        the only Ray node with GPUs whose pod runs on the GPU's Kubernetes node."""
+        if (in_capture_pod := self.in_pod_named.get(gpu.host)) is not None:
+            return in_capture_pod
+        on_node = self.with_gpus_on.get(gpu.node, []) if gpu.node is not None else []
+        return on_node[0] if len(on_node) == 1 else None
 
 
 def _pod_ref(key: str | None) -> dict | None:
@@ -264,7 +291,7 @@ def _pod_ref(key: str | None) -> dict | None:
     return {"namespace": namespace, "name": name}
 
 
-def _ray_counts_free(gpu: GPU, node: RayNode | None, snap: Snapshot) -> bool | None:
+def _ray_counts_free(gpu: GPU, node: RayNode | None, ray: _RayIndex) -> bool | None:
     """Would Ray place a GPU task on this GPU? None when that cannot be told.
 
     Ray must report a whole GPU available on the node, and this GPU must not be one it has given out.
@@ -278,10 +305,10 @@ def _ray_counts_free(gpu: GPU, node: RayNode | None, snap: Snapshot) -> bool | N
     total, available = node.resources_total.get("GPU", 0.0), node.resources_available.get("GPU", 0.0)
     if available < 1.0:
         return False
-    seen = [g for g in snap.gpus if g.host == gpu.host]
+    seen = ray.gpus_of_host.get(gpu.host, [])
     if len(seen) != total:
         return None
-    held = {slot for a in snap.ray_actors if a.node_id == node.node_id and a.state == "ALIVE" for slot in a.gpu_ids}
+    held = ray.held.get(node.node_id, set())
     if held:
         return str(gpu.index) not in held
     running_actors = {g.index for g in seen if any(p.ray_actor_id for p in g.processes)}

@@ -20,6 +20,7 @@ from diag.model import (
     Node,
     Pod,
     RayClusterSpec,
+    RayNode,
     ServeStatus,
     Service,
     Snapshot,
@@ -101,6 +102,13 @@ class _Index:
     mig_offered: list[str] = field(default_factory=list)  # nvidia.com/mig-* advertised anywhere
     whole_gpus_offered: bool = False  # some node advertises nvidia.com/gpu
     signals_by_message: dict[str, list[str]] = field(default_factory=dict)  # event message -> signals it matches
+    # by the object they are about, (kind, namespace, name): an HPA's (its involved object) ...
+    events_about: dict[tuple[str, str | None, str], list[Event]] = field(default_factory=dict)
+    servers_of_workload: dict[tuple[str, str | None], list[VllmServer]] = field(default_factory=dict)  # (namespace, workload)
+    servers_in_pod: dict[str, list[VllmServer]] = field(default_factory=dict)  # by pod key
+    ray_node_in_pod: dict[str, RayNode] = field(default_factory=dict)  # the first Ray node of each pod key
+    pods_of_ray_cluster: dict[tuple[str, str | None], list[Pod]] = field(default_factory=dict)  # (namespace, RayCluster)
+    rayservices_owning: dict[tuple[str, str], list[RayClusterSpec]] = field(default_factory=dict)  # RayCluster -> its RayService
 
     @classmethod
     def of(cls, snap: Snapshot, clock: Clock) -> _Index:
@@ -118,9 +126,32 @@ class _Index:
                 by_node.setdefault(pod.node_name, []).append(pod)
                 if pod.phase not in TERMINAL_PHASES:
                     allocated[pod.node_name] = allocated.get(pod.node_name, 0) + pod_gpu_request(pod)
+        servers_of_workload: dict[tuple[str, str | None], list[VllmServer]] = {}
+        servers_in_pod: dict[str, list[VllmServer]] = {}
+        for server in snap.vllm_servers:
+            if server.pod and (pod := snap.pod(server.pod)) is not None:
+                servers_of_workload.setdefault((pod.namespace, pod.workload_name), []).append(server)
+                servers_in_pod.setdefault(pod.key, []).append(server)
+        ray_node_in_pod: dict[str, RayNode] = {}
+        for ray_node in snap.ray_nodes:
+            if ray_node.pod:
+                ray_node_in_pod.setdefault(ray_node.pod, ray_node)
+        events_about: dict[tuple[str, str | None, str], list[Event]] = {}
+        for event in snap.events:
+            events_about.setdefault((event.involved_kind, event.namespace, event.involved_name), []).append(event)
+        pods_of_ray_cluster: dict[tuple[str, str | None], list[Pod]] = {}
+        for pod in snap.pods:
+            if pod.ray_cluster:
+                pods_of_ray_cluster.setdefault((pod.namespace, pod.ray_cluster), []).append(pod)
         return cls(
             snap=snap,
             clock=clock,
+            events_about=events_about,
+            servers_of_workload=servers_of_workload,
+            servers_in_pod=servers_in_pod,
+            ray_node_in_pod=ray_node_in_pod,
+            pods_of_ray_cluster=pods_of_ray_cluster,
+            rayservices_owning=_rayservices_owning(snap.ray_clusters),
             nodes={n.name: n for n in snap.nodes},
             gpu_nodes=[n for n in snap.nodes if placement.is_gpu_node(n)],
             allocated=allocated,
@@ -212,8 +243,8 @@ def scopes(snap: Snapshot, clock: Clock, windowed_pods: tuple[list[dict], Clock]
         "node": [_node(n, index) for n in snap.nodes],
         "service": [_service(s, index) for s in snap.services],
         "workload": [_workload(w, refusals, events_read) for w in snap.workloads],
-        "hpa": [_hpa(h, snap, clock) for h in snap.hpas],
-        "raycluster": [_raycluster(c, snap, clock) for c in snap.ray_clusters],
+        "hpa": [_hpa(h, index) for h in snap.hpas],
+        "raycluster": [_raycluster(c, index) for c in snap.ray_clusters],
         "daemonset": [_daemonset(d, index) for d in snap.daemonsets],
     }
 
@@ -291,7 +322,7 @@ def _pod_lasting(pod: Pod, index: _Index) -> dict:
         admission_rejection=_admission_rejection(pod),
         node_gpu_sharing=_node_gpu_sharing(pod, node),
         gpu_env_without_request=[] if wants_gpus(pod) or pod.owner_kind == "DaemonSet" else containers.gpu_env_without_request(pod),
-        ray_gpu_total=_ray_gpu_total(pod, index.snap),
+        ray_gpu_total=_ray_gpu_total(pod, index),
         vllm=_vllm_facts(pod, server),
         crash_loops=containers.crash_loops(pod, looked_for(index.snap).crash_causes),
         is_vllm=pod.vllm_server is not None,
@@ -465,8 +496,8 @@ def _admission_rejection(pod: Pod) -> dict:
     return {"rejected": True, "reason": reason, "message": pod.message}
 
 
-def _ray_gpu_total(pod: Pod, snap: Snapshot) -> float | None:
-    node = next((n for n in snap.ray_nodes if n.pod == pod.key), None)
+def _ray_gpu_total(pod: Pod, index: _Index) -> float | None:
+    node = index.ray_node_in_pod.get(pod.key)
     return None if node is None else node.resources_total.get("GPU", 0.0)
 
 
@@ -602,11 +633,10 @@ def _pod_state(pod: Pod) -> str:
     return ", ".join(parts)
 
 
-def _hpa(hpa: HPA, snap: Snapshot, clock: Clock) -> dict:
-    targets = [
-        s for s in snap.vllm_servers
-        if s.pod and (pod := snap.pod(s.pod)) and pod.namespace == hpa.namespace and pod.workload_name == hpa.target_name
-    ]
+def _hpa(hpa: HPA, index: _Index) -> dict:
+    clock = index.clock
+    targets = index.servers_of_workload.get((hpa.namespace, hpa.target_name), [])
+    events = index.events_about.get(("HorizontalPodAutoscaler", hpa.namespace, hpa.name), [])
     queues = {s.name: summarize(s.scrapes) for s in targets if s.scrapes}
     growth = [m.waiting_growth for m in queues.values() if m.waiting_growth is not None]
     waiting = [m.requests_waiting for m in queues.values() if m.requests_waiting is not None]
@@ -631,13 +661,9 @@ def _hpa(hpa: HPA, snap: Snapshot, clock: Clock) -> dict:
             for kind, c in hpa.conditions.items()
             if kind in HPA_BLOCKING_CONDITIONS and c.get("status") == "False" and c.get("reason") not in HPA_BENIGN_REASONS
         ],
-        "warning_events": [
-            f"{e.reason}: {e.message}" for e in current_events(snap.events, clock)
-            if e.involved_kind == "HorizontalPodAutoscaler" and e.namespace == hpa.namespace
-            and e.involved_name == hpa.name and e.type == "Warning"
-        ],
+        "warning_events": [f"{e.reason}: {e.message}" for e in current_events(events, clock) if e.type == "Warning"],
         "_subject": f"hpa/{hpa.namespace}/{hpa.name}",
-        "_aged": aged_events([e for e in snap.events if e.involved_kind == "HorizontalPodAutoscaler" and e.involved_name == hpa.name], clock),
+        "_aged": aged_events(events, clock),
         "_links": link("workload", f"{hpa.namespace}/{hpa.target_name}") + [f"vllm:{s.name}" for s in targets],
     }
 
@@ -645,9 +671,10 @@ def _hpa(hpa: HPA, snap: Snapshot, clock: Clock) -> dict:
 # --------------------------------------------------------------------------- KubeRay
 
 
-def _raycluster(cluster: RayClusterSpec, snap: Snapshot, clock: Clock) -> dict:
+def _raycluster(cluster: RayClusterSpec, index: _Index) -> dict:
+    snap, clock = index.snap, index.clock
     events_read = source_read(snap, "k8s/events.json")
-    members = [p for p in snap.pods if p.namespace == cluster.namespace and p.ray_cluster == cluster.name]
+    members = index.pods_of_ray_cluster.get((cluster.namespace, cluster.name), [])
     running = [p for p in members if p.phase == "Running"]
     return plain(cluster, drop=("events",)) | {
         "events": event_facts(cluster.events, clock),
@@ -666,14 +693,14 @@ def _raycluster(cluster: RayClusterSpec, snap: Snapshot, clock: Clock) -> dict:
         "pending_pods": [p.name for p in members if p.phase == "Pending"],
         **_serve_status_facts(cluster, clock, looked_for(snap)),
         "gpus_running": sum(pod_gpu_request(p) for p in running),
-        "parallel_gpus_needed": _parallel_gpus_needed(cluster, members, snap),
+        "parallel_gpus_needed": _parallel_gpus_needed(cluster, members, index),
         "_subject": f"{cluster.kind.lower()}/{cluster.namespace}/{cluster.name}",
-        "_links": link("raycluster", f"{cluster.namespace}/{cluster.name}") + _run_links(cluster, members, snap),
+        "_links": link("raycluster", f"{cluster.namespace}/{cluster.name}") + _run_links(cluster, members, index),
         "_aged": aged_events(cluster.events, clock),
     }
 
 
-def _run_links(cluster: RayClusterSpec, members: list[Pod], snap: Snapshot) -> list[str]:
+def _run_links(cluster: RayClusterSpec, members: list[Pod], index: _Index) -> list[str]:
     """The pods (and, for a RayService, the RayClusters) a finding on this object is about. A RayService's
     pods carry the label of the RayCluster it runs (ray.io/cluster=<rayservice>-<suffix>), never its own
     name: its active and pending clusters (status) and the clusters it created are linked, with their pods,
@@ -681,8 +708,11 @@ def _run_links(cluster: RayClusterSpec, members: list[Pod], snap: Snapshot) -> l
     if cluster.kind != "RayService":
         return [f"pod:{p.key}" for p in members]
     names = {n for n in (cluster.active_cluster, cluster.pending_cluster) if n}
-    names |= {c.name for c in snap.ray_clusters if any(s is cluster for s in _owning_rayservices(c, snap))}
-    pods = [p for p in snap.pods if p.namespace == cluster.namespace and p.ray_cluster in names]
+    names |= {
+        c.name for c in index.snap.ray_clusters
+        if any(s is cluster for s in index.rayservices_owning.get((c.namespace, c.name), []))
+    }
+    pods = [p for name in sorted(names) for p in index.pods_of_ray_cluster.get((cluster.namespace, name), [])]
     return [f"raycluster:{cluster.namespace}/{name}" for name in sorted(names)] + [f"pod:{p.key}" for p in members + pods]
 
 
@@ -742,15 +772,15 @@ def _unhealthy_ray_conditions(cluster: RayClusterSpec) -> list[str]:
     return found
 
 
-def _parallel_gpus_needed(cluster: RayClusterSpec, members: list[Pod], snap: Snapshot) -> int | None:
+def _parallel_gpus_needed(cluster: RayClusterSpec, members: list[Pod], index: _Index) -> int | None:
     """GPUs one vLLM replica spans (tensor x pipeline parallel), from a vLLM server in the cluster's pods
     or from the serve config (ray.serve.llm engine_kwargs) of the RayService it belongs to."""
-    keys = {p.key for p in members}
     sizes = [
-        size for s in snap.vllm_servers
-        if s.pod in keys and s.engine_args and (size := _parallel_size(s.engine_args)) is not None
+        size for p in members for s in index.servers_in_pod.get(p.key, [])
+        if s.engine_args and (size := _parallel_size(s.engine_args)) is not None
     ]
-    for config in [cluster.serve_config] + [s.serve_config for s in _owning_rayservices(cluster, snap)]:
+    owners = index.rayservices_owning.get((cluster.namespace, cluster.name), [])
+    for config in [cluster.serve_config] + [s.serve_config for s in owners]:
         sizes += _serve_config_parallel_sizes(config)
     return max(sizes) if sizes else None
 
@@ -761,13 +791,18 @@ def _parallel_size(args: EngineArgs) -> int | None:
     return args.tensor_parallel_size * args.pipeline_parallel_size
 
 
-def _owning_rayservices(cluster: RayClusterSpec, snap: Snapshot) -> list[RayClusterSpec]:
-    """The RayService that created this RayCluster: KubeRay names its clusters <rayservice>-<random suffix>."""
-    return [
-        s for s in snap.ray_clusters
-        if s.kind == "RayService" and cluster.kind == "RayCluster" and s.namespace == cluster.namespace
-        and cluster.name.startswith(s.name + "-")
-    ]
+def _rayservices_owning(specs: list[RayClusterSpec]) -> dict[tuple[str, str], list[RayClusterSpec]]:
+    """(namespace, RayCluster) -> the RayService that created it: KubeRay names its clusters
+    <rayservice>-<random suffix>. Each cluster is matched against its own namespace's RayServices."""
+    services: dict[str, list[RayClusterSpec]] = {}
+    for spec in specs:
+        if spec.kind == "RayService":
+            services.setdefault(spec.namespace, []).append(spec)
+    return {
+        (c.namespace, c.name): owners
+        for c in specs if c.kind == "RayCluster"
+        if (owners := [s for s in services.get(c.namespace, []) if c.name.startswith(s.name + "-")])
+    }
 
 
 def _serve_config_parallel_sizes(config: Any) -> list[int]:

@@ -230,10 +230,14 @@ def scopes(snap: Snapshot, clock: Clock) -> dict[str, list[dict]]:
     waiting_on = [f"ray_node:{n.node_id}" for n in nodes] + [g.link for g in ray_pods.ray_pod_groups(snap)]
     deaths = _Deaths(snap, clock)
     members: dict[str | None, list[RayActor]] = {}
+    lost: dict[str | None, list[RayActor]] = {}
     for actor in snap.ray_actors:
         members.setdefault(actor.placement_group_id, []).append(actor)
+        if actor.state in ("DEAD", "RESTARTING"):
+            lost.setdefault(actor.node_id, []).append(actor)
+    servers = _servers_by_cluster(snap)
     return {
-        "ray_node": [_ray_node(n, snap, clock) for n in snap.ray_nodes],
+        "ray_node": [_ray_node(n, snap, clock, lost.get(n.node_id, []), servers) for n in snap.ray_nodes],
         "actor": [_actor(a, snap, waiting_on, deaths) for a in snap.ray_actors],
         "placement_group": [_placement_group(pg, nodes, members, waiting_on) for pg in snap.placement_groups],
     }
@@ -243,7 +247,10 @@ def _node_name(node: RayNode) -> str:
     return f"node {node.node_id[:12]}" + (f" (pod {node.pod})" if node.pod else f" ({node.node_ip})" if node.node_ip else "")
 
 
-def _ray_node(node: RayNode, snap: Snapshot, clock: Clock) -> dict:
+def _ray_node(
+    node: RayNode, snap: Snapshot, clock: Clock, lost: list[RayActor], servers: dict[tuple[str, str], list[str]]
+) -> dict:
+    """`lost`: the node's dead and restarting actors; `servers`: vLLM servers by (namespace, KubeRay cluster)."""
     pod = snap.pod(node.pod) if node.pod else None
     message = node.state_message or ""
     unexpected = node.state == "DEAD" and not message.startswith(EXPECTED_NODE_DEATHS)
@@ -262,21 +269,20 @@ def _ray_node(node: RayNode, snap: Snapshot, clock: Clock) -> dict:
         "died_unexpectedly": unexpected and clock.current(node.end_time),
         "death_age_seconds": clock.age(node.end_time),
         "death_recent": clock.recent(node.end_time),
-        "actors_lost": [_actor_name(a) for a in snap.ray_actors if a.node_id == node.node_id and a.state in ("DEAD", "RESTARTING")],
+        "actors_lost": [_actor_name(a) for a in lost],
         "_subject": f"ray_node/{node.node_id[:12]}" + (f" ({node.pod})" if node.pod else ""),
-        "_links": link("ray_node", node.node_id) + link("pod", node.pod) + [f"vllm:{s}" for s in _servers_on_cluster(pod, snap)],
+        "_links": link("ray_node", node.node_id) + link("pod", node.pod) + [f"vllm:{s}" for s in (servers.get((pod.namespace, pod.ray_cluster), []) if pod and pod.ray_cluster else [])],
         "_aged": aged(f"died: {node.state_message or 'no reason given'}", node.end_time, clock) if unexpected else [],
     }
 
 
-def _servers_on_cluster(pod: Pod | None, snap: Snapshot) -> list[str]:
-    """vLLM servers running in pods of the same KubeRay cluster: their Ray workers may land on this node."""
-    if pod is None or not pod.ray_cluster:
-        return []
-    return [
-        s.name for s in snap.vllm_servers
-        if s.pod and (server_pod := snap.pod(s.pod)) and (server_pod.namespace, server_pod.ray_cluster) == (pod.namespace, pod.ray_cluster)
-    ]
+def _servers_by_cluster(snap: Snapshot) -> dict[tuple[str, str], list[str]]:
+    """vLLM servers running in pods of each KubeRay cluster: their Ray workers may land on any of its nodes."""
+    found: dict[tuple[str, str], list[str]] = {}
+    for s in snap.vllm_servers:
+        if s.pod and (pod := snap.pod(s.pod)) is not None and pod.ray_cluster:
+            found.setdefault((pod.namespace, pod.ray_cluster), []).append(s.name)
+    return found
 
 
 def _actor_name(actor: RayActor) -> str:
