@@ -15,9 +15,11 @@ holes, each hole a CEL expression over the same variables.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -249,12 +251,10 @@ def evaluate(rules: list[Rule], facts: Facts, settings: dict[str, Any], stopwatc
                 continue
             if stopwatch is not None:
                 stopwatch.add(stopwatch.rules, f"({scope} facts to CEL)", time.perf_counter() - started)
-            shown_env: cel.Context | None = None
+            shown_env = _Lazy(functools.partial(shown.context, scope, subject))
             for rule in scoped_rules:
                 started = time.perf_counter()
-                if _fires(rule, env, tallies[rule.id]):
-                    shown_env = shown_env or shown.context(scope, subject)
-                    findings.append(_finding(rule, subject, shown_env))
+                _run(rule, subject, env, shown_env, tallies[rule.id], findings)
                 if stopwatch is not None:
                     stopwatch.add(stopwatch.rules, rule.id, time.perf_counter() - started)
     for scope, scoped_rules in by_scope.items():
@@ -284,10 +284,26 @@ class _Reads:
         return cel.Context({scope: _view(subject, self.subject_paths), "cluster": self.cluster, "settings": self.settings})
 
 
-def _fires(rule: Rule, env: cel.Context, tally: _Tally) -> bool:
-    """One rule on one subject: True when it fires; counted as unknown when it reads null."""
+class _Lazy:
+    """A CEL context made on first use: most subjects fire no rule and never need it."""
+
+    def __init__(self, make: Callable[[], cel.Context]) -> None:
+        self._make = make
+        self._made: cel.Context | None = None
+
+    def __call__(self) -> cel.Context:
+        if self._made is None:
+            self._made = self._make()
+        return self._made
+
+
+def _run(rule: Rule, subject: dict, env: cel.Context, shown_env: _Lazy, tally: _Tally, findings: list[Finding]) -> None:
+    """One rule on one subject: a finding when it fires (its evidence rendered from `shown_env`),
+    counted as unknown when it reads null."""
     try:
-        hit = rule.program.execute(env)
+        if rule.program.execute(env) is True:
+            findings.append(_finding(rule, subject, shown_env()))
+            tally.fired += 1
     except MemoryError:
         raise
     except Exception as e:  # noqa: BLE001 - OverflowError and the like: this rule's one-line failure
@@ -295,10 +311,6 @@ def _fires(rule: Rule, env: cel.Context, tally: _Tally) -> bool:
             tally.unknown += 1
         else:
             tally.error = f"{type(e).__name__}: {e}"
-        return False
-    if hit is True:
-        tally.fired += 1
-    return hit is True
 
 
 def _cel_texts(rules: list[Rule]) -> list[str]:
