@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from diag.engine import Rule, RuleOutcome
 from diag.facts.k8s_placement import is_gpu_node
 from diag.model import Container, Snapshot
-from diag.parsers.vllm_metrics import summarize
 from diag.prometheus_queries import RANGE_QUERIES
 from diag.relevance import serving_pods
 
@@ -246,7 +245,7 @@ def _vllm_gaps(snap: Snapshot) -> list[Gap]:
                 "llmdiag triage ... --scrapes 3 (or a second curl of /metrics a few seconds later, saved as <name>.metrics.1.txt)",
                 links=link,
             ))
-        summary = summarize(server.scrapes)
+        summary = server.metrics()
         if server.engine_args is None and (summary.waiting_max or 0) > 0:
             found.append(Gap(
                 f"vllm/{server.name}.cmdline.txt",

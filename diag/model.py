@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
+    from diag.parsers.vllm_metrics import VllmMetrics
     from diag.signals import LogSignals
 
 Layer = Literal["gpu", "kubernetes", "ray", "vllm"]
@@ -448,6 +449,16 @@ class VllmServer:
     service: str | None = None  # "namespace/name" of a Service selecting its pod
     history: History = field(default_factory=dict)  # from Prometheus, filled by diag.prometheus_join
     history_engines: int | None = None  # engine cores its Prometheus series name (values of the `engine` label)
+
+    def metrics(self) -> VllmMetrics:
+        """What its scrapes say (diag.parsers.vllm_metrics.summarize), worked out once for its list of
+        scrapes: its own facts, its HPA's and the coverage report each read it. Kept out of the fields."""
+        from diag.parsers.vllm_metrics import summarize  # the parsers import this module
+
+        cached = self.__dict__.get("_metrics")
+        if cached is None or cached[0] is not self.scrapes or cached[1] != len(self.scrapes):
+            cached = self.__dict__["_metrics"] = (self.scrapes, len(self.scrapes), summarize(self.scrapes))
+        return cached[2]
 
 
 # --------------------------------------------------------------------------- prometheus

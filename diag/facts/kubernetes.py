@@ -30,7 +30,6 @@ from diag.model import (
 from diag.parsers.logs import model_load_seconds
 from diag.parsers.quantity import gpu_count, mig_counts
 from diag.parsers.scheduler import parse_fit_error
-from diag.parsers.vllm_metrics import summarize
 from diag.signals import LogSignals, builtin_signals, looked_for
 
 T = TypeVar("T")
@@ -637,7 +636,7 @@ def _hpa(hpa: HPA, index: _Index) -> dict:
     clock = index.clock
     targets = index.servers_of_workload.get((hpa.namespace, hpa.target_name), [])
     events = index.events_about.get(("HorizontalPodAutoscaler", hpa.namespace, hpa.name), [])
-    queues = {s.name: summarize(s.scrapes) for s in targets if s.scrapes}
+    queues = {s.name: s.metrics() for s in targets if s.scrapes}
     growth = [m.waiting_growth for m in queues.values() if m.waiting_growth is not None]
     waiting = [m.requests_waiting for m in queues.values() if m.requests_waiting is not None]
     return plain(hpa) | {

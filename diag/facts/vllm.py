@@ -33,7 +33,6 @@ from diag.parsers.vllm_metrics import (
     REQUESTS_RUNNING,
     REQUESTS_WAITING,
     VllmMetrics,
-    summarize,
 )
 
 # Families the vLLM rules read beyond what the metrics summary already counts as relied on
@@ -85,7 +84,7 @@ class _Index:
 
 
 def _server(server: VllmServer, snap: Snapshot, index: _Index, settings: dict, clock: Clock, window: PromWindow | None) -> dict:
-    summary = summarize(server.scrapes) if server.scrapes else None
+    summary = server.metrics() if server.scrapes else None
     service = index.services.get(server.service) if server.service else None
     pod = snap.pod(server.pod) if server.pod else None
     gpus = index.gpus_of(server, snap)

@@ -10,9 +10,11 @@ Matching is done here in Python, once per log, not in a rule over every line.
 
 from __future__ import annotations
 
+import functools
 import re
 
 from diag.model import Pod
+from diag.parsers.log_gate import LineGate
 from diag.facts.k8s_containers import vllm_container
 from diag.signals import builtin_signals
 
@@ -29,6 +31,8 @@ def dead_engine_serving(pod: Pod | None) -> dict | None:
     if container is None or container.logs is None:
         return None
     death = builtin_signals().patterns["engine_dead"]
+    if _death_gate().line_starts(container.logs) == set():  # no line holds a literal of the death: none died
+        return _absent()
     lines = container.logs.splitlines()
     last_death = max((n for n, line in enumerate(lines) if death.search(line)), default=None)
     if last_death is None:
@@ -47,6 +51,11 @@ def dead_engine_serving(pod: Pod | None) -> dict | None:
         "found": answered > 0, "death_line": lines[last_death].strip(), "shut_down": False,
         "answered_after": answered, "failed_after": failed, "health_ok_after": health_ok, "last_answer": last_answer,
     }
+
+
+@functools.cache
+def _death_gate() -> LineGate:
+    return LineGate.of([builtin_signals().patterns["engine_dead"]])
 
 
 def _absent() -> dict:
