@@ -5,7 +5,7 @@ patterns on every line cost a hundred times a plain line split. Every signal pat
 literal that each of its matches must include ("CUDA out of memory", "EngineDeadError"): searching
 the whole text for those literals (in C) finds the few lines worth running the patterns on. Any
 line a pattern matches contains one of its literals, so the gate never hides a line; a pattern with
-no such literal (one a user wrote as `\\S+ failed`) turns the gate off and every line is scanned.
+no such literal (one a user wrote as `E\\d+ \\w+`) turns the gate off and every line is scanned.
 """
 
 from __future__ import annotations
@@ -51,14 +51,12 @@ class LineGate:
         starts: set[int] = set()
         for literal in self.literals:
             _add_lines_holding(text, literal, starts)
-        if self.folded:
-            if text.isascii():  # then lower() keeps every offset, and ignoring case is lower-casing
-                lowered = text.lower()
-                for literal in self.folded:
-                    _add_lines_holding(lowered, literal.lower(), starts)
+        lowered = text.lower() if self.folded and text.isascii() else None
+        for literal in self.folded:
+            if lowered is not None and literal.isascii():  # then lower() keeps every offset and is what ignoring case does
+                _add_lines_holding(lowered, literal.lower(), starts)
             else:  # "ſ" matches "s" ignoring case, "İ" lower-cases to two characters: the regex engine's rules
-                for literal in self.folded:
-                    starts.update(text.rfind("\n", 0, m.start()) + 1 for m in re.finditer(re.escape(literal), text, re.IGNORECASE))
+                starts.update(text.rfind("\n", 0, m.start()) + 1 for m in re.finditer(re.escape(literal), text, re.IGNORECASE))
         return starts
 
 

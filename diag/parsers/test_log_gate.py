@@ -54,6 +54,8 @@ def test_a_literal_ignoring_case_is_found_in_any_text() -> None:
     gate = LineGate.of([re.compile("(?i:version mismatch)")])
     for text in ("a\nNVML: Version Mismatch\nb", "é\nNVML: VERSION MISMATCH\nb", "a\nverſion miſmatch\nb"):
         assert candidate_lines(text, [gate]) == [text.splitlines()[1]]
+    non_ascii = LineGate.of([re.compile("(?i:ſhutdown now)")])  # the long s matches an ASCII "s" ignoring case
+    assert candidate_lines("a\nShutdown now\nb", [non_ascii]) == ["Shutdown now"]
 
 
 def _logs_of_the_fixtures() -> list[str]:
