@@ -1,6 +1,23 @@
-"""Prints the perturbation suite's counts (tests/test_perturbation.py) at the end of a run."""
+"""Prints the perturbation suite's counts (tests/test_perturbation.py) at the end of a run, and the
+fixtures tests of every folder share."""
 
 from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+
+import pytest
+
+
+@pytest.fixture
+def ctrl_c_interrupts() -> Iterator[None]:
+    """Ctrl-C raises KeyboardInterrupt in the main thread, as in a terminal. A test run started in the
+    background of a script (`cmd &`) inherits SIGINT ignored, and a SIGINT the test sends would do nothing."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untyped-def]

@@ -111,6 +111,7 @@ def test_prometheus_starts_with_the_kubernetes_listing_not_after_it() -> None:
     assert {r.name for r in results} >= {"k8s/pods.json", "k8s/logs", "prometheus/x.json"}
 
 
+@pytest.mark.usefixtures("ctrl_c_interrupts")
 def test_ctrl_c_during_the_listing_marks_a_still_running_prometheus_interrupted() -> None:
     import signal
 

@@ -401,6 +401,7 @@ def test_the_whole_run_has_a_deadline(replay: ReplayServer, tmp_path: Path) -> N
     assert bundle.files["ray/status.txt"] == b"written before\n"  # what came back is kept
 
 
+@pytest.mark.usefixtures("ctrl_c_interrupts")
 def test_ctrl_c_keeps_what_came_back_and_marks_the_rest_interrupted(replay: ReplayServer, tmp_path: Path) -> None:
     def press_ctrl_c() -> None:
         signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)  # as the terminal sends it
