@@ -19,6 +19,7 @@ the CSV's GPUs (UUID, name, memory, utilization, temperature) so the two agree.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import re
 import shutil
@@ -134,9 +135,14 @@ def serving_tail(log: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+@functools.cache
+def _xml_template() -> str:
+    return NVIDIA_SMI_XML.read_text()
+
+
 def nvidia_smi_xml(csv_text: str) -> str:
     """`nvidia-smi -q -x` of the GPUs a --query-gpu CSV lists, in the shape of our H200 capture."""
-    template = NVIDIA_SMI_XML.read_text()
+    template = _xml_template()
     head, _, rest = template.partition("\t<gpu id=")
     block, _, tail = rest.partition("</gpu>\n")
     block = "\t<gpu id=" + block + "</gpu>\n"

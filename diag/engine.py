@@ -251,7 +251,7 @@ def evaluate(rules: list[Rule], facts: Facts, settings: dict[str, Any], stopwatc
                 continue
             if stopwatch is not None:
                 stopwatch.add(stopwatch.rules, f"({scope} facts to CEL)", time.perf_counter() - started)
-            shown_env = _Lazy(functools.partial(shown.context, scope, subject))
+            shown_env = functools.cache(functools.partial(shown.context, scope, subject))  # made once a rule fires
             for rule in scoped_rules:
                 started = time.perf_counter()
                 _run(rule, subject, env, shown_env, tallies[rule.id], findings)
@@ -284,20 +284,9 @@ class _Reads:
         return cel.Context({scope: _view(subject, self.subject_paths), "cluster": self.cluster, "settings": self.settings})
 
 
-class _Lazy:
-    """A CEL context made on first use: most subjects fire no rule and never need it."""
-
-    def __init__(self, make: Callable[[], cel.Context]) -> None:
-        self._make = make
-        self._made: cel.Context | None = None
-
-    def __call__(self) -> cel.Context:
-        if self._made is None:
-            self._made = self._make()
-        return self._made
-
-
-def _run(rule: Rule, subject: dict, env: cel.Context, shown_env: _Lazy, tally: _Tally, findings: list[Finding]) -> None:
+def _run(
+    rule: Rule, subject: dict, env: cel.Context, shown_env: Callable[[], cel.Context], tally: _Tally, findings: list[Finding]
+) -> None:
     """One rule on one subject: a finding when it fires (its evidence rendered from `shown_env`),
     counted as unknown when it reads null."""
     try:

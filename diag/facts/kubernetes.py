@@ -101,7 +101,7 @@ class _Index:
     mig_offered: list[str] = field(default_factory=list)  # nvidia.com/mig-* advertised anywhere
     whole_gpus_offered: bool = False  # some node advertises nvidia.com/gpu
     signals_by_message: dict[str, list[str]] = field(default_factory=dict)  # event message -> signals it matches
-    # by the object they are about, (kind, namespace, name): an HPA's (its involved object) ...
+    # events by the object they are about: (involved kind, namespace, name)
     events_about: dict[tuple[str, str | None, str], list[Event]] = field(default_factory=dict)
     servers_of_workload: dict[tuple[str, str | None], list[VllmServer]] = field(default_factory=dict)  # (namespace, workload)
     servers_in_pod: dict[str, list[VllmServer]] = field(default_factory=dict)  # by pod key
@@ -118,9 +118,12 @@ class _Index:
         for workload in snap.workloads:
             for key, value in workload.template_labels.items():
                 workloads_by_label.setdefault((workload.namespace, key, value), []).append(workload)
+        pods_of_ray_cluster: dict[tuple[str, str | None], list[Pod]] = {}
         for pod in snap.pods:
             for key, value in pod.labels.items():
                 pods_by_label.setdefault((pod.namespace, key, value), []).append(pod)
+            if pod.ray_cluster:
+                pods_of_ray_cluster.setdefault((pod.namespace, pod.ray_cluster), []).append(pod)
             if pod.node_name:
                 by_node.setdefault(pod.node_name, []).append(pod)
                 if pod.phase not in TERMINAL_PHASES:
@@ -138,10 +141,6 @@ class _Index:
         events_about: dict[tuple[str, str | None, str], list[Event]] = {}
         for event in snap.events:
             events_about.setdefault((event.involved_kind, event.namespace, event.involved_name), []).append(event)
-        pods_of_ray_cluster: dict[tuple[str, str | None], list[Pod]] = {}
-        for pod in snap.pods:
-            if pod.ray_cluster:
-                pods_of_ray_cluster.setdefault((pod.namespace, pod.ray_cluster), []).append(pod)
         return cls(
             snap=snap,
             clock=clock,

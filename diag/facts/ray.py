@@ -254,6 +254,7 @@ def _ray_node(
     pod = snap.pod(node.pod) if node.pod else None
     message = node.state_message or ""
     unexpected = node.state == "DEAD" and not message.startswith(EXPECTED_NODE_DEATHS)
+    cluster_servers = servers.get((pod.namespace, pod.ray_cluster), []) if pod and pod.ray_cluster else []
     return plain(node) | {
         "name": _node_name(node),
         "resources_text": resources_text(node.resources_total),
@@ -271,7 +272,7 @@ def _ray_node(
         "death_recent": clock.recent(node.end_time),
         "actors_lost": [_actor_name(a) for a in lost],
         "_subject": f"ray_node/{node.node_id[:12]}" + (f" ({node.pod})" if node.pod else ""),
-        "_links": link("ray_node", node.node_id) + link("pod", node.pod) + [f"vllm:{s}" for s in (servers.get((pod.namespace, pod.ray_cluster), []) if pod and pod.ray_cluster else [])],
+        "_links": link("ray_node", node.node_id) + link("pod", node.pod) + [f"vllm:{s}" for s in cluster_servers],
         "_aged": aged(f"died: {node.state_message or 'no reason given'}", node.end_time, clock) if unexpected else [],
     }
 

@@ -60,6 +60,11 @@ class LineGate:
         return starts
 
 
+    def may_match(self, text: str) -> bool:
+        """False only when no line of `text` can match any of the patterns."""
+        return self.line_starts(text) != set()
+
+
 def _add_lines_holding(text: str, literal: str, starts: set[int]) -> None:
     at = text.find(literal)
     while at >= 0:

@@ -48,6 +48,7 @@ def test_candidate_lines_keep_order_and_the_lines_splitlines_would_cut() -> None
     text = "a\nneedle one\r\nb\nc needle\rx\nneedle\n"
     assert candidate_lines(text, [gate]) == ["needle one", "c needle", "x", "needle"]
     assert candidate_lines(text, [gate, LineGate(None)]) == text.splitlines()
+    assert gate.may_match(text) and not gate.may_match("a\nb\n") and LineGate(None).may_match("a\nb\n")
 
 
 def test_a_literal_ignoring_case_is_found_in_any_text() -> None:
