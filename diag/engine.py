@@ -276,12 +276,13 @@ class _Reads:
     @classmethod
     def of(cls, scope: str, facts: Facts, settings: dict[str, Any], texts: list[str]) -> _Reads:
         read_settings = _view(settings, _paths_read("settings", texts))
-        if scope == "cluster":
-            return cls(None, facts.cluster, read_settings)
-        return cls(_paths_read(scope, texts), _view(facts.cluster, _paths_read("cluster", texts)), read_settings)
+        cluster_paths = _paths_read("cluster", texts)
+        if scope == "cluster":  # the subject is the cluster: its view is made in context()
+            return cls(cluster_paths, {}, read_settings)
+        return cls(_paths_read(scope, texts), _view(facts.cluster, cluster_paths), read_settings)
 
     def context(self, scope: str, subject: dict) -> cel.Context:
-        return cel.Context({scope: _view(subject, self.subject_paths), "cluster": self.cluster, "settings": self.settings})
+        return cel.Context({"cluster": self.cluster, "settings": self.settings, scope: _view(subject, self.subject_paths)})
 
 
 def _run(

@@ -258,3 +258,13 @@ def test_since_on_the_command_line(tmp_path: Path):
     assert wide["clock"]["window_s"] == 30 * 86400
     bad = run("--since", "soon")
     assert bad.returncode == 3 and bad.stderr.strip() == "llmdiag: --since: 'soon' is not a duration (use e.g. 30m, 1h, 2d)"
+
+
+def test_an_autoscaler_limit_met_ten_days_ago_is_history():
+    """K8S-505 reads the pod's current refusals only: Karpenter's "exceed limits for nodepool" ten days
+    old does not say that the NodePool is at its limit now."""
+    now = analyze_bundle(fixture("incident-k8s-karpenter-nodepool-limit"))
+    aged = analyze_bundle(shifted(fixture("incident-k8s-karpenter-nodepool-limit"), TEN_DAYS))
+    moved = {(r, s) for r, s in fired(now) if r == "K8S-505"}
+    assert moved and not moved & fired(aged)
+    assert moved <= history(aged)

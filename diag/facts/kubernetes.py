@@ -350,10 +350,21 @@ def _pod_windowed(pod: Pod, index: _Index) -> dict:
         "image_pull_errors": containers.image_pull_errors(pod, events),
         "failed_mounts": containers.failed_mounts(events) if events_read else None,
         "probe_failures": [e.message for e in events if e.reason == "Unhealthy"] if events_read else None,
+        "placement_refusals": _placement_refusals(events) if events_read else None,
         "_links": _pod_links(pod, index, pending=scheduling is not None and scheduling["seen"]),
         "_aged": aged_events(pod.events, clock) + containers.aged_terminations(pod, clock)
         + (aged(f"evicted: {pod.message}", _ended_at(pod), clock) if pod.reason == "Evicted" else []),
     }
+
+
+def _placement_refusals(events: list[Event]) -> list[dict]:
+    """The scheduler's and the node autoscalers' current refusals to place the pod, for rules to read
+    instead of `events`: with it in a condition, every pod's whole event list goes into CEL values."""
+    return [
+        {"reason": e.reason, "source": e.source, "message": e.message}
+        for e in events
+        if e.reason in ("FailedScheduling", "NotTriggerScaleUp")
+    ]
 
 
 def _ended_at(pod: Pod) -> str | None:

@@ -59,7 +59,7 @@ class _XmlGpu:
     index: int
 
     def text(self, path: str, within: ET.Element | None = None) -> str | None:
-        found = (within if within is not None else self.element).find(path)
+        found = _find(within if within is not None else self.element, path)
         if found is None:
             return None
         value = (found.text or "").strip()
@@ -78,12 +78,23 @@ class _XmlGpu:
         return f"gpu {self.index} <{path}>"
 
 
+def _find(element: ET.Element, path: str) -> ET.Element | None:
+    """`element.find(path)` one tag at a time: a path with a slash goes through ElementPath's Python
+    code, four times slower, and a fleet's XML holds thousands of GPUs."""
+    for tag in path.split("/"):
+        found = element.find(tag)
+        if found is None:
+            return None
+        element = found
+    return element
+
+
 def parse_xml(text: str, host: str) -> list[GPU]:
     """`nvidia-smi -q -x`: one GPU per <gpu> element, indexed in document order (nvidia-smi's order),
     and one per GPU nvidia-smi could not open (its line sits outside the XML document)."""
     text, unopened = _without_unopened_lines(text)
     try:
-        root = ET.fromstring(text.lstrip())
+        root = ET.fromstring(_without_supported_clocks(text.lstrip()))
     except ET.ParseError as exc:
         raise ParseError(f"not valid XML: {exc}") from None
     if root.tag != "nvidia_smi_log":
@@ -105,6 +116,26 @@ def _without_unopened_lines(text: str) -> tuple[str, list[UnopenedGpu]]:
     lines = text.splitlines()
     unopened = [found for line in lines if (found := unopened_gpu(line)) is not None]
     return "\n".join(line for line in lines if unopened_gpu(line) is None), unopened
+
+
+_SUPPORTED_CLOCKS = ("<supported_clocks>", "</supported_clocks>")
+
+
+def _without_supported_clocks(text: str) -> str:
+    """The XML without its <supported_clocks> tables, which nothing here reads: every clock pair a
+    GPU supports, over half of each GPU's elements and bytes. Each is cut only where it is closed, so
+    a truncated document is still refused, and is blanked out rather than removed, so that an error
+    names the document's own line and column."""
+    opening, closing = _SUPPORTED_CLOCKS
+    pieces = []
+    start = 0
+    while (cut_at := text.find(opening, start)) != -1 and (end := text.find(closing, cut_at)) != -1:
+        end += len(closing)
+        lines = text.count("\n", cut_at, end)
+        last_line = text.rfind("\n", cut_at, end) + 1 if lines else cut_at
+        pieces += [text[start:cut_at], "\n" * lines + " " * (end - last_line)]
+        start = end
+    return "".join(pieces) + text[start:] if pieces else text
 
 
 def _free_indexes(unopened: list[UnopenedGpu]) -> Iterator[int]:
@@ -197,7 +228,7 @@ def _xml_active_reasons(gpu: _XmlGpu) -> list[str]:
 
 
 def _xml_uncorrectable(gpu: _XmlGpu, scope: str) -> int | None:
-    counters = gpu.element.find(f"ecc_errors/{scope}")
+    counters = _find(gpu.element, f"ecc_errors/{scope}")
     if counters is None:
         return None
     if counters.find("double_bit") is not None:
@@ -210,7 +241,8 @@ def _xml_uncorrectable(gpu: _XmlGpu, scope: str) -> int | None:
 
 def _xml_processes(gpu: _XmlGpu) -> list[GPUProcess]:
     processes = []
-    for info in gpu.element.findall("processes/process_info"):
+    listed = gpu.element.find("processes")
+    for info in listed.findall("process_info") if listed is not None else []:
         pid = gpu.integer("pid", within=info)
         if pid is None:  # a process nvidia-smi cannot see from inside this PID namespace
             continue

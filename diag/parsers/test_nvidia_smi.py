@@ -7,12 +7,14 @@ shape of public captures of those drivers, with values of our own.
 
 from __future__ import annotations
 
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
 from diag.errors import ParseError
 from diag.parsers.gpu_common import clocks_event_reason_names
+from diag.parsers import nvidia_smi
 from diag.parsers.nvidia_smi import parse_csv, parse_xml
 
 EARLIER = Path(__file__).resolve().parents[2] / "fixtures" / "real" / "h200" / "earlier"
@@ -368,3 +370,45 @@ def test_csv_that_the_csv_module_refuses_is_a_parse_error():
     """Found by tests/fuzz: an unclosed quote runs a field past csv's limit (csv.Error escaped)."""
     with pytest.raises(ParseError, match="not nvidia-smi CSV: field larger than field limit"):
         parse_csv('index, name\n0, "' + "x" * 200_000 + "\n", "host")
+
+
+# ------------------------------------------------------------------- the unread <supported_clocks>
+
+ALL_XML = sorted(Path(__file__).resolve().parents[2].glob("fixtures/**/*.xml"))
+
+
+@pytest.mark.parametrize("path", ALL_XML, ids=lambda p: str(p.relative_to(EARLIER.parents[3])))
+def test_cutting_the_supported_clocks_changes_no_gpu(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = path.read_text()
+    cut = parse_xml(text, "n")
+    monkeypatch.setattr(nvidia_smi, "_without_supported_clocks", lambda whole: whole)
+    assert cut == parse_xml(text, "n")
+
+
+def _real_h200_xml() -> str:
+    text = (EARLIER / "h200-idle.xml").read_text()
+    assert "</supported_clocks>" in text
+    return text
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda t: t[: t.index("</supported_clocks>") - 40],  # cut inside the table
+        lambda t: t.replace("</supported_clocks>", "</supported_clocks><fan_speed>", 1),  # unclosed after it
+        lambda t: t.replace("</supported_clocks>", "</supported_clocks> <", 1),  # bad on the table's last line
+        lambda t: t.replace("</gpu>", "</gpux>", 1),
+    ],
+    ids=["truncated-in-table", "unclosed-after", "same-line-as-the-cut", "mismatched-later"],
+)
+def test_xml_damaged_around_the_supported_clocks_names_the_documents_own_place(damage) -> None:
+    text = damage(_real_h200_xml())
+    try:
+        ET.fromstring(text)
+    except ET.ParseError as e:
+        expected = f"not valid XML: {e}"
+    else:
+        raise AssertionError("the damage left the XML valid")
+    with pytest.raises(ParseError) as caught:
+        parse_xml(text, "n")
+    assert str(caught.value) == expected
