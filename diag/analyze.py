@@ -107,7 +107,7 @@ def _analyze(loaded: Snapshot, origin: str, rules: list[Rule], settings: dict, c
         clock = Clock.of(snap, settings["history_window_seconds"])
         facts = build_facts(snap, clock, settings)
     with watch.phase("rules (evaluate)"):
-        result = evaluate(rules, facts, settings, watch)
+        result = evaluate(rules, facts, settings, watch if watch.times_rules else None)
         pod_labels = {p.key: p.labels for p in snap.pods}
         suppressed = sum(1 for f in result.findings if config.suppresses(f, pod_labels))
         findings = config.apply(result.findings, pod_labels)

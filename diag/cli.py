@@ -200,7 +200,7 @@ def analyze(
     from diag.engine import builtin_rules_dir
     from diag.stopwatch import Stopwatch
 
-    stopwatch = Stopwatch()
+    stopwatch = Stopwatch(times_rules=profile)
     settings = _config(config, min_severity, since)
     limits = BundleLimits.from_settings(settings_with_overrides(builtin_rules_dir(), settings))
     with _stdout_for_the_report(output):

@@ -411,6 +411,11 @@ def _rule_links(rule: Rule, env: cel.Context) -> list[str]:
     return [str(v) for v in value] if isinstance(value, list) else []
 
 
+# A list in evidence shows this many items, then how many more: a pending pod in a fleet would list
+# every one of a thousand nodes, one line of the report for each screenful.
+LISTED_ITEMS = 10
+
+
 def render(template: str, env: dict | cel.Context) -> str:
     """Fill each {{ expr }} with the value of the CEL expression; "?" where it cannot be known."""
 
@@ -433,7 +438,8 @@ def _text(value: Any) -> str:
             return "?"  # no count or measure is infinite: unknown, as null is
         return f"{value:.3f}".rstrip("0").rstrip(".") if value != int(value) else str(int(value))
     if isinstance(value, list):
-        return ", ".join(_text(v) for v in value)
+        shown = ", ".join(_text(v) for v in value[:LISTED_ITEMS])
+        return shown if len(value) <= LISTED_ITEMS else f"{shown} and {len(value) - LISTED_ITEMS} more"
     if isinstance(value, dict):  # CEL's maps come back in no set order: sorted, the report is the same each time
         return ", ".join(f"{k}={_text(v)}" for k, v in sorted(value.items(), key=lambda item: str(item[0])))
     return str(value)

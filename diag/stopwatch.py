@@ -23,6 +23,9 @@ def file_kind(rel: str) -> str:
 
 @dataclass
 class Stopwatch:
+    # Each rule is timed on each subject only when asked (--profile): at a fleet's size that is hundreds
+    # of thousands of clock reads.
+    times_rules: bool = False
     phases: dict[str, float] = field(default_factory=dict)
     parsers: dict[str, float] = field(default_factory=dict)  # file kind -> seconds
     rules: dict[str, float] = field(default_factory=dict)  # rule id -> seconds over all its subjects

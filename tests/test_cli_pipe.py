@@ -61,6 +61,28 @@ def test_quiet_leaves_stderr_empty(gpu_bundle: Path) -> None:  # noqa: F811
     assert quiet.returncode == 0 and quiet.stderr == ""
 
 
+def test_profile_times_phases_parsers_and_each_rule(gpu_bundle: Path) -> None:  # noqa: F811
+    shown = llmdiag("analyze", str(gpu_bundle), "--profile").stderr
+    for part in ("read and parse", "facts", "rules (evaluate)", "slowest parsers", "slowest rules"):
+        assert part in shown
+    rules_table = shown.split("slowest rules:", 1)[1]
+    assert any(line.split()[0].startswith(("GPU-", "K8S-", "VLLM-", "RAY-")) for line in rules_table.splitlines() if line.strip())
+
+
+def test_each_rule_is_timed_only_when_asked() -> None:
+    from diag.analyze import analyze_bundle
+    from diag.bundle import Bundle
+    from diag.stopwatch import Stopwatch
+
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "demo"
+    quiet, timed = Stopwatch(), Stopwatch(times_rules=True)
+    analyze_bundle(Bundle.open(fixture), stopwatch=quiet)
+    report = analyze_bundle(Bundle.open(fixture), stopwatch=timed)
+    assert quiet.rules == {} and quiet.phases.keys() == timed.phases.keys()
+    evaluated = {rule for rule, outcome in report.outcomes.items() if outcome.subjects}  # run on some subject
+    assert evaluated and evaluated <= timed.rules.keys()
+
+
 def test_whatever_a_library_prints_while_analyzing_stays_off_stdout() -> None:
     probe = (
         "import os, sys\n"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from diag.engine import RuleError, evaluate, load_rules, render
+from diag.engine import LISTED_ITEMS, RuleError, evaluate, load_rules, render
 from diag.facts import Facts
 
 RULE = """rules:
@@ -92,6 +92,15 @@ def test_explains_must_name_a_known_rule(tmp_path: Path) -> None:
 def test_render_formats_values_and_marks_unknown_holes() -> None:
     env = {"x": {"f": 0.91234, "n": None, "l": ["a", "b"], "i": 3.0}}
     assert render("{{ x.f }} | {{ x.n }} | {{ x.l }} | {{ x.i }} | {{ x.missing }}", env) == "0.912 | ? | a, b | 3 | ?"
+
+
+def test_render_shows_the_first_items_of_a_long_list_and_counts_the_rest() -> None:
+    """A pending pod in a fleet lists every node; the evidence line stays a line."""
+    nodes = [f"gpu-{i}: 0 of 8 free" for i in range(LISTED_ITEMS + 490)]
+    shown = render("{{ pod.nodes }}", {"pod": {"nodes": nodes}})
+    assert shown == ", ".join(nodes[:LISTED_ITEMS]) + " and 490 more"
+    whole = nodes[:LISTED_ITEMS]
+    assert render("{{ pod.nodes }}", {"pod": {"nodes": whole}}) == ", ".join(whole)
 
 
 def test_render_prints_a_map_in_key_order_whatever_order_cel_returns() -> None:

@@ -119,3 +119,33 @@ def test_a_rayservices_clusters_and_their_pods_and_servers() -> None:
     links = facts["rc"]["_links"]
     assert {"raycluster:llm/rc-0", "raycluster:llm/rc-1"} <= set(links)
     assert {link for link in links if link.startswith("pod:")} == {f"pod:llm/{_worker(i).name}" for i in range(NODES)}
+
+
+def _pending_replicas() -> Snapshot:
+    """GPU nodes, one tainted, and pending replicas of one template, one with a toleration of its own."""
+    from diag.model import Node
+
+    snap = Snapshot(sources={name: SourceStatus("ok") for name in ("k8s/pods.json", "k8s/events.json", "k8s/nodes.json")})
+    gpus = {"nvidia.com/gpu": "8"}
+    for i in range(NODES):
+        taints = [{"key": "dedicated", "value": "training", "effect": "NoSchedule"}] if i == 0 else []
+        snap.nodes.append(Node(name=f"gpu-{i}", labels={"nvidia.com/gpu.present": "true"}, taints=taints,
+                               capacity=dict(gpus), allocatable=dict(gpus)))
+    for i in range(4):
+        tolerations = [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}] if i == 3 else []
+        snap.pods.append(Pod(namespace="llm", name=f"vllm-{i}", phase="Pending", tolerations=tolerations,
+                             node_selector={"nvidia.com/gpu.present": "true"},
+                             containers=[Container(name="vllm", limits=dict(gpus), requests=dict(gpus))]))
+    return join(snap)
+
+
+def test_pending_replicas_share_one_placement_and_a_different_toleration_gets_its_own(monkeypatch) -> None:
+    snap = _pending_replicas()
+    clock = Clock.of(snap)
+    placements = [pod["placement"] for pod in kubernetes.scopes(snap, clock)["pod"]]
+    assert placements[0] is placements[1] is placements[2]
+    assert placements[0]["untolerated_taints"] == ["gpu-0: dedicated=training:NoSchedule"]
+    assert placements[3]["untolerated_taints"] == [] and placements[3]["tolerations"] == ["dedicated:NoSchedule op=Exists"]
+    worked_out_alone = kubernetes._placement_on_nodes
+    monkeypatch.setattr(kubernetes, "_placement", lambda pod, index: worked_out_alone(pod, index))
+    assert [pod["placement"] for pod in kubernetes.scopes(snap, clock)["pod"]] == placements

@@ -108,6 +108,7 @@ class _Index:
     ray_node_in_pod: dict[str, RayNode] = field(default_factory=dict)  # the first Ray node of each pod key
     pods_of_ray_cluster: dict[tuple[str, str | None], list[Pod]] = field(default_factory=dict)  # (namespace, RayCluster)
     rayservices_owning: dict[tuple[str, str], list[RayClusterSpec]] = field(default_factory=dict)  # RayCluster -> its RayService
+    placements: dict[str, dict] = field(default_factory=dict)  # _placement's, by what of a pod it reads
 
     @classmethod
     def of(cls, snap: Snapshot, clock: Clock) -> _Index:
@@ -440,7 +441,17 @@ def _no_scheduling_failure() -> dict:
 
 
 def _placement(pod: Pod, index: _Index) -> dict:
-    """Why an unplaced pod fits no node, node by node: selector, taints, free GPUs."""
+    """Why an unplaced pod fits no node, node by node: selector, taints, free GPUs. Worked out once for
+    the pods that ask the same (the replicas of one template): it reads every node, and a full cluster
+    can hold hundreds of pending replicas. Shared between them, and read-only like all facts."""
+    asks = repr((wants_gpus(pod), pod.node_selector, pod.affinity, pod.tolerations, pod.topology_spread_constraints))
+    found = index.placements.get(asks)
+    if found is None:
+        found = index.placements[asks] = _placement_on_nodes(pod, index)
+    return found
+
+
+def _placement_on_nodes(pod: Pod, index: _Index) -> dict:
     candidates = index.gpu_nodes if wants_gpus(pod) else list(index.nodes.values())
     matching = [n for n in candidates if placement.matches_selector(pod, n)]
     asked = placement.selector_keys(pod)

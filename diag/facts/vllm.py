@@ -94,7 +94,7 @@ def _server(server: VllmServer, snap: Snapshot, index: _Index, settings: dict, c
     missing = _missing(summary)
     seq_cap = _seq_cap(args, server.scrapes, server.history_engines)
     return plain(server, drop=("scrapes", "history")) | episode_facts(server, summary, _scrape_view(server, summary, seq_cap), settings, clock, window) | {
-        "metrics": dataclasses.asdict(summary) if summary else None,
+        "metrics": plain(summary) if summary else None,
         "has_metrics": summary is not None,
         "health_failing": server.health != "200" if server.health is not None else None,
         "metric_names": _metric_names(summary, server),

@@ -94,9 +94,15 @@ class Fields:
         return value
 
     def text(self, key: str) -> str | None:
+        value = self.data.get(key)
+        if value is None or type(value) is str:  # nearly every field: no second call (a fleet reads millions)
+            return value
         return self._typed(key, (str,), "a string")
 
     def integer(self, key: str) -> int | None:
+        value = self.data.get(key)
+        if value is None or type(value) is int:
+            return value
         return self._typed(key, (int,), "an integer")
 
     def number(self, key: str) -> float | None:
@@ -107,7 +113,10 @@ class Fields:
         return self._typed(key, (bool,), "a boolean")
 
     def child(self, key: str) -> Fields:
-        return Fields(self._typed(key, (dict,), "an object"), self.where, self._path(key))
+        value = self.data.get(key)
+        if value is not None and type(value) is not dict:
+            value = self._typed(key, (dict,), "an object")
+        return Fields(value, self.where, self._path(key))
 
     def children(self, key: str) -> list[Fields]:
         items = self._typed(key, (list,), "a list") or []

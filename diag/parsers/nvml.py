@@ -29,6 +29,10 @@ class _NvmlFields(Fields):
             return None
         return super()._typed(key, kinds, expected)
 
+    def text(self, key: str) -> str | None:  # Fields.text reads a string without _typed
+        value = super().text(key)
+        return None if value is not None and value.startswith("error:") else value
+
     def child(self, key: str) -> _NvmlFields:
         return _NvmlFields(self._typed(key, (dict,), "an object"), self.where, self._path(key))
 

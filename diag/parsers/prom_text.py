@@ -64,6 +64,7 @@ def parse_exposition(text: str) -> Exposition:
     seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
     eof_line: int | None = None
     types: dict[str, str] = {}  # family -> its # TYPE
+    counts: dict[str, bool] = {}  # sample name -> whether it counts, by the # TYPE lines read so far
     for number, raw in enumerate(text.lstrip("\ufeff").splitlines(), start=1):
         line = raw.strip()
         if not line:
@@ -74,10 +75,15 @@ def parse_exposition(text: str) -> Exposition:
             if line.startswith("#"):
                 if _check_comment(line):
                     eof_line = number
-                _note_type(line, types)
+                if _note_type(line, types):
+                    counts.clear()
                 continue
             sample = _sample(line)
-            _check_count(sample, types)
+            counted = counts.get(sample.name)
+            if counted is None:
+                counted = counts[sample.name] = _is_count(sample.name, types)
+            if counted:
+                _check_count(sample)
             series = (sample.name, tuple(sorted(sample.labels.items())))
             if series in seen:
                 raise _BadLine("the same series a second time")
@@ -115,16 +121,19 @@ def _check_comment(line: str) -> bool:
     return False
 
 
-def _note_type(line: str, types: dict[str, str]) -> None:
+def _note_type(line: str, types: dict[str, str]) -> bool:
+    """Notes a # TYPE line's family and type; True when the line is one."""
     words = line[1:].split()
     if len(words) == 3 and words[0] == "TYPE":
         types[words[1]] = words[2]
+        return True
+    return False
 
 
-def _check_count(sample: MetricSample, types: dict[str, str]) -> None:
+def _check_count(sample: MetricSample) -> None:
     """A counter, or a histogram's or summary's count or bucket, counts things: a negative, infinite
     or NaN value is impossible (a damaged scrape), so the sample is refused, never read as a count."""
-    if _is_count(sample.name, types) and not (math.isfinite(sample.value) and sample.value >= 0):
+    if not (math.isfinite(sample.value) and sample.value >= 0):
         raise _BadLine(f"a count cannot be {sample.value:g}")
 
 

@@ -320,6 +320,16 @@ def test_nan_gauge_is_unknown():
     assert m.kv_cache_usage is None
 
 
+def test_a_scrape_read_again_after_its_samples_changed_is_indexed_again():
+    """Each scrape is indexed once and the index kept on it: a changed sample list must not read the old one."""
+    first = scrape(f'vllm:kv_cache_usage_perc{{model_name="{MODEL}",engine="0"}} 0.5\n')
+    assert summarize([first]).kv_cache_usage == 0.5
+    first.samples = scrape(f'vllm:kv_cache_usage_perc{{model_name="{MODEL}",engine="0"}} 0.9\n').samples
+    assert summarize([first]).kv_cache_usage == 0.9
+    first.samples.append(scrape(f'vllm:num_requests_waiting{{model_name="{MODEL}",engine="0"}} 7\n').samples[0])
+    assert summarize([first]).requests_waiting == 7
+
+
 def test_no_scrapes():
     m = summarize([])
     assert m.scrapes == 0 and m.api_generation is None and m.kv_cache_usage is None and m.present == []

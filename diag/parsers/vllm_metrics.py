@@ -244,22 +244,42 @@ def _fraction(text: str | None) -> float | None:
     return value if math.isfinite(value) else None
 
 
+@dataclass(frozen=True)
+class _Indexed:
+    """One scrape by metric name; NaN samples are left out as unknown."""
+
+    by_name: dict[str, Series]
+    names: frozenset[str]
+    label_names: frozenset[str]  # of vllm: series
+
+
+def _indexed(scrape: Scrape) -> _Indexed:
+    """Worked out once per scrape (checking the counters at load time and the summary both read it),
+    kept on the scrape as VllmServer.metrics keeps its summary."""
+    cached = scrape.__dict__.get("_indexed")
+    if cached is None or cached[0] is not scrape.samples or cached[1] != len(scrape.samples):
+        by_name: dict[str, Series] = {}
+        label_names: set[str] = set()
+        for sample in scrape.samples:
+            series = by_name.setdefault(sample.name, {})
+            if sample.name.startswith("vllm:"):
+                label_names.update(sample.labels)
+            if not math.isnan(sample.value):
+                series[tuple(sorted(sample.labels.items()))] = sample.value
+        names = frozenset(by_name)
+        indexed = _Indexed({name: series for name, series in by_name.items() if series}, names, frozenset(label_names))
+        cached = scrape.__dict__["_indexed"] = (scrape.samples, len(scrape.samples), indexed)
+    return cached[2]
+
+
 class _Scrapes:
     """The scrapes indexed by metric name; NaN samples are left out as unknown."""
 
     def __init__(self, scrapes: list[Scrape]) -> None:
-        self.by_name: list[dict[str, Series]] = []
-        self.names: set[str] = set()
-        self.label_names: set[str] = set()  # of vllm: series
-        for scrape in scrapes:
-            index: dict[str, Series] = defaultdict(dict)
-            for sample in scrape.samples:
-                self.names.add(sample.name)
-                if sample.name.startswith("vllm:"):
-                    self.label_names.update(sample.labels)
-                if not math.isnan(sample.value):
-                    index[sample.name][tuple(sorted(sample.labels.items()))] = sample.value
-            self.by_name.append(index)
+        indexed = [_indexed(scrape) for scrape in scrapes]
+        self.by_name: list[dict[str, Series]] = [i.by_name for i in indexed]
+        self.names: set[str] = set().union(*(i.names for i in indexed))
+        self.label_names: set[str] = set().union(*(i.label_names for i in indexed))  # of vllm: series
 
     def first_exposed(self, names: tuple[str, ...]) -> str:
         return next((name for name in names if name in self.names), names[0])
