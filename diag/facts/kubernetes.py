@@ -847,10 +847,13 @@ def _daemonset(ds: DaemonSet, index: _Index) -> dict:
     own = [p for p in index.snap.pods if p.owner_kind == "DaemonSet" and p.owner_name == ds.name and p.namespace == ds.namespace]
     unready = [p for p in own if p.conditions.get("Ready", {}).get("status") != "True" and p.phase not in TERMINAL_PHASES]
     excluded = [n for n in index.gpu_nodes if any(n.labels.get(k) != v for k, v in ds.node_selector.items())] if component else []
-    without_pod = [n for n in index.gpu_nodes if own and not any(p.node_name == n.name for p in own)] if component else []
+    # by name: a GPU operator's daemonsets have a pod on each of a fleet's nodes
+    with_pod = {p.node_name for p in own}
+    without_pod = [n for n in index.gpu_nodes if own and n.name not in with_pod] if component else []
     # A node without one of the daemonset's pods says so only when the pod list was read whole.
     pods_complete = index.snap.sources.get("k8s/pods.json") is not None and index.snap.sources["k8s/pods.json"].status == "ok"
-    uncovered = excluded + [n for n in without_pod if n not in excluded] if pods_complete or not without_pod else None
+    excluded_names = {n.name for n in excluded}
+    uncovered = excluded + [n for n in without_pod if n.name not in excluded_names] if pods_complete or not without_pod else None
     return plain(ds) | {
         "gpu_component": component,
         "is_gpu_component": component is not None,
