@@ -82,7 +82,10 @@ def _vllm_servers_to_pods(snap: Snapshot) -> None:
         elif found is not None:
             server.name = _server_name(found, names)
             by_pod[found.key] = server
-    services = [s for s in snap.services if s.selector]
+    services: dict[str, list[Service]] = {}  # with a selector, by namespace (a fleet's servers x its Services)
+    for svc in snap.services:
+        if svc.selector:
+            services.setdefault(svc.namespace, []).append(svc)
     for pod in snap.pods:
         for container in pod.containers:
             args = engine_args.parse_engine_args(container.command, container.args, container.image)
@@ -112,15 +115,15 @@ def _refuse(snap: Snapshot, files: list[str], found: Ambiguous) -> None:
         snap.sources[rel] = SourceStatus("failed", f"{rel}: {found.detail}")
 
 
-def _server_in_pod(server: VllmServer, pod: Pod, container: Container, services: list[Service]) -> None:
+def _server_in_pod(server: VllmServer, pod: Pod, container: Container, services: dict[str, list[Service]]) -> None:
     server.namespace, server.pod, server.node = pod.namespace, pod.key, pod.node_name
     server.ray_node_id = pod.ray_node_id
     pod.vllm_server = server.name
     for signal, lines in container.log_signals.items():
         server.log_signals.setdefault(signal, []).extend(lines)
     server.logs_read = server.logs_read or container.logs is not None or container.previous_logs is not None
-    for svc in services:
-        if svc.namespace == pod.namespace and all(pod.labels.get(k) == v for k, v in svc.selector.items()):
+    for svc in services.get(pod.namespace, []):
+        if all(pod.labels.get(k) == v for k, v in svc.selector.items()):
             server.service = f"{svc.namespace}/{svc.name}"
             break
 

@@ -149,3 +149,16 @@ def test_pending_replicas_share_one_placement_and_a_different_toleration_gets_it
     worked_out_alone = kubernetes._placement_on_nodes
     monkeypatch.setattr(kubernetes, "_placement", lambda pod, index: worked_out_alone(pod, index))
     assert [pod["placement"] for pod in kubernetes.scopes(snap, clock)["pod"]] == placements
+
+
+def test_a_vllm_server_gets_the_service_of_its_own_namespace_that_selects_its_pod() -> None:
+    from diag.model import Service, ServicePort
+
+    snap = Snapshot(sources={"k8s/pods.json": SourceStatus("ok")})
+    vllm = Container(name="vllm", command=["vllm", "serve", "m"], state="running")
+    for ns in ("team-a", "team-b"):
+        snap.services.append(Service(namespace=ns, name="other", selector={"app": "other"}, ports=[ServicePort(port=80)]))
+        snap.services.append(Service(namespace=ns, name="llm", selector={"app": "llm"}, ports=[ServicePort(port=8000)]))
+    snap.pods.append(Pod(namespace="team-b", name="llm-0", labels={"app": "llm"}, phase="Running", containers=[vllm]))
+    snap = join(snap)
+    assert [(s.pod, s.service) for s in snap.vllm_servers] == [("team-b/llm-0", "team-b/llm")]
