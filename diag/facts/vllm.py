@@ -68,6 +68,7 @@ def scopes(snap: Snapshot, settings: dict, clock: Clock) -> dict[str, list[dict]
 class _Index:
     services: dict[str, Service]  # by namespace/name, the first of each
     gpu_positions: dict[str, list[int]]  # the places in snap.gpus of the GPUs a server names (UUID, else host/index)
+    ray_clusters: dict[tuple[str, str], RayClusterSpec]  # by (namespace, name), the first of each
 
     @classmethod
     def of(cls, snap: Snapshot) -> _Index:
@@ -77,7 +78,10 @@ class _Index:
         positions: dict[str, list[int]] = {}
         for n, gpu in enumerate(snap.gpus):
             positions.setdefault(gpu.uuid or f"{gpu.host}/{gpu.index}", []).append(n)
-        return cls(services, positions)
+        clusters: dict[tuple[str, str], RayClusterSpec] = {}
+        for cluster in snap.ray_clusters:
+            clusters.setdefault((cluster.namespace, cluster.name), cluster)
+        return cls(services, positions, clusters)
 
     def gpus_of(self, server: VllmServer, snap: Snapshot) -> list[GPU]:
         return [snap.gpus[n] for n in sorted({n for key in set(server.gpus) for n in self.gpu_positions.get(key, [])})]
@@ -90,7 +94,7 @@ def _server(server: VllmServer, snap: Snapshot, index: _Index, settings: dict, c
     gpus = index.gpus_of(server, snap)
     args = server.engine_args
     signals = server.log_signals
-    gpus_provided, gpus_provided_by = _gpus_provided(server, pod, snap)
+    gpus_provided, gpus_provided_by = _gpus_provided(server, pod, index)
     missing = _missing(summary)
     seq_cap = _seq_cap(args, server.scrapes, server.history_engines)
     return plain(server, drop=("scrapes", "history")) | episode_facts(server, summary, _scrape_view(server, summary, seq_cap), settings, clock, window) | {
@@ -316,14 +320,14 @@ def _parallel_gpus(args: EngineArgs | None) -> int | None:
     return args.tensor_parallel_size * args.pipeline_parallel_size
 
 
-def _gpus_provided(server: VllmServer, pod: Pod | None, snap: Snapshot) -> tuple[int | None, str]:
+def _gpus_provided(server: VllmServer, pod: Pod | None, index: _Index) -> tuple[int | None, str]:
     """GPUs one replica of this server can have: its pod's, or its Ray cluster's where Ray places the workers."""
     if pod is None:
         return None, "unknown: the server runs in no pod of the bundle"
     args = server.engine_args
     if args is not None and any(flag in args.explicit for flag in _MULTI_HOST_FLAGS):
         return None, "unknown: the server spans several hosts (--nnodes/--headless)"
-    cluster = next((c for c in snap.ray_clusters if c.namespace == pod.namespace and c.name == pod.ray_cluster), None)
+    cluster = index.ray_clusters.get((pod.namespace, pod.ray_cluster or ""))
     if cluster is not None:
         total = _ray_cluster_gpus(cluster)
         return total, f"RayCluster {cluster.namespace}/{cluster.name} spec: {total} nvidia.com/gpu over head and workers"
