@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import cel
 import yaml
 
+from diag.cel_evaluator import cel
 from diag.errors import UserError, unexpected
 from diag.facts import SCOPES, Facts
 from diag.model import LAYERS

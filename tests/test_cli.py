@@ -286,6 +286,29 @@ def test_help_and_version_paths_load_nothing_heavy(flag: str) -> None:
     assert sorted(loaded & heavy) == []
 
 
+def test_an_analysis_loads_the_cel_evaluator_without_its_repl() -> None:
+    """The `cel` package's __init__ imports its REPL (prompt_toolkit, pygments): ten times the evaluator's
+    start-up. diag.cel_evaluator loads the evaluator alone; a later `import cel` gets the same one."""
+    probe = (
+        "import sys\n"
+        "sys.argv = ['llmdiag', 'analyze', 'fixtures/demo', '--output', 'json']\n"
+        "from diag import cli\n"
+        "try:\n"
+        "    cli.main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(' '.join(sorted(sys.modules)), file=sys.stderr)\n"
+        "from diag.cel_evaluator import cel as ours\n"
+        "import cel\n"
+        "assert cel.compile is ours.compile and cel.compile('1 + 1').execute(cel.Context({})) == 2\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=REFERENCE.parents[2])
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert '"verdict"' in done.stdout
+    loaded = set(done.stderr.split())
+    assert "cel.cel" in loaded and not loaded & {"cel", "cel.cli", "prompt_toolkit", "pygments"}
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

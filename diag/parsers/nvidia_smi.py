@@ -127,7 +127,7 @@ def _without_supported_clocks(text: str) -> str:
     a truncated document is still refused, and is blanked out rather than removed, so that an error
     names the document's own line and column."""
     opening, closing = _SUPPORTED_CLOCKS
-    pieces = []
+    pieces: list[str] = []
     start = 0
     while (cut_at := text.find(opening, start)) != -1 and (end := text.find(closing, cut_at)) != -1:
         end += len(closing)
