@@ -125,10 +125,29 @@ def test_network() -> Iterator[TestNetwork]:
         for cidr in (net.pod_cidr, net.service_cidr):
             _must(_ip("route", "add", "local", cidr, "dev", "lo", netns=net.name))
             _must(_ip("route", "add", cidr, "via", net.netns_ip, "dev", host_end))
+        _guard_test_net()
         yield net
     finally:
         _ip("link", "del", host_end)  # takes its routes and the peer with it
         _ip("netns", "del", net.name)
+        _unguard_test_net()
+
+
+def _guard_test_net() -> None:
+    """An `unreachable` route for the whole test range on this host, under the routes of each test
+    network: an address of it that no namespace owns is refused here, never sent out by the default
+    route. kwok hands out pod IPs past the end of its --cidr (the 255th pod of a /24 gets the next
+    /24), and at 5,000 pods the API server dialled such addresses through the default route."""
+    added = _ip("route", "add", "unreachable", str(TEST_NET))
+    if added.returncode != 0 and "File exists" not in added.stderr:
+        raise RuntimeError(f"ip route add unreachable {TEST_NET}: {added.stderr.strip()}")
+
+
+def _unguard_test_net() -> None:
+    """Drops the guard once no test network of this host is left (another run may still have one)."""
+    routes = _ip("-4", "route", "show").stdout
+    if not re.search(r"^198\.1[89]\.\d+\.0/24 via ", routes, re.MULTILINE):
+        _ip("route", "del", "unreachable", str(TEST_NET))
 
 
 # --------------------------------------------------------------------------- certificates

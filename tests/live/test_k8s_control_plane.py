@@ -6,13 +6,14 @@ fire the same rule."""
 from __future__ import annotations
 
 import ipaddress
+import subprocess
 
 import pytest
 
 from diag.collect import k8s as collect_k8s
 from diag.collect import kube as kube_module
 from diag.collect.kube import KubeAccess
-from k8s_cluster import ControlPlane, wait_for
+from k8s_cluster import TEST_NET, ControlPlane, wait_for
 from k8s_scenarios import (
     apply,
     node_and_pod_addresses,
@@ -132,6 +133,16 @@ def test_the_control_plane_talks_only_to_local_addresses(gpu_cluster: ControlPla
                               and not gpu_cluster.network.owns(a))
                  for name, addresses in peers.items()}  # fmt: skip
     assert not any(strangers.values()), strangers
+
+
+def test_a_test_network_address_no_namespace_owns_goes_nowhere(gpu_cluster: ControlPlane) -> None:
+    """kwok hands out pod IPs past the end of its range: those must be refused on this host, not sent
+    out by the default route."""
+    stray = next(str(a) for a in TEST_NET.hosts() if not gpu_cluster.network.owns(str(a)) and a.packed[2] > 200)
+    owned = str(next(ipaddress.ip_network(gpu_cluster.network.pod_cidr).hosts()))
+    assert subprocess.run(["ip", "route", "get", owned], capture_output=True, text=True).returncode == 0
+    refused = subprocess.run(["ip", "route", "get", stray], capture_output=True, text=True)
+    assert refused.returncode != 0 and "No route to host" in refused.stderr, (stray, refused.stdout, refused.stderr)
 
 
 def _event(ns: str, name: str, kind: str, reason: str, message: str) -> dict:
