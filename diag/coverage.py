@@ -141,8 +141,9 @@ _DECIDING = (
 
 
 def _failed_sources(snap: Snapshot) -> list[Gap]:
+    subjects = _Subjects.of(snap)
     return [
-        Gap(name, status.detail or f"{name}: could not be read", _remedy_for(name), name.startswith(_DECIDING), _links_of(snap, name))
+        Gap(name, status.detail or f"{name}: could not be read", _remedy_for(name), name.startswith(_DECIDING), subjects.links_of(name))
         for name, status in sorted(snap.sources.items())
         if status.status == "failed" and not (name == RAY_DASHBOARD and _ray_read_anyway(snap))
     ]
@@ -164,14 +165,31 @@ def _ray_read_anyway(snap: Snapshot) -> bool:
     return all(any(_read(snap, n) for n in names) for names in _RAY_SOURCES)
 
 
-def _links_of(snap: Snapshot, name: str) -> tuple[str, ...]:
-    """gpu/<host-or-pod>.* is about that node or pod; vllm/<server>.* about that server."""
-    if name.startswith("gpu/"):
-        stem = name.removeprefix("gpu/").split(".", 1)[0]
-        return tuple([f"node:{n.name}" for n in snap.nodes if n.name == stem] + [f"pod:{p.key}" for p in snap.pods if p.name == stem])
-    if name.startswith("vllm/"):
-        return (f"vllm:{name.removeprefix('vllm/').split('.', 1)[0]}",)
-    return ()
+@dataclass(frozen=True)
+class _Subjects:
+    """Nodes and pods by name: a fleet can fail one GPU source per node (nvidia-smi exec refused)."""
+
+    nodes: dict[str, list[str]]
+    pods: dict[str, list[str]]
+
+    @classmethod
+    def of(cls, snap: Snapshot) -> _Subjects:
+        nodes: dict[str, list[str]] = {}
+        pods: dict[str, list[str]] = {}
+        for node in snap.nodes:
+            nodes.setdefault(node.name, []).append(f"node:{node.name}")
+        for pod in snap.pods:
+            pods.setdefault(pod.name, []).append(f"pod:{pod.key}")
+        return cls(nodes, pods)
+
+    def links_of(self, name: str) -> tuple[str, ...]:
+        """gpu/<host-or-pod>.* is about that node or pod; vllm/<server>.* about that server."""
+        if name.startswith("gpu/"):
+            stem = name.removeprefix("gpu/").split(".", 1)[0]
+            return tuple(self.nodes.get(stem, []) + self.pods.get(stem, []))
+        if name.startswith("vllm/"):
+            return (f"vllm:{name.removeprefix('vllm/').split('.', 1)[0]}",)
+        return ()
 
 
 def _remedy_for(name: str) -> str:

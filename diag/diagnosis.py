@@ -39,23 +39,30 @@ class Verdict:
 
 
 def link_causes(findings: list[Finding], rules: dict[str, Rule]) -> None:
-    """Set `explained_by` on every finding another one explains (deepest cause first)."""
+    """Set `explained_by` on every finding another one explains (deepest cause first).
+
+    Each finding looks for its cause among those it is related to only (they share a link, or both
+    are cluster-wide), found by link: a fleet's incident fires on thousands of subjects, and trying
+    every finding against every other was quadratic (2,000 causes and effects: 1.9 s)."""
     ordered = sorted(findings, key=_rank)
-    for effect in ordered:
-        for cause in ordered:
-            if cause is effect or effect.rule not in rules[cause.rule].explains:
+    explains = {rule_id: set(rule.explains) for rule_id, rule in rules.items()}
+    by_link: dict[str, list[int]] = {}
+    for n, finding in enumerate(ordered):
+        for link in set(finding.links):
+            by_link.setdefault(link, []).append(n)
+    cluster_wide = [n for n, f in enumerate(ordered) if f.subject == "cluster"]
+    for position, effect in enumerate(ordered):
+        related = {n for link in set(effect.links) for n in by_link.get(link, [])}
+        if effect.subject == "cluster":
+            related.update(cluster_wide)
+        related.discard(position)
+        for n in sorted(related):
+            cause = ordered[n]
+            if effect.rule not in explains[cause.rule] or (effect.serving and not cause.serving):
                 continue
-            if effect.serving and not cause.serving:
-                continue
-            if _related(cause, effect) and cause.explained_by != effect.rule:
+            if cause.explained_by != effect.rule:
                 effect.explained_by = cause.rule
                 break
-
-
-def _related(a: Finding, b: Finding) -> bool:
-    if a.subject == "cluster" and b.subject == "cluster":
-        return True
-    return bool(set(a.links) & set(b.links))
 
 
 def _rank(f: Finding) -> tuple[int, int, str, str]:
