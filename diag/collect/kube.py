@@ -29,6 +29,12 @@ from diag.collect.bounds import (
 )
 
 PAGE_SIZE = 500  # items per list request (limit/continue)
+# Connections kept to the API server: one for each request the collectors make at once (vllm.py's
+# MAX_READS_AT_ONCE proxied reads, k8s.py's PARALLEL_REQUESTS lists or logs, the Ray dashboard's and
+# Prometheus's proxied reads). The client's default, cpu_count x 5, made most of the vLLM collector's
+# requests open a new TLS connection of their own. More requests than this still run: urllib3 opens
+# a connection and does not keep it.
+CONNECTION_POOL_SIZE = 96
 REQUEST_TIMEOUT_S = 30.0  # lists, logs and the exec handshake; proxied GETs take the caller's timeout
 PREFLIGHT_TIMEOUT_S = 5.0  # GET /version before the collectors start: at most this, or --request-timeout if shorter
 RBAC_HINT = "llmdiag's read-only ClusterRole is deploy/clusterrole.yaml"
@@ -150,6 +156,7 @@ class KubeAccess:
                 self.context, self._namespace = _kubeconfig_context(kubeconfig, context)
         except (config.ConfigException, OSError, ValueError, TypeError) as e:
             raise KubeError(f"cannot load Kubernetes configuration: {_one_line(e)}") from e
+        self._configuration.connection_pool_maxsize = CONNECTION_POOL_SIZE  # before the client builds its pools
         self._client = client.ApiClient(self._configuration)
         # kubectl --as / --as-group: the API server checks RBAC as that user (and acts as nothing else:
         # llmdiag still only reads). The client's headers are a dict: one group at most (checked by the CLI).

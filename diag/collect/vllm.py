@@ -2,7 +2,11 @@
 
 Finding the servers is the Kubernetes collector's job; it hands over endpoints built with
 `pod_endpoint` (through the API server's pod proxy), and `--vllm-url` gives `url_endpoint`. All
-servers are read at once, so the scrape interval is paid once, not once per server.
+servers are read at once, so the scrape interval is paid once, not once per server: each server's
+reads are steps, due when its previous read has ended (its second /metrics `scrape_interval_s` after
+its first began), run by at most MAX_READS_AT_ONCE threads, as many as the Kubernetes client keeps
+connections (diag/collect/kube.py). A read that has run SLOW_READ_S no longer counts against that
+bound, so a hung server holds up the others by at most SLOW_READ_S, never by its timeout.
 
 For a URL on this machine's loopback the listening process's argv is written too
 (vllm/<name>.cmdline.txt): the engine flags of a server that has no pod spec to read them from.
@@ -10,11 +14,14 @@ For a URL on this machine's loopback the listening process's argv is written too
 
 from __future__ import annotations
 
+import heapq
 import ipaddress
+import itertools
 import os
 import sys
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -36,6 +43,8 @@ if TYPE_CHECKING:
     from diag.collect.kube import KubeAccess
 
 DEFAULT_PORT = 8000
+MAX_READS_AT_ONCE = 64  # threads reading at once; kube.CONNECTION_POOL_SIZE keeps a connection for each
+SLOW_READ_S = 1.0  # a read running longer no longer counts against MAX_READS_AT_ONCE (a hung server)
 _TCP_LISTEN = "0A"  # socket state column of /proc/net/tcp{,6}
 
 
@@ -64,29 +73,114 @@ def pod_endpoint(
     return VllmEndpoint(name or pod, get, f"pod {namespace}/{pod}:{port}")
 
 
-def collect_vllm(endpoints: list[VllmEndpoint], sink: Sink, target: Target) -> list[SourceResult]:
+def collect_vllm(
+    endpoints: list[VllmEndpoint], sink: Sink, target: Target,
+    max_at_once: int = MAX_READS_AT_ONCE, slow_s: float = SLOW_READ_S,
+) -> list[SourceResult]:
     """Read every server in parallel; `target.scrapes` reads of /metrics, `scrape_interval_s` apart."""
     if not endpoints:
         return []
-    with ThreadPoolExecutor(max_workers=len(endpoints)) as pool:
-        per_server = list(pool.map(lambda e: _collect_server(e, sink, target), endpoints))
+    per_server: list[list[SourceResult]] = [[] for _ in endpoints]
+    steps = [_server_steps(e, sink, target, out) for e, out in zip(endpoints, per_server)]
+    _Steps(steps, max_at_once, min(slow_s, target.source_timeout_s)).run()
     return [result for results in per_server for result in results]
 
 
-def _collect_server(endpoint: VllmEndpoint, sink: Sink, target: Target) -> list[SourceResult]:
+def _server_steps(endpoint: VllmEndpoint, sink: Sink, target: Target, out: list[SourceResult]) -> Iterator[float]:
+    """One server's reads, one per step; each yield says when the next step is due (monotonic).
+    Its results go to `out` when the last step has run."""
     timeout = target.source_timeout_s
     start = time.monotonic()
     scrapes = _Scrapes(endpoint, sink, max(1, target.scrapes))
     scrapes.take(timeout)
-    results = [_read_health(endpoint, sink, timeout), _read_models(endpoint, sink, timeout)]
+    yield time.monotonic()
+    results = [_read_health(endpoint, sink, timeout)]
+    yield time.monotonic()
+    results.append(_read_models(endpoint, sink, timeout))
     if endpoint.loopback_port is not None:
         results.append(_write_cmdline(endpoint, endpoint.loopback_port, sink))
     for n in range(1, scrapes.wanted):
         if scrapes.stopped:
             break
-        time.sleep(max(0.0, start + n * target.scrape_interval_s - time.monotonic()))
+        yield start + n * target.scrape_interval_s
         scrapes.take(timeout)
-    return [scrapes.result(), *results]
+    out.extend([scrapes.result(), *results])
+
+
+class _Steps:
+    """Runs the servers' steps, the earliest due first (every first /metrics before any /health).
+    A thread is started when a step is due, no thread is free, and fewer than `max_at_once` threads
+    are free or in a step younger than `slow_s`. One server's steps never run at once, so there are
+    never more threads than servers. The first error of a step is raised once every server is done."""
+
+    def __init__(self, steps: list[Iterator[float]], max_at_once: int, slow_s: float) -> None:
+        self._order = itertools.count()
+        self._due: list[tuple[float, int, Iterator[float]]] = [(0.0, next(self._order), s) for s in steps]
+        self._left = len(steps)  # servers with steps to run
+        self._max, self._slow_s = max(1, max_at_once), slow_s
+        lock = threading.Lock()
+        self._for_steps = threading.Condition(lock)  # free threads wait here for a step that is due
+        self._for_run = threading.Condition(lock)  # run() waits here to start threads
+        self._free = 0
+        self._reading: dict[int, float] = {}  # thread ident -> when its step began
+        self._threads: list[threading.Thread] = []
+        self._error: BaseException | None = None
+
+    def run(self) -> None:
+        with self._for_run:
+            while self._left:
+                now = time.monotonic()
+                fresh = [t for t in self._reading.values() if now - t < self._slow_s]
+                due = bool(self._due) and self._due[0][0] <= now
+                if due and not self._free and len(fresh) < self._max and len(self._threads) < self._left:
+                    thread = threading.Thread(target=self._work, name=f"llmdiag-vllm-{len(self._threads)}")
+                    self._threads.append(thread)
+                    self._free += 1  # until it takes its first step
+                    thread.start()
+                    continue
+                wake = [t + self._slow_s for t in fresh]  # a step turns slow: another thread may start
+                if self._due and not due:
+                    wake.append(self._due[0][0])
+                self._for_run.wait(max(0.0, min(wake) - now) if wake else None)
+        for thread in self._threads:
+            thread.join()
+        if self._error is not None:
+            raise self._error
+
+    def _work(self) -> None:
+        me = threading.get_ident()
+        while True:
+            with self._for_steps:
+                while True:
+                    if not self._left:
+                        return
+                    now = time.monotonic()
+                    if self._due and self._due[0][0] <= now:
+                        _, _, step = heapq.heappop(self._due)
+                        self._free -= 1
+                        self._reading[me] = now
+                        self._for_run.notify()  # a new step is running: when it turns slow
+                        break
+                    self._for_steps.wait(self._due[0][0] - now if self._due else None)
+            next_due: float | None = None
+            try:
+                next_due = next(step)
+            except StopIteration:
+                pass
+            except BaseException as e:  # noqa: BLE001 - raised by run() once every server is done
+                with self._for_steps:
+                    self._error = self._error or e
+            with self._for_steps:
+                del self._reading[me]
+                self._free += 1
+                if next_due is None:
+                    self._left -= 1
+                    if not self._left:
+                        self._for_steps.notify_all()
+                else:
+                    heapq.heappush(self._due, (next_due, next(self._order), step))
+                    self._for_steps.notify()
+                self._for_run.notify()
 
 
 class _Scrapes:

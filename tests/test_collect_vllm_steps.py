@@ -1,0 +1,167 @@
+"""The vLLM collector's reads with a bounded number of threads (diag/collect/vllm.py `_Steps`), and the
+Kubernetes client's connection pool sized for them (diag/collect/kube.py). The servers here are
+functions in this process: no socket is opened. Times are asserted as "within a limit plus a
+margin", never exactly."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from diag.bundle import Bundle
+from diag.collect import vllm
+from diag.collect.base import Sink, Target
+from diag.collect.http import TIMEOUT, Unreachable
+from diag.collect.k8s import PARALLEL_REQUESTS
+from diag.collect.kube import CONNECTION_POOL_SIZE, KubeAccess
+from diag.collect.prometheus import MAX_PARALLEL_QUERIES
+from diag.collect.ray import DASHBOARD_FILES
+from diag.collect.vllm import MAX_READS_AT_ONCE, VllmEndpoint, collect_vllm
+
+METRICS = b"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 0.0\n"
+MARGIN_S = 1.0  # scheduling on a shared 2-core machine
+
+
+def target(scrapes: int = 2, interval_s: float = 0.2, timeout_s: float = 5.0) -> Target:
+    return Target(scrapes=scrapes, scrape_interval_s=interval_s, source_timeout_s=timeout_s)
+
+
+class Fleet:
+    """Fake servers that record every read: when, which path, and how many reads ran at once."""
+
+    def __init__(self, read_s: float = 0.0) -> None:
+        self.read_s = read_s
+        self.lock = threading.Lock()
+        self.at_once = self.most_at_once = 0
+        self.reads: list[tuple[str, str, float]] = []  # (server, path, when it began)
+
+    def endpoint(self, name: str, get=None) -> VllmEndpoint:
+        def answer(path: str, timeout: float) -> tuple[int, bytes]:
+            with self.lock:
+                self.reads.append((name, path, time.monotonic()))
+                self.at_once += 1
+                self.most_at_once = max(self.most_at_once, self.at_once)
+            try:
+                if get is not None:
+                    return get(path, timeout)
+                time.sleep(self.read_s)
+                return 200, METRICS if path == "/metrics" else b'{"data": []}'
+            finally:
+                with self.lock:
+                    self.at_once -= 1
+
+        return VllmEndpoint(name, answer, f"pod llm/{name}:8000")
+
+    def times(self, name: str, path: str) -> list[float]:
+        return [t for n, p, t in self.reads if n == name and p == path]
+
+
+def test_every_server_is_read_in_full_and_in_order_with_at_most_the_bound_of_threads() -> None:
+    fleet = Fleet(read_s=0.005)
+    endpoints = [fleet.endpoint(f"vllm-{i}") for i in range(40)]
+    bundle = Bundle()
+    results = collect_vllm(endpoints, Sink(bundle), target(interval_s=0.05), max_at_once=4, slow_s=60)
+    assert fleet.most_at_once <= 4
+    names = [r.name for r in results]
+    assert names == [n for i in range(40) for n in (f"vllm/vllm-{i}.metrics", f"vllm/vllm-{i}.health.txt",
+                                                    f"vllm/vllm-{i}.models.json")]  # fmt: skip
+    assert all(r.status == "ok" for r in results)
+    assert all(bundle.text(f"vllm/vllm-{i}.metrics.1.txt") == METRICS.decode() for i in range(40))
+    assert not [t for t in threading.enumerate() if t.name.startswith("llmdiag-vllm-")]
+
+
+def test_each_second_scrape_is_due_the_interval_after_its_own_first_so_the_interval_is_paid_once() -> None:
+    fleet = Fleet()
+    endpoints = [fleet.endpoint(f"vllm-{i}") for i in range(12)]
+    interval = 0.5
+    started = time.monotonic()
+    collect_vllm(endpoints, Sink(Bundle()), target(interval_s=interval), max_at_once=2, slow_s=60)
+    took = time.monotonic() - started
+    for i in range(12):
+        first, second = fleet.times(f"vllm-{i}", "/metrics")
+        assert second - first >= interval
+    # once per batch of 2 threads would be 6 intervals (3 s)
+    assert took < interval + MARGIN_S
+
+
+def test_every_first_metrics_is_read_before_any_health_or_models() -> None:
+    fleet = Fleet()
+    endpoints = [fleet.endpoint(f"vllm-{i}") for i in range(10)]
+    collect_vllm(endpoints, Sink(Bundle()), target(scrapes=1), max_at_once=3, slow_s=60)
+    order = [path for _, path, _ in fleet.reads]
+    assert order[:10] == ["/metrics"] * 10
+    assert sorted(order[10:]) == ["/health"] * 10 + ["/v1/models"] * 10
+
+
+def test_hung_servers_hold_up_the_others_by_the_slow_read_limit_not_their_timeout() -> None:
+    fleet = Fleet()
+    done = threading.Event()
+    healthy_done_when_hung_gave_up: list[int] = []
+
+    def hung(path: str, timeout: float) -> tuple[int, bytes]:
+        done.wait(timeout)  # no answer within the timeout
+        healthy_done_when_hung_gave_up.append(len(fleet.times("vllm-ok-4", "/metrics")))
+        raise Unreachable(TIMEOUT, timeout)
+
+    endpoints = [fleet.endpoint(f"vllm-hung-{i}", hung) for i in range(3)]
+    endpoints += [fleet.endpoint(f"vllm-ok-{i}") for i in range(5)]
+    def release_when_the_healthy_are_read() -> None:
+        _wait_for(lambda: len(fleet.times("vllm-ok-4", "/metrics")) == 2)
+        done.set()
+
+    watcher = threading.Thread(target=release_when_the_healthy_are_read)
+    watcher.start()
+    # two threads, three hung servers first in line: a plain pool of two would read no healthy
+    # server until two hung reads had timed out
+    read = collect_vllm(endpoints, Sink(Bundle()), target(timeout_s=20), max_at_once=2, slow_s=0.1)
+    results = {r.name: r for r in read}
+    watcher.join()
+    assert healthy_done_when_hung_gave_up and all(n == 2 for n in healthy_done_when_hung_gave_up)
+    assert results["vllm/vllm-hung-0.metrics"].status == "failed"
+    assert "timeout" in results["vllm/vllm-hung-0.metrics"].detail
+    assert all(results[f"vllm/vllm-ok-{i}.metrics"].status == "ok" for i in range(5))
+
+
+def _wait_for(condition, limit_s: float = 30.0) -> None:
+    deadline = time.monotonic() + limit_s
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def test_the_error_of_one_server_is_raised_after_every_other_server_is_done() -> None:
+    fleet = Fleet()
+
+    def broken(path: str, timeout: float) -> tuple[int, bytes]:
+        raise RuntimeError("a bug in a read")
+
+    endpoints = [fleet.endpoint("vllm-broken", broken), *(fleet.endpoint(f"vllm-{i}") for i in range(6))]
+    with pytest.raises(RuntimeError, match="a bug in a read"):
+        collect_vllm(endpoints, Sink(Bundle()), target(interval_s=0.05), max_at_once=2, slow_s=60)
+    assert all(len(fleet.times(f"vllm-{i}", "/metrics")) == 2 for i in range(6))
+
+
+def test_one_server_needs_one_thread() -> None:
+    started = threading.active_count()
+    seen: list[int] = []
+    fleet = Fleet()
+    endpoint = fleet.endpoint("vllm-0", lambda path, timeout: (seen.append(threading.active_count()), (200, METRICS))[1])
+    collect_vllm([endpoint], Sink(Bundle()), target(interval_s=0.05))
+    assert max(seen) == started + 1
+
+
+def test_the_api_client_keeps_a_connection_for_each_request_the_collectors_make_at_once(tmp_path: Path) -> None:
+    assert CONNECTION_POOL_SIZE >= MAX_READS_AT_ONCE + PARALLEL_REQUESTS + len(DASHBOARD_FILES) + MAX_PARALLEL_QUERIES
+    assert vllm.MAX_READS_AT_ONCE == MAX_READS_AT_ONCE
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:6443"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+    }))  # fmt: skip
+    kube = KubeAccess(str(kubeconfig))
+    assert kube._client.rest_client.pool_manager.connection_pool_kw["maxsize"] == CONNECTION_POOL_SIZE
