@@ -265,22 +265,27 @@ def test_an_archive_that_is_not_a_bundle_is_never_healthy(tmp_path: Path) -> Non
     assert "healthy" not in result.stdout.lower() and "inconclusive" in result.stdout
 
 
-@pytest.mark.parametrize("flag", ["--help", "--version"])
-def test_help_and_version_paths_load_nothing_heavy(flag: str) -> None:
-    """`llmdiag --help` and `--version` start in a fraction of a second: the analysis (CEL, YAML, rules)
-    and the collectors' clients load when a command runs."""
+def _run_loading(argv: list[str], then: str = "") -> tuple[subprocess.CompletedProcess, set[str]]:
+    """`llmdiag ARGV` in a fresh interpreter, then the Python `then`: its output, and the modules it loaded."""
     probe = (
         "import sys\n"
-        f"sys.argv = ['llmdiag', '{flag}']\n"
+        f"sys.argv = ['llmdiag', *{argv!r}]\n"
         "from diag import cli\n"
         "try:\n"
         "    cli.main()\n"
         "except SystemExit:\n"
         "    pass\n"
         "print(' '.join(sorted(sys.modules)), file=sys.stderr)\n"
-    )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
-    loaded = set(done.stderr.split())
+    ) + then
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=REFERENCE.parents[2])
+    return done, set(done.stderr.split())
+
+
+@pytest.mark.parametrize("flag", ["--help", "--version"])
+def test_help_and_version_paths_load_nothing_heavy(flag: str) -> None:
+    """`llmdiag --help` and `--version` start in a fraction of a second: the analysis (CEL, YAML, rules)
+    and the collectors' clients load when a command runs."""
+    done, loaded = _run_loading([flag])
     assert ("analyze" if flag == "--help" else "llmdiag 0.") in done.stdout
     heavy = {"cel", "yaml", "kubernetes", "ray", "pynvml", "prometheus_api_client", "requests", "diag.engine", "diag.collect"}
     assert sorted(loaded & heavy) == []
@@ -289,23 +294,14 @@ def test_help_and_version_paths_load_nothing_heavy(flag: str) -> None:
 def test_an_analysis_loads_the_cel_evaluator_without_its_repl() -> None:
     """The `cel` package's __init__ imports its REPL (prompt_toolkit, pygments): ten times the evaluator's
     start-up. diag.cel_evaluator loads the evaluator alone; a later `import cel` gets the same one."""
-    probe = (
-        "import sys\n"
-        "sys.argv = ['llmdiag', 'analyze', 'fixtures/demo', '--output', 'json']\n"
-        "from diag import cli\n"
-        "try:\n"
-        "    cli.main()\n"
-        "except SystemExit:\n"
-        "    pass\n"
-        "print(' '.join(sorted(sys.modules)), file=sys.stderr)\n"
+    shared = (
         "from diag.cel_evaluator import cel as ours\n"
         "import cel\n"
         "assert cel.compile is ours.compile and cel.compile('1 + 1').execute(cel.Context({})) == 2\n"
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=REFERENCE.parents[2])
+    done, loaded = _run_loading(["analyze", "fixtures/demo", "--output", "json"], then=shared)
     assert done.returncode == 0, done.stderr[-2000:]
     assert '"verdict"' in done.stdout
-    loaded = set(done.stderr.split())
     assert "cel.cel" in loaded and not loaded & {"cel", "cel.cli", "prompt_toolkit", "pygments"}
 
 
