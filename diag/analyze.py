@@ -93,7 +93,7 @@ def analyze_bundle(
             signals = load_signals([rules_dir, *(extra_rule_dirs or [])])
             settings = settings_with_overrides(rules_dir, config)
             config.check_rules([r.id for r in rules])
-        with watch.phase("read and parse"):
+        with watch.phase("parse"):
             loaded = load_bundle(bundle, watch, signals)
         origin = bundle.origin
         del bundle

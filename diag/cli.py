@@ -163,6 +163,11 @@ def _progress(quiet: bool) -> Console | None:
 
 
 def _emit(report: Report, output: Output, fail_on: FailOn = FailOn.warning, exit_zero: bool = False) -> None:
+    _write_report(report, output)
+    _exit_for(report, fail_on, exit_zero)
+
+
+def _write_report(report: Report, output: Output) -> None:
     if output is Output.json:
         from diag.report.json_report import render_json
 
@@ -175,6 +180,9 @@ def _emit(report: Report, output: Output, fail_on: FailOn = FailOn.warning, exit
         from diag.report.terminal import print_report
 
         print_report(report, stdout)
+
+
+def _exit_for(report: Report, fail_on: FailOn, exit_zero: bool) -> None:
     raise typer.Exit(exit_code(report.exit_code, FailOn.never if exit_zero else fail_on))
 
 
@@ -203,11 +211,18 @@ def analyze(
     stopwatch = Stopwatch(times_rules=profile)
     settings = _config(config, min_severity, since)
     limits = BundleLimits.from_settings(settings_with_overrides(builtin_rules_dir(), settings))
+
+    def opened() -> Bundle:  # held by analyze_bundle alone, which frees it once parsed
+        with stopwatch.phase("read"):
+            return Bundle.open(bundle, limits)
+
     with _stdout_for_the_report(output):
-        report = analyze_bundle(Bundle.open(bundle, limits), settings, list(rules or []), stopwatch)
+        report = analyze_bundle(opened(), settings, list(rules or []), stopwatch)
+    with stopwatch.phase("report"):
+        _write_report(report, output)
     if profile and not quiet:
         stderr.print("\n".join(stopwatch.lines()), markup=False, highlight=False)
-    _emit(report, output, fail_on, exit_zero)
+    _exit_for(report, fail_on, exit_zero)
 
 
 # One definition of the kubectl-style targeting flags, shared by `triage` and `collect`:

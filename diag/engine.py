@@ -30,7 +30,7 @@ from diag.cel_evaluator import cel
 from diag.errors import UserError, unexpected
 from diag.facts import SCOPES, Facts
 from diag.model import LAYERS
-from diag.rules_dir import builtin_rules_dir
+from diag.rules_dir import builtin_rules_dir, load_yaml
 from diag.stopwatch import Stopwatch
 
 SEVERITIES = ("info", "warning", "critical")
@@ -105,17 +105,12 @@ class Evaluation:
 
 def load_settings(rules_dir: Path) -> dict[str, dict]:
     path = rules_dir / "settings.yaml"
-    data = _yaml(path.read_text()) if path.exists() else {}
+    data = load_yaml(path.read_text()) if path.exists() else {}
     return dict((data or {}).get("settings", {}))
 
 
 def default_settings() -> dict[str, Any]:
     return {name: spec.get("default") for name, spec in load_settings(builtin_rules_dir()).items()}
-
-
-def _yaml(text: str) -> Any:
-    """libyaml's loader where PyYAML was built with it: the pure-Python one is most of an analysis' time."""
-    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 _loaded: dict[tuple, list[Rule]] = {}
@@ -152,7 +147,7 @@ def _compile_rules(dirs: list[Path]) -> list[Rule]:
 
 def _rules_in_file(path: Path) -> list[Rule]:
     try:
-        data = _yaml(path.read_text())
+        data = load_yaml(path.read_text())
     except yaml.YAMLError as e:
         raise RuleError(f"{path.name}: not valid YAML ({str(e).splitlines()[0]})") from e
     if not isinstance(data, dict) or not isinstance(data.get("rules"), list):

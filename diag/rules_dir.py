@@ -1,9 +1,13 @@
-"""Where the built-in rules live: rules/ inside the installed wheel, or beside the package in a checkout."""
+"""Where the built-in rules live (rules/ inside the installed wheel, or beside the package in a
+checkout), and how their YAML files are read."""
 
 from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 
 def builtin_rules_dir() -> Path:
@@ -11,3 +15,9 @@ def builtin_rules_dir() -> Path:
     if packaged.is_dir():
         return Path(str(packaged))
     return Path(__file__).resolve().parent.parent / "rules"
+
+
+def load_yaml(text: str) -> Any:
+    """libyaml's loader where PyYAML was built with it: the pure-Python one is most of an analysis' time
+    on a small bundle (the rules and signals are read by every run)."""
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))

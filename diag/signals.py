@@ -21,7 +21,7 @@ import yaml
 from diag.errors import UserError
 from diag.model import LAYERS
 from diag.parsers.log_gate import LineGate
-from diag.rules_dir import builtin_rules_dir
+from diag.rules_dir import builtin_rules_dir, load_yaml
 
 if TYPE_CHECKING:
     from diag.model import Snapshot
@@ -89,7 +89,7 @@ def looked_for(snap: Snapshot) -> LogSignals:
 
 def _read(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text())
+        data = load_yaml(path.read_text())
     except (OSError, yaml.YAMLError) as e:
         raise SignalError(f"{path}: not readable YAML ({' '.join(str(e).split())[:200]})") from None
     signals = data.get("signals") if isinstance(data, dict) else None

@@ -63,7 +63,7 @@ def test_quiet_leaves_stderr_empty(gpu_bundle: Path) -> None:  # noqa: F811
 
 def test_profile_times_phases_parsers_and_each_rule(gpu_bundle: Path) -> None:  # noqa: F811
     shown = llmdiag("analyze", str(gpu_bundle), "--profile").stderr
-    for part in ("read and parse", "facts", "rules (evaluate)", "slowest parsers", "slowest rules"):
+    for part in ("read", "parse", "join", "facts", "rules (evaluate)", "report", "slowest parsers", "slowest rules"):
         assert part in shown
     rules_table = shown.split("slowest rules:", 1)[1]
     assert any(line.split()[0].startswith(("GPU-", "K8S-", "VLLM-", "RAY-")) for line in rules_table.splitlines() if line.strip())
