@@ -3,15 +3,20 @@
 
     python bench/bench_triage.py                                       # L: 500 nodes, 5,000 pods, 50,000 events
     python bench/bench_triage.py --nodes 50 --pods 500 --events 5000   # S: a quick run
+    python bench/bench_triage.py --vllm-every 1 --phases                # every pod a vLLM server; then
+                                                                       # one triage timed step by step
 
 The objects are bench_k8s_scale.py's (namespace `scale`, pods bound with spec.nodeName, kwok marks
-them Running). Their containers run the vllm-openai image, so triage takes every one for a vLLM
-server on port 8000, where nothing listens: the pod proxy's /metrics, /health and /v1/models of those
-are refused at once, as are their logs (kwok serves logs and exec for its pod I/O namespace only).
-The first --served pods run `vllm serve ... --port 8001` instead, and one small HTTP server in the
-test's network namespace answers on port 8001 of every pod IP with our own fixture's answers
+them Running). The issue's L has 500 vLLM servers among 5,000 pods: every --vllm-every-th pod (10)
+runs the vllm-openai image, which triage takes for a vLLM server on port 8000, where nothing listens:
+the pod proxy's /metrics, /health and /v1/models of those are refused at once, as are their logs
+(kwok serves logs and exec for its pod I/O namespace only). The other pods run `busybox` with
+`sleep infinity`: no vLLM launch (diag/parsers/engine_args.py), so triage reads nothing of theirs.
+The first --served vLLM pods run `vllm serve ... --port 8001` instead, and one small HTTP server in
+the test's network namespace answers on port 8001 of every pod IP with our own fixture's answers
 (fixtures/healthy-k8s-vllm/vllm/: .metrics.txt on a pod IP's first /metrics read, .metrics.1.txt
-after), so their second scrape really waits the interval. The pods ask for no GPU: no nvidia-smi exec.
+after), so their second scrape really waits the interval. The pods ask for no GPU: no nvidia-smi
+exec. `--vllm-every 1` is the earlier shape: every pod a vLLM server.
 
 Then, against the same server: the critical path timed request by request (each one alone, one after
 another, over one TLS connection with the kubeconfig's certificates), before and after the triage,
@@ -127,11 +132,65 @@ METRICS_SERVER = textwrap.dedent('''
 ''')
 
 
+# --phases: one more `llmdiag triage`, after every timing, with a timestamp around each collector and
+# each step of collect_objects (wrapped in the process), and around the analysis; printed on stderr.
+PHASES = textwrap.dedent('''
+    import sys, threading, time
+    import diag.analyze, diag.collect.k8s as k8s, diag.collect.runner as runner
+    from diag.cli import app
+    t0, marks, lock = time.monotonic(), [], threading.Lock()
+    def timed(module, name):
+        inner = getattr(module, name)
+        def wrapper(*args, **kwargs):
+            began = time.monotonic()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                what = name + (" " + args[1] if name == "_list" else "")
+                with lock:
+                    marks.append((began - t0, time.monotonic() - t0, what))
+        setattr(module, name, wrapper)
+    for name in ("_preflight", "_kubernetes_objects", "_kubernetes_logs", "_gpu_exec", "_vllm_in_pods", "_ray"):
+        timed(runner, name)
+    for name in ("_list", "_parsed_pods", "_events"):
+        timed(k8s, name)
+    timed(runner, "write_manifest")
+    timed(diag.analyze, "analyze_bundle")
+    try:
+        app(sys.argv[1:], prog_name="llmdiag")
+    except SystemExit:
+        pass
+    print(f"whole run: {time.monotonic() - t0:.2f} s", file=sys.stderr)
+    for began, ended, what in sorted(marks):
+        print(f"phase {began:7.2f} .. {ended:7.2f} s  ({ended - began:6.2f} s)  {what}", file=sys.stderr)
+''')
+
+
 def _served_pod(i: int, nodes: int) -> dict:
     pod = _pod(i, nodes)
     container = pod["spec"]["containers"][0]
     container.update(command=["vllm", "serve"], args=FIXTURE_ARGS, ports=[{"name": "http", "containerPort": SERVED_PORT}])
     return pod
+
+
+def _app_pod(i: int, nodes: int) -> dict:
+    """A pod that is no vLLM server: not the vllm-openai image, and a command that launches no vLLM."""
+    pod = _pod(i, nodes)
+    pod["spec"]["containers"] = [{"name": "app", "image": "busybox:1.36", "command": ["sleep", "infinity"],
+                                  "resources": {"requests": {"cpu": "100m"}}}]  # fmt: skip
+    return pod
+
+
+def pod_bodies(pods: int, nodes: int, vllm_every: int, served: int) -> list[dict]:
+    """Every `vllm_every`-th pod a vLLM server (the first `served` of them answering on SERVED_PORT),
+    the others app pods; the names stay vllm-NNNNN, which the events name."""
+    bodies = []
+    for i in range(pods):
+        if i % vllm_every:
+            bodies.append(_app_pod(i, nodes))
+        else:
+            bodies.append(_served_pod(i, nodes) if i // vllm_every < served else _pod(i, nodes))
+    return bodies
 
 
 class Api:
@@ -255,13 +314,19 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=500)
     parser.add_argument("--pods", type=int, default=5000)
     parser.add_argument("--events", type=int, default=50000)
-    parser.add_argument("--served", type=int, default=10, help="pods whose /metrics really answers (port 8001)")
+    parser.add_argument("--vllm-every", type=int, default=10,
+                        help="every N-th pod is a vLLM server (10: the issue's 500 of 5,000; 1: every pod)")
+    parser.add_argument("--served", type=int, default=10, help="vLLM pods whose /metrics really answers (port 8001)")
+    parser.add_argument("--phases", action="store_true", help="then one more triage, timed collector by collector")
     parser.add_argument("--scrapes", type=int, default=2)
     parser.add_argument("--scrape-interval", type=float, default=5.0)
     parser.add_argument("--timeout", type=float, default=900, help="triage's --timeout (its default, 120, may cut L short)")
     parser.add_argument("--source-timeout", type=float, default=600, help="triage's --source-timeout (default 20)")
     args = parser.parse_args()
-    served = min(args.served, args.pods)
+    if args.vllm_every < 1:
+        parser.error("--vllm-every: at least 1")
+    servers = len(range(0, args.pods, args.vllm_every))
+    served = min(args.served, servers)
     if args.pods > MAX_PODS:
         parser.error(f"--pods: at most {MAX_PODS} (the pod range {POD_CIDR})")
 
@@ -271,10 +336,11 @@ def main() -> None:
         config.load_kube_config(str(cluster.kubeconfig))
         core = client.CoreV1Api()
         core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-        pod_bodies = [_served_pod(i, args.nodes) if i < served else _pod(i, args.nodes) for i in range(args.pods)]
+        bodies = pod_bodies(args.pods, args.nodes, args.vllm_every, served)
+        print(f"pods: {args.pods}, vLLM servers: {servers} (every {args.vllm_every}), answering: {served}", flush=True)
         made = {
             "nodes": _create_all(core.create_node, [_node(i) for i in range(args.nodes)]),
-            "pods": _create_all(lambda b: core.create_namespaced_pod(NS, b), pod_bodies),
+            "pods": _create_all(lambda b: core.create_namespaced_pod(NS, b), bodies),
             "events": _create_all(lambda b: core.create_namespaced_event(NS, b),
                                   [_event(i, args.pods) for i in range(args.events)]),
         }  # fmt: skip
@@ -311,14 +377,22 @@ def main() -> None:
             analyze_s, analyzed = _run([*cli, "analyze", str(bundle), "--output=json", "--profile", "--fail-on=never"])
             print(analyzed.stderr, flush=True)
             startup_s, _ = _run([sys.executable, "-c", STARTUP_IMPORTS])
+            if args.phases:
+                _, phased = _run([sys.executable, "-c", PHASES, "triage", *common, "--output=json", "--fail-on=never"])
+                print("\n".join(line for line in phased.stderr.splitlines() if line.startswith(("phase", "whole"))),
+                      flush=True)
         finally:
             stop_process_group(server, 5)
 
     report = json.loads(triage.stdout)
     failed = _failed_sources(report)
     twice = [n for n, s in report["sources"].items() if n.endswith(".metrics.1.txt") and s["status"] == "ok"]
+    read = {n.split("/", 1)[1].rsplit(".metrics", 1)[0] for n in report["sources"] if n.startswith("vllm/") and ".metrics" in n}
+    if len(read) != servers:  # the app pods must not be taken for vLLM servers, nor a server missed
+        print(f"WARNING: triage read {len(read)} vLLM servers, the bench made {servers}")
     analysis = float(re.search(r"^analysis: ([0-9.]+) s", analyzed.stderr, re.M).group(1))
-    print(f"triage sources: {len(report['sources'])}, failed {len(failed)}, vLLM servers scraped twice {len(twice)};"
+    print(f"triage sources: {len(report['sources'])}, failed {len(failed)}, vLLM servers read {len(read)},"
+          f" scraped twice {len(twice)};"
           f" timed out: {[n for n, d in failed.items() if 'timed out' in d]}")  # fmt: skip
     kinds = Counter(re.sub(r"vllm-\d+", "vllm-N", d.split(": ", 1)[-1])[:90] for d in failed.values())
     print(f"triage's failed sources, by detail: {kinds.most_common(4)}")
