@@ -211,14 +211,30 @@ def generate(out: Path, cells: int) -> None:
     writer.finish()
 
 
+def make_pending(bundle: Path, every: int) -> int:
+    """Every `every`-th pod of the bundle made unscheduled, as a pod the scheduler has not placed is
+    listed (no spec.nodeName, phase Pending, PodScheduled False/Unschedulable): the shape of a full
+    cluster's pending replicas, whose placement reads every node. Returns how many."""
+    path = bundle / "k8s" / "pods.json"
+    pods = json.loads(path.read_text())
+    pending = pods["items"][::every]
+    for pod in pending:
+        pod["spec"].pop("nodeName", None)
+        pod["status"] = {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
+    path.write_text(json.dumps(pods))
+    return len(pending)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
     parser.add_argument("--size", action="append", choices=list(SIZES), help="default: all")
+    parser.add_argument("--pending-every", type=int, metavar="N", help="then make every N-th pod pending (make_pending)")
     args = parser.parse_args()
     for size in args.size or SIZES:
         generate(args.out / size, SIZES[size])
-        print(f"{size}: {args.out / size}")
+        pending = f", {make_pending(args.out / size, args.pending_every)} pods pending" if args.pending_every else ""
+        print(f"{size}: {args.out / size}{pending}")
 
 
 if __name__ == "__main__":
