@@ -21,7 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "live"))
 
-from k8s_cluster import running_control_plane  # noqa: E402
+from k8s_cluster import FLEET_POD_CIDR, running_control_plane  # noqa: E402
 
 NS = "scale"
 
@@ -77,7 +77,7 @@ def main() -> None:
 
     from kubernetes import client, config
 
-    with running_control_plane() as cluster:
+    with running_control_plane(FLEET_POD_CIDR) as cluster:  # more than a /24 of pods
         config.load_kube_config(str(cluster.kubeconfig))
         core = client.CoreV1Api()
         core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})

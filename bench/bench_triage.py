@@ -28,7 +28,6 @@ timing and the ratios. Run from the repository root. Network rule: every address
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import http.client
 import ipaddress
 import json
@@ -40,8 +39,6 @@ import tempfile
 import textwrap
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -54,31 +51,10 @@ from bench_k8s_scale import NS, _create_all, _event, _node, _pod  # noqa: E402
 from k8s_cluster import ControlPlane, running_control_plane  # noqa: E402
 from live_services import stop_process_group  # noqa: E402
 
-# kwok hands out pod IPs past the end of its --cidr: the test network's /24 holds 254 pods, and the
-# 255th got 198.18.<slot+1>.0, which no route takes into the network namespace (it would leave by the
-# default route). So the pods get a /19 of the test range that k8s_cluster's slots (1-99) never use,
-# routed into the namespace like its own ranges; and no pod is dialled before all are seen inside it.
-POD_CIDR = ipaddress.ip_network("198.18.128.0/19")
+# kwok hands out pod IPs past the end of its --cidr, and a slot's /24 holds 254 pods: the pods get
+# k8s_cluster's fleet range, routed into the namespace; no pod is dialled before all are seen inside it.
+POD_CIDR = ipaddress.ip_network(k8s_cluster.FLEET_POD_CIDR)
 MAX_PODS = POD_CIDR.num_addresses - 256
-_slot_network = k8s_cluster.test_network
-
-
-@contextmanager
-def _wide_test_network() -> Iterator[k8s_cluster.TestNetwork]:
-    cidr = str(POD_CIDR)
-    assert POD_CIDR.subnet_of(k8s_cluster.TEST_NET)
-    if cidr in k8s_cluster._ip("-4", "route", "show", "table", "all").stdout:
-        raise RuntimeError(f"{cidr} is routed already (another bench_triage run?)")
-    with _slot_network() as net:
-        k8s_cluster._must(k8s_cluster._ip("route", "add", "local", cidr, "dev", "lo", netns=net.name))
-        k8s_cluster._must(k8s_cluster._ip("route", "add", cidr, "via", net.netns_ip))
-        try:
-            yield dataclasses.replace(net, pod_cidr=cidr)
-        finally:
-            k8s_cluster._ip("route", "del", cidr, "via", net.netns_ip)  # and the namespace's goes with it
-
-
-k8s_cluster.test_network = _wide_test_network
 
 SERVED_PORT = 8001
 FIXTURE = REPO / "fixtures" / "healthy-k8s-vllm" / "vllm" / "llama-70b-7f8d9c6b5d-8q7hc"
@@ -332,7 +308,7 @@ def main() -> None:
 
     from kubernetes import client, config
 
-    with running_control_plane() as cluster, tempfile.TemporaryDirectory() as tmp:
+    with running_control_plane(str(POD_CIDR)) as cluster, tempfile.TemporaryDirectory() as tmp:
         config.load_kube_config(str(cluster.kubeconfig))
         core = client.CoreV1Api()
         core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})

@@ -99,17 +99,28 @@ def _free_slot() -> int:
     raise RuntimeError("no free 198.18.x.0/24 slot for the test network")
 
 
+# A pod range for fleet-size benches: kwok hands out pod IPs past the end of its --cidr, and a slot's
+# /24 holds 254 pods. Above every slot (1-99), inside the test range.
+FLEET_POD_CIDR = "198.18.128.0/19"
+
+
 @contextmanager
-def test_network() -> Iterator[TestNetwork]:
+def test_network(pod_cidr: str | None = None) -> Iterator[TestNetwork]:
+    """`pod_cidr`: a range of TEST_NET for the pods instead of the slot's /24 (FLEET_POD_CIDR)."""
     if shutil.which("ip") is None or os.geteuid() != 0:
         raise ServiceUnavailable("the control plane's test network needs root and iproute2 (ip netns)")
+    if pod_cidr is not None:
+        if not ipaddress.ip_network(pod_cidr).subnet_of(TEST_NET):
+            raise ValueError(f"{pod_cidr} is not inside the test range {TEST_NET}")
+        if f"{pod_cidr} " in _ip("-4", "route", "show", "table", "all").stdout:
+            raise RuntimeError(f"{pod_cidr} is routed already (another run holds it)")
     slot = _free_slot()
     tag = f"lk{os.getpid() % 100000}"
     net = TestNetwork(
         name=f"llmdiag-{tag}",
         host_ip=f"198.19.{slot}.1",
         netns_ip=f"198.19.{slot}.2",
-        pod_cidr=f"198.18.{slot}.0/24",
+        pod_cidr=pod_cidr or f"198.18.{slot}.0/24",
         service_cidr=f"198.19.{128 + slot}.0/24",
     )
     host_end, netns_end = f"{tag}h", f"{tag}n"
@@ -334,13 +345,14 @@ def _healthy(kubeconfig: Path, path: str) -> bool:
 
 
 @contextmanager
-def running_control_plane() -> Iterator[ControlPlane]:
-    """etcd, kube-apiserver, kube-scheduler, kube-controller-manager and kwok, ready to take objects."""
+def running_control_plane(pod_cidr: str | None = None) -> Iterator[ControlPlane]:
+    """etcd, kube-apiserver, kube-scheduler, kube-controller-manager and kwok, ready to take objects.
+    `pod_cidr`: see test_network (FLEET_POD_CIDR for more than 254 pods)."""
     bin_dir = control_plane_bin()
     if shutil.which("kubectl") is None or shutil.which("openssl") is None:
         raise ServiceUnavailable("kubectl and openssl are needed to drive the control plane")
     with ExitStack() as stack:
-        net = stack.enter_context(test_network())
+        net = stack.enter_context(test_network(pod_cidr))
         workdir = Path(tempfile.mkdtemp(prefix="llmdiag-k8s-"))
         stack.callback(shutil.rmtree, workdir, True)
         service_ip = str(next(ipaddress.ip_network(net.service_cidr).hosts()))
