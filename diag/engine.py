@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from diag import precheck
 from diag.cel_evaluator import cel
 from diag.errors import UserError, unexpected
 from diag.facts import SCOPES, Facts
@@ -68,6 +69,7 @@ class Rule:
     description: str = ""
     file: str = ""
     program: Any = field(default=None, repr=False, compare=False)
+    check: Callable[[dict[str, Any]], Any] = field(default=precheck.undecided, repr=False, compare=False)
 
 
 @dataclass
@@ -183,6 +185,7 @@ def _rule(path: Path, raw: Any) -> Rule:
     )
     try:
         rule.program = compiled(rule.when)
+        rule.check = precheck.compile_check(rule.when)
         if rule.links:
             compiled(rule.links)
         for text in [*rule.evidence, rule.remediation]:
@@ -217,8 +220,9 @@ class _Tally:
 def evaluate(rules: list[Rule], facts: Facts, settings: dict[str, Any], stopwatch: Stopwatch | None = None) -> Evaluation:
     """Every rule over every subject of its scope.
 
-    Converting a subject's facts into CEL values costs far more than evaluating a condition, so each
-    subject is converted once (one cel.Context) and every rule of its scope runs on it. That context
+    Converting a subject's facts into CEL values costs far more than evaluating a condition. The
+    conditions Python can answer exactly are answered first (diag/precheck.py); a subject some rule
+    is left for is converted once (one cel.Context) and those rules run on it. That context
     holds only the facts its scope's conditions read (see _view); the evidence and remediation of a
     rule that fires are rendered from a second one, made only then, with what they read besides (a
     fleet's driver versions by node, say, which no condition reads).
@@ -237,17 +241,20 @@ def evaluate(rules: list[Rule], facts: Facts, settings: dict[str, Any], stopwatc
         judged = _Reads.of(scope, facts, settings, [_CEL_STRING.sub("''", rule.when) for rule in scoped_rules])
         shown = _Reads.of(scope, facts, settings, _cel_texts(scoped_rules))
         for subject in facts.scopes.get(scope, []):
+            left_to_cel = _prechecked(scoped_rules, {scope: subject, "cluster": facts.cluster, "settings": settings}, tallies, stopwatch)
+            if not left_to_cel:
+                continue
             started = time.perf_counter()
             try:
                 env = judged.context(scope, subject)
             except Exception as e:  # noqa: BLE001 - a value CEL cannot hold (an integer past 64 bits ...)
-                for rule in scoped_rules:
+                for rule in left_to_cel:
                     tallies[rule.id].error = f"the facts of {subject.get('_subject', scope)} could not be read: {unexpected(e)}"
                 continue
             if stopwatch is not None:
                 stopwatch.add(stopwatch.rules, f"({scope} facts to CEL)", time.perf_counter() - started)
             shown_env = functools.cache(functools.partial(shown.context, scope, subject))  # made once a rule fires
-            for rule in scoped_rules:
+            for rule in left_to_cel:
                 started = time.perf_counter()
                 _run(rule, subject, env, shown_env, tallies[rule.id], findings)
                 if stopwatch is not None:
@@ -257,6 +264,25 @@ def evaluate(rules: list[Rule], facts: Facts, settings: dict[str, Any], stopwatc
         for rule in scoped_rules:
             outcomes[rule.id] = _outcome(tallies[rule.id], count, scope)
     return Evaluation(findings, outcomes)
+
+
+def _prechecked(
+    rules: list[Rule], variables: dict[str, Any], tallies: dict[str, _Tally], stopwatch: Stopwatch | None = None
+) -> list[Rule]:
+    """The rules whose condition CEL must decide on this subject; the others were answered in Python
+    (diag/precheck.py): false, or unknown (counted here). A subject none is left for is never
+    converted to CEL values, so a value CEL could not hold is reported only where a condition needs CEL."""
+    left: list[Rule] = []
+    for rule in rules:
+        started = time.perf_counter() if stopwatch is not None else 0.0
+        answer = rule.check(variables)
+        if stopwatch is not None:
+            stopwatch.add(stopwatch.rules, rule.id, time.perf_counter() - started)
+        if answer is precheck.UNKNOWN:
+            tallies[rule.id].unknown += 1
+        elif answer is not False:
+            left.append(rule)
+    return left
 
 
 @dataclass(frozen=True)

@@ -44,9 +44,9 @@ class Stopwatch:
     def lines(self, most: int = 10) -> list[str]:
         total = sum(self.phases.values()) or 1e-9
         out = [f"analysis: {total:.3f} s"]
-        out += [f"  {name:<28} {s:8.3f} s {100 * s / total:5.1f} %" for name, s in self.phases.items()]
+        out += [f"  {name:<34} {s:8.3f} s {100 * s / total:5.1f} %" for name, s in self.phases.items()]
         for title, table in (("parsers (by file kind)", self.parsers), ("rules", self.rules)):
             out.append(f"slowest {title}:")
             ranked = sorted(table.items(), key=lambda item: item[1], reverse=True)[:most]
-            out += [f"  {key:<28} {s:8.3f} s {100 * s / total:5.1f} %" for key, s in ranked]
+            out += [f"  {key:<34} {s:8.3f} s {100 * s / total:5.1f} %" for key, s in ranked]
         return out

@@ -1,0 +1,434 @@
+"""Rule conditions answered in Python, before any CEL value is made, wherever the answer is exact.
+
+Making a subject's CEL values costs more than running its rules, and at a fleet's size nearly every
+condition is false for nearly every subject: a pod with no log signal, no failed scheduling, no GPU.
+This reads the part of CEL the conditions mostly use (`&&`, `||`, `!`, fields, `==` and the other
+comparisons, `in`, `+`, `size`, `contains`/`startsWith`/`endsWith`, and `exists`/`all` over a list)
+and answers as the CEL evaluator would: true, false, or UNKNOWN, where CEL fails on a null value
+(which the engine counts as "could not be decided"). Whatever it does not model (`matches()`, a key
+the facts lack, a list compared with a list, a value CEL could not hold) is MAYBE, and the engine
+runs CEL. `&&` and `||` decide around an undecided side as CEL's do: `false && <anything>` is false.
+
+tests/test_precheck.py holds every answer against the CEL evaluator on generated values, and
+tests/test_engine_precheck.py checks that every fixture's analysis is the same without it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+INT64 = range(-(2**63), 2**63)
+
+
+class _Undecided:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+MAYBE = _Undecided("MAYBE")  # run CEL
+UNKNOWN = _Undecided("UNKNOWN")  # CEL fails on a null: the engine's "could not be decided"
+
+Env = dict[str, Any]
+Node = Callable[[Env], Any]
+
+_TOKEN = re.compile(
+    r"""\s*(?:
+      (?P<number>\d+\.\d+(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+|\d+)(?![\w.])
+    | (?P<string>'[^'\\\n]*'(?!')|"[^"\\\n]*"(?!"))
+    | (?P<name>[A-Za-z_]\w*)(?!['"])
+    | (?P<op>&&|\|\||==|!=|<=|>=|[<>!+().,\[\]])
+    )""",
+    re.VERBOSE,
+)
+_KEYWORDS = {"true": True, "false": False, "null": None}
+_STRING_METHODS = {
+    "contains": lambda s, t: t in s,
+    "startsWith": lambda s, t: s.startswith(t),
+    "endsWith": lambda s, t: s.endswith(t),
+}
+
+
+class _Unread(Exception):
+    """CEL this module does not read: the whole condition is left to CEL."""
+
+
+def compile_check(text: str) -> Node:
+    """A function of the variables (scope, cluster, settings) that answers `text` as True, False,
+    UNKNOWN or MAYBE; one that always answers MAYBE where the text is beyond what this reads."""
+    try:
+        return _Parser(_tokens(text)).whole()
+    except _Unread:
+        return undecided
+
+
+def undecided(env: Env) -> Any:
+    """The check of a condition beyond what this reads: CEL decides."""
+    return MAYBE
+
+
+def _tokens(text: str) -> list[tuple[str, str]]:
+    tokens: list[tuple[str, str]] = []
+    at = 0
+    while at < len(text):
+        match = _TOKEN.match(text, at)
+        if match is None or match.end() == at:
+            if text[at:].strip() == "":
+                break
+            raise _Unread(text[at:])
+        kind = match.lastgroup or ""
+        tokens.append((kind, match.group(kind)))
+        at = match.end()
+    return tokens
+
+
+class _Parser:
+    """Recursive descent over CEL's precedence: || < && < relations < + < unary < member access."""
+
+    def __init__(self, tokens: list[tuple[str, str]]) -> None:
+        self.tokens = tokens
+        self.at = 0
+
+    def peek(self) -> str | None:
+        return self.tokens[self.at][1] if self.at < len(self.tokens) else None
+
+    def take(self, expected: str | None = None) -> tuple[str, str]:
+        if self.at >= len(self.tokens) or (expected is not None and self.tokens[self.at][1] != expected):
+            raise _Unread(f"expected {expected}")
+        token = self.tokens[self.at]
+        self.at += 1
+        return token
+
+    def whole(self) -> Node:
+        node = self.or_()
+        if self.at != len(self.tokens):
+            raise _Unread("trailing tokens")
+        return node
+
+    def or_(self) -> Node:
+        operands = [self.and_()]
+        while self.peek() == "||":
+            self.take()
+            operands.append(self.and_())
+        return operands[0] if len(operands) == 1 else _any_of(operands)
+
+    def and_(self) -> Node:
+        operands = [self.relation()]
+        while self.peek() == "&&":
+            self.take()
+            operands.append(self.relation())
+        return operands[0] if len(operands) == 1 else _all_of(operands)
+
+    def relation(self) -> Node:
+        left = self.sum()
+        operator = self.peek()
+        if operator in _RELATIONS:
+            self.take()
+            right = self.sum()
+            if self.peek() in _RELATIONS:  # CEL's relations do not chain
+                raise _Unread("chained relation")
+            return _relation(_RELATIONS[operator], left, right)
+        return left
+
+    def sum(self) -> Node:
+        node = self.unary()
+        while self.peek() == "+":
+            self.take()
+            node = _plus(node, self.unary())
+        return node
+
+    def unary(self) -> Node:
+        negations = 0
+        while self.peek() == "!":
+            self.take()
+            negations += 1
+        # CEL's parser drops pairs of "!": `!!x` is x itself, null or not (`!(!x)` is not dropped)
+        return _not(self.member()) if negations % 2 else self.member()
+
+    def member(self) -> Node:
+        node = self.primary()
+        while self.peek() in (".", "["):
+            if self.take()[1] == "[":
+                kind, text = self.take()
+                self.take("]")
+                node = _field(node, text[1:-1]) if kind == "string" else undecided
+                continue
+            kind, name = self.take()
+            if kind != "name":
+                raise _Unread("field name")
+            if self.peek() == "(":
+                node = self.method(node, name)
+            else:
+                node = _field(node, name)
+        return node
+
+    def method(self, receiver: Node, name: str) -> Node:
+        self.take("(")
+        if name in _MACROS:
+            kind, variable = self.take()
+            if kind != "name" or variable in _KEYWORDS:
+                raise _Unread("macro variable")
+            self.take(",")
+            body = self.or_()
+            self.take(")")
+            return _MACROS[name](receiver, variable, body)
+        arguments = self.arguments()
+        if name == "size" and not arguments:
+            return _size(receiver)
+        if name in _STRING_METHODS and len(arguments) == 1:
+            return _string_method(_STRING_METHODS[name], receiver, arguments[0])
+        return undecided  # matches() and the rest: CEL decides
+
+    def arguments(self) -> list[Node]:
+        found: list[Node] = []
+        while self.peek() != ")":
+            found.append(self.or_())
+            if self.peek() != ")":
+                self.take(",")
+        self.take(")")
+        return found
+
+    def primary(self) -> Node:
+        kind, text = self.take()
+        if kind == "number":
+            return _constant(float(text) if any(c in text for c in ".eE") else int(text))
+        if kind == "string":
+            return _constant(text[1:-1])
+        if kind == "name":
+            if text in _KEYWORDS:
+                return _constant(_KEYWORDS[text])
+            if self.peek() == "(":
+                self.take()
+                arguments = self.arguments()
+                return _size(arguments[0]) if text == "size" and len(arguments) == 1 else undecided
+            return _variable(text)
+        if text == "(":
+            node = self.or_()
+            self.take(")")
+            return node
+        raise _Unread(text)
+
+
+# --------------------------------------------------------------------------- the answers
+
+
+def _constant(value: Any) -> Node:
+    return lambda env: value
+
+
+def _variable(name: str) -> Node:
+    return lambda env: env.get(name, MAYBE)
+
+
+def _undecided(*values: Any) -> _Undecided | None:
+    """MAYBE if any value is, else UNKNOWN if any is; None when all are values."""
+    if MAYBE in values:
+        return MAYBE
+    return UNKNOWN if UNKNOWN in values else None
+
+
+def _field(receiver: Node, name: str) -> Node:
+    def run(env: Env) -> Any:
+        value = receiver(env)
+        if type(value) is dict:
+            return value.get(name, MAYBE)  # CEL: a missing key is an error of its own (KeyError)
+        return UNKNOWN if value is None or value is UNKNOWN else MAYBE
+
+    return run
+
+
+def _all_of(operands: list[Node]) -> Node:
+    def run(env: Env) -> Any:
+        answer: Any = True
+        for operand in operands:
+            value = operand(env)
+            if value is False:
+                return False
+            if value is not True and answer is not MAYBE:
+                answer = UNKNOWN if value is None or value is UNKNOWN else MAYBE
+        return answer
+
+    return run
+
+
+def _any_of(operands: list[Node]) -> Node:
+    def run(env: Env) -> Any:
+        answer: Any = False
+        for operand in operands:
+            value = operand(env)
+            if value is True:
+                return True
+            if value is not False and answer is not MAYBE:
+                answer = UNKNOWN if value is None or value is UNKNOWN else MAYBE
+        return answer
+
+    return run
+
+
+def _not(operand: Node) -> Node:
+    def run(env: Env) -> Any:
+        value = operand(env)
+        if type(value) is bool:
+            return not value
+        return UNKNOWN if value is None or value is UNKNOWN else MAYBE
+
+    return run
+
+
+def _kind(value: Any) -> str | None:
+    """The CEL type of a scalar the answers model: bool, number (int64 or double), string, null."""
+    kind = type(value)
+    if kind is bool:
+        return "bool"
+    if kind is int:
+        return "number" if value in INT64 else None
+    if kind is float:
+        return "number" if value == value else None  # NaN: left to CEL
+    if kind is str:
+        return "string"
+    return "null" if value is None else None
+
+
+def _equal(left: Any, right: Any) -> Any:
+    undecided = _undecided(left, right)
+    if undecided is not None:
+        return undecided
+    left_kind, right_kind = _kind(left), _kind(right)
+    if left_kind is None or right_kind is None:
+        return MAYBE
+    return left_kind == right_kind and left == right
+
+
+def _not_equal(left: Any, right: Any) -> Any:
+    equal = _equal(left, right)
+    return not equal if type(equal) is bool else equal
+
+
+def _ordered(compare: Callable[[Any, Any], bool]) -> Callable[[Any, Any], Any]:
+    def run(left: Any, right: Any) -> Any:
+        undecided = _undecided(left, right)
+        if undecided is not None:
+            return undecided
+        if left is None or right is None:
+            return UNKNOWN
+        if _kind(left) == "number" and _kind(right) == "number":
+            return compare(left, right)
+        return MAYBE
+
+    return run
+
+
+def _in(item: Any, container: Any) -> Any:
+    undecided = _undecided(item, container)
+    if undecided is not None:
+        return undecided
+    if container is None:
+        return UNKNOWN
+    if type(container) is dict:
+        return item in container if type(item) is str else MAYBE
+    if type(container) is not list:
+        return MAYBE
+    found = False
+    for element in container:
+        equal = _equal(item, element)
+        if type(equal) is not bool:
+            return MAYBE
+        found = found or equal
+    return found
+
+
+_RELATIONS: dict[str, Callable[[Any, Any], Any]] = {
+    "==": _equal,
+    "!=": _not_equal,
+    "<": _ordered(lambda a, b: a < b),
+    "<=": _ordered(lambda a, b: a <= b),
+    ">": _ordered(lambda a, b: a > b),
+    ">=": _ordered(lambda a, b: a >= b),
+    "in": _in,
+}
+
+
+def _relation(operator: Callable[[Any, Any], Any], left: Node, right: Node) -> Node:
+    return lambda env: operator(left(env), right(env))
+
+
+def _plus(left: Node, right: Node) -> Node:
+    def run(env: Env) -> Any:
+        a, b = left(env), right(env)
+        undecided = _undecided(a, b)
+        if undecided is not None:
+            return undecided
+        if a is None or b is None:
+            return UNKNOWN
+        if type(a) is type(b) and type(a) in (str, float):
+            return a + b
+        if type(a) is int and type(b) is int and a in INT64 and b in INT64:
+            total = a + b
+            return total if total in INT64 else MAYBE  # CEL: an overflow error
+        return MAYBE
+
+    return run
+
+
+def _size(operand: Node) -> Node:
+    def run(env: Env) -> Any:
+        value = operand(env)
+        if type(value) in (list, dict, str):
+            return len(value)
+        return UNKNOWN if value is None or value is UNKNOWN else MAYBE
+
+    return run
+
+
+def _string_method(method: Callable[[str, str], bool], receiver: Node, argument: Node) -> Node:
+    def run(env: Env) -> Any:
+        text, part = receiver(env), argument(env)
+        undecided = _undecided(text, part)
+        if undecided is not None:
+            return undecided
+        if text is None:
+            return UNKNOWN
+        return method(text, part) if type(text) is str and type(part) is str else MAYBE
+
+    return run
+
+
+def _items(receiver: Node, variable: str, body: Node, env: Env) -> Any:
+    """The body's answer for each item of a list, or an undecided answer for the receiver."""
+    items = receiver(env)
+    if type(items) is list:
+        return [body({**env, variable: item}) for item in items]
+    return UNKNOWN if items is None or items is UNKNOWN else MAYBE
+
+
+def _exists(receiver: Node, variable: str, body: Node) -> Node:
+    def run(env: Env) -> Any:
+        answers = _items(receiver, variable, body, env)
+        if type(answers) is not list:
+            return answers
+        return False if all(a is False for a in answers) else MAYBE
+
+    return run
+
+
+def _all(receiver: Node, variable: str, body: Node) -> Node:
+    def run(env: Env) -> Any:
+        answers = _items(receiver, variable, body, env)
+        if type(answers) is not list:
+            return answers
+        return True if all(a is True for a in answers) else MAYBE
+
+    return run
+
+
+_MACROS: dict[str, Callable[[Node, str, Node], Node]] = {
+    "exists": _exists,
+    "all": _all,
+    "exists_one": _exists,  # false exactly when no item holds, as exists
+    "map": lambda receiver, variable, body: undecided,
+    "filter": lambda receiver, variable, body: undecided,
+}
