@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from diag.model import Snapshot
@@ -63,6 +63,8 @@ class Clock:
     now: datetime | None
     source: str
     window_s: float | None = None
+    # age by time text: a fleet's facts age each of its 50,000 events several times
+    _ages: dict[str, float | None] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def of(cls, snap: Snapshot, window_s: float | None = None) -> Clock:
@@ -77,10 +79,13 @@ class Clock:
 
     def age(self, when: str | float | None) -> float | None:
         """Seconds between `when` and the collection; a time after the collection (clock skew) is age 0."""
+        if type(when) is str and when in self._ages:
+            return self._ages[when]
         moment = parse_time(when)
-        if moment is None or self.now is None:
-            return None
-        return max(0.0, (self.now - moment).total_seconds())
+        age = None if moment is None or self.now is None else max(0.0, (self.now - moment).total_seconds())
+        if type(when) is str:
+            self._ages[when] = age
+        return age
 
     def recent(self, when: str | float | None) -> bool | None:
         """Within the window; None when the age is unknown."""

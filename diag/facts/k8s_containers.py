@@ -22,7 +22,7 @@ LAST_LOG_LINES = 3
 
 def vllm_container(pod: Pod) -> Container | None:
     """The container that runs vLLM's server (the first whose command line launches it)."""
-    return next((c for c in pod.containers if engine_args.parse_engine_args(c.command, c.args) is not None), None)
+    return next((c for c in pod.containers if engine_args.launches_vllm(c.command, c.args)), None)
 
 
 def probe_facts(container: Container, vllm_port: int | None) -> dict:

@@ -9,6 +9,8 @@ dashes, the short aliases (-tp, -pp, -dp, ...), `--no-<flag>` for booleans.
 
 from __future__ import annotations
 
+import functools
+
 import re
 import shlex
 from collections.abc import Callable
@@ -100,6 +102,17 @@ def parse_engine_args(command: list[str], args: list[str], image: str | None = N
     if launch.positional_model and positionals:
         engine.model = positionals[0]  # vLLM: the positional model tag wins over --model
     return engine
+
+
+def launches_vllm(command: list[str], args: list[str]) -> bool:
+    """Whether this command line starts vLLM's OpenAI server (parse_engine_args without an image gives
+    EngineArgs), read once per distinct command line: a fleet's replicas share theirs."""
+    return _launches_vllm(tuple(command), tuple(args))
+
+
+@functools.lru_cache(maxsize=4096)
+def _launches_vllm(command: tuple[str, ...], args: tuple[str, ...]) -> bool:
+    return _find_launch([*command, *args]) is not None
 
 
 def _is_vllm_openai_image(image: str) -> bool:

@@ -3,7 +3,7 @@
 
 import pytest
 
-from diag.parsers.engine_args import REDACTED, parse_engine_args
+from diag.parsers.engine_args import REDACTED, launches_vllm, parse_engine_args
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 
@@ -45,6 +45,7 @@ def test_vllm_serve_with_defaults_filled_only_where_fixed():
 def test_every_common_launch_form(command, args):
     parsed = parse_engine_args(command, args)
     assert parsed is not None, (command, args)
+    assert launches_vllm(command, args)
     assert (parsed.model, parsed.max_num_seqs, parsed.port) == (MODEL, 64, 8080)
     assert parsed.explicit[-2:] == ["--max-num-seqs", "--port"]
 
@@ -137,6 +138,7 @@ def test_values_known_only_at_run_time_are_unknown():
 )
 def test_not_vllm_openai_server(command, args):
     assert parse_engine_args(command, args) is None
+    assert not launches_vllm(command, args)
 
 
 def test_image_entrypoint_when_command_is_empty():
