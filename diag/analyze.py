@@ -80,10 +80,12 @@ def _without_cycle_collection() -> Iterator[None]:
 
 
 def analyze_bundle(
-    bundle: Bundle, config: Config | None = None, extra_rule_dirs: list[Path] | None = None, stopwatch: Stopwatch | None = None
+    bundle: Bundle, config: Config | None = None, extra_rule_dirs: list[Path] | None = None, stopwatch: Stopwatch | None = None,
+    held: list[object] | None = None,
 ) -> Report:
     """The analysis of `bundle`. Its bytes are not held past the parse: a bundle only this call holds
-    (`analyze_bundle(Bundle.open(path))`) is freed then, and the analysis peaks lower by its size."""
+    (`analyze_bundle(Bundle.open(path))`) is freed then, and the analysis peaks lower by its size.
+    `held`: a list to leave what the analysis built in, for a process that ends without freeing it."""
     config = config or Config()
     watch = stopwatch or Stopwatch()
     with _without_cycle_collection():
@@ -97,10 +99,12 @@ def analyze_bundle(
             loaded = load_bundle(bundle, watch, signals)
         origin = bundle.origin
         del bundle
-        return _analyze(loaded, origin, rules, settings, config, watch)
+        return _analyze(loaded, origin, rules, settings, config, watch, held)
 
 
-def _analyze(loaded: Snapshot, origin: str, rules: list[Rule], settings: dict, config: Config, watch: Stopwatch) -> Report:
+def _analyze(
+    loaded: Snapshot, origin: str, rules: list[Rule], settings: dict, config: Config, watch: Stopwatch, held: list[object] | None
+) -> Report:
     with watch.phase("join"):
         snap = join(loaded)
     with watch.phase("facts"):
@@ -122,6 +126,8 @@ def _analyze(loaded: Snapshot, origin: str, rules: list[Rule], settings: dict, c
         checked = sum(1 for o in result.outcomes.values() if o.status in ("fired", "silent"))
         undecided = sum(1 for o in result.outcomes.values() if o.status in ("unknown", "skipped"))
         diagnosis = verdict(findings, checked, undecided, gaps(snap) + rule_gaps(result.outcomes, by_id), by_id)
+    if held is not None:
+        held.append((loaded, snap, facts, result))
     return Report(
         diagnosis, findings, snap.sources, result.outcomes, origin=origin, history=history,
         prometheus_window=history_window(snap),

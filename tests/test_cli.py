@@ -268,8 +268,9 @@ def test_an_archive_that_is_not_a_bundle_is_never_healthy(tmp_path: Path) -> Non
 def _run_loading(argv: list[str], then: str = "") -> tuple[subprocess.CompletedProcess, set[str]]:
     """`llmdiag ARGV` in a fresh interpreter, then the Python `then`: its output, and the modules it loaded."""
     probe = (
-        "import sys\n"
+        "import os, sys\n"
         f"sys.argv = ['llmdiag', *{argv!r}]\n"
+        "os._exit = sys.exit  # main() ends an analysis with os._exit: this process goes on\n"
         "from diag import cli\n"
         "try:\n"
         "    cli.main()\n"
