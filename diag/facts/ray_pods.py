@@ -25,6 +25,14 @@ _VERSION_MISMATCH = re.compile(
 )
 
 
+
+def _version_mismatch(text: str | None) -> re.Match[str] | None:
+    # the regex's own prefix search is several times slower than str's, and a fleet's logs are 50 MB
+    if not text or "Version mismatch: " not in text:
+        return None
+    return _VERSION_MISMATCH.search(text)
+
+
 @dataclass
 class RayPodGroup:
     """The pods of one KubeRay cluster (label ray.io/cluster), head first."""
@@ -149,7 +157,7 @@ def version_mismatch_errors(snap: Snapshot) -> list[str]:
     for pod in snap.pods:
         for container in pod.containers:
             for text in (container.previous_logs, container.logs):
-                if text and (m := _VERSION_MISMATCH.search(text)) is not None:
+                if (m := _version_mismatch(text)) is not None:
                     found.append(
                         f"{pod.key} [{container.name}]: the cluster runs Ray {m['cluster_ray']} / Python {m['cluster_py']}, "
                         f"this process ({m['where']}) Ray {m['own_ray']} / Python {m['own_py']}"
@@ -167,6 +175,6 @@ def version_mismatch_pods(snap: Snapshot) -> list[str]:
     """Links of the pods `version_mismatches` and `version_mismatch_errors` speak of."""
     keys = {pod.key for *_, workers in _mismatched_workers(snap) for pod, _ in workers}
     for pod in snap.pods:
-        if any(_VERSION_MISMATCH.search(t) for c in pod.containers for t in (c.previous_logs, c.logs) if t):
+        if any(_version_mismatch(t) for c in pod.containers for t in (c.previous_logs, c.logs)):
             keys.add(pod.key)
     return [f"pod:{key}" for key in sorted(keys)]
