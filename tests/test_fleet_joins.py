@@ -94,7 +94,7 @@ def test_an_hpa_reads_its_own_events_not_those_of_its_namesake_in_another_namesp
               message="old", type="Warning", last_seen="2026-11-20T10:00:00Z"),
     ]
     snap.manifest = {"collected_at": "2026-12-01T10:05:00Z"}
-    hpas = kubernetes.scopes(snap, Clock.of(snap, 3600))["hpa"]
+    hpas = kubernetes.scopes(snap, kubernetes.lookups(snap, Clock.of(snap, 3600)))["hpa"]
     by_namespace = {h["namespace"]: h for h in hpas}
     assert by_namespace["team-a"]["warning_events"] == ["FailedGetPodsMetric: unable to get metric vllm:num_requests_waiting"]
     assert by_namespace["team-a"]["_aged"] == []
@@ -113,7 +113,7 @@ def test_a_rayservices_clusters_and_their_pods_and_servers() -> None:
                                         engine_args=EngineArgs(tensor_parallel_size=2, pipeline_parallel_size=1)))
     snap = join(snap)
     assert [(g.pods_total, g.pods_running) for c in snap.ray_clusters[:2] for g in c.worker_groups] == [(3, 3), (3, 3)]
-    facts = {f["name"]: f for f in kubernetes.scopes(snap, Clock.of(snap))["raycluster"]}
+    facts = {f["name"]: f for f in kubernetes.scopes(snap, kubernetes.lookups(snap, Clock.of(snap)))["raycluster"]}
     assert facts["rc-0"]["parallel_gpus_needed"] == 2 and facts["rc-1"]["parallel_gpus_needed"] is None
     # KubeRay names a RayService's clusters <service>-<suffix>: both are its, with all their pods
     links = facts["rc"]["_links"]
@@ -142,13 +142,13 @@ def _pending_replicas() -> Snapshot:
 def test_pending_replicas_share_one_placement_and_a_different_toleration_gets_its_own(monkeypatch) -> None:
     snap = _pending_replicas()
     clock = Clock.of(snap)
-    placements = [pod["placement"] for pod in kubernetes.scopes(snap, clock)["pod"]]
+    placements = [pod["placement"] for pod in kubernetes.scopes(snap, kubernetes.lookups(snap, clock))["pod"]]
     assert placements[0] is placements[1] is placements[2]
     assert placements[0]["untolerated_taints"] == ["gpu-0: dedicated=training:NoSchedule"]
     assert placements[3]["untolerated_taints"] == [] and placements[3]["tolerations"] == ["dedicated:NoSchedule op=Exists"]
     worked_out_alone = kubernetes._placement_on_nodes
     monkeypatch.setattr(kubernetes, "_placement", lambda pod, index: worked_out_alone(pod, index))
-    assert [pod["placement"] for pod in kubernetes.scopes(snap, clock)["pod"]] == placements
+    assert [pod["placement"] for pod in kubernetes.scopes(snap, kubernetes.lookups(snap, clock))["pod"]] == placements
 
 
 def test_a_vllm_server_gets_the_service_of_its_own_namespace_that_selects_its_pod() -> None:

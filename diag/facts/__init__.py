@@ -10,6 +10,7 @@ lookups), so that conditions stay short and read like the symptom they test.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
@@ -50,7 +51,9 @@ def build_facts(snap: Snapshot, clock: Clock | None = None, settings: dict | Non
         from diag.engine import default_settings  # the engine imports this package
 
         settings = default_settings()
-    cluster: dict = _guarded(snap, "kubernetes cluster", lambda: kubernetes.cluster_facts(snap, clock), {})
+    # one index for both Kubernetes parts; a failure to build it is each part's failure
+    k8s_index = functools.cache(lambda: kubernetes.lookups(snap, clock))
+    cluster: dict = _guarded(snap, "kubernetes cluster", lambda: kubernetes.cluster_facts(snap, k8s_index()), {})
     cluster |= _guarded(snap, "ray cluster", lambda: ray.cluster_facts(snap), {})
     if unwindowed_of is None:
         cluster |= _guarded(snap, "gpu cluster", lambda: gpu.cluster_facts(snap), {})
@@ -68,7 +71,7 @@ def build_facts(snap: Snapshot, clock: Clock | None = None, settings: dict | Non
     windowed_pods = None
     if unwindowed_of is not None and "pod" in unwindowed_of.scopes:
         windowed_pods = unwindowed_of.scopes["pod"], replace(clock, window_s=unwindowed_of.cluster.get("history_window_s"))
-    scopes.update(_guarded(snap, "kubernetes", lambda: kubernetes.scopes(snap, clock, windowed_pods), {}))
+    scopes.update(_guarded(snap, "kubernetes", lambda: kubernetes.scopes(snap, k8s_index(), windowed_pods), {}))
     if unwindowed_of is None:
         scopes.update(_guarded(snap, "kubernetes events", lambda: k8s_events.scopes(snap), {}))
     scopes.update(_guarded(snap, "ray", lambda: ray.scopes(snap, clock), {}))

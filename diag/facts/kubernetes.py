@@ -181,8 +181,14 @@ class _Index:
 # --------------------------------------------------------------------------- cluster
 
 
-def cluster_facts(snap: Snapshot, clock: Clock) -> dict:
-    index = _Index.of(snap, clock)
+def lookups(snap: Snapshot, clock: Clock) -> _Index:
+    """The lookups the Kubernetes facts share (pods by node and label, events by object, ...): built
+    once per build of the facts, for cluster_facts and scopes both."""
+    return _Index.of(snap, clock)
+
+
+def cluster_facts(snap: Snapshot, index: _Index) -> dict:
+    clock = index.clock
     allocatable = {n.name: placement.gpu_allocatable(n) for n in snap.nodes}
     known = snap.nodes != []
     return {
@@ -230,11 +236,11 @@ def _gpu_labels_text(node: Node) -> str:
     return ", ".join(shown) or "no GPU labels"
 
 
-def scopes(snap: Snapshot, clock: Clock, windowed_pods: tuple[list[dict], Clock] | None = None) -> dict[str, list[dict]]:
+def scopes(snap: Snapshot, index: _Index, windowed_pods: tuple[list[dict], Clock] | None = None) -> dict[str, list[dict]]:
     """`windowed_pods`: the pods' facts built with a window, and that clock, when these are built again
     without one (the history pass): a pod with nothing outside the window keeps its facts, another
     keeps those no window changes (_pod_lasting) and has the others built again."""
-    index = _Index.of(snap, clock)
+    clock = index.clock
     refusals = _failed_create_events(snap, clock)
     events_read = source_read(snap, "k8s/events.json")
     return {
