@@ -102,3 +102,20 @@ def test_yaml_files_are_cleaned_as_data_and_block_scalars_in_text() -> None:
     assert "plant" not in cleaned and "name: tls" in cleaned and "replicas: '3'" in cleaned
     in_a_log = "config:\n  db_password: >\n    plantFolded0072\n    more0073\n  port: 5432\n"
     assert redact_text(in_a_log) == f"config:\n  db_password: >\n    {REDACTED}\n  port: 5432\n"
+
+
+def test_a_value_repeated_across_a_list_is_cleaned_and_counted_every_time() -> None:
+    """Each distinct string is cleaned once per process (a fleet's 5,000 replicas repeat theirs): every
+    copy must still come out cleaned, and every copy counted in the manifest's redactions."""
+    pod = {
+        "metadata": {"name": "vllm-0", "annotations": {"note": "curl -H 'Authorization: Bearer plantRepeat0070abcdef'"}},
+        "spec": {"containers": [{"env": [{"name": "HF_TOKEN", "value": "hf_plantRepeat0071abcdefghijklmnop"}]}]},
+    }
+    listing = {"apiVersion": "v1", "items": [pod] * 3, "kind": "List"}
+    once, thrice = Redactor(), Redactor()
+    once("k8s/pods.json", json.dumps({**listing, "items": [pod]}).encode())
+    cleaned = json.loads(thrice("k8s/pods.json", json.dumps(listing).encode()))
+    assert thrice.applied == Counter({rule: 3 * count for rule, count in once.applied.items()})
+    assert sum(once.applied.values()) >= 2
+    text = json.dumps(cleaned)
+    assert "plantRepeat0070" not in text and "plantRepeat0071" not in text and text.count(REDACTED) >= 6

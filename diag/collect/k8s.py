@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
+from diag.collect import json_text
 from diag.collect.base import Sink, SourceResult, Target
 from diag.errors import ParseError
 from diag.model import Container, Pod
@@ -104,7 +105,7 @@ def collect_objects(kube: KubeAccess, target: Target, sink: Sink) -> tuple[list[
     else:
         results.extend(events)
     for kind, answer in lists.items():
-        sink.write(f"k8s/{kind}.json", json.dumps(answer, indent=4) + "\n")
+        sink.write(f"k8s/{kind}.json", json_text.dumps(answer) + "\n")
         results.append(SourceResult(f"k8s/{kind}.json", "ok", _list_detail(answer, scope_note if kind == "pods" else "")))
     return pods, results
 

@@ -30,6 +30,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from diag.collect import json_text
+
 REDACTED = "<redacted>"
 ARGV_FILE_SUFFIX = ".cmdline.txt"
 YAML_SUFFIXES = (".yaml", ".yml")  # vllm/<server>.cmdline.txt: a process's argv, one element a line
@@ -113,6 +115,7 @@ _KUBECONFIG_LINE = re.compile(
 )
 
 
+@functools.lru_cache(maxsize=1 << 14)  # JSON keys repeat: every object of a list has the same ones
 def secret_name(name: str, last_word_only: bool = False) -> bool:
     """Does a variable or flag name look like it holds a secret? ("HF_TOKEN", "--api-key", "apiKey")."""
     words = [w.lower() for w in _WORD_SPLIT.split(name) if w]
@@ -149,7 +152,7 @@ def _redact_file(rel_path: str, raw: bytes, hits: Counter[str]) -> bytes:
             if not found:
                 return raw  # nothing to hide: the file stays byte for byte as the source sent it
             hits.update(found)
-            return json.dumps(cleaned, indent=4, ensure_ascii=False).encode("utf-8", "surrogateescape")
+            return json_text.dumps(cleaned, ensure_ascii=False).encode("utf-8", "surrogateescape")
     if rel_path.endswith(YAML_SUFFIXES):
         cleaned_yaml = _redact_yaml(text, hits)
         if cleaned_yaml is not None:
@@ -380,13 +383,15 @@ def _clean_object(obj: dict, hits: Counter[str]) -> dict:
         if k == "managedFields":
             hits[MANAGED_FIELDS] += 1
             continue
-        if k in _KUBECONFIG_FIELDS and isinstance(v, str) and v and v != REDACTED:
-            hits[KUBECONFIG] += 1
-            out[k] = REDACTED
-            continue
-        if _secret_field(k, v):
-            hits[SECRET_FIELD] += 1
-            out[k] = REDACTED
+        if isinstance(v, str):  # most values: what follows, for a string, in one place
+            if k in _KUBECONFIG_FIELDS and v and v != REDACTED:
+                hits[KUBECONFIG] += 1
+                out[k] = REDACTED
+            elif _secret_field(k, v):
+                hits[SECRET_FIELD] += 1
+                out[k] = REDACTED
+            else:
+                out[k] = _clean_string(v, hits)
             continue
         if isinstance(v, dict) and (k in _ENV_DICT_KEYS or (k == "metadata" and "entrypoint" in obj)):
             v = _clean_env_dict(v, hits)  # a runtime env's env_vars; a Ray job's metadata
@@ -451,6 +456,18 @@ def _clean_argv(argv: list, hits: Counter[str]) -> list:
 
 
 def _clean_string(text: str, hits: Counter[str]) -> str:
+    cleaned, found = _cleaned_string(text)
+    for rule, count in found:
+        hits[rule] += count
+    return cleaned
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _cleaned_string(text: str) -> tuple[str, tuple[tuple[str, int], ...]]:
+    """A JSON string value cleaned, and the rules that fired on it, worked out once per distinct value:
+    a fleet's objects repeat theirs (5,000 replicas of one template; one image, one message), and
+    each value runs a dozen patterns."""
+    hits: Counter[str] = Counter()
     stripped = text.strip()
     if stripped.startswith(("{", "[")) and stripped.endswith(("}", "]")):
         try:
@@ -458,5 +475,6 @@ def _clean_string(text: str, hits: Counter[str]) -> str:
         except ValueError:
             pass
         else:  # e.g. kubectl.kubernetes.io/last-applied-configuration: a whole manifest, env included
-            return json.dumps(_clean_json(embedded, hits), ensure_ascii=False) + ("\n" if text.endswith("\n") else "")
-    return redact_text(text, hits)
+            cleaned = json.dumps(_clean_json(embedded, hits), ensure_ascii=False) + ("\n" if text.endswith("\n") else "")
+            return cleaned, tuple(hits.items())
+    return redact_text(text, hits), tuple(hits.items())
