@@ -149,9 +149,9 @@ def _redact_file(rel_path: str, raw: bytes, hits: Counter[str]) -> bytes:
         else:
             found: Counter[str] = Counter()
             cleaned = _clean_json(data, found)
-            if not found:
-                return raw  # nothing to hide: the file stays byte for byte as the source sent it
             hits.update(found)
+            if not any(found.values()):  # (a rule that looked and found nothing counts 0)
+                return raw  # nothing to hide: the file stays byte for byte as the source sent it
             return json_text.dumps(cleaned, ensure_ascii=False).encode("utf-8", "surrogateescape")
     if rel_path.endswith(YAML_SUFFIXES):
         cleaned_yaml = _redact_yaml(text, hits)
@@ -172,9 +172,9 @@ def _redact_yaml(text: str, hits: Counter[str]) -> str | None:
         return None
     found: Counter[str] = Counter()
     cleaned = [_clean_json(d, found) for d in documents]
-    if not found:
-        return text
     hits.update(found)
+    if not any(found.values()):
+        return text
     return yaml.safe_dump_all(cleaned, sort_keys=False, allow_unicode=True)
 
 
@@ -383,7 +383,7 @@ def _clean_object(obj: dict, hits: Counter[str]) -> dict:
         if k == "managedFields":
             hits[MANAGED_FIELDS] += 1
             continue
-        if isinstance(v, str):  # most values: what follows, for a string, in one place
+        if isinstance(v, str):  # most values: what follows for a string, inlined (a fleet has millions)
             if k in _KUBECONFIG_FIELDS and v and v != REDACTED:
                 hits[KUBECONFIG] += 1
                 out[k] = REDACTED
@@ -391,7 +391,9 @@ def _clean_object(obj: dict, hits: Counter[str]) -> dict:
                 hits[SECRET_FIELD] += 1
                 out[k] = REDACTED
             else:
-                out[k] = _clean_string(v, hits)
+                out[k], found = _cleaned_string(v)
+                for rule, count in found:
+                    hits[rule] += count
             continue
         if isinstance(v, dict) and (k in _ENV_DICT_KEYS or (k == "metadata" and "entrypoint" in obj)):
             v = _clean_env_dict(v, hits)  # a runtime env's env_vars; a Ray job's metadata
@@ -399,14 +401,9 @@ def _clean_object(obj: dict, hits: Counter[str]) -> dict:
     return out
 
 
-def _secret_field(name: str, value: Any) -> bool:
+def _secret_field(name: str, value: str) -> bool:
     """"example.com/api-token": "..." (an annotation), "password": "...": a secret-named key's string."""
-    return (
-        isinstance(value, str)
-        and value not in ("", REDACTED)
-        and name not in _NAMING_KEYS
-        and secret_name(name, last_word_only=True)
-    )
+    return value not in ("", REDACTED) and name not in _NAMING_KEYS and secret_name(name, last_word_only=True)
 
 
 def _clean_env_dict(env: dict, hits: Counter[str]) -> dict:
@@ -477,4 +474,13 @@ def _cleaned_string(text: str) -> tuple[str, tuple[tuple[str, int], ...]]:
         else:  # e.g. kubectl.kubernetes.io/last-applied-configuration: a whole manifest, env included
             cleaned = json.dumps(_clean_json(embedded, hits), ensure_ascii=False) + ("\n" if text.endswith("\n") else "")
             return cleaned, tuple(hits.items())
+    if _PLAIN_WORD.fullmatch(text) and _TOKEN_FORMATS.search(text) is None and not _detector_spans(text):
+        return text, _NOTHING_DETECTED
     return redact_text(text, hits), tuple(hits.items())
+
+
+# A name, a uid, a version: no space, quote, "=", ":" or "/", so of the text rules only the token
+# formats and the detectors can match it (every other rule needs one of those); redact_text on it
+# changes nothing then, and counts only the detectors' zero (diag/collect/test_redact_plain.py).
+_PLAIN_WORD = re.compile(r"[A-Za-z0-9._\-]*")
+_NOTHING_DETECTED = ((DETECTOR, 0),)
