@@ -231,7 +231,10 @@ def _read_file(path: Path, rel: str, reader: _Reader) -> None:
         elif info.st_nlink > 1:
             reader.refuse(rel, f"a hard link ({info.st_nlink} names for one file): not read")
         elif reader.room(rel, info.st_size):
-            data = f.read(reader.limits.file_bytes + 1)
+            # read(n) makes an n-byte buffer first: the file's own size, then what it grew by, if it did
+            data = f.read(info.st_size + 1)
+            if len(data) > info.st_size:
+                data += f.read(reader.limits.file_bytes + 1 - len(data))
             if len(data) > reader.limits.file_bytes:  # grew while read
                 reader.refuse(rel, f"over the limit of {reader.limits.file_bytes:,} bytes for one file (setting bundle_max_file_bytes): not read")
             else:
