@@ -5,7 +5,7 @@ neither warms the other, (1) the bare parse: every .json through json.loads, eve
 ElementTree, every other file split into lines; (2) `llmdiag analyze BUNDLE --output json`. Each is
 run --runs times; the medians of CPU seconds (user + system) and the peak RSS are printed, with the
 ratio analyze / bare parse, the growth from the size before, and whether every injected fault was
-found.
+found. The package's bytecode is compiled first, as an installed package has it.
 
     python bench/bench_analyze.py [--size S --size M ...] [--runs 3] [--work /tmp/llmdiag-fleet]
 """
@@ -73,6 +73,9 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="reuse bundles already generated under --work")
     args = parser.parse_args()
     sizes = args.size or ["S", "M", "L"]
+    # The package's bytecode, as an install has it (pip compiles at install time): with
+    # PYTHONDONTWRITEBYTECODE set, as on the CI machines, every run would compile diag/ again.
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "diag")], check=True)
     print(f"{'size':>4} {'MB':>7} {'bare s':>8} {'analyze s':>10} {'ratio':>6} {'growth':>7} {'RSS MB':>7} {'xbundle':>7}  faults")
     previous: tuple[float, float] | None = None
     for size in sizes:
