@@ -89,7 +89,8 @@ def gpu_memory_shortfall(line: str) -> dict | None:
 # `kubectl logs --timestamps`: "2025-08-19T14:58:40.123456789Z ..." at the start of the line.
 _VLLM_TIME = re.compile(r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?\b")
 _KUBECTL_TIME = re.compile(r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:Z|[+-]\d{2}:\d{2})\s")
-_READY = re.compile(r"Application startup complete|Uvicorn running on")
+_READY_LITERALS = ("Application startup complete", "Uvicorn running on")
+_READY = re.compile("|".join(map(re.escape, _READY_LITERALS)))
 _SECONDS = r"(\d+(?:\.\d+)?) s(?:econds)?\b"
 _WEIGHTS = re.compile(r"Loading weights took " + _SECONDS)
 _MODEL_LOADING = re.compile(r"Model loading took (?:\d+(?:\.\d+)? GiB(?: memory)? and )?" + _SECONDS)
@@ -106,15 +107,30 @@ def model_load_seconds(text: str) -> float | None:
     (profile, create kv cache, warmup model) took"), the slowest worker of each. None when the log
     shows neither.
     """
-    lines = text.splitlines()
-    span = _startup_span(lines)
-    if span is not None:
-        return span
+    head = _up_to_first_ready_line(text)
+    lines = None
+    if head is not None:
+        span = _startup_span(head)
+        if span is None:  # no stamp before the first ready line: a later one may have one
+            span = _startup_span(lines := text.splitlines())
+        if span is not None:
+            return span
+    lines = lines if lines is not None else text.splitlines()
     loading = _longest(_MODEL_LOADING, lines) or _longest(_WEIGHTS, lines)
     init = _longest(_ENGINE_INIT, lines)
     if loading is None and init is None:
         return None
     return (loading or 0.0) + (init or 0.0)
+
+
+def _up_to_first_ready_line(text: str) -> list[str] | None:
+    """The lines up to the first that _READY matches, without splitting the rest (a server's log is
+    hundreds of serving lines after its start-up); None when no line does."""
+    found = [at for at in (text.find(literal) for literal in _READY_LITERALS) if at >= 0]
+    if not found:
+        return None
+    end = text.find("\n", min(found))
+    return text[: end if end >= 0 else len(text)].splitlines()
 
 
 def _startup_span(lines: list[str]) -> float | None:

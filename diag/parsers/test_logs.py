@@ -209,6 +209,17 @@ def test_kubectl_timestamps_are_preferred():
     assert model_load_seconds(stamped) == 181.0
 
 
+def test_a_ready_line_before_any_stamp_leaves_the_span_to_a_later_one():
+    """Only the lines up to the first ready line are split; a ready line with no stamp before it (a
+    restart's tail) does not end the search, and the serving lines after the start-up are not read."""
+    text = (
+        "INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)\r\n"
+        + CLEAN_START
+        + "".join(f'INFO:     10.0.0.1:5{n:03d} - "POST /v1/completions HTTP/1.1" 200 OK\n' for n in range(300))
+    )
+    assert model_load_seconds(text) == model_load_seconds(CLEAN_START) == 125.0
+
+
 def test_durations_when_the_server_never_came_up():
     killed = "\n".join(CLEAN_START.splitlines()[:9])  # killed (e.g. by its liveness probe) before uvicorn started
     assert model_load_seconds(killed) == pytest.approx(49.735102 + 54.02)
