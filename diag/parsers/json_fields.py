@@ -120,7 +120,8 @@ class Fields:
 
     def children(self, key: str) -> list[Fields]:
         items = self._typed(key, (list,), "a list") or []
-        return [Fields(item, self.where, f"{self._path(key)}[{i}]") for i, item in enumerate(items)]
+        path = self._path(key)
+        return [Fields(item, self.where, f"{path}[{i}]") for i, item in enumerate(items)]
 
     def strings(self, key: str) -> list[str]:
         items = self._typed(key, (list,), "a list of strings") or []
@@ -132,6 +133,8 @@ class Fields:
     def string_map(self, key: str) -> dict[str, str]:
         """A map of strings (labels, nodeSelector, resource amounts); numbers are kept as their text."""
         value = self._typed(key, (dict,), "an object") or {}
+        if all(type(item) is str for item in value.values()):  # as the API writes them: no item to convert
+            return dict(value)
         result: dict[str, str] = {}
         for name, item in value.items():
             if isinstance(item, bool) or not isinstance(item, (str, int, float)):
@@ -145,4 +148,7 @@ class Fields:
 
     def raw_objects(self, key: str) -> list[dict]:
         """A list of objects kept as the API gives them (tolerations, volumes, ...)."""
+        items = self.data.get(key)
+        if type(items) is list and all(type(item) is dict for item in items):
+            return list(items)
         return [item.data for item in self.children(key)]

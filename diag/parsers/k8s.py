@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import yaml
 
@@ -46,20 +47,71 @@ _CONTAINER_STATES = ("running", "waiting", "terminated")
 Addresses = dict[tuple[str, str], tuple[list[str], list[str]]]
 
 
-@dataclass
+@dataclass(slots=True)
 class _Object:
     """One API object of the answer, with its identity read and its fields labelled by it."""
 
     kind: str
     namespace: str | None
     name: str
-    metadata: Fields
-    fields: Fields
+    where: str  # e.g. "pod ml/vllm-0", the start of every error message about the object
+    data: dict[str, Any]
+    metadata_data: dict[str, Any]
+
+    @property
+    def fields(self) -> Fields:
+        return Fields(self.data, self.where)
+
+    @property
+    def metadata(self) -> Fields:
+        return Fields(self.metadata_data, self.where, "metadata")
 
     def require_namespace(self) -> str:
         if not self.namespace:
-            raise ParseError(f"{self.fields.where}: metadata.namespace is missing")
+            raise ParseError(f"{self.where}: metadata.namespace is missing")
         return self.namespace
+
+
+class _Irregular(Exception):
+    """A field the plain reading of an item does not take as it is (of another type, or missing where
+    it is required): the item is read again with `Fields`, which says what is wrong."""
+
+
+# Plain readers: a fleet's answer holds hundreds of thousands of fields, nearly all of the expected
+# type; these read them without a `Fields` per object and leave the rest to the checked reading.
+
+
+def _text(data: dict[str, Any], key: str) -> str | None:
+    value = data.get(key)
+    if value is None or type(value) is str:
+        return value
+    raise _Irregular
+
+
+def _integer(data: dict[str, Any], key: str) -> int | None:
+    value = data.get(key)
+    if value is None or type(value) is int:
+        return value
+    raise _Irregular
+
+
+def _object(data: dict[str, Any], key: str) -> dict[str, Any]:
+    value = data.get(key)
+    if type(value) is dict:
+        return value
+    if value is None:
+        return {}
+    raise _Irregular
+
+
+def _objects_of(data: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    """A list of objects (a null item, which `Fields` reads as empty, is left to the checked reading)."""
+    items = data.get(key)
+    if items is None:
+        return []
+    if type(items) is list and all(type(item) is dict for item in items):
+        return items
+    raise _Irregular
 
 
 def _objects(text: str, *kinds: str) -> list[_Object]:
@@ -75,16 +127,37 @@ def _objects(text: str, *kinds: str) -> list[_Object]:
     if "items" in doc:
         if kind not in (None, "List") and kind.removesuffix("List") not in kinds:
             raise ParseError(f"expected {_a(wanted)} list, found {_a(kind)}")
-        raw_items = top.children("items")
-    elif kind in kinds:
-        raw_items = [top]
-    else:
-        raise ParseError(f"expected {_a(wanted)} list, found {_a(kind) if kind else 'an object with no kind and no items'}")
-    return [_identify(item, i, kinds) for i, item in enumerate(raw_items)]
+        items = doc["items"]
+        if items is not None and type(items) is not list:
+            raise top.error("items", "a list", items)
+        return [_identify(item, i, kinds) for i, item in enumerate(items or ())]
+    if kind in kinds:
+        return [_identify(doc, None, kinds)]
+    raise ParseError(f"expected {_a(wanted)} list, found {_a(kind) if kind else 'an object with no kind and no items'}")
 
 
-def _identify(item: Fields, index: int, kinds: tuple[str, ...]) -> _Object:
-    place = f"items[{index}]" if item.path else "the object"
+def _identify(item: Any, index: int | None, kinds: tuple[str, ...]) -> _Object:
+    """The identity of the list's item `index` (None: the document is the object itself)."""
+    try:
+        return _plain_identity(item, kinds)
+    except _Irregular:
+        return _checked_identity(Fields(item, "", "" if index is None else f"items[{index}]"), kinds)
+
+
+def _plain_identity(item: Any, kinds: tuple[str, ...]) -> _Object:
+    if type(item) is not dict:
+        raise _Irregular
+    item_kind, metadata = _text(item, "kind"), item.get("metadata")
+    if (item_kind is not None and item_kind not in kinds) or type(metadata) is not dict:
+        raise _Irregular
+    name, namespace = _text(metadata, "name"), _text(metadata, "namespace") or None
+    if not name:
+        raise _Irregular
+    return _new_object(item_kind or kinds[0], namespace, name, item, metadata)
+
+
+def _checked_identity(item: Fields, kinds: tuple[str, ...]) -> _Object:
+    place = item.path or "the object"
     item_kind = item.text("kind")
     if item_kind is not None and item_kind not in kinds:
         raise ParseError(f"{place} is {_a(item_kind)}, not {_a(kinds[0])}")
@@ -92,10 +165,12 @@ def _identify(item: Fields, index: int, kinds: tuple[str, ...]) -> _Object:
     name = metadata.text("name")
     if not name:
         raise ParseError(f"{place}: metadata.name is missing")
-    namespace = metadata.text("namespace") or None
-    kind = item_kind or kinds[0]
+    return _new_object(item_kind or kinds[0], metadata.text("namespace") or None, name, item.data, metadata.data)
+
+
+def _new_object(kind: str, namespace: str | None, name: str, data: dict[str, Any], metadata: dict[str, Any]) -> _Object:
     where = f"{kind.lower()} {namespace}/{name}" if namespace else f"{kind.lower()} {name}"
-    return _Object(kind, namespace, name, Fields(metadata.data, where, "metadata"), Fields(item.data, where))
+    return _Object(kind, namespace, name, where, data, metadata)
 
 
 def _a(kind: str) -> str:
@@ -126,6 +201,26 @@ def _int_or_name(fields: Fields, key: str) -> int | str | None:
 
 def _conditions(fields: Fields) -> dict[str, dict]:
     """status.conditions[] as type -> {status, reason, message}."""
+    try:
+        return _plain_conditions(fields.data)
+    except _Irregular:
+        return _checked_conditions(fields)
+
+
+def _plain_conditions(data: dict[str, Any]) -> dict[str, dict]:
+    return {
+        _present(_text(c, "type")): {"status": _text(c, "status"), "reason": _text(c, "reason"), "message": _text(c, "message")}
+        for c in _objects_of(data, "conditions")
+    }
+
+
+def _present(value: str | None) -> str:
+    if value is None:
+        raise _Irregular
+    return value
+
+
+def _checked_conditions(fields: Fields) -> dict[str, dict]:
     return {
         _required_text(c, "type"): {"status": c.text("status"), "reason": c.text("reason"), "message": c.text("message")}
         for c in fields.children("conditions")
@@ -427,16 +522,47 @@ _EVENTS_API_EVENT = _EventFields(
 
 def parse_events(text: str) -> list[Event]:
     """core/v1 Events and events.k8s.io/v1 Events (regarding/note/series/reportingController)."""
-    events = []
-    for obj in _objects(text, "Event"):
-        api = obj.fields.text("apiVersion") or ""
-        new_api = api.startswith("events.k8s.io/") or (not api and "regarding" in obj.fields)
-        events.append(_event(obj, _EVENTS_API_EVENT if new_api else _CORE_EVENT))
-    return events
+    return [_event(obj) for obj in _objects(text, "Event")]
 
 
-def _event(obj: _Object, names: _EventFields) -> Event:
+def _event_names(api_version: str, regarding: object) -> _EventFields:
+    new_api = api_version.startswith("events.k8s.io/") or (not api_version and regarding is not None)
+    return _EVENTS_API_EVENT if new_api else _CORE_EVENT
+
+
+def _event(obj: _Object) -> Event:
+    try:
+        return _plain_event(obj)
+    except _Irregular:
+        return _checked_event(obj)
+
+
+def _plain_event(obj: _Object) -> Event:
+    """`_checked_event` on plain dicts: the same fields read, under the same conditions."""
+    e = obj.data
+    names = _event_names(_text(e, "apiVersion") or "", e.get("regarding"))
+    about, series, source = _object(e, names.regarding), _object(e, "series"), _object(e, names.source)
+    involved_kind, involved_name = _text(about, "kind"), _text(about, "name")
+    if involved_kind is None or involved_name is None:
+        raise _Irregular
+    return Event(
+        namespace=_text(about, "namespace") or obj.namespace,
+        involved_kind=involved_kind,
+        involved_name=involved_name,
+        reason=_text(e, "reason") or "",
+        message=_text(e, names.note) or "",
+        type=_text(e, "type") or "",
+        count=_integer(series, "count") or _integer(e, names.count) or 1,
+        last_seen=_text(series, "lastObservedTime") or _text(e, names.last_timestamp) or _text(e, "eventTime")
+        or _text(e, names.first_timestamp),
+        source=_text(e, names.reporter) or _text(source, "component") or _text(source, "host"),
+        involved_uid=_text(about, "uid") or None,
+    )
+
+
+def _checked_event(obj: _Object) -> Event:
     e = obj.fields
+    names = _event_names(e.text("apiVersion") or "", e.data.get("regarding"))
     about, series, source = e.child(names.regarding), e.child("series"), e.child(names.source)
     return Event(
         namespace=about.text("namespace") or obj.namespace,
@@ -607,8 +733,8 @@ def _v1_hpa_conditions(obj: _Object) -> dict[str, dict]:
     try:
         conditions = load_json(raw)
     except ParseError as e:
-        raise ParseError(f"{obj.fields.where}: {place}: {e}") from None
-    return _conditions(Fields({"conditions": conditions}, obj.fields.where, place))
+        raise ParseError(f"{obj.where}: {place}: {e}") from None
+    return _conditions(Fields({"conditions": conditions}, obj.where, place))
 
 
 def parse_daemonsets(text: str) -> list[DaemonSet]:
@@ -617,7 +743,7 @@ def parse_daemonsets(text: str) -> list[DaemonSet]:
         pod_spec = obj.fields.child("spec").child("template").child("spec")
         status = obj.fields.child("status")
         containers = pod_spec.children("containers")
-        first = containers[0] if containers else Fields({}, obj.fields.where)
+        first = containers[0] if containers else Fields({}, obj.where)
         daemonsets.append(
             DaemonSet(
                 namespace=obj.require_namespace(),

@@ -4,10 +4,12 @@ messages follow the scheduler and kubelet wording in shared/reference/k8s/."""
 import copy
 import json
 import re
+from typing import NoReturn
 
 import pytest
 
 from diag.errors import ParseError
+from diag.model import Container, Event, Pod, Probe
 from diag.parsers import k8s
 
 
@@ -958,3 +960,197 @@ def test_a_truncated_list_keeps_its_kind_for_the_parser():
     cut = k8s.recover_truncated_list(text)
     assert cut is not None and cut.items == 1
     assert [n.name for n in k8s.parse_nodes(cut.text)] == ["gpu-1"]
+
+
+# --------------------------------------------------------------------------- events and pods: every field, odd input
+
+
+def test_every_event_field():
+    assert k8s.parse_events(as_list(*CORE_EVENTS, EVENTS_K8S_IO)) == [
+        Event("llm", "Pod", "llama-70b-0", "FailedScheduling", CORE_EVENTS[0]["message"], "Warning", 70,
+              "2025-08-12T05:29:00Z", "default-scheduler", "8209d63f-aa89-450d-9813-d555ddcaa175"),
+        Event("llm", "Pod", "llama-8b-7d9c6b5f4-x2x9k", "Unhealthy", CORE_EVENTS[1]["message"], "Warning", 3,
+              "2025-08-12T06:41:57Z", "kubelet", None),
+        Event("llm", "Pod", "llama-8b-7d9c6b5f4-x2x9k", "BackOff", CORE_EVENTS[2]["message"], "Warning", 256,
+              "2025-08-12T06:44:41.000000Z", "kubelet", None),
+        Event("default", "Node", "gpu-node-3", "NodeNotReady", "Node is not ready", "Normal", 1,
+              "2025-08-12T04:00:00Z", "node-controller", "gpu-node-3"),
+        Event("llm", "Pod", "llama-8b-7d9c6b5f4-x2x9k", "Killing", EVENTS_K8S_IO["note"], "Normal", 4,
+              "2025-08-12T06:41:57Z", "kubelet", None),
+    ]
+
+
+def test_event_fields_left_out_or_null():
+    bare = {"metadata": {"name": "e1", "namespace": ""}, "involvedObject": {"kind": "", "name": "x", "uid": ""},
+            "reason": None, "message": None, "type": None, "count": 0, "source": None, "series": None}
+    (event,) = k8s.parse_events(as_list(bare))
+    assert event == Event(None, "", "x", "", "", "", 1, None, None, None)
+    regarding_only = {"metadata": {"name": "e2", "namespace": "llm"}, "regarding": {"kind": "Pod", "name": "p"},
+                      "deprecatedSource": {"host": "gpu-node-1"}, "deprecatedFirstTimestamp": "2025-08-12T04:00:00Z"}
+    (event,) = k8s.parse_events(as_list(regarding_only))  # no apiVersion: events.k8s.io, as it has `regarding`
+    assert event == Event("llm", "Pod", "p", "", "", "", 1, "2025-08-12T04:00:00Z", "gpu-node-1", None)
+
+
+def test_event_fields_read_only_when_needed():
+    """A field behind one that answers (series.count before count) is not read, so its type does not matter."""
+    event = {**CORE_EVENTS[2], "count": "many", "lastTimestamp": 7, "source": {"component": 1}}
+    (parsed,) = k8s.parse_events(as_list(event))
+    assert (parsed.count, parsed.last_seen, parsed.source) == (256, "2025-08-12T06:44:41.000000Z", "kubelet")
+
+
+@pytest.mark.parametrize(
+    ("item", "expected"),
+    [
+        ("an event", "items[0]: expected an object, found a string"),
+        (None, "items[0]: metadata.name is missing"),
+        ({"kind": "Event"}, "items[0]: metadata.name is missing"),
+        ({"kind": 5, "metadata": {"name": "e"}}, "items[0].kind: expected a string, found an integer"),
+        ({"metadata": []}, "items[0].metadata: expected an object, found a list"),
+        ({"metadata": {"name": ""}}, "items[0]: metadata.name is missing"),
+        ({"metadata": {"name": 1}}, "items[0].metadata.name: expected a string, found an integer"),
+        ({"metadata": {"name": "e", "namespace": True}}, "items[0].metadata.namespace: expected a string, found a boolean"),
+        ({**CORE_EVENTS[0], "apiVersion": 1}, "event llm/llama-70b-0.17e9a2b3c4d5e6f7: apiVersion: expected a string, found an integer"),
+        ({**CORE_EVENTS[0], "involvedObject": ["Pod"]},
+         "event llm/llama-70b-0.17e9a2b3c4d5e6f7: involvedObject: expected an object, found a list"),
+        ({**CORE_EVENTS[0], "involvedObject": {"kind": "Pod"}},
+         "event llm/llama-70b-0.17e9a2b3c4d5e6f7: involvedObject.name: expected a string, found null"),
+        ({**CORE_EVENTS[0], "involvedObject": {**CORE_EVENTS[0]["involvedObject"], "uid": 5}}, "involvedObject.uid: expected a string"),
+        ({**CORE_EVENTS[0], "reason": ["x"]}, "event llm/llama-70b-0.17e9a2b3c4d5e6f7: reason: expected a string, found a list"),
+        ({**CORE_EVENTS[0], "count": True}, "count: expected an integer, found a boolean"),
+        ({**CORE_EVENTS[0], "count": 2.0}, "count: expected an integer, found a number"),
+        ({**CORE_EVENTS[0], "series": {"count": "2"}}, "series.count: expected an integer, found a string"),
+        ({**CORE_EVENTS[0], "source": "kubelet"}, "source: expected an object, found a string"),
+        ({**CORE_EVENTS[1], "reportingComponent": {}}, "reportingComponent: expected a string, found an object"),
+        ({**CORE_EVENTS[3], "lastTimestamp": 1}, "event default/gpu-node-3.17e9a2b3c4d5e6fa: lastTimestamp: expected a string"),
+        ({**EVENTS_K8S_IO, "note": 1}, "note: expected a string, found an integer"),
+    ],
+)
+def test_bad_event_items(item, expected):
+    assert expected in one_line_error(k8s.parse_events, as_list(item))
+
+
+def test_duplicate_keys_are_refused_at_every_depth():
+    text = as_list(CORE_EVENTS[0]).replace('"reason": "FailedScheduling"', '"reason": "A", "reason": "FailedScheduling"')
+    assert one_line_error(k8s.parse_events, text) == "not valid JSON: the key 'reason' twice in one object"
+    text = as_list(CORE_EVENTS[0]).replace('"kind": "Pod"', '"kind": "Pod", "kind": "Node"')
+    assert one_line_error(k8s.parse_events, text) == "not valid JSON: the key 'kind' twice in one object"
+    text = json.dumps(VLLM_POD).replace('"cpu": "8"', '"cpu": "8", "cpu": "9"')
+    assert one_line_error(k8s.parse_pods, text) == "not valid JSON: the key 'cpu' twice in one object"
+    text = '{"kind": "List", "items": [], "items": []}'
+    assert one_line_error(k8s.parse_pods, text) == "not valid JSON: the key 'items' twice in one object"
+
+
+def test_unicode_names_and_messages():
+    event = copy.deepcopy(CORE_EVENTS[0])
+    event["metadata"]["name"] = "modèle-0.17e9"
+    event["message"] = "ノードが足りません \U0001f680"
+    text = as_list(event)
+    for same in (text, json.dumps(json.loads(text), ensure_ascii=False), "\ufeff" + text):
+        (parsed,) = k8s.parse_events(same)
+        assert parsed.message == "ノードが足りません \U0001f680"
+    assert "event llm/modèle-0.17e9: count" in one_line_error(k8s.parse_events, as_list({**event, "count": "x"}))
+
+
+def test_a_truncated_event_list_keeps_its_complete_events():
+    text = as_list(*CORE_EVENTS)
+    cut = k8s.recover_truncated_list(cut_at(text, '"NodeNotReady"'))
+    assert cut is not None and cut.items == 3
+    assert k8s.parse_events(cut.text) == k8s.parse_events(as_list(*CORE_EVENTS[:3]))
+
+
+def test_every_pod_field():
+    (pod,) = k8s.parse_pods(as_list(VLLM_POD))
+    (vllm,) = pod.containers
+    assert vllm == Container(
+        name="vllm", image="vllm/vllm-openai:v0.10.1", command=["vllm", "serve"],
+        args=VLLM_POD["spec"]["containers"][0]["args"],
+        env={"VLLM_LOGGING_LEVEL": "INFO", "EMPTY": "", "HF_TOKEN": "<from:secretKeyRef>", "POD_IP": "<from:fieldRef>"},
+        ports={"http": 8000, "9090": 9090},
+        requests={"cpu": "4", "memory": "32Gi", "nvidia.com/gpu": "1"},
+        limits={"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "1"},
+        probes=[Probe("liveness", "httpGet", "/health", 8000, 60, 10, 5, 3), Probe("readiness", "exec", None, None, 0, 5, 1, 3),
+                Probe("startup", "tcpSocket", None, "http", 0, 10, 1, 60)],
+        ready=False, restart_count=16, state="waiting", state_reason="CrashLoopBackOff",
+        state_message=VLLM_POD["status"]["containerStatuses"][0]["state"]["waiting"]["message"],
+        last_terminated_reason="OOMKilled", last_exit_code=137, last_finished_at="2025-08-12T06:42:07Z",
+    )
+    metadata, spec = VLLM_POD["metadata"], VLLM_POD["spec"]
+    assert pod == Pod(
+        namespace="llm", name=metadata["name"], uid=metadata["uid"], labels=metadata["labels"], annotations=metadata["annotations"],
+        owner_kind="ReplicaSet", owner_name="llama-8b-7d9c6b5f4", node_name="gpu-node-1", phase="Running", pod_ip="10.244.1.18",
+        conditions={"PodScheduled": {"status": "True", "reason": None, "message": None},
+                    "Ready": {"status": "False", "reason": "ContainersNotReady", "message": "containers with unready status: [vllm]"}},
+        containers=[vllm], node_selector=spec["nodeSelector"], affinity=spec["affinity"], tolerations=spec["tolerations"],
+        topology_spread_constraints=spec["topologySpreadConstraints"], volumes=spec["volumes"],
+    )
+
+
+def test_pod_fields_left_out_null_or_numbers():
+    pod = {"metadata": {"name": "p", "namespace": "ns", "labels": {"replicas": 2, "ratio": 0.5, "none": "x"},
+                        "annotations": None, "uid": None},
+           "spec": {"containers": [{"name": "c", "image": None, "env": [{"name": "A", "valueFrom": None, "value": "1"},
+                                                                        {"name": "B", "valueFrom": {"x": None}}],
+                                    "resources": None}],
+                    "tolerations": [None, {"operator": "Exists"}], "volumes": None, "affinity": None},
+           "status": {"containerStatuses": [{"name": "other", "ready": True}], "conditions": None}}
+    (parsed,) = k8s.parse_pods(as_list(pod))
+    assert parsed == Pod(namespace="ns", name="p", labels={"replicas": "2", "ratio": "0.5", "none": "x"},
+                         containers=[Container("c", env={"A": "1", "B": "<from:unknown>"})],
+                         tolerations=[{}, {"operator": "Exists"}])
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "expected"),
+    [
+        (["metadata", "labels", "app"], True, "pod llm/llama-8b-7d9c6b5f4-x2x9k: metadata.labels.app: expected a string, found a boolean"),
+        (["metadata", "annotations", "a"], None, "metadata.annotations.a: expected a string, found null"),
+        (["metadata", "uid"], 1, "metadata.uid: expected a string, found an integer"),
+        (["metadata", "ownerReferences", 0, "controller"], "yes", "metadata.ownerReferences[0].controller: expected a boolean"),
+        (["metadata", "ownerReferences"], {}, "metadata.ownerReferences: expected a list, found an object"),
+        (["spec"], [], "pod llm/llama-8b-7d9c6b5f4-x2x9k: spec: expected an object, found a list"),
+        (["spec", "nodeName"], 3, "spec.nodeName: expected a string, found an integer"),
+        (["spec", "containers", 0], None, "spec.containers[0].name: expected a string, found null"),
+        (["spec", "containers", 0, "image"], ["x"], "spec.containers[0].image: expected a string, found a list"),
+        (["spec", "containers", 0, "env", 0, "value"], 1, "spec.containers[0].env[0].value: expected a string"),
+        (["spec", "containers", 0, "ports", 0, "name"], 1, "spec.containers[0].ports[0].name: expected a string"),
+        (["spec", "containers", 0, "resources", "limits"], [], "spec.containers[0].resources.limits: expected an object"),
+        (["spec", "containers", 0, "livenessProbe", "periodSeconds"], 1.5,
+         "spec.containers[0].livenessProbe.periodSeconds: expected an integer, found a number"),
+        (["spec", "affinity"], "any", "spec.affinity: expected an object, found a string"),
+        (["spec", "volumes", 1], 3, "spec.volumes[1]: expected an object, found an integer"),
+        (["status", "phase"], 1, "status.phase: expected a string, found an integer"),
+        (["status", "conditions", 0, "type"], None, "status.conditions[0].type: expected a string, found null"),
+        (["status", "containerStatuses", 0, "name"], 1, "status.containerStatuses[0].name: expected a string"),
+        (["status", "containerStatuses", 0, "state", "waiting"], "x", "state.waiting: expected an object, found a string"),
+        (["status", "containerStatuses", 0, "lastState", "terminated", "exitCode"], "137",
+         "status.containerStatuses[0].lastState.terminated.exitCode: expected an integer, found a string"),
+    ],
+)
+def test_bad_pod_fields(path, value, expected):
+    assert expected in one_line_error(k8s.parse_pods, _broken(path, value))
+
+
+@pytest.mark.parametrize(
+    ("parse", "doc"),
+    [(k8s.parse_pods, VLLM_POD), (k8s.parse_pods, RAY_WORKER_POD), (k8s.parse_nodes, GPU_NODE),
+     *((k8s.parse_events, event) for event in (*CORE_EVENTS, EVENTS_K8S_IO))],
+)
+def test_plain_and_checked_readings_agree(parse, doc, monkeypatch):
+    """The plain reading of well-typed items gives what the checked reading would, and leaves every odd one to it."""
+    def read_all(doc):
+        texts = [as_list(m) for m in _mutations(doc)] + [as_list(doc, odd) for odd in ("x", None, [], {}, {"metadata": 1})]
+        found = []
+        for text in texts:
+            try:
+                found.append(parse(text))
+            except ParseError as e:
+                found.append(str(e))
+        return found
+
+    def irregular(*_: object) -> NoReturn:
+        raise k8s._Irregular
+
+    plain = read_all(doc)
+    for reader in ("_plain_identity", "_plain_event", "_plain_conditions"):
+        monkeypatch.setattr(k8s, reader, irregular)
+    assert read_all(doc) == plain
