@@ -34,10 +34,19 @@ _METRIC_TYPES = frozenset(
 )
 _SHOWN_CHARS = 60
 # The shape nearly every line of a real scrape has: a name, labels without escapes, blanks or empty
-# pairs, a value and maybe a timestamp. Read in one match; any other line takes the full parser.
+# pairs, a value and maybe a timestamp, one space apart. parse_exposition reads such a line with
+# plain numbers in one match (_PLAIN_NUMBERED_SAMPLE); _sample reads the others of that shape in one
+# match too, with any token as the value (`a 1#2` has a bad value, not an exemplar); any other line
+# takes the full parser.
 _PLAIN_LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*="[^"\\]*"'
-_PLAIN_SAMPLE = re.compile(rf"([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{{((?:{_PLAIN_LABEL}(?:,{_PLAIN_LABEL})*,?)?)\}})? (\S+)(?: (\S+))?")
+_PLAIN_NAME_AND_LABELS = rf"([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{{((?:{_PLAIN_LABEL}(?:,{_PLAIN_LABEL})*,?)?)\}})?"
+_PLAIN_SAMPLE = re.compile(rf"{_PLAIN_NAME_AND_LABELS} (\S+)(?: (\S+))?")
 _PLAIN_PAIR = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="([^"]*)"')
+# Numbers _FLOAT accepts, in ASCII only: float() reads them alike, and never refuses one.
+_PLAIN_NUMBER = r"(?:[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?Inf|NaN)"
+_PLAIN_NUMBERED_SAMPLE = re.compile(rf"{_PLAIN_NAME_AND_LABELS} ({_PLAIN_NUMBER})(?: {_PLAIN_NUMBER})?")
+# A plain label block, read: its labels, and their sorted pairs, which key its series.
+_LabelSet = tuple[dict[str, str], tuple[tuple[str, str], ...]]
 # Series that count, by suffix: (suffix, the family types whose series they are). OpenMetrics names a
 # counter family without its `_total`.
 _COUNT_PARTS = (
@@ -61,39 +70,64 @@ def parse_exposition(text: str) -> Exposition:
     if not text.strip():
         raise ParseError("empty file, expected Prometheus text exposition")
     result = Exposition()
+    add_sample, add_error = result.samples.append, result.errors.append
     seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
     eof_line: int | None = None
     types: dict[str, str] = {}  # family -> its # TYPE
     counts: dict[str, bool] = {}  # sample name -> whether it counts, by the # TYPE lines read so far
-    for number, raw in enumerate(text.lstrip("\ufeff").splitlines(), start=1):
-        line = raw.strip()
-        if not line:
-            continue
+    label_sets: dict[str | None, _LabelSet | None] = {None: ({}, ())}  # plain label blocks read so far
+    numbered = enumerate(text.lstrip("\ufeff").splitlines(), start=1)
+    for number, line in numbered:
         try:
-            if eof_line is not None:
-                raise _BadLine(f"text after '# EOF' (line {eof_line})")
-            if line.startswith("#"):
-                if _check_comment(line):
-                    eof_line = number
-                if _note_type(line, types):
-                    counts.clear()
-                continue
-            sample = _sample(line)
-            counted = counts.get(sample.name)
+            plain = _PLAIN_NUMBERED_SAMPLE.fullmatch(line)
+            label_set = None
+            if plain is not None:
+                name, body, value_text = plain.groups()
+                label_set = label_sets.get(body)
+                if label_set is None:
+                    label_set = label_sets[body] = _plain_label_set(body)
+            if label_set is not None:  # `line` has no blanks around it: it is as stripped
+                labels, series_labels = label_set
+                labels = labels.copy()
+                value = float(value_text)
+            else:
+                line = line.strip()
+                if not line:
+                    continue
+                if line.startswith("#"):
+                    if _read_comment(line, types, counts):
+                        eof_line = number
+                        break
+                    continue
+                name, labels, value = _sample(line)
+                series_labels = tuple(sorted(labels.items()))
+            counted = counts.get(name)
             if counted is None:
-                counted = counts[sample.name] = _is_count(sample.name, types)
-            if counted:
-                _check_count(sample)
-            series = (sample.name, tuple(sorted(sample.labels.items())))
-            if series in seen:
+                counted = counts[name] = _is_count(name, types)
+            # A count that is negative, infinite or NaN is impossible (a damaged scrape): refused, never read.
+            if counted and not 0 <= value < math.inf:
+                raise _BadLine(f"a count cannot be {value:g}")
+            known = len(seen)  # one hashing of the key, not `in` and then add()
+            seen.add((name, series_labels))
+            if len(seen) == known:
                 raise _BadLine("the same series a second time")
-            seen.add(series)
-            result.samples.append(sample)
+            add_sample(MetricSample(name, labels, value))
         except _BadLine as why:
-            result.errors.append(f"line {number}: {why}: {line[:_SHOWN_CHARS]}")
+            add_error(f"line {number}: {why}: {line[:_SHOWN_CHARS]}")
+    if eof_line is not None:
+        for number, line in numbered:
+            if line := line.strip():
+                add_error(f"line {number}: text after '# EOF' (line {eof_line}): {line[:_SHOWN_CHARS]}")
     if not result.samples and result.errors:
         raise ParseError(_not_exposition(text, result.errors[0]))
     return result
+
+
+def _plain_label_set(body: str | None) -> _LabelSet | None:
+    """The labels of a plain label block and their series key; None when a label is given twice."""
+    pairs = _PLAIN_PAIR.findall(body) if body else []
+    labels = dict(pairs)
+    return (labels, tuple(sorted(pairs))) if len(labels) == len(pairs) else None
 
 
 def _not_exposition(text: str, first_error: str) -> str:
@@ -105,8 +139,9 @@ def _not_exposition(text: str, first_error: str) -> str:
     return f"not Prometheus text exposition, no sample found ({first_error})"
 
 
-def _check_comment(line: str) -> bool:
-    """Checks a HELP/TYPE/UNIT line (free-text comments are fine); True for OpenMetrics' `# EOF`."""
+def _read_comment(line: str, types: dict[str, str], counts: dict[str, bool]) -> bool:
+    """Checks a HELP/TYPE/UNIT line (free-text comments are fine) and notes a # TYPE, which may change
+    which names count; True for OpenMetrics' `# EOF`."""
     words = line[1:].split(maxsplit=3)
     if not words:
         return False
@@ -116,25 +151,12 @@ def _check_comment(line: str) -> bool:
     if keyword in ("HELP", "TYPE", "UNIT"):
         if len(words) < 2 or not (_METRIC_NAME.fullmatch(words[1]) or words[1].startswith('"')):
             raise _BadLine(f"# {keyword} without a valid metric name")
-        if keyword == "TYPE" and (len(words) != 3 or words[2] not in _METRIC_TYPES):
-            raise _BadLine("# TYPE names no known metric type")
+        if keyword == "TYPE":
+            if len(words) != 3 or words[2] not in _METRIC_TYPES:
+                raise _BadLine("# TYPE names no known metric type")
+            types[words[1]] = words[2]
+            counts.clear()
     return False
-
-
-def _note_type(line: str, types: dict[str, str]) -> bool:
-    """Notes a # TYPE line's family and type; True when the line is one."""
-    words = line[1:].split()
-    if len(words) == 3 and words[0] == "TYPE":
-        types[words[1]] = words[2]
-        return True
-    return False
-
-
-def _check_count(sample: MetricSample) -> None:
-    """A counter, or a histogram's or summary's count or bucket, counts things: a negative, infinite
-    or NaN value is impossible (a damaged scrape), so the sample is refused, never read as a count."""
-    if not (math.isfinite(sample.value) and sample.value >= 0):
-        raise _BadLine(f"a count cannot be {sample.value:g}")
 
 
 def _is_count(name: str, types: dict[str, str]) -> bool:
@@ -147,7 +169,8 @@ def _is_count(name: str, types: dict[str, str]) -> bool:
     return name.endswith("_total") and name.removesuffix("_total") not in types  # untyped, named as a counter
 
 
-def _sample(line: str) -> MetricSample:
+def _sample(line: str) -> tuple[str, dict[str, str], float]:
+    """A sample line's (name, labels, value)."""
     plain = _PLAIN_SAMPLE.fullmatch(line)
     if plain is not None:
         name, body, value, timestamp = plain.groups()
@@ -157,7 +180,7 @@ def _sample(line: str) -> MetricSample:
             number = _number(value, "value")
             if timestamp is not None:
                 _number(timestamp, "timestamp")
-            return MetricSample(name=name, labels=labels, value=number)
+            return name, labels, number
     name_match = _METRIC_NAME.match(line)
     name = name_match.group() if name_match else None
     rest = line[name_match.end() :] if name_match else line
@@ -180,7 +203,7 @@ def _sample(line: str) -> MetricSample:
         _number(fields[1], "timestamp")
     if exemplar:
         _check_exemplar(exemplar)
-    return MetricSample(name=name, labels=labels, value=value)
+    return name, labels, value
 
 
 def _label_set(text: str, allow_name: bool) -> tuple[str | None, dict[str, str], str]:

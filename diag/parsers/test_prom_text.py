@@ -1,4 +1,5 @@
 import math
+import random
 import re
 from pathlib import Path
 
@@ -252,13 +253,198 @@ def test_gauges_keep_their_special_values() -> None:
 
 
 def test_plain_lines_read_alike_by_the_one_match_and_by_the_full_parser(monkeypatch) -> None:
-    """Most lines are read by one regex match; every scrape in the fixtures must come out the same as
+    """Most lines are read by one regex match (two forms); every scrape in the fixtures must come out the same as
     from the full parser alone."""
     scrapes = sorted(Path(__file__).parents[2].joinpath("fixtures").glob("*/vllm/*.metrics*.txt"))
     assert len(scrapes) > 20
     texts = [p.read_text() for p in scrapes]
     fast = [parse_exposition(t) for t in texts]
+    monkeypatch.setattr(prom_text, "_PLAIN_NUMBERED_SAMPLE", re.compile(r"(?!)"))
     monkeypatch.setattr(prom_text, "_PLAIN_SAMPLE", re.compile(r"(?!)"))
     full = [parse_exposition(t) for t in texts]
     assert fast == full
     assert sum(len(e.samples) for e in fast) > 1000
+
+
+@pytest.mark.parametrize(
+    ("line", "name", "labels", "value"),
+    [
+        ('a{x="a\\"b"} 1', "a", {"x": 'a"b'}, 1.0),
+        ('a{x="C:\\\\m",y="1\\n2"} 1', "a", {"x": "C:\\m", "y": "1\n2"}, 1.0),
+        ('a{x="}",y=",",z="{"} 1', "a", {"x": "}", "y": ",", "z": "{"}, 1.0),
+        ('a{x="",y=""} 1', "a", {"x": "", "y": ""}, 1.0),
+        ('a{x="1",} 1', "a", {"x": "1"}, 1.0),
+        ("a{} 1", "a", {}, 1.0),
+        ('a  {x="1"} 1', "a", {"x": "1"}, 1.0),
+        ('a{x="1"}1', "a", {"x": "1"}, 1.0),
+        ("a 1  #", "a", {}, 1.0),
+        ('a{ x = "1" , y="2" } 1', "a", {"x": "1", "y": "2"}, 1.0),
+        ('a{x="1"}\t1', "a", {"x": "1"}, 1.0),
+        ("a  1", "a", {}, 1.0),
+        ("a\t1\t2", "a", {}, 1.0),
+        ("  a 1  ", "a", {}, 1.0),
+        ("a 1 \t", "a", {}, 1.0),
+        ("a 1e3", "a", {}, 1000.0),
+        ("a 1E3", "a", {}, 1000.0),
+        ("a -1.5e-3", "a", {}, -0.0015),
+        ("a +3", "a", {}, 3.0),
+        ("a .5", "a", {}, 0.5),
+        ("a 5.", "a", {}, 5.0),
+        ("a -0.0", "a", {}, 0.0),
+        ("a +Inf", "a", {}, math.inf),
+        ("a -Inf", "a", {}, -math.inf),
+        ("a inf", "a", {}, math.inf),
+        ("a -Infinity", "a", {}, -math.inf),
+        ("a 1.14296162304e+011", "a", {}, 1.14296162304e11),
+        ("a \u0661\u0662", "a", {}, 12.0),  # Arabic-Indic digits: Go refuses them, float() reads them
+        ("a 1 1733900000000", "a", {}, 1.0),
+        ("a 1 -12", "a", {}, 1.0),
+        ("a 1 1.5e3", "a", {}, 1.0),
+        ("a 1 +Inf", "a", {}, 1.0),
+        ('a{x="1"} 2 1733900000000', "a", {"x": "1"}, 2.0),
+        ("_a:b_c 1", "_a:b_c", {}, 1.0),
+        (':a{_x="1"} 1', ":a", {"_x": "1"}, 1.0),
+    ],
+)
+def test_one_sample_line(line: str, name: str, labels: dict[str, str], value: float) -> None:
+    for end in ("\n", "\r\n", ""):
+        result = parse_exposition(f"{line}{end}")
+        assert result.errors == []
+        assert [(s.name, s.labels, s.value) for s in result.samples] == [(name, labels, value)]
+
+
+def test_nan_values() -> None:
+    samples = parse_exposition("a NaN\nb nan\nc +NaN\nd{x=\"1\"} NaN 12\n").samples
+    assert [s.name for s in samples] == ["a", "b", "c", "d"]
+    assert all(math.isnan(s.value) for s in samples)
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        ("a 1#2", "value '1#2' is not a number"),
+        ("a 1 2#3", "timestamp '2#3' is not a number"),
+        ('a{x="1"} 1 #', "timestamp '#' is not a number"),
+        ("a #", "value '#' is not a number"),
+        ("a 1 #x", "timestamp '#x' is not a number"),
+        ("a 1e", "value '1e' is not a number"),
+        ("a 1.2.3", "value '1.2.3' is not a number"),
+        ("a --1", "value '--1' is not a number"),
+        ("a 1 2.3.4", "timestamp '2.3.4' is not a number"),
+        ('a{x="1",x="2"} 1', "label x given twice"),
+        ('a{x="1",y="2",x="1"} 1', "label x given twice"),
+        ('a{x="1",,y="2"} 1', "invalid label name"),
+        ('a {x="1"} 1', "value '{x=\"1\"}' is not a number"),  # read as `name value timestamp`
+        ('a{x="1"} ', "no value"),
+    ],
+)
+def test_damaged_sample_lines_say_why(line: str, why: str) -> None:
+    exposition = parse_exposition(f"vllm:ok 1\n{line}\n")
+    assert exposition.errors == [f"line 2: {why}: {line.strip()}"]
+
+
+def test_the_same_series_written_differently_is_a_duplicate() -> None:
+    text = (
+        'a{x="1",y="2"} 1\n'
+        'a{y="2",x="1"} 2\n'
+        ' a{x="1",y="2"} 3\n'
+        'a{x="1" ,y="2"} 4\n'
+        'b{x="\\\\"} 5\n'
+        'b{x="\\\\"} 6\n'
+        "c 7\n"
+        "c{} 8\n"
+    )
+    result = parse_exposition(text)
+    assert [s.value for s in result.samples] == [1.0, 5.0, 7.0]
+    assert [e.split(":")[0] for e in result.errors] == ["line 2", "line 3", "line 4", "line 6", "line 8"]
+    assert all("the same series a second time" in e for e in result.errors)
+
+
+def test_counts_are_checked_on_every_shape_of_line() -> None:
+    text = (
+        "# TYPE a counter\n"
+        'a_total{x="1"} -1\n'
+        ' a_total{x="2"} -1\n'
+        'a_total{x="\\"3"} -Inf 12\n'
+        'a_total{x="4"} NaN\n'
+        'a_total{x="5"} 4\n'
+    )
+    result = parse_exposition(text)
+    assert [s.labels["x"] for s in result.samples] == ["5"]
+    assert [e.split(": ")[1] for e in result.errors] == [
+        "a count cannot be -1",
+        "a count cannot be -1",
+        "a count cannot be -inf",
+        "a count cannot be nan",
+    ]
+
+
+def test_eof_ends_the_exposition_blank_lines_after_it_are_fine() -> None:
+    result = parse_exposition("a 1\n# EOF\n\n  \nb 2\n# EOF\n# a comment\n")
+    assert [s.name for s in result.samples] == ["a"]
+    assert result.errors == [
+        "line 5: text after '# EOF' (line 2): b 2",
+        "line 6: text after '# EOF' (line 2): # EOF",
+        "line 7: text after '# EOF' (line 2): # a comment",
+    ]
+
+
+def test_a_type_line_changes_what_counts_after_it() -> None:
+    text = "a_total -1\n# TYPE a_total gauge\na_total{x=\"1\"} -1\n# TYPE h histogram\nh_count -1\nh_sum -1\n"
+    result = parse_exposition(text)
+    assert [(s.name, s.labels) for s in result.samples] == [("a_total", {"x": "1"}), ("h_sum", {})]
+    assert [e.split(":")[0] for e in result.errors] == ["line 1", "line 5"]
+
+
+# Parts of sample lines: (the usual ones, odd or damaged ones).
+_NAMES = (["a", "a_total", "h_bucket", "h_count", "vllm:x", "_y"], ["1a", "a-b", "", '{"q.n"', "a "])
+_LABELS = (['x="1"', 'x="2"', 'le="+Inf"', '_k=""', 'k="}"', 'k=","', 'k="#"', 'k="a b"'],
+           ['x="a\\"b"', 'x="\\\\"', 'x="\\n"', 'x="\\t"', '0k="1"', '"k.k"="1"', 'x = "1"', 'x="1', "x=1", "x", ""])
+_COMMAS = ([","], [", ", ",,", " ,"])
+_ENDS = (["}"], [",}", "", " }"])
+_BLANKS = ([" "], ["  ", "\t", "", " # ", "#"])
+_NUMBERS = (["1", "-1", "1.5", "1e3", "1E-3", "+Inf", "-Inf", "NaN", ".5", "5.", "-0.0", "1733900000000"],
+            ["Inf", "nan", "+NaN", "Infinity", "1_0", "0x1", "1#2", "#", "\u0663", "1e", "--1", "1.2.3", "", '{x="1"}'])
+_AROUND = ([""], [" ", "\t", "\r"])
+_COMMENTS = ["# TYPE a counter", "# TYPE a_total gauge", "# TYPE h histogram", "# HELP a x", "# EOF", "# free", "# TYPE a"]
+
+
+def _random_line(rand: random.Random) -> str:
+    def part(choices: tuple[list[str], list[str]]) -> str:
+        usual, odd = choices
+        return rand.choice(odd if rand.random() < 0.05 else usual)
+
+    if rand.random() < 0.05:
+        return rand.choice(_COMMENTS)
+    line = part(_NAMES)
+    if rand.random() < 0.8:
+        line += "{" + part(_COMMAS).join(part(_LABELS) for _ in range(rand.randrange(4))) + part(_ENDS)
+    line += part(_BLANKS) + part(_NUMBERS)
+    if rand.random() < 0.2:
+        line += part(_BLANKS) + part(_NUMBERS)
+    if rand.random() < 0.05:
+        line += rand.choice([' # {t="1"} 1', " # x", " 2 3"])
+    return part(_AROUND) + line + part(_AROUND)
+
+
+def _read(text: str) -> object:
+    """What parse_exposition makes of `text`, NaN values comparable."""
+    try:
+        result = parse_exposition(text)
+    except ParseError as e:
+        return str(e)
+    return [(s.name, s.labels, repr(s.value)) for s in result.samples], result.errors
+
+
+def test_the_one_match_of_plain_numbered_lines_reads_random_lines_alike(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lines of a plain shape with plain numbers skip _sample; random lines near that shape, damaged or
+    not, must come out as _sample reads them."""
+    rand = random.Random(9)
+    texts = ["\n".join(_random_line(rand) for _ in range(rand.randrange(1, 8))) for _ in range(3000)]
+    plain = [line for text in texts for line in text.splitlines() if prom_text._PLAIN_NUMBERED_SAMPLE.fullmatch(line)]
+    assert len(plain) > 5000
+    fast = [_read(t) for t in texts]
+    monkeypatch.setattr(prom_text, "_PLAIN_NUMBERED_SAMPLE", re.compile(r"(?!)"))
+    assert fast == [_read(t) for t in texts]
+    read = [r for r in fast if isinstance(r, tuple)]
+    assert sum(len(samples) for samples, _ in read) > 3000 and sum(len(errors) for _, errors in read) > 3000
