@@ -180,7 +180,7 @@ def test_version_skew_from_image_tags_and_from_rays_own_error() -> None:
         "llm-serving/c: head c-head-1 runs Ray 2.46.0 (rayproject/ray-llm:2.46.0-py311-cu124); "
         "workers c-gpu-group-worker-1 run Ray 2.47.1 (rayproject/ray-llm:2.47.1-py311-cu124)"
     )]
-    assert ray_pods.version_mismatch_errors(snap) == [(
+    assert ray_pods.version_mismatch_errors(ray_pods.logged_version_mismatches(snap)) == [(
         "llm-serving/c-gpu-group-worker-1 [ray-worker]: the cluster runs Ray 2.46.0 / Python 3.11.11, "
         "this process (node 10.0.0.2) Ray 2.47.1 / Python 3.11.11"
     )]

@@ -104,6 +104,7 @@ def cluster_facts(snap: Snapshot) -> dict:
     head = next((p for g in groups for p in g.heads), None)
     capacity = Capacity.of(snap, nodes)
     failures = _collection_failures(snap)
+    logged_mismatches = ray_pods.logged_version_mismatches(snap)
     return {
         "ray_offers": _offers(snap, nodes),
         # what `kubectl exec` needs to reach the head, for remediation commands
@@ -128,8 +129,8 @@ def cluster_facts(snap: Snapshot) -> dict:
         "ray_sources_read": sorted(n for n, s in snap.sources.items() if n.startswith("ray/") and s.status == "ok"),
         "ray_head_unreachable": _head_unreachable(snap),
         "ray_version_mismatches": ray_pods.version_mismatches(snap),
-        "ray_version_errors": ray_pods.version_mismatch_errors(snap),
-        "ray_version_mismatch_pods": ray_pods.version_mismatch_pods(snap),
+        "ray_version_errors": ray_pods.version_mismatch_errors(logged_mismatches),
+        "ray_version_mismatch_pods": ray_pods.version_mismatch_pods(snap, logged_mismatches),
         "object_stores": _object_stores(snap, nodes),
     }
 

@@ -151,19 +151,24 @@ def _mismatched_workers(snap: Snapshot) -> Iterator[tuple[RayPodGroup, Pod | Non
             yield group, head, head_version, workers
 
 
-def version_mismatch_errors(snap: Snapshot) -> list[str]:
-    """Ray's own refusal to join a node of another Ray/Python version, from the pods' logs."""
+def logged_version_mismatches(snap: Snapshot) -> list[tuple[Pod, Container, re.Match[str]]]:
+    """Each container whose log holds Ray's own refusal to join a node of another Ray/Python version
+    (its previous run's log read first), with the error's match."""
     found = []
     for pod in snap.pods:
         for container in pod.containers:
-            for text in (container.previous_logs, container.logs):
-                if (m := _version_mismatch(text)) is not None:
-                    found.append(
-                        f"{pod.key} [{container.name}]: the cluster runs Ray {m['cluster_ray']} / Python {m['cluster_py']}, "
-                        f"this process ({m['where']}) Ray {m['own_ray']} / Python {m['own_py']}"
-                    )
-                    break
+            if (m := _version_mismatch(container.previous_logs) or _version_mismatch(container.logs)) is not None:
+                found.append((pod, container, m))
     return found
+
+
+def version_mismatch_errors(logged: list[tuple[Pod, Container, re.Match[str]]]) -> list[str]:
+    """The `logged_version_mismatches`, one line each."""
+    return [
+        f"{pod.key} [{container.name}]: the cluster runs Ray {m['cluster_ray']} / Python {m['cluster_py']}, "
+        f"this process ({m['where']}) Ray {m['own_ray']} / Python {m['own_py']}"
+        for pod, container, m in logged
+    ]
 
 
 def _image(pod: Pod) -> str:
@@ -171,10 +176,8 @@ def _image(pod: Pod) -> str:
     return container.image if container else "no container"
 
 
-def version_mismatch_pods(snap: Snapshot) -> list[str]:
+def version_mismatch_pods(snap: Snapshot, logged: list[tuple[Pod, Container, re.Match[str]]]) -> list[str]:
     """Links of the pods `version_mismatches` and `version_mismatch_errors` speak of."""
     keys = {pod.key for *_, workers in _mismatched_workers(snap) for pod, _ in workers}
-    for pod in snap.pods:
-        if any(_version_mismatch(t) for c in pod.containers for t in (c.previous_logs, c.logs)):
-            keys.add(pod.key)
+    keys.update(pod.key for pod, _, _ in logged)
     return [f"pod:{key}" for key in sorted(keys)]
