@@ -42,8 +42,9 @@ def build_facts(snap: Snapshot, clock: Clock | None = None, settings: dict | Non
     """`clock`: the collection time and history window; by default none, so everything counts as current.
     `settings`: the thresholds, for the facts that find when a condition held in Prometheus' history.
     `unwindowed_of`: facts built with a history window, for the history pass that builds them again
-    without one: only the Kubernetes and Ray facts judge events, terminations and deaths by the window
-    (GPU and vLLM facts read the clock for ages and episodes only), so the others are taken as they are.
+    without one: only the Kubernetes facts and Ray's per-subject facts judge events, terminations and
+    deaths by the window (GPU and vLLM facts read the clock for ages and episodes only, Ray's cluster
+    facts read none), so the others are taken as they are.
     A builder that fails on this bundle's content costs its facts only: a failed source `facts/<part>`
     says so (a gap, so the verdict cannot be healthy) and the other layers are still built."""
     clock = clock or Clock.of(snap)
@@ -54,10 +55,10 @@ def build_facts(snap: Snapshot, clock: Clock | None = None, settings: dict | Non
     # one index for both Kubernetes parts; a failure to build it is each part's failure
     k8s_index = functools.cache(lambda: kubernetes.lookups(snap, clock))
     cluster: dict = _guarded(snap, "kubernetes cluster", lambda: kubernetes.cluster_facts(snap, k8s_index()), {})
-    cluster |= _guarded(snap, "ray cluster", lambda: ray.cluster_facts(snap), {})
     if unwindowed_of is None:
+        cluster |= _guarded(snap, "ray cluster", lambda: ray.cluster_facts(snap), {})
         cluster |= _guarded(snap, "gpu cluster", lambda: gpu.cluster_facts(snap), {})
-    else:
+    else:  # Ray's and the GPUs' cluster facts read no clock
         cluster |= {k: v for k, v in unwindowed_of.cluster.items() if k not in cluster}
     # "partial": a cut-off list whose complete items were recovered; rules that need it still run
     cluster["sources"] = {name: "partial" if s.status == "failed" and s.recovered is not None else s.status for name, s in snap.sources.items()}
