@@ -71,7 +71,10 @@ class Sink:
     def write(self, rel: str, data: bytes | str) -> None:
         raw = data.encode() if isinstance(data, str) else data
         if self._redact is not None:
-            raw = self._redact(rel, raw)
+            raw = self._redact(rel, raw)  # outside the lock: a fleet's pods.json must not hold up a /metrics
+        self._add(rel, raw)
+
+    def _add(self, rel: str, raw: bytes) -> None:
         with self._lock:
             self.bundle.add(rel, raw)
 

@@ -77,8 +77,11 @@ class VllmPod:
 # ----------------------------------------------------------------------------- phase 1: objects
 
 
-def collect_objects(kube: KubeAccess, target: Target, sink: Sink) -> tuple[list[Pod], list[SourceResult]]:
-    """Write k8s/*.json for the target; return the pods read (parsed) and how each file fared."""
+def collect_objects(
+    kube: KubeAccess, target: Target, sink: Sink, on_pods: Callable[[list[Pod]], None] | None = None
+) -> tuple[list[Pod], list[SourceResult]]:
+    """Write k8s/*.json for the target; return the pods read (parsed) and how each file fared.
+    `on_pods` gets the pods as soon as they are parsed, before the events are listed and the files written."""
     namespace = target_namespace(kube, target)
     with ThreadPoolExecutor(max_workers=PARALLEL_REQUESTS) as pool:
         pending = {k: pool.submit(_list, kube, k, namespace) for k in NAMESPACED_KINDS}
@@ -99,6 +102,8 @@ def collect_objects(kube: KubeAccess, target: Target, sink: Sink) -> tuple[list[
     lists = {k: v for k, v in outcomes.items() if isinstance(v, dict)}
     results = [v for v in outcomes.values() if isinstance(v, SourceResult)]
     pods = _parsed_pods(lists.get("pods"), results)
+    if on_pods is not None:
+        on_pods(pods)
     events = _events(kube, scope, pods, lists)
     if isinstance(events, dict):
         lists["events"] = events

@@ -26,6 +26,7 @@ import functools
 import json
 import math
 import re
+import threading
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -129,9 +130,14 @@ class Redactor:
 
     def __init__(self) -> None:
         self.applied: Counter[str] = Counter()
+        self._lock = threading.Lock()  # collectors write, and so redact, from several threads at once
 
     def __call__(self, rel_path: str, raw: bytes) -> bytes:
-        return _redact_file(rel_path, raw, self.applied)
+        found: Counter[str] = Counter()
+        cleaned = _redact_file(rel_path, raw, found)
+        with self._lock:
+            self.applied.update(found)
+        return cleaned
 
 
 def redact(rel_path: str, raw: bytes) -> bytes:

@@ -50,6 +50,14 @@ class CollectContext:
     sink: Sink
     kube: KubeAccess | None  # None: no Kubernetes configuration could be loaded
     pods: list[Pod] = field(default_factory=list)  # filled by the phase-1 Kubernetes collector
+    # done once `pods` is final: the phase-1 collector says so before its events and files, so that
+    # the collectors waiting for the pods (and the vLLM scrape interval) run beside that work
+    pods_known: Future[None] = field(default_factory=Future)
+
+    def publish_pods(self, pods: list[Pod]) -> None:
+        self.pods = pods
+        if not self.pods_known.done():
+            self.pods_known.set_result(None)
 
 
 @dataclass(frozen=True)
@@ -71,10 +79,10 @@ class _RunSink(Sink):
         self._gate = threading.Lock()
         self._closed = False
 
-    def write(self, rel: str, data: bytes | str) -> None:
+    def _add(self, rel: str, raw: bytes) -> None:
         with self._gate:
             if not self._closed:
-                super().write(rel, data)
+                super()._add(rel, raw)
 
     def close(self) -> None:
         with self._gate:
@@ -179,8 +187,8 @@ def _run_all(
     view: _ProgressView,
     gate: Future[str | None] | None = None,
 ) -> list[SourceResult]:
-    """Start every collector that can start, the ones needing pods once phase 1 is over; wait for each
-    until its own limit. With a `gate` (the API server's pre-flight), the Kubernetes-only collectors
+    """Start every collector that can start, the ones needing pods once phase 1 has published them (or
+    is over); wait for each until its own limit. With a `gate` (the API server's pre-flight), the Kubernetes-only collectors
     start once it passed; when it failed they never start and its one line stands for them all.
     On Ctrl-C stop waiting: what has not come back is "interrupted"."""
     providers = [c for c in collectors if c.phase == 1]
@@ -233,7 +241,7 @@ def _run_all(
                 report(run.collector, future.result() if future.done() else [_timed_out(run, now, deadline)])
                 if run.collector.phase == 1:
                     providers_left -= 1
-            if later and providers_left == 0:
+            if later and (providers_left == 0 or ctx.pods_known.done()):
                 for c in later:
                     if deadline > time.monotonic():
                         start(c)
@@ -242,7 +250,7 @@ def _run_all(
                 later = []
             if running or held:
                 next_limit = min((r.limit for r in running.values()), default=now + WAIT_SLICE_S)
-                waited = [*running, *([gate] if held and gate is not None else [])]
+                waited = [*running, *([gate] if held and gate is not None else []), *([ctx.pods_known] if later else [])]
                 # short waits: a Ctrl-C that lands just before the main thread blocks is seen soon
                 wait(waited, timeout=min(WAIT_SLICE_S, max(0.0, next_limit - now)), return_when=FIRST_COMPLETED)
     except KeyboardInterrupt:
@@ -361,7 +369,8 @@ def _kubernetes_objects(ctx: CollectContext) -> list[SourceResult]:
 
     if ctx.kube is None:
         return [SourceResult("k8s", "skipped", "no Kubernetes configuration")]
-    ctx.pods, results = collect_objects(ctx.kube, ctx.target, ctx.sink)
+    pods, results = collect_objects(ctx.kube, ctx.target, ctx.sink, on_pods=ctx.publish_pods)
+    ctx.publish_pods(pods)
     return results
 
 

@@ -403,14 +403,20 @@ def test_the_whole_run_has_a_deadline(replay: ReplayServer, tmp_path: Path) -> N
 
 @pytest.mark.usefixtures("ctrl_c_interrupts")
 def test_ctrl_c_keeps_what_came_back_and_marks_the_rest_interrupted(replay: ReplayServer, tmp_path: Path) -> None:
-    def press_ctrl_c() -> None:
+    def ctrl_c_once_the_pods_are_written(ctx: CollectContext) -> list[SourceResult]:
+        ctx.sink.write("ray/status.txt", "written before\n")
+        give_up = time.monotonic() + 3
+        # the pods reach this collector before the objects collector has written them
+        while "k8s/pods.json" not in ctx.sink.bundle.files and time.monotonic() < give_up:
+            time.sleep(0.01)
         signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)  # as the terminal sends it
         time.sleep(6)
+        return [SourceResult("ray/status.txt", "ok")]
 
     target = _target(replay, tmp_path)
     started = time.monotonic()
-    bundle, results = collect(target, [_kubernetes_objects(target), Collector("vllm", _write_then(press_ctrl_c))])
-    assert time.monotonic() - started < 4  # it stopped waiting for the collector
+    bundle, results = collect(target, [_kubernetes_objects(target), Collector("vllm", ctrl_c_once_the_pods_are_written)])
+    assert time.monotonic() - started < 6  # it stopped waiting for the collector
     assert ("vllm", "failed", INTERRUPTED) in [(r.name, r.status, r.detail) for r in results]
     assert "k8s/pods.json" in bundle.files and bundle.files["ray/status.txt"] == b"written before\n"
     assert json.loads(bundle.files["manifest.json"])["sources"]["vllm"] == {"status": "failed", "detail": INTERRUPTED}
