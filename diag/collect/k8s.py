@@ -8,7 +8,8 @@ need them to find vLLM servers (`vllm_server_pods`), Ray heads (`ray_head_pods`)
 node to run nvidia-smi in (`gpu_exec_pods`). Phase 2 writes bounded log tails (`collect_logs`) and
 nvidia-smi output (`collect_gpu_exec`).
 
-No Kubernetes API server runs in CI: this is tested against tests/replay over real HTTP.
+Tested against a real API server with kwok nodes (tests/live/test_k8s_control_plane.py, test_k8s_pod_io.py)
+and, for answers that server cannot give, against tests/replay over real HTTP.
 """
 
 from __future__ import annotations

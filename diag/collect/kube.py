@@ -8,8 +8,8 @@ Answers are kept as the API's own JSON (`_preload_content=False`), never the cli
 models, so the bundle holds what `kubectl get -o json` would have printed. Every body is read as a
 stream up to `max_answer_bytes` and the request's timeout (diag.collect.bounds).
 
-No Kubernetes API server runs in CI: this module is tested with the real `kubernetes` client over
-real HTTP against tests/replay (a recorded-API replay server), websocket exec included.
+Tested with the real `kubernetes` client against a real API server with kwok nodes (tests/live/), exec
+and logs included, and against tests/replay (a recorded-API replay server) for what that server cannot serve.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Every collector that needs nothing from Kubernetes (vLLM, Ray and Prometheus given by URL, this
 host's GPUs) starts at once, beside the phase-1 collector that reads the Kubernetes objects; those
-that need the pod list (logs, GPU exec, servers found in pods) start when it has finished. A hung API
+that need the pod list (logs, GPU exec, servers found in pods) start as soon as it has parsed the
+pods, while it still lists the events and writes its files. A hung API
 server therefore takes no time from the sources given by URL. The Kubernetes collectors wait for one
 short GET /version (the pre-flight): when the API server is not there they never start, and one
 line naming the server and context stands for them all. Each collector has a timeout of its
@@ -11,7 +12,7 @@ one "failed" line naming it and the time it had, never a crash. On Ctrl-C the
 run stops waiting, keeps what came back and marks the rest "failed: interrupted". Progress goes to
 stderr.
 
-No Kubernetes API server runs in CI: the Kubernetes path is tested against tests/replay over real HTTP.
+The Kubernetes path is tested against a real API server (tests/live/) and tests/replay over real HTTP.
 """
 
 from __future__ import annotations
