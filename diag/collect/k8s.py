@@ -14,7 +14,6 @@ and, for answers that server cannot give, against tests/replay over real HTTP.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from diag.collect import json_text
 from diag.collect.base import Sink, SourceResult, Target
 from diag.errors import ParseError
 from diag.model import Container, Pod
-from diag.parsers.k8s import RAY_CLUSTER_LABEL, RAY_NODE_TYPE_LABEL, parse_pods
+from diag.parsers.k8s import RAY_CLUSTER_LABEL, RAY_NODE_TYPE_LABEL, parse_pods_document
 from diag.parsers.quantity import gpu_count, mig_total
 
 if TYPE_CHECKING:
@@ -166,7 +165,7 @@ def _parsed_pods(pods_list: dict | None, results: list[SourceResult]) -> list[Po
     if pods_list is None:
         return []
     try:
-        return parse_pods(json.dumps(pods_list))
+        return parse_pods_document(pods_list)
     except ParseError as e:
         results.append(SourceResult("k8s/pods.json", "failed", f"read but not understood, so no logs, vLLM or exec: {e}"))
         return []

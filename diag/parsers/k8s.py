@@ -116,10 +116,14 @@ def _objects_of(data: dict[str, Any], key: str) -> list[dict[str, Any]]:
 
 def _objects(text: str, *kinds: str) -> list[_Object]:
     """The objects of one `kubectl get -o json` answer whose kind is one of `kinds`."""
-    wanted = kinds[0]
     if not text.strip():
-        raise ParseError(f"empty file: expected {_a(wanted)} list (kubectl get -o json)")
-    doc = load_json(text)
+        raise ParseError(f"empty file: expected {_a(kinds[0])} list (kubectl get -o json)")
+    return _objects_in(load_json(text), *kinds)
+
+
+def _objects_in(doc: object, *kinds: str) -> list[_Object]:
+    """The objects of one `kubectl get -o json` answer, as json.loads returned it."""
+    wanted = kinds[0]
     if not isinstance(doc, dict):
         raise ParseError(f"expected {_a(wanted)} list (kubectl get -o json), found {type_name(doc)}")
     top = Fields(doc, "")
@@ -374,6 +378,11 @@ def _cut_short(text: str, error: json.JSONDecodeError) -> bool:
 
 def parse_pods(text: str) -> list[Pod]:
     return [_pod(obj) for obj in _objects(text, "Pod")]
+
+
+def parse_pods_document(doc: object) -> list[Pod]:
+    """`parse_pods` of a list already read from JSON (the live collector has it): no second encoding."""
+    return [_pod(obj) for obj in _objects_in(doc, "Pod")]
 
 
 def _pod(obj: _Object) -> Pod:

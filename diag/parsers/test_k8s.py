@@ -4,6 +4,7 @@ messages follow the scheduler and kubelet wording in shared/reference/k8s/."""
 import copy
 import json
 import re
+from pathlib import Path
 from typing import NoReturn
 
 import pytest
@@ -1154,3 +1155,21 @@ def test_plain_and_checked_readings_agree(parse, doc, monkeypatch):
     for reader in ("_plain_identity", "_plain_event", "_plain_conditions"):
         monkeypatch.setattr(k8s, reader, irregular)
     assert read_all(doc) == plain
+
+
+_POD_LISTS = sorted((Path(__file__).parents[2] / "fixtures").glob("*/k8s/pods.json"))
+
+
+@pytest.mark.parametrize("path", _POD_LISTS, ids=lambda p: p.parent.parent.name)
+def test_pods_read_from_a_document_are_those_read_from_its_text(path: Path) -> None:
+    text = path.read_text()
+    assert k8s.parse_pods_document(json.loads(text)) == k8s.parse_pods(text)
+
+
+@pytest.mark.parametrize("doc", [[], {"kind": "NodeList", "items": []}, {"items": {}}, {"kind": "List", "items": [{"kind": "Pod"}]}])
+def test_a_document_that_is_no_pod_list_is_refused_as_its_text_is(doc: object) -> None:
+    with pytest.raises(ParseError) as from_text:
+        k8s.parse_pods(json.dumps(doc))
+    with pytest.raises(ParseError) as from_document:
+        k8s.parse_pods_document(doc)
+    assert str(from_document.value) == str(from_text.value)
