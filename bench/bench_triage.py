@@ -39,6 +39,7 @@ import tempfile
 import textwrap
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -212,12 +213,34 @@ class Api:
                 return seconds, pages, items, bool(cont)
 
 
-def critical_path(api: Api, served_pod: str | None, interval_s: float) -> dict[str, float]:
-    """Each request of triage's longest chain, alone, in the order triage must make them
-    (diag/collect/runner.py, k8s.py, vllm.py); also the lists that run beside the chain."""
+@dataclass
+class Chain:
+    """The requests of triage's chains, each timed alone. Every chain starts with the pre-flight, the Ray
+    lists and the pods; then two branches run beside each other: the Kubernetes collector's events
+    (once every other list is in), and phase 2, whose longest part is the vLLM reads with the scrape
+    interval (diag/collect/runner.py starts phase 2 as soon as the pods are parsed)."""
+
+    trunk: dict[str, float]
+    events: dict[str, float]
+    phase_two: dict[str, float]
+
+    @property
+    def seconds(self) -> float:
+        return sum(self.trunk.values()) + max(sum(self.events.values()), sum(self.phase_two.values()))
+
+    def steps(self) -> dict[str, float]:
+        return {**self.trunk, **{f"[events] {k}": v for k, v in self.events.items()},
+                **{f"[phase 2] {k}": v for k, v in self.phase_two.items()}}  # fmt: skip
+
+
+def critical_path(api: Api, served_pod: str | None, interval_s: float) -> Chain:
+    """Each request of triage's chains, alone, in the order triage must make them (diag/collect/runner.py,
+    k8s.py, vllm.py); also the lists that run beside them."""
     ns = NS
     api.reconnect()
     t: dict[str, float] = {}
+    events_branch: dict[str, float] = {}
+    vllm_branch: dict[str, float] = {}
     t["GET /version (pre-flight)"] = api.get("/version")[0]
     beside = {kind: api.list_all(path.format(ns=ns))[0] for kind, path in NAMESPACED_KINDS.items()}
     beside["nodes"] = api.list_all("/api/v1/nodes")[0]
@@ -227,19 +250,19 @@ def critical_path(api: Api, served_pod: str | None, interval_s: float) -> dict[s
     # collect_objects: the pods are listed once the Ray lists are in, the events once every list is in
     t["list rayclusters | rayservices (the longer)"] = ray
     t[f"list pods ({pod_pages} pages)"] = pods
-    t["the other lists beyond ray+pods (max(others) - ray - pods, if > 0)"] = max(0.0, max(beside.values()) - ray - pods)
+    events_branch["the other lists beyond ray+pods (max(others) - ray - pods, if > 0)"] = max(0.0, max(beside.values()) - ray - pods)
     events, event_pages, items, capped = api.list_all(f"/api/v1/namespaces/{ns}/events")
-    t[f"list events ({event_pages} pages, {items} items)"] = events
+    events_branch[f"list events ({event_pages} pages, {items} items)"] = events
     if capped:  # more exist: the Warnings again, on their own
-        t["list events type=Warning"] = api.list_all(f"/api/v1/namespaces/{ns}/events", fieldSelector="type=Warning")[0]
-    t["list events of nodes (all namespaces)"] = api.list_all("/api/v1/events", fieldSelector="involvedObject.kind=Node")[0]
+        events_branch["list events type=Warning"] = api.list_all(f"/api/v1/namespaces/{ns}/events", fieldSelector="type=Warning")[0]
+    events_branch["list events of nodes (all namespaces)"] = api.list_all("/api/v1/events", fieldSelector="involvedObject.kind=Node")[0]
     # phase 2: the vLLM reads of one served pod (logs: one request each, 8 at a time, no chain)
     log_s = api.get(f"/api/v1/namespaces/{ns}/pods/vllm-00000/log", {"container": "vllm", "tailLines": "500"})[0]
     if served_pod is None:  # every /metrics refused: the reads stop there, no second scrape
         proxy = f"/api/v1/namespaces/{ns}/pods/vllm-00000:8000/proxy"
         reads = [api.get(f"{proxy}/{p}")[0] for p in ("metrics", "health", "v1/models")]
-        t["vLLM: /metrics, /health, /v1/models (refused)"] = max(sum(reads), log_s)
-        return t
+        vllm_branch["vLLM: /metrics, /health, /v1/models (refused)"] = max(sum(reads), log_s)
+        return Chain(t, events_branch, vllm_branch)
     proxy = f"/api/v1/namespaces/{ns}/pods/{quote(served_pod)}:{SERVED_PORT}/proxy"
     started = time.monotonic()
     first = [api.get(f"{proxy}/{p}") for p in ("metrics", "health", "v1/models")]
@@ -247,10 +270,10 @@ def critical_path(api: Api, served_pod: str | None, interval_s: float) -> dict[s
     time.sleep(max(0.0, started + interval_s - time.monotonic()))
     second = api.get(f"{proxy}/metrics")[0]
     reads = sum(s for s, _, _ in first)
-    t[f"vLLM: max(scrape interval {interval_s:g} s, /metrics + /health + /v1/models = {reads:.3f} s)"] = max(
+    vllm_branch[f"vLLM: max(scrape interval {interval_s:g} s, /metrics + /health + /v1/models = {reads:.3f} s)"] = max(
         interval_s, reads, log_s)
-    t["vLLM: the second /metrics"] = second
-    return t
+    vllm_branch["vLLM: the second /metrics"] = second
+    return Chain(t, events_branch, vllm_branch)
 
 
 def _run(argv: list[str], ok: tuple[int, ...] = (0,)) -> tuple[float, subprocess.CompletedProcess]:
@@ -342,11 +365,11 @@ def main() -> None:
             cli = [sys.executable, "-m", "diag.cli"]
 
             before = critical_path(api, served_pod, args.scrape_interval)
-            print(f"critical path before triage: {json.dumps(before)}", flush=True)
+            print(f"critical path before triage: {json.dumps(before.steps())}", flush=True)
             triage_s, triage = _run([*cli, "triage", *common, "--output=json", "--fail-on=never"])
             print(f"llmdiag triage -o json: {triage_s:.1f} s", flush=True)
             after = critical_path(api, served_pod, args.scrape_interval)
-            print(f"critical path after triage: {json.dumps(after)}", flush=True)
+            print(f"critical path after triage: {json.dumps(after.steps())}", flush=True)
             bundle = Path(tmp) / "bundle"
             collect_s, collected = _run([*cli, "collect", *common, f"--out={bundle}"])
             print(f"llmdiag collect: {collect_s:.1f} s", flush=True)
@@ -373,11 +396,11 @@ def main() -> None:
     kinds = Counter(re.sub(r"vllm-\d+", "vllm-N", d.split(": ", 1)[-1])[:90] for d in failed.values())
     print(f"triage's failed sources, by detail: {kinds.most_common(4)}")
     print("critical path, request by request (before triage | after triage):")
-    for (step, a), b in zip(before.items(), after.values()):
+    for (step, a), b in zip(before.steps().items(), after.steps().values()):
         print(f"  {step}: {a:.3f} | {b:.3f} s")
-    path = (sum(before.values()) + sum(after.values())) / 2
-    print(f"critical path, requests + scrape interval (mean of the two passes): {path:.1f} s "
-          f"({sum(before.values()):.1f} | {sum(after.values()):.1f})")
+    path = (before.seconds + after.seconds) / 2
+    print(f"critical path, trunk + the longer of the events and phase-2 branches, scrape interval included"
+          f" (mean of the two passes): {path:.1f} s ({before.seconds:.1f} | {after.seconds:.1f})")
     print(f"analysis of the collected bundle (analyze --profile's 'analysis'): {analysis:.1f} s"
           f" (llmdiag analyze wall, load and JSON included: {analyze_s:.1f} s)")
     print(f"llmdiag collect, same options (for reference): {collect_s:.1f} s")
