@@ -8,7 +8,7 @@ A field that the bundle did not provide is None (unknown), never 0 or "" (health
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Annotated, Literal, TypeVar
 
 if TYPE_CHECKING:
     from diag.parsers.vllm_metrics import VllmMetrics
@@ -17,6 +17,12 @@ if TYPE_CHECKING:
 Layer = Literal["gpu", "kubernetes", "ray", "vllm"]
 LAYERS: tuple[Layer, ...] = ("gpu", "kubernetes", "ray", "vllm")  # causal depth, bottom first
 SourceState = Literal["ok", "failed", "missing", "skipped"]
+
+_T = TypeVar("_T")
+JSON_ONLY = "json only"
+# A value made of json.loads' types alone (dict, list, str, int, float, bool, None), as the API sent it or
+# read from it; nothing changes it after parsing, so the facts share it instead of copying it.
+JsonOnly = Annotated[_T, JSON_ONLY]
 
 
 @dataclass
@@ -101,15 +107,15 @@ class Pod:
     reason: str | None = None  # status.reason, e.g. Evicted
     message: str | None = None
     pod_ip: str | None = None
-    conditions: dict[str, dict] = field(default_factory=dict)  # type -> {status, reason, message}
+    conditions: JsonOnly[dict[str, dict]] = field(default_factory=dict)  # type -> {status, reason, message}
     containers: list[Container] = field(default_factory=list)
     init_containers: list[Container] = field(default_factory=list)
     node_selector: dict[str, str] = field(default_factory=dict)
-    affinity: dict = field(default_factory=dict)  # spec.affinity as in the API
-    tolerations: list[dict] = field(default_factory=list)
-    topology_spread_constraints: list[dict] = field(default_factory=list)
-    volumes: list[dict] = field(default_factory=list)
-    resource_claims: list[dict] = field(default_factory=list)  # spec.resourceClaims (DRA) as in the API
+    affinity: JsonOnly[dict] = field(default_factory=dict)  # spec.affinity as in the API
+    tolerations: JsonOnly[list[dict]] = field(default_factory=list)
+    topology_spread_constraints: JsonOnly[list[dict]] = field(default_factory=list)
+    volumes: JsonOnly[list[dict]] = field(default_factory=list)
+    resource_claims: JsonOnly[list[dict]] = field(default_factory=list)  # spec.resourceClaims (DRA) as in the API
     events: list[Event] = field(default_factory=list)  # filled by join
     # cross-layer links, filled by join
     workload_kind: str | None = None  # Deployment/StatefulSet/RayCluster/... (owner of the owner)
@@ -129,9 +135,9 @@ class Pod:
 class Node:
     name: str
     labels: dict[str, str] = field(default_factory=dict)
-    taints: list[dict] = field(default_factory=list)  # {key, value, effect}
+    taints: JsonOnly[list[dict]] = field(default_factory=list)  # {key, value, effect}
     unschedulable: bool = False
-    conditions: dict[str, dict] = field(default_factory=dict)  # Ready, MemoryPressure, ...
+    conditions: JsonOnly[dict[str, dict]] = field(default_factory=dict)  # Ready, MemoryPressure, ...
     capacity: dict[str, str] = field(default_factory=dict)
     allocatable: dict[str, str] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)  # filled by join
@@ -167,7 +173,7 @@ class Workload:
     ready_replicas: int = 0
     available_replicas: int = 0
     selector: dict[str, str] = field(default_factory=dict)
-    conditions: dict[str, dict] = field(default_factory=dict)
+    conditions: JsonOnly[dict[str, dict]] = field(default_factory=dict)
     template_labels: dict[str, str] = field(default_factory=dict)  # of the pods it creates
     template_gpus: int = 0  # nvidia.com/gpu each of its pods asks for
     template_runs_vllm: bool = False  # a container of its pods launches vLLM's server
@@ -183,8 +189,8 @@ class HPA:
     max_replicas: int | None = None
     current_replicas: int | None = None
     desired_replicas: int | None = None
-    metrics: list[dict] = field(default_factory=list)  # {type: Resource|Pods|Object|External, name}
-    conditions: dict[str, dict] = field(default_factory=dict)  # AbleToScale, ScalingActive, ScalingLimited
+    metrics: JsonOnly[list[dict]] = field(default_factory=list)  # {type: Resource|Pods|Object|External, name}
+    conditions: JsonOnly[dict[str, dict]] = field(default_factory=dict)  # AbleToScale, ScalingActive, ScalingLimited
 
 
 @dataclass
@@ -221,7 +227,7 @@ class RayClusterSpec:
     name: str
     state: str | None = None  # status.state (ready, suspended, failed ...)
     reason: str | None = None
-    conditions: dict[str, dict] = field(default_factory=dict)  # HeadPodReady, RayClusterProvisioned, ReplicaFailure
+    conditions: JsonOnly[dict[str, dict]] = field(default_factory=dict)  # HeadPodReady, RayClusterProvisioned, ReplicaFailure
     head_ray_start_params: dict[str, str] = field(default_factory=dict)
     head_gpu_limit: int = 0
     worker_groups: list[RayWorkerGroup] = field(default_factory=list)

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from diag.clock import Clock
-from diag.model import Event, Pod
+from diag.model import JSON_ONLY, Event, Pod
 
 
 def plain(obj: Any, drop: tuple[str, ...] = ()) -> dict:
@@ -24,10 +24,11 @@ _COPIERS: dict[type, tuple[tuple[str, Callable[[Any], Any]], ...]] = {}
 
 
 def _copiers_of(cls: type) -> tuple[tuple[str, Callable[[Any], Any]], ...]:
-    """Each field with what copies it: by its declared type, a map or list of scalars (labels, a
-    command line) is copied in one call; anything else goes value by value."""
+    """Each field with what copies it: by its declared type, a value of JSON types only (the model's
+    `JsonOnly`: affinity, volumes ...) is shared as it is; a map or list of scalars (labels, a command
+    line) is copied in one call; anything else goes value by value."""
     try:
-        hints = typing.get_type_hints(cls)
+        hints = typing.get_type_hints(cls, include_extras=True)
     except Exception:  # noqa: BLE001 - a type not resolvable here: copied value by value
         hints = {}
     return tuple((f.name, _copier(hints.get(f.name))) for f in dataclasses.fields(cls))
@@ -36,7 +37,15 @@ def _copiers_of(cls: type) -> tuple[tuple[str, Callable[[Any], Any]], ...]:
 _SCALAR_TYPES = (str, int, float, bool, type(None))
 
 
+def _shared(value: Any) -> Any:
+    return value
+
+
 def _copier(hint: Any) -> Callable[[Any], Any]:
+    if typing.get_origin(hint) is typing.Annotated:
+        if JSON_ONLY in hint.__metadata__:
+            return _shared
+        hint = typing.get_args(hint)[0]
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (dict, list) and args and all(a in _SCALAR_TYPES for a in args):
         flat = dict if origin is dict else list
