@@ -9,7 +9,7 @@ and answers as the CEL evaluator would: true, false, or UNKNOWN, where CEL fails
 the facts lack, a list compared with a list, a value CEL could not hold) is MAYBE, and the engine
 runs CEL. `&&` and `||` decide around an undecided side as CEL's do: `false && <anything>` is false.
 
-tests/test_precheck.py holds every answer against the CEL evaluator on generated values, and
+diag/test_precheck.py holds every answer against the CEL evaluator on generated values, and
 tests/test_engine_precheck.py checks that every fixture's analysis is the same without it.
 """
 
