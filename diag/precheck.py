@@ -110,18 +110,17 @@ class _Parser:
         return node
 
     def or_(self) -> Node:
-        operands = [self.and_()]
-        while self.peek() == "||":
-            self.take()
-            operands.append(self.and_())
-        return operands[0] if len(operands) == 1 else _any_of(operands)
+        return self.junction("||", self.and_, decisive=True)
 
     def and_(self) -> Node:
-        operands = [self.relation()]
-        while self.peek() == "&&":
+        return self.junction("&&", self.relation, decisive=False)
+
+    def junction(self, operator: str, operand: Callable[[], Node], decisive: bool) -> Node:
+        operands = [operand()]
+        while self.peek() == operator:
             self.take()
-            operands.append(self.relation())
-        return operands[0] if len(operands) == 1 else _all_of(operands)
+            operands.append(operand())
+        return operands[0] if len(operands) == 1 else _junction(operands, decisive)
 
     def relation(self) -> Node:
         left = self.sum()
@@ -241,28 +240,18 @@ def _field(receiver: Node, name: str) -> Node:
     return run
 
 
-def _all_of(operands: list[Node]) -> Node:
+def _junction(operands: list[Node], decisive: bool) -> Node:
+    """`||` (decisive True) or `&&` (decisive False): the decisive value wherever it comes, else the
+    other one when every operand is it, else the weaker of the undecided ones (MAYBE over UNKNOWN)."""
+    neutral = not decisive
+
     def run(env: Env) -> Any:
-        answer: Any = True
+        answer: Any = neutral
         for operand in operands:
             value = operand(env)
-            if value is False:
-                return False
-            if value is not True and answer is not MAYBE:
-                answer = UNKNOWN if value is None or value is UNKNOWN else MAYBE
-        return answer
-
-    return run
-
-
-def _any_of(operands: list[Node]) -> Node:
-    def run(env: Env) -> Any:
-        answer: Any = False
-        for operand in operands:
-            value = operand(env)
-            if value is True:
-                return True
-            if value is not False and answer is not MAYBE:
+            if value is decisive:
+                return decisive
+            if value is not neutral and answer is not MAYBE:
                 answer = UNKNOWN if value is None or value is UNKNOWN else MAYBE
         return answer
 
@@ -405,30 +394,26 @@ def _items(receiver: Node, variable: str, body: Node, env: Env) -> Any:
     return UNKNOWN if items is None or items is UNKNOWN else MAYBE
 
 
-def _exists(receiver: Node, variable: str, body: Node) -> Node:
-    def run(env: Env) -> Any:
-        answers = _items(receiver, variable, body, env)
-        if type(answers) is not list:
-            return answers
-        return False if all(a is False for a in answers) else MAYBE
+def _quantifier(settled: bool) -> Callable[[Node, str, Node], Node]:
+    """`exists` (settled False: it is false when no item holds) or `all` (settled True: true when
+    every item holds); any other mix of answers is left to CEL."""
 
-    return run
+    def macro(receiver: Node, variable: str, body: Node) -> Node:
+        def run(env: Env) -> Any:
+            answers = _items(receiver, variable, body, env)
+            if type(answers) is not list:
+                return answers
+            return settled if all(a is settled for a in answers) else MAYBE
 
+        return run
 
-def _all(receiver: Node, variable: str, body: Node) -> Node:
-    def run(env: Env) -> Any:
-        answers = _items(receiver, variable, body, env)
-        if type(answers) is not list:
-            return answers
-        return True if all(a is True for a in answers) else MAYBE
-
-    return run
+    return macro
 
 
 _MACROS: dict[str, Callable[[Node, str, Node], Node]] = {
-    "exists": _exists,
-    "all": _all,
-    "exists_one": _exists,  # false exactly when no item holds, as exists
+    "exists": _quantifier(settled=False),
+    "all": _quantifier(settled=True),
+    "exists_one": _quantifier(settled=False),  # false exactly when no item holds, as exists
     "map": lambda receiver, variable, body: undecided,
     "filter": lambda receiver, variable, body: undecided,
 }
