@@ -15,6 +15,7 @@ tests/test_engine_precheck.py checks that every fixture's analysis is the same w
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from typing import Any
@@ -394,26 +395,23 @@ def _items(receiver: Node, variable: str, body: Node, env: Env) -> Any:
     return UNKNOWN if items is None or items is UNKNOWN else MAYBE
 
 
-def _quantifier(settled: bool) -> Callable[[Node, str, Node], Node]:
+def _quantifier(settled: bool, receiver: Node, variable: str, body: Node) -> Node:
     """`exists` (settled False: it is false when no item holds) or `all` (settled True: true when
     every item holds); any other mix of answers is left to CEL."""
 
-    def macro(receiver: Node, variable: str, body: Node) -> Node:
-        def run(env: Env) -> Any:
-            answers = _items(receiver, variable, body, env)
-            if type(answers) is not list:
-                return answers
-            return settled if all(a is settled for a in answers) else MAYBE
+    def run(env: Env) -> Any:
+        answers = _items(receiver, variable, body, env)
+        if type(answers) is not list:
+            return answers
+        return settled if all(a is settled for a in answers) else MAYBE
 
-        return run
-
-    return macro
+    return run
 
 
 _MACROS: dict[str, Callable[[Node, str, Node], Node]] = {
-    "exists": _quantifier(settled=False),
-    "all": _quantifier(settled=True),
-    "exists_one": _quantifier(settled=False),  # false exactly when no item holds, as exists
+    "exists": functools.partial(_quantifier, False),
+    "all": functools.partial(_quantifier, True),
+    "exists_one": functools.partial(_quantifier, False),  # false exactly when no item holds, as exists
     "map": lambda receiver, variable, body: undecided,
     "filter": lambda receiver, variable, body: undecided,
 }

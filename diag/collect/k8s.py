@@ -3,9 +3,9 @@
 Phase 1 (`collect_objects`) writes k8s/<kind>.json exactly as `kubectl get <kind> -o json` prints
 it, for the target's scope (namespace or all, label selector, one pod, one RayCluster/RayService),
 plus the nodes, the events of the scoped objects and of their nodes, and the GPU device-plugin /
-GPU-operator daemonsets of every namespace. It hands the parsed pods on: the other collectors
-need them to find vLLM servers (`vllm_server_pods`), Ray heads (`ray_head_pods`) and one pod per GPU
-node to run nvidia-smi in (`gpu_exec_pods`). Phase 2 writes bounded log tails (`collect_logs`) and
+GPU-operator daemonsets of every namespace. It hands the parsed pods on as soon as it has them: the
+other collectors need them to find vLLM servers (`vllm_server_pods`), Ray heads (`ray_head_pods`)
+and one pod per GPU node to run nvidia-smi in (`gpu_exec_pods`). Phase 2 writes bounded log tails (`collect_logs`) and
 nvidia-smi output (`collect_gpu_exec`).
 
 Tested against a real API server with kwok nodes (tests/live/test_k8s_control_plane.py, test_k8s_pod_io.py)
@@ -77,11 +77,9 @@ class VllmPod:
 # ----------------------------------------------------------------------------- phase 1: objects
 
 
-def collect_objects(
-    kube: KubeAccess, target: Target, sink: Sink, on_pods: Callable[[list[Pod]], None] | None = None
-) -> tuple[list[Pod], list[SourceResult]]:
-    """Write k8s/*.json for the target; return the pods read (parsed) and how each file fared.
-    `on_pods` gets the pods as soon as they are parsed, before the events are listed and the files written."""
+def collect_objects(kube: KubeAccess, target: Target, sink: Sink, on_pods: Callable[[list[Pod]], None]) -> list[SourceResult]:
+    """Write k8s/*.json for the target; return how each file fared. `on_pods` gets the pods read
+    (parsed) as soon as they are, before the events are listed and the files written."""
     namespace = target_namespace(kube, target)
     with ThreadPoolExecutor(max_workers=PARALLEL_REQUESTS) as pool:
         pending = {k: pool.submit(_list, kube, k, namespace) for k in NAMESPACED_KINDS}
@@ -102,8 +100,7 @@ def collect_objects(
     lists = {k: v for k, v in outcomes.items() if isinstance(v, dict)}
     results = [v for v in outcomes.values() if isinstance(v, SourceResult)]
     pods = _parsed_pods(lists.get("pods"), results)
-    if on_pods is not None:
-        on_pods(pods)
+    on_pods(pods)
     events = _events(kube, scope, pods, lists)
     if isinstance(events, dict):
         lists["events"] = events
@@ -112,7 +109,7 @@ def collect_objects(
     for kind, answer in lists.items():
         sink.write(f"k8s/{kind}.json", json_text.dumps(answer) + "\n")
         results.append(SourceResult(f"k8s/{kind}.json", "ok", _list_detail(answer, scope_note if kind == "pods" else "")))
-    return pods, results
+    return results
 
 
 def target_namespace(kube: KubeAccess, target: Target) -> str | None:

@@ -3,8 +3,8 @@
 Every collector that needs nothing from Kubernetes (vLLM, Ray and Prometheus given by URL, this
 host's GPUs) starts at once, beside the phase-1 collector that reads the Kubernetes objects; those
 that need the pod list (logs, GPU exec, servers found in pods) start as soon as it has parsed the
-pods, while it still lists the events and writes its files. A hung API
-server therefore takes no time from the sources given by URL. The Kubernetes collectors wait for one
+pods, while it still lists the events and writes its files. A hung API server therefore takes no time
+from the sources given by URL. The Kubernetes collectors wait for one
 short GET /version (the pre-flight): when the API server is not there they never start, and one
 line naming the server and context stands for them all. Each collector has a timeout of its
 own, counted from its own start, inside the run's one; a collector that raises or runs out of time is
@@ -57,8 +57,7 @@ class CollectContext:
 
     def publish_pods(self, pods: list[Pod]) -> None:
         self.pods = pods
-        if not self.pods_known.done():
-            self.pods_known.set_result(None)
+        self.pods_known.set_result(None)
 
 
 @dataclass(frozen=True)
@@ -189,8 +188,9 @@ def _run_all(
     gate: Future[str | None] | None = None,
 ) -> list[SourceResult]:
     """Start every collector that can start, the ones needing pods once phase 1 has published them (or
-    is over); wait for each until its own limit. With a `gate` (the API server's pre-flight), the Kubernetes-only collectors
-    start once it passed; when it failed they never start and its one line stands for them all.
+    is over); wait for each until its own limit. With a `gate` (the API server's pre-flight), the
+    Kubernetes-only collectors start once it passed; when it failed they never start and its one line
+    stands for them all.
     On Ctrl-C stop waiting: what has not come back is "interrupted"."""
     providers = [c for c in collectors if c.phase == 1]
     waits = [c.phase != 1 and c.needs_pods and bool(providers) for c in collectors]
@@ -370,9 +370,7 @@ def _kubernetes_objects(ctx: CollectContext) -> list[SourceResult]:
 
     if ctx.kube is None:
         return [SourceResult("k8s", "skipped", "no Kubernetes configuration")]
-    pods, results = collect_objects(ctx.kube, ctx.target, ctx.sink, on_pods=ctx.publish_pods)
-    ctx.publish_pods(pods)
-    return results
+    return collect_objects(ctx.kube, ctx.target, ctx.sink, on_pods=ctx.publish_pods)
 
 
 def _kubernetes_logs(ctx: CollectContext) -> list[SourceResult]:
