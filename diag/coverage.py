@@ -142,8 +142,9 @@ _DECIDING = (
 
 def _failed_sources(snap: Snapshot) -> list[Gap]:
     subjects = _Subjects.of(snap)
+    ns = _namespace_flag(snap)
     return [
-        Gap(name, status.detail or f"{name}: could not be read", _remedy_for(name), name.startswith(_DECIDING), subjects.links_of(name))
+        Gap(name, status.detail or f"{name}: could not be read", _remedy_for(name, ns), name.startswith(_DECIDING), subjects.links_of(name))
         for name, status in sorted(snap.sources.items())
         if status.status == "failed" and not (name == RAY_DASHBOARD and _ray_read_anyway(snap))
     ]
@@ -192,7 +193,13 @@ class _Subjects:
         return ()
 
 
-def _remedy_for(name: str) -> str:
+def _remedy_for(name: str, ns: str = "-n <namespace>") -> str:
+    """The command that writes this file again where one is known, else what to do for its kind."""
+    command = {**_KUBERNETES_SOURCES, **_KUBERAY_SOURCES}.get(name) or next(
+        (command for names, command in _RAY_SOURCES.items() if name in names), None
+    )
+    if command is not None:
+        return f"collect it again: {command.format(ns=ns)}"
     for prefix, remedy in _REMEDY_BY_PREFIX.items():
         if name.startswith(prefix):
             return remedy

@@ -47,6 +47,19 @@ def test_a_deciding_kubernetes_source_lost_makes_it_inconclusive(tmp_path: Path,
     assert "kubectl get" in gap.remedy
 
 
+@pytest.mark.parametrize(("source", "command"), [
+    ("k8s/nodes.json", "kubectl get nodes -o json > k8s/nodes.json"),
+    ("k8s/pods.json", "kubectl get pods -n {ns} -o json > k8s/pods.json"),
+    ("ray/actors.json", "kubectl exec <ray-head-pod> -- ray list actors --detail --format json > ray/actors.json"),
+])
+def test_a_damaged_file_is_remedied_with_the_command_that_writes_it(tmp_path: Path, source: str, command: str) -> None:
+    bundle = copy_of(FIXTURES / "demo", tmp_path)
+    (bundle / "manifest.json").write_text(json.dumps({"schema": "llmdiag/manifest/v1", "kubernetes": {"namespaces": ["llm-serving"]}}))
+    (bundle / source).write_text("{")
+    gap = next(g for g in analyze_bundle(Bundle.open(bundle)).verdict.gaps if g.source == source)
+    assert gap.remedy == "collect it again: " + command.format(ns="llm-serving")
+
+
 def test_a_pod_list_that_matched_nothing_is_not_healthy(tmp_path: Path) -> None:
     bundle = copy_of(HEALTHY, tmp_path)
     (bundle / "k8s" / "pods.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": []}))
