@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from diag.parsers.log_gate import LineGate, candidate_lines, required_literals
+from diag.parsers.log_gate import MIN_LITERAL, ONE_PASS_FROM, LineGate, candidate_lines, required_literals
 from diag.parsers.logs import scan_log
 from diag.rules_dir import builtin_rules_dir
 from diag.signals import builtin_signals, load_signals
@@ -49,6 +51,29 @@ def test_candidate_lines_keep_order_and_the_lines_splitlines_would_cut() -> None
     assert candidate_lines(text, [gate]) == ["needle one", "c needle", "x", "needle"]
     assert candidate_lines(text, [gate, LineGate(None)]) == text.splitlines()
     assert gate.may_match(text) and not gate.may_match("a\nb\n") and LineGate(None).may_match("a\nb\n")
+
+
+@st.composite
+def _literals_and_text(draw: st.DrawFn, how_many: int) -> tuple[list[str], str]:
+    """Literals over a few characters, so that they overlap, share heads and tails, and are cut at
+    different characters; a text of lines made of them, pieces of them and those characters."""
+    alphabet = "ab_Qx "
+    literals = draw(st.lists(st.text(alphabet, min_size=MIN_LITERAL, max_size=9), min_size=how_many, max_size=how_many, unique=True))
+    parts = st.one_of(st.sampled_from(literals), st.sampled_from(literals).map(lambda literal: literal[1:]), st.text(alphabet + "\n", max_size=6))
+    return literals, "".join(draw(st.lists(parts, max_size=30)))
+
+
+@pytest.mark.parametrize("how_many", [ONE_PASS_FROM - 1, ONE_PASS_FROM, 3 * ONE_PASS_FROM])
+@settings(max_examples=300, derandomize=True, deadline=None, database=None)
+@given(data=st.data())
+def test_the_gate_finds_exactly_the_lines_holding_a_literal(how_many: int, data: st.DataObject) -> None:
+    literals, text = data.draw(_literals_and_text(how_many))
+    expected, line_start = set(), 0
+    for line in text.split("\n"):
+        if any(literal in line for literal in literals):
+            expected.add(line_start)
+        line_start += len(line) + 1
+    assert LineGate(tuple(sorted(literals))).line_starts(text) == expected
 
 
 def test_a_literal_ignoring_case_is_found_in_any_text() -> None:
