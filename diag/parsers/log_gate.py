@@ -75,6 +75,12 @@ class LineGate:
                 starts.update(text.rfind("\n", 0, m.start()) + 1 for m in re.finditer(re.escape(literal), text, re.IGNORECASE))
         return starts
 
+    def joined(self, other: LineGate) -> LineGate:
+        """The gate of both sets of patterns, searched for in one pass."""
+        if self.literals is None or other.literals is None:
+            return LineGate(None)
+        return LineGate(tuple(sorted({*self.literals, *other.literals})), tuple(sorted({*self.folded, *other.folded})))
+
     def may_match(self, text: str) -> bool:
         """False only when no line of `text` can match any of the patterns."""
         return self.line_starts(text) != set()
@@ -160,15 +166,12 @@ def _add_lines_holding(text: str, literal: str, starts: set[int]) -> None:
         at = text.find(literal, line_end) if line_end >= 0 else -1
 
 
-def candidate_lines(text: str, gates: Iterable[LineGate]) -> list[str]:
-    """The lines (as str.splitlines cuts them) that any gate lets through, in the text's order; every
-    line when a gate cannot tell."""
-    starts: set[int] = set()
-    for gate in gates:
-        found = gate.line_starts(text)
-        if found is None:
-            return text.splitlines()
-        starts |= found
+def candidate_lines(text: str, gate: LineGate) -> list[str]:
+    """The lines (as str.splitlines cuts them) that the gate lets through, in the text's order; every
+    line when it cannot tell."""
+    starts = gate.line_starts(text)
+    if starts is None:
+        return text.splitlines()
     lines: list[str] = []
     for start in sorted(starts):
         end = text.find("\n", start)

@@ -6,6 +6,7 @@ with the source of its wording. Signal names are a contract with the rules (`log
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import deque
@@ -36,7 +37,7 @@ def scan_log(text: str, signals: LogSignals | None = None) -> dict[str, list[str
     if "\x1b" in text:
         text = _ANSI_ESCAPE.sub("", text)  # an escape never spans lines: the same as per line, once
     # only lines holding a literal of some pattern can match (diag/parsers/log_gate.py)
-    for raw_line in candidate_lines(text, (signals.gate, _SHUTDOWN_GATE)):
+    for raw_line in candidate_lines(text, _with_shutdown(signals.gate)):
         line = raw_line.strip()
         if not line:
             continue
@@ -45,6 +46,11 @@ def scan_log(text: str, signals: LogSignals | None = None) -> dict[str, list[str
             if pattern.search(line) and not (shutting_down and name in _NOT_FAILURES_AFTER_SHUTDOWN):
                 found.setdefault(name, deque(maxlen=MAX_LINES_PER_SIGNAL)).append(line)
     return {name: list(lines) for name, lines in found.items()}
+
+
+@functools.lru_cache(maxsize=8)
+def _with_shutdown(gate: LineGate) -> LineGate:
+    return gate.joined(_SHUTDOWN_GATE)
 
 
 def xids_in(lines: Iterable[str]) -> list[int]:

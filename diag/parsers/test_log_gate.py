@@ -48,9 +48,11 @@ def test_every_builtin_signal_is_gated() -> None:
 def test_candidate_lines_keep_order_and_the_lines_splitlines_would_cut() -> None:
     gate = LineGate.of([re.compile("needle")])
     text = "a\nneedle one\r\nb\nc needle\rx\nneedle\n"
-    assert candidate_lines(text, [gate]) == ["needle one", "c needle", "x", "needle"]
-    assert candidate_lines(text, [gate, LineGate(None)]) == text.splitlines()
+    assert candidate_lines(text, gate) == ["needle one", "c needle", "x", "needle"]
+    assert candidate_lines(text, gate.joined(LineGate(None))) == text.splitlines()
     assert gate.may_match(text) and not gate.may_match("a\nb\n") and LineGate(None).may_match("a\nb\n")
+    assert candidate_lines(text, gate.joined(LineGate.of([re.compile("one\r")]))) == ["needle one", "c needle", "x", "needle"]
+    assert candidate_lines(text, LineGate.of([re.compile("absent")]).joined(LineGate.of([re.compile("(?i:NEEDLE one)")]))) == ["needle one"]
 
 
 @st.composite
@@ -79,9 +81,9 @@ def test_the_gate_finds_exactly_the_lines_holding_a_literal(how_many: int, data:
 def test_a_literal_ignoring_case_is_found_in_any_text() -> None:
     gate = LineGate.of([re.compile("(?i:version mismatch)")])
     for text in ("a\nNVML: Version Mismatch\nb", "é\nNVML: VERSION MISMATCH\nb", "a\nverſion miſmatch\nb"):
-        assert candidate_lines(text, [gate]) == [text.splitlines()[1]]
+        assert candidate_lines(text, gate) == [text.splitlines()[1]]
     non_ascii = LineGate.of([re.compile("(?i:ſhutdown now)")])  # the long s matches an ASCII "s" ignoring case
-    assert candidate_lines("a\nShutdown now\nb", [non_ascii]) == ["Shutdown now"]
+    assert candidate_lines("a\nShutdown now\nb", non_ascii) == ["Shutdown now"]
 
 
 def _logs_of_the_fixtures() -> list[str]:
