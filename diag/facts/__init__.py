@@ -30,6 +30,8 @@ Subject = dict
 class Facts:
     scopes: dict[str, list[Subject]] = field(default_factory=dict)
     cluster: dict = field(default_factory=dict)
+    # the Kubernetes lookups they were built with: the history pass reads no clock in them, so it keeps them
+    lookups: kubernetes.Lookups | None = field(default=None, repr=False, compare=False)
 
 
 SCOPES = (
@@ -44,7 +46,7 @@ def build_facts(snap: Snapshot, clock: Clock | None = None, settings: dict | Non
     `unwindowed_of`: facts built with a history window, for the history pass that builds them again
     without one: only the Kubernetes facts and Ray's per-subject facts judge events, terminations and
     deaths by the window (GPU and vLLM facts read the clock for ages and episodes only, Ray's cluster
-    facts read none), so the others are taken as they are.
+    facts and the Kubernetes lookups read none), so the others are taken as they are.
     A builder that fails on this bundle's content costs its facts only: a failed source `facts/<part>`
     says so (a gap, so the verdict cannot be healthy) and the other layers are still built."""
     clock = clock or Clock.of(snap)
@@ -53,7 +55,10 @@ def build_facts(snap: Snapshot, clock: Clock | None = None, settings: dict | Non
 
         settings = default_settings()
     # one index for both Kubernetes parts; a failure to build it is each part's failure
-    k8s_index = functools.cache(lambda: kubernetes.lookups(snap, clock))
+    if unwindowed_of is not None and unwindowed_of.lookups is not None:
+        k8s_index = functools.cache(lambda: replace(unwindowed_of.lookups, clock=clock))
+    else:
+        k8s_index = functools.cache(lambda: kubernetes.lookups(snap, clock))
     cluster: dict = _guarded(snap, "kubernetes cluster", lambda: kubernetes.cluster_facts(snap, k8s_index()), {})
     if unwindowed_of is None:
         cluster |= _guarded(snap, "ray cluster", lambda: ray.cluster_facts(snap), {})
@@ -81,7 +86,8 @@ def build_facts(snap: Snapshot, clock: Clock | None = None, settings: dict | Non
         scopes.update(_guarded(snap, "vllm", lambda: vllm.scopes(snap, settings, clock), {}))
     else:  # in the order of the first build, so that findings come in the same order
         scopes = {scope: scopes.get(scope, subjects) for scope, subjects in unwindowed_of.scopes.items()} | scopes
-    return Facts(scopes=scopes, cluster=cluster)
+    # built by the parts above already; had that failed, they said so under the same name
+    return Facts(scopes=scopes, cluster=cluster, lookups=_guarded(snap, "kubernetes", k8s_index, None))
 
 
 def _guarded(snap: Snapshot, part: str, build: Callable[[], T], empty: T) -> T:

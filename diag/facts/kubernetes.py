@@ -86,7 +86,7 @@ def wants_gpus(pod: Pod) -> bool:
 
 
 @dataclass
-class _Index:
+class Lookups:
     """Lookups every subject builder needs, computed once per snapshot."""
 
     snap: Snapshot
@@ -111,7 +111,7 @@ class _Index:
     placements: dict[str, dict] = field(default_factory=dict)  # _placement's, by what of a pod it reads
 
     @classmethod
-    def of(cls, snap: Snapshot, clock: Clock) -> _Index:
+    def of(cls, snap: Snapshot, clock: Clock) -> Lookups:
         allocated: dict[str, int] = {}
         by_node: dict[str, list[Pod]] = {}
         pods_by_label: dict[tuple[str, str, str], list[Pod]] = {}
@@ -181,13 +181,13 @@ class _Index:
 # --------------------------------------------------------------------------- cluster
 
 
-def lookups(snap: Snapshot, clock: Clock) -> _Index:
-    """The lookups the Kubernetes facts share (pods by node and label, events by object, ...): built
-    once per build of the facts, for cluster_facts and scopes both."""
-    return _Index.of(snap, clock)
+def lookups(snap: Snapshot, clock: Clock) -> Lookups:
+    """The lookups the Kubernetes facts share (pods by node and label, events by object, ...), for
+    cluster_facts and scopes both. None of them reads the clock: the history pass keeps them."""
+    return Lookups.of(snap, clock)
 
 
-def cluster_facts(snap: Snapshot, index: _Index) -> dict:
+def cluster_facts(snap: Snapshot, index: Lookups) -> dict:
     clock = index.clock
     allocatable = {n.name: placement.gpu_allocatable(n) for n in snap.nodes}
     known = snap.nodes != []
@@ -220,8 +220,8 @@ def _kuberay_validation(snap: Snapshot, clock: Clock) -> dict:
                 refused.setdefault(f"{c.namespace}/{c.name}", []).append(
                     f"{c.kind.lower()} {c.namespace}/{c.name}: {kind}={condition.get('status')} (ValidationFailed): {condition.get('message') or 'no message'}"
                 )
-    for e in current_events(snap.events, clock):
-        if e.type == "Warning" and e.reason in KUBERAY_INVALID_EVENTS and e.involved_kind in ("RayService", "RayCluster"):
+    for e in snap.events:  # the window is asked last: a fleet has tens of thousands of events
+        if e.involved_kind in ("RayService", "RayCluster") and e.type == "Warning" and e.reason in KUBERAY_INVALID_EVENTS and clock.current(e.last_seen):
             refused.setdefault(f"{e.namespace}/{e.involved_name}", []).append(f"{e.involved_kind.lower()} event {e.reason}: {e.message}")
     if not (kuberay_read or events_read):
         return {"kuberay_refusals": None, "kuberay_refusal_links": []}
@@ -236,7 +236,7 @@ def _gpu_labels_text(node: Node) -> str:
     return ", ".join(shown) or "no GPU labels"
 
 
-def scopes(snap: Snapshot, index: _Index, windowed_pods: tuple[list[dict], Clock] | None = None) -> dict[str, list[dict]]:
+def scopes(snap: Snapshot, index: Lookups, windowed_pods: tuple[list[dict], Clock] | None = None) -> dict[str, list[dict]]:
     """`windowed_pods`: the pods' facts built with a window, and that clock, when these are built again
     without one (the history pass): a pod with nothing outside the window keeps its facts, another
     keeps those no window changes (_pod_lasting) and has the others built again."""
@@ -254,7 +254,7 @@ def scopes(snap: Snapshot, index: _Index, windowed_pods: tuple[list[dict], Clock
     }
 
 
-def _pods(snap: Snapshot, index: _Index, windowed: tuple[list[dict], Clock] | None) -> list[dict]:
+def _pods(snap: Snapshot, index: Lookups, windowed: tuple[list[dict], Clock] | None) -> list[dict]:
     if windowed is None or len(windowed[0]) != len(snap.pods):
         return [_pod(p, index) for p in snap.pods]
     facts, window = windowed
@@ -264,7 +264,7 @@ def _pods(snap: Snapshot, index: _Index, windowed: tuple[list[dict], Clock] | No
     ]
 
 
-def _node_brief(node: Node, index: _Index) -> dict:
+def _node_brief(node: Node, index: Lookups) -> dict:
     ready = node.conditions.get("Ready", {}).get("status")
     return {
         "labels": node.labels,
@@ -280,7 +280,7 @@ def _node_brief(node: Node, index: _Index) -> dict:
 # --------------------------------------------------------------------------- pods
 
 
-def _event_signals(events: list[Event], index: _Index) -> dict[str, list[str]]:
+def _event_signals(events: list[Event], index: Lookups) -> dict[str, list[str]]:
     """Signal name -> the messages of the pod's current Warning events that match it: the kubelet and
     the container runtime quote the same refusals that logs do (nvidia-container-cli's, NVML's).
     Matched here, not in the rules: a CEL regex over every event of every pod is compiled each time."""
@@ -292,11 +292,11 @@ def _event_signals(events: list[Event], index: _Index) -> dict[str, list[str]]:
     return found
 
 
-def _pod(pod: Pod, index: _Index) -> dict:
+def _pod(pod: Pod, index: Lookups) -> dict:
     return _pod_lasting(pod, index) | _pod_windowed(pod, index)
 
 
-def _pod_lasting(pod: Pod, index: _Index) -> dict:
+def _pod_lasting(pod: Pod, index: Lookups) -> dict:
     """The facts of a pod that no history window changes: the history pass keeps them."""
     facts = plain(pod, drop=("containers", "init_containers", "events"))
     # every signal looked for: one no line matched is known absent ([]), not unknown
@@ -340,7 +340,7 @@ def _pod_lasting(pod: Pod, index: _Index) -> dict:
     return facts
 
 
-def _pod_windowed(pod: Pod, index: _Index) -> dict:
+def _pod_windowed(pod: Pod, index: Lookups) -> dict:
     """The facts of a pod that read its events, terminations or eviction against the history window."""
     clock = index.clock
     events = current_events(pod.events, clock)  # what derived facts read: aged events are history
@@ -399,7 +399,7 @@ def _node_gpu_sharing(pod: Pod, node: Node | None) -> dict | None:
     return {"shared": False} if sharing is None else {"shared": True} | sharing
 
 
-def _pod_links(pod: Pod, index: _Index, pending: bool) -> list[str]:
+def _pod_links(pod: Pod, index: Lookups, pending: bool) -> list[str]:
     links = (
         link("pod", pod.key) + link("node", pod.node_name) + link("ray_node", pod.ray_node_id)
         + link("vllm", pod.vllm_server) + link("raycluster", f"{pod.namespace}/{pod.ray_cluster}" if pod.ray_cluster else None)
@@ -446,7 +446,7 @@ def _no_scheduling_failure() -> dict:
     }
 
 
-def _placement(pod: Pod, index: _Index) -> dict:
+def _placement(pod: Pod, index: Lookups) -> dict:
     """Why an unplaced pod fits no node, node by node: selector, taints, free GPUs. Worked out once for
     the pods that ask the same (the replicas of one template): it reads every node, and a full cluster
     can hold hundreds of pending replicas. Shared between them, and read-only like all facts."""
@@ -457,7 +457,7 @@ def _placement(pod: Pod, index: _Index) -> dict:
     return found
 
 
-def _placement_on_nodes(pod: Pod, index: _Index) -> dict:
+def _placement_on_nodes(pod: Pod, index: Lookups) -> dict:
     candidates = index.gpu_nodes if wants_gpus(pod) else list(index.nodes.values())
     matching = [n for n in candidates if placement.matches_selector(pod, n)]
     asked = placement.selector_keys(pod)
@@ -490,7 +490,7 @@ def _unavailable_note(node: Node) -> str:
     return f" ({', '.join(notes)})" if notes else ""
 
 
-def _gpu_resource_mismatch(pod: Pod, index: _Index) -> dict | None:
+def _gpu_resource_mismatch(pod: Pod, index: Lookups) -> dict | None:
     """The GPU resource the pod asks for against what the device plugins offer (MIG strategy): `found`
     false when they agree; None without nodes.json."""
     if not source_read(index.snap, "k8s/nodes.json"):
@@ -522,7 +522,7 @@ def _admission_rejection(pod: Pod) -> dict:
     return {"rejected": True, "reason": reason, "message": pod.message}
 
 
-def _ray_gpu_total(pod: Pod, index: _Index) -> float | None:
+def _ray_gpu_total(pod: Pod, index: Lookups) -> float | None:
     node = index.ray_node_in_pod.get(pod.key)
     return None if node is None else node.resources_total.get("GPU", 0.0)
 
@@ -544,7 +544,7 @@ def _vllm_facts(pod: Pod, server: VllmServer | None) -> dict | None:
 # --------------------------------------------------------------------------- nodes
 
 
-def _node(node: Node, index: _Index) -> dict:
+def _node(node: Node, index: Lookups) -> dict:
     on_node = index.pods_on(node.name)
     ready = node.conditions.get("Ready")
     return plain(node, drop=("events",)) | _node_brief(node, index) | {
@@ -569,7 +569,7 @@ def _node(node: Node, index: _Index) -> dict:
 # --------------------------------------------------------------------------- services, HPAs
 
 
-def _service(svc: Service, index: _Index) -> dict:
+def _service(svc: Service, index: Lookups) -> dict:
     selected = [p for p in _candidates(svc, index.pods_by_label) if _selects(svc, p.labels)]
     workloads = [w for w in _candidates(svc, index.workloads_by_label) if _selects(svc, w.template_labels)]
     return plain(svc) | {
@@ -659,7 +659,7 @@ def _pod_state(pod: Pod) -> str:
     return ", ".join(parts)
 
 
-def _hpa(hpa: HPA, index: _Index) -> dict:
+def _hpa(hpa: HPA, index: Lookups) -> dict:
     clock = index.clock
     targets = index.servers_of_workload.get((hpa.namespace, hpa.target_name), [])
     events = index.events_about.get(("HorizontalPodAutoscaler", hpa.namespace, hpa.name), [])
@@ -697,7 +697,7 @@ def _hpa(hpa: HPA, index: _Index) -> dict:
 # --------------------------------------------------------------------------- KubeRay
 
 
-def _raycluster(cluster: RayClusterSpec, index: _Index) -> dict:
+def _raycluster(cluster: RayClusterSpec, index: Lookups) -> dict:
     snap, clock = index.snap, index.clock
     events_read = source_read(snap, "k8s/events.json")
     members = index.pods_of_ray_cluster.get((cluster.namespace, cluster.name), [])
@@ -726,7 +726,7 @@ def _raycluster(cluster: RayClusterSpec, index: _Index) -> dict:
     }
 
 
-def _run_links(cluster: RayClusterSpec, members: list[Pod], index: _Index) -> list[str]:
+def _run_links(cluster: RayClusterSpec, members: list[Pod], index: Lookups) -> list[str]:
     """The pods (and, for a RayService, the RayClusters) a finding on this object is about. A RayService's
     pods carry the label of the RayCluster it runs (ray.io/cluster=<rayservice>-<suffix>), never its own
     name: its active and pending clusters (status) and the clusters it created are linked, with their pods,
@@ -798,7 +798,7 @@ def _unhealthy_ray_conditions(cluster: RayClusterSpec) -> list[str]:
     return found
 
 
-def _parallel_gpus_needed(cluster: RayClusterSpec, members: list[Pod], index: _Index) -> int | None:
+def _parallel_gpus_needed(cluster: RayClusterSpec, members: list[Pod], index: Lookups) -> int | None:
     """GPUs one vLLM replica spans (tensor x pipeline parallel), from a vLLM server in the cluster's pods
     or from the serve config (ray.serve.llm engine_kwargs) of the RayService it belongs to."""
     sizes = [
@@ -848,7 +848,7 @@ def _serve_config_parallel_sizes(config: Any) -> list[int]:
 # --------------------------------------------------------------------------- GPU daemonsets
 
 
-def _daemonset(ds: DaemonSet, index: _Index) -> dict:
+def _daemonset(ds: DaemonSet, index: Lookups) -> dict:
     component = _gpu_component(ds)
     own = [p for p in index.snap.pods if p.owner_kind == "DaemonSet" and p.owner_name == ds.name and p.namespace == ds.namespace]
     unready = [p for p in own if p.conditions.get("Ready", {}).get("status") != "True" and p.phase not in TERMINAL_PHASES]
