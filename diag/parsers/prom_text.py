@@ -47,6 +47,10 @@ _PLAIN_NUMBER = r"(?:[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[
 _PLAIN_NUMBERED_SAMPLE = re.compile(rf"{_PLAIN_NAME_AND_LABELS} ({_PLAIN_NUMBER})(?: {_PLAIN_NUMBER})?")
 # A plain label block, read: its labels, and their sorted pairs, which key its series.
 _LabelSet = tuple[dict[str, str], tuple[tuple[str, str], ...]]
+# Plain label blocks read so far, in any scrape: a fleet's servers repeat the same few hundred. The
+# labels are copied for each sample, never handed out. Emptied when it holds _MOST_LABEL_SETS.
+_label_sets: dict[str | None, _LabelSet | None] = {}
+_MOST_LABEL_SETS = 10_000
 # Series that count, by suffix: (suffix, the family types whose series they are). OpenMetrics names a
 # counter family without its `_total`.
 _COUNT_PARTS = (
@@ -75,7 +79,9 @@ def parse_exposition(text: str) -> Exposition:
     eof_line: int | None = None
     types: dict[str, str] = {}  # family -> its # TYPE
     counts: dict[str, bool] = {}  # sample name -> whether it counts, by the # TYPE lines read so far
-    label_sets: dict[str | None, _LabelSet | None] = {None: ({}, ())}  # plain label blocks read so far
+    if len(_label_sets) >= _MOST_LABEL_SETS:
+        _label_sets.clear()
+    label_sets = _label_sets
     numbered = enumerate(text.lstrip("\ufeff").splitlines(), start=1)
     for number, line in numbered:
         try:
@@ -124,7 +130,8 @@ def parse_exposition(text: str) -> Exposition:
 
 
 def _plain_label_set(body: str | None) -> _LabelSet | None:
-    """The labels of a plain label block and their series key; None when a label is given twice."""
+    """The labels of a plain label block (None: no block) and their series key; None when a label is
+    given twice."""
     pairs = _PLAIN_PAIR.findall(body) if body else []
     labels = dict(pairs)
     return (labels, tuple(sorted(pairs))) if len(labels) == len(pairs) else None
