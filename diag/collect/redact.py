@@ -386,6 +386,12 @@ def _clean_json(value: Any, hits: Counter[str], key: str | None = None) -> Any:
 def _clean_object(obj: dict, hits: Counter[str]) -> dict:
     out: dict = {}
     for k, v in obj.items():
+        if type(v) is str and _ordinary_key(k):  # most values (a fleet has millions): the text rules alone
+            out[k], found = _cleaned_string(v)
+            if found is not _NOTHING_DETECTED:  # (a zero count changes nothing: the manifest lists rules that replaced)
+                for rule, count in found:
+                    hits[rule] += count
+            continue
         if k == "managedFields":
             hits[MANAGED_FIELDS] += 1
             continue
@@ -405,6 +411,13 @@ def _clean_object(obj: dict, hits: Counter[str]) -> dict:
             v = _clean_env_dict(v, hits)  # a runtime env's env_vars; a Ray job's metadata
         out[k] = _clean_json(v, hits, key=k)
     return out
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _ordinary_key(name: str) -> bool:
+    """A key whose string value is cleaned by the text rules alone: not managedFields, a kubeconfig
+    credential or a secret's name (what _clean_object looks at first)."""
+    return name != "managedFields" and name not in _KUBECONFIG_FIELDS and (name in _NAMING_KEYS or not secret_name(name, last_word_only=True))
 
 
 def _secret_field(name: str, value: str) -> bool:
