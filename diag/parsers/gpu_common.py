@@ -6,6 +6,7 @@ and must run on a GPU host that has nothing but Python and nvidia-ml-py.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -47,6 +48,11 @@ _REASON_RANK = {name: rank for rank, (_, name) in enumerate(CLOCKS_EVENT_REASON_
 _KNOWN_REASON_BITS = sum(bit for bit, _ in CLOCKS_EVENT_REASON_BITS)
 
 
+# A fleet's thousands of GPUs repeat the same few values ("N/A", "0", "81559 MiB"): each is read once.
+_VALUES_KEPT = 1 << 12
+
+
+@functools.lru_cache(maxsize=_VALUES_KEPT)
 def is_unknown(text: str) -> bool:
     stripped = text.strip()
     return (stripped.startswith("[") and stripped.endswith("]")) or stripped.lower() in _UNKNOWN_WORDS
@@ -57,12 +63,25 @@ def number(text: str | None, unit: str | None, what: str) -> float | None:
 
     `unit` is the suffix the value may carry (MiB, %, W, MHz, C, x); a different suffix is an error.
     """
-    if text is None or is_unknown(text):
+    if text is None:
+        return None
+    value = _number(text, unit)
+    if value is _NOT_A_NUMBER:
+        expected = f"a number in {unit}" if unit else "a number"
+        raise ParseError(f"{what}: {text.strip()!r} is not {expected}")
+    return value  # type: ignore[return-value]
+
+
+_NOT_A_NUMBER = object()
+
+
+@functools.lru_cache(maxsize=_VALUES_KEPT)
+def _number(text: str, unit: str | None) -> float | None | object:
+    if is_unknown(text):
         return None
     match = _NUMBER_WITH_UNIT.match(text.strip())
     if match is None or (match.group(2) and match.group(2) != unit):
-        expected = f"a number in {unit}" if unit else "a number"
-        raise ParseError(f"{what}: {text.strip()!r} is not {expected}")
+        return _NOT_A_NUMBER
     return float(match.group(1))
 
 
