@@ -229,10 +229,10 @@ def evaluate(rules: list[Rule], facts: Facts, settings: dict[str, Any], stopwatc
     """
     findings: list[Finding] = []
     outcomes: dict[str, RuleOutcome] = {}
-    sources = facts.cluster.get("sources", {})
+    source_present = _present_sources(facts.cluster.get("sources", {}))
     by_scope: dict[str, list[Rule]] = {}
     for rule in rules:
-        if rule.requires and not any(_source_present(sources, r) for r in rule.requires):
+        if rule.requires and not any(source_present(r) for r in rule.requires):
             outcomes[rule.id] = RuleOutcome("skipped", f"needs {', '.join(rule.requires)}, not in the bundle")
         else:
             by_scope.setdefault(rule.scope, []).append(rule)
@@ -408,8 +408,11 @@ def _outcome(tally: _Tally, subjects: int, scope: str) -> RuleOutcome:
     return RuleOutcome("silent", f"{subjects} checked", subjects)
 
 
-def _source_present(sources: dict[str, str], prefix: str) -> bool:
-    return any((name == prefix or name.startswith(prefix)) and status in ("ok", "partial") for name, status in sources.items())
+def _present_sources(sources: dict[str, str]) -> Callable[[str], bool]:
+    """Whether some source read (wholly or in part) is named `prefix` or starts with it: asked once per
+    prefix, as a fleet's bundle has thousands of sources and the rules share a few dozen prefixes."""
+    read = [name for name, status in sources.items() if status in ("ok", "partial")]
+    return functools.cache(lambda prefix: any(name.startswith(prefix) for name in read))
 
 
 def _finding(rule: Rule, subject: dict, env: cel.Context) -> Finding:
