@@ -7,6 +7,7 @@ link stays None. Nothing here judges health.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 
 from diag.identity import GPU_FILE_SUFFIXES, VLLM_FILE, Ambiguous, PodNames
 from diag.model import GPU, Container, Pod, RayActor, Service, SourceStatus, Snapshot, VllmServer
@@ -82,10 +83,7 @@ def _vllm_servers_to_pods(snap: Snapshot) -> None:
         elif found is not None:
             server.name = _server_name(found, names)
             by_pod[found.key] = server
-    services: dict[str, list[Service]] = {}  # with a selector, by namespace (a fleet's servers x its Services)
-    for svc in snap.services:
-        if svc.selector:
-            services.setdefault(svc.namespace, []).append(svc)
+    services = _ServicesBySelector.of(snap.services)
     for pod in snap.pods:
         for container in pod.containers:
             args = engine_args.parse_engine_args(container.command, container.args, container.image)
@@ -115,17 +113,43 @@ def _refuse(snap: Snapshot, files: list[str], found: Ambiguous) -> None:
         snap.sources[rel] = SourceStatus("failed", f"{rel}: {found.detail}")
 
 
-def _server_in_pod(server: VllmServer, pod: Pod, container: Container, services: dict[str, list[Service]]) -> None:
+def _server_in_pod(server: VllmServer, pod: Pod, container: Container, services: _ServicesBySelector) -> None:
     server.namespace, server.pod, server.node = pod.namespace, pod.key, pod.node_name
     server.ray_node_id = pod.ray_node_id
     pod.vllm_server = server.name
     for signal, lines in container.log_signals.items():
         server.log_signals.setdefault(signal, []).extend(lines)
     server.logs_read = server.logs_read or container.logs is not None or container.previous_logs is not None
-    for svc in services.get(pod.namespace, []):
-        if all(pod.labels.get(k) == v for k, v in svc.selector.items()):
-            server.service = f"{svc.namespace}/{svc.name}"
-            break
+    if (svc := services.first_selecting(pod)) is not None:
+        server.service = f"{svc.namespace}/{svc.name}"
+
+
+@dataclass
+class _ServicesBySelector:
+    """The Services with a selector, by their namespace and their selector's first label: a Service
+    selects a pod only if the pod has that label, so a pod is matched against those of its own labels,
+    not against every Service of its namespace (a fleet's servers times its Services)."""
+
+    by_first_label: dict[tuple[str, str, str], list[tuple[int, Service]]]  # with its place in services.json
+
+    @classmethod
+    def of(cls, services: list[Service]) -> _ServicesBySelector:
+        by_first_label: dict[tuple[str, str, str], list[tuple[int, Service]]] = {}
+        for place, svc in enumerate(services):
+            if svc.selector:
+                key, value = next(iter(svc.selector.items()))
+                by_first_label.setdefault((svc.namespace, key, value), []).append((place, svc))
+        return cls(by_first_label)
+
+    def first_selecting(self, pod: Pod) -> Service | None:
+        """The first Service (in services.json's order) whose selector the pod's labels satisfy."""
+        selecting = [
+            (place, svc)
+            for key, value in pod.labels.items()
+            for place, svc in self.by_first_label.get((pod.namespace, key, value), ())
+            if all(pod.labels.get(k) == v for k, v in svc.selector.items())
+        ]
+        return min(selecting, key=lambda found: found[0])[1] if selecting else None
 
 
 def _gpus_to_nodes_and_pods(snap: Snapshot) -> None:

@@ -162,3 +162,19 @@ def test_a_vllm_server_gets_the_service_of_its_own_namespace_that_selects_its_po
     snap.pods.append(Pod(namespace="team-b", name="llm-0", labels={"app": "llm"}, phase="Running", containers=[vllm]))
     snap = join(snap)
     assert [(s.pod, s.service) for s in snap.vllm_servers] == [("team-b/llm-0", "team-b/llm")]
+
+
+def test_of_several_services_selecting_its_pod_a_vllm_server_gets_the_first_listed() -> None:
+    from diag.model import Service, ServicePort
+
+    def service(name: str, selector: dict[str, str]) -> Service:
+        return Service(namespace="llm", name=name, selector=selector, ports=[ServicePort(port=8000)])
+
+    vllm = Container(name="vllm", command=["vllm", "serve", "m"], state="running")
+    pod = Pod(namespace="llm", name="llm-0", labels={"app": "llm", "tier": "serve"}, phase="Running", containers=[vllm])
+    narrower = service("narrower", {"app": "llm", "tier": "batch"})  # the pod has its first label, not its second
+    by_tier = service("by-tier", {"tier": "serve"})
+    by_app = service("by-app", {"app": "llm"})
+    for services, expected in (([narrower, by_tier, by_app], "llm/by-tier"), ([narrower, by_app, by_tier], "llm/by-app")):
+        snap = join(Snapshot(sources={"k8s/pods.json": SourceStatus("ok")}, pods=[Pod(**vars(pod))], services=list(services)))
+        assert [s.service for s in snap.vllm_servers] == [expected]
