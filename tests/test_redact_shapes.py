@@ -128,3 +128,22 @@ def test_a_json_file_with_nothing_to_hide_stays_byte_for_byte() -> None:
     redactor = Redactor()
     assert redactor("k8s/events.json", raw) is raw
     assert not any(redactor.applied.values())
+
+
+@pytest.mark.parametrize("fixture", ["incident-k8s-pvc-unbound/k8s/pods.json", "healthy-k8s-vllm/k8s/pods.json", "healthy-k8s-vllm/k8s/events.json"])
+def test_a_document_in_hand_is_written_as_its_text_would_be(fixture: str) -> None:
+    """Sink.write_json: a Redactor cleans the parsed list, not the text it writes, to the same bytes
+    and counts; with secrets planted in it, and without."""
+    from pathlib import Path
+
+    from diag.collect import json_text
+
+    document = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / fixture).read_text())
+    planted = json.loads(json.dumps(document))
+    planted["items"][0].setdefault("metadata", {}).setdefault("annotations", {})["example.com/api-token"] = "plantAnnotation0070"
+    for doc in (document, planted):
+        as_text, in_hand = Redactor(), Redactor()
+        written = as_text("k8s/pods.json", (json_text.dumps(doc) + "\n").encode())
+        assert in_hand.document("k8s/pods.json", doc) == written
+        assert in_hand.applied == as_text.applied
+    assert b"plantAnnotation0070" not in Redactor().document("k8s/pods.json", planted)

@@ -9,9 +9,11 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 from diag.bundle import Bundle
+from diag.collect import json_text
+from diag.collect.redact import Redactor
 from diag.model import SourceState
 
 
@@ -72,6 +74,17 @@ class Sink:
         raw = data.encode() if isinstance(data, str) else data
         if self._redact is not None:
             raw = self._redact(rel, raw)  # outside the lock: a fleet's pods.json must not hold up a /metrics
+        self._add(rel, raw)
+
+    def write_json(self, rel: str, document: Any) -> None:
+        """A JSON document in hand, laid out by json_text: a Redactor cleans it as it is, instead of
+        reading back the text it is written as."""
+        if isinstance(self._redact, Redactor):
+            raw = self._redact.document(rel, document)
+        else:
+            raw = (json_text.dumps(document) + "\n").encode()
+            if self._redact is not None:
+                raw = self._redact(rel, raw)
         self._add(rel, raw)
 
     def _add(self, rel: str, raw: bytes) -> None:

@@ -19,7 +19,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from diag.collect import json_text
 from diag.collect.base import Sink, SourceResult, Target
 from diag.errors import ParseError
 from diag.model import Container, Pod
@@ -107,7 +106,7 @@ def collect_objects(kube: KubeAccess, target: Target, sink: Sink, on_pods: Calla
     else:
         results.extend(events)
     for kind, answer in lists.items():
-        sink.write(f"k8s/{kind}.json", json_text.dumps(answer) + "\n")
+        sink.write_json(f"k8s/{kind}.json", answer)
         results.append(SourceResult(f"k8s/{kind}.json", "ok", _list_detail(answer, scope_note if kind == "pods" else "")))
     return results
 

@@ -139,6 +139,17 @@ class Redactor:
             self.applied.update(found)
         return cleaned
 
+    def document(self, rel_path: str, document: Any) -> bytes:
+        """The bytes calling it on `document` as json_text writes it (and a line break) gives, without
+        writing the document out and reading it back first: a fleet's pods.json and events.json."""
+        found: Counter[str] = Counter()
+        cleaned = _clean_json(document, found)
+        with self._lock:
+            self.applied.update(found)
+        if not any(found.values()):
+            return (json_text.dumps(document) + "\n").encode()
+        return _cleaned_json_bytes(cleaned)
+
 
 def redact(rel_path: str, raw: bytes) -> bytes:
     """The bytes of bundle file `rel_path` with secrets replaced by "<redacted>"."""
@@ -158,7 +169,7 @@ def _redact_file(rel_path: str, raw: bytes, hits: Counter[str]) -> bytes:
             hits.update(found)
             if not any(found.values()):  # (a rule that looked and found nothing counts 0)
                 return raw  # nothing to hide: the file stays byte for byte as the source sent it
-            return json_text.dumps(cleaned, ensure_ascii=False).encode("utf-8", "surrogateescape")
+            return _cleaned_json_bytes(cleaned)
     if rel_path.endswith(YAML_SUFFIXES):
         cleaned_yaml = _redact_yaml(text, hits)
         if cleaned_yaml is not None:
@@ -166,6 +177,10 @@ def _redact_file(rel_path: str, raw: bytes, hits: Counter[str]) -> bytes:
     if rel_path.endswith(ARGV_FILE_SUFFIX):  # one argument a line: `--api-key` and its value are apart
         text = "\n".join(_clean_argv(text.split("\n"), hits))
     return redact_text(text, hits).encode("utf-8", errors="surrogateescape")
+
+
+def _cleaned_json_bytes(cleaned: Any) -> bytes:
+    return json_text.dumps(cleaned, ensure_ascii=False).encode("utf-8", "surrogateescape")
 
 
 def _redact_yaml(text: str, hits: Counter[str]) -> str | None:
