@@ -78,7 +78,8 @@ class VllmPod:
 
 def collect_objects(kube: KubeAccess, target: Target, sink: Sink, on_pods: Callable[[list[Pod]], None]) -> list[SourceResult]:
     """Write k8s/*.json for the target; return how each file fared. `on_pods` gets the pods read
-    (parsed) as soon as they are, before the events are listed and the files written."""
+    (parsed) as soon as they are, before the events are listed; the other lists are written while
+    the events are listed, events.json after them."""
     namespace = target_namespace(kube, target)
     with ThreadPoolExecutor(max_workers=PARALLEL_REQUESTS) as pool:
         pending = {k: pool.submit(_list, kube, k, namespace) for k in NAMESPACED_KINDS}
@@ -100,15 +101,26 @@ def collect_objects(kube: KubeAccess, target: Target, sink: Sink, on_pods: Calla
     results = [v for v in outcomes.values() if isinstance(v, SourceResult)]
     pods = _parsed_pods(lists.get("pods"), results)
     on_pods(pods)
-    events = _events(kube, scope, pods, lists)
+    # the lists in hand are written (and redacted: a fleet's pods.json takes a second of CPU) while the
+    # API server answers the events lists, not after them
+    with ThreadPoolExecutor(max_workers=1) as writer:
+        written = writer.submit(_write_lists, sink, dict(lists))
+        events = _events(kube, scope, pods, lists)
+        if isinstance(events, dict):
+            sink.write_json("k8s/events.json", events)
+        written.result()
     if isinstance(events, dict):
         lists["events"] = events
     else:
         results.extend(events)
     for kind, answer in lists.items():
-        sink.write_json(f"k8s/{kind}.json", answer)
         results.append(SourceResult(f"k8s/{kind}.json", "ok", _list_detail(answer, scope_note if kind == "pods" else "")))
     return results
+
+
+def _write_lists(sink: Sink, lists: dict[str, dict]) -> None:
+    for kind, answer in lists.items():
+        sink.write_json(f"k8s/{kind}.json", answer)
 
 
 def target_namespace(kube: KubeAccess, target: Target) -> str | None:
