@@ -104,13 +104,12 @@ def collect_objects(kube: KubeAccess, target: Target, sink: Sink, on_pods: Calla
     # the lists in hand are written (and redacted: a fleet's pods.json takes a second of CPU) while the
     # API server answers the events lists, not after them
     with ThreadPoolExecutor(max_workers=1) as writer:
-        written = writer.submit(_write_lists, sink, dict(lists))
+        written = writer.submit(_write_lists, sink, lists)
         events = _events(kube, scope, pods, lists)
-        if isinstance(events, dict):
-            sink.write_json("k8s/events.json", events)
         written.result()
     if isinstance(events, dict):
         lists["events"] = events
+        sink.write_json("k8s/events.json", events)
     else:
         results.extend(events)
     for kind, answer in lists.items():
