@@ -346,12 +346,24 @@ def _state(snap: Snapshot, name: str) -> str:
 
 
 def _namespace_flag(snap: Snapshot) -> str:
+    """The namespaces to collect again: those the manifest says were collected; without a manifest
+    that says, those the bundle's pods, workloads, Services and pod events are in (-A for several,
+    as kubectl lists one namespace or all)."""
     namespaces = (snap.manifest.get("kubernetes") or {}).get("namespaces") if isinstance(snap.manifest.get("kubernetes"), dict) else None
-    if namespaces == ["*"]:
+    if not isinstance(namespaces, list) or not namespaces:
+        namespaces = sorted(_namespaces_seen(snap))
+    if namespaces == ["*"] or len(namespaces) > 1:
         return "-A"
-    if isinstance(namespaces, list) and len(namespaces) == 1:
+    if len(namespaces) == 1:
         return f"-n {namespaces[0]}"
     return "-n <namespace>"
+
+
+def _namespaces_seen(snap: Snapshot) -> set[str]:
+    # events about nodes carry the namespace "default", which says nothing of what was collected
+    pod_events = (e.namespace for e in snap.events if e.involved_kind == "Pod")
+    objects = (o.namespace for kind in (snap.pods, snap.workloads, snap.services) for o in kind)
+    return {namespace for namespace in (*pod_events, *objects) if namespace}
 
 
 def _target_words(snap: Snapshot) -> str:

@@ -60,6 +60,35 @@ def test_a_damaged_file_is_remedied_with_the_command_that_writes_it(tmp_path: Pa
     assert gap.remedy == "collect it again: " + command.format(ns="llm-serving")
 
 
+def _pods_remedy(bundle: Path) -> str:
+    return next(g for g in analyze_bundle(Bundle.open(bundle)).verdict.gaps if g.source == "k8s/pods.json").remedy
+
+
+def test_without_a_manifest_the_namespaces_come_from_what_the_bundle_holds(tmp_path: Path) -> None:
+    """The demo has no manifest: its objects are in seven namespaces, which one kubectl call lists only with -A."""
+    bundle = copy_of(FIXTURES / "demo", tmp_path)
+    (bundle / "k8s/pods.json").write_text("{")
+    assert _pods_remedy(bundle) == "collect it again: kubectl get pods -A -o json > k8s/pods.json"
+
+
+def test_a_manifest_without_namespaces_and_objects_of_one_namespace_names_it(tmp_path: Path) -> None:
+    bundle = copy_of(FIXTURES / "incident-k8s-limitrange-max", tmp_path)
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    del manifest["kubernetes"]["namespaces"]
+    (bundle / "manifest.json").write_text(json.dumps(manifest))
+    # the events of nodes are in "default", which says nothing of the namespaces collected
+    assert {e["metadata"]["namespace"] for e in json.loads((bundle / "k8s/events.json").read_text())["items"]} >= {"default", "llm"}
+    (bundle / "k8s/pods.json").write_text("{")
+    assert _pods_remedy(bundle) == "collect it again: kubectl get pods -n llm -o json > k8s/pods.json"
+
+
+def test_a_bundle_that_names_no_namespace_anywhere_keeps_the_placeholder(tmp_path: Path) -> None:
+    bundle = tmp_path / "bundle"
+    (bundle / "k8s").mkdir(parents=True)
+    (bundle / "k8s/pods.json").write_text("{")
+    assert _pods_remedy(bundle) == "collect it again: kubectl get pods -n <namespace> -o json > k8s/pods.json"
+
+
 def test_a_pod_list_that_matched_nothing_is_not_healthy(tmp_path: Path) -> None:
     bundle = copy_of(HEALTHY, tmp_path)
     (bundle / "k8s" / "pods.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": []}))

@@ -222,6 +222,22 @@ def test_the_specific_failure_line_is_preferred_over_the_engine_death_that_follo
     assert facts["pod_state"] == "pod llm/vllm-0 Running; container vllm running, 0 restarts"
 
 
+def test_a_server_without_its_pod_says_so_in_its_state_line() -> None:
+    """The evidence quotes the pod's state: a server whose pod was not read must not show a bare "?"."""
+    on_a_host = VllmServer(name="10.0.0.9_8000", health="timeout")
+    assert facts_of(Snapshot(vllm_servers=[on_a_host]), "10.0.0.9_8000")["pod_state"] == "no pod of it in the bundle"
+    pods_lost = VllmServer(name="vllm-0", namespace="llm", pod="llm/vllm-0", health="timeout")
+    assert facts_of(Snapshot(vllm_servers=[pods_lost]))["pod_state"] == "pod llm/vllm-0: not in k8s/pods.json"
+
+
+def test_a_failing_health_without_a_pod_shows_no_unknown_line() -> None:
+    snap = Snapshot(vllm_servers=[VllmServer(name="vllm-0", health="timeout")], sources={"vllm/vllm-0.health": SourceStatus("ok")})
+    facts = build_facts(join(snap), Clock.of(snap), default_settings())
+    rules = [r for r in load_rules([builtin_rules_dir()]) if r.id == "VLLM-112"]
+    [finding] = evaluate(rules, facts, default_settings()).findings
+    assert finding.evidence[:2] == ["GET /health: timeout", "no pod of it in the bundle"]
+
+
 def test_without_its_log_a_servers_failure_lines_are_unknown_not_absent() -> None:
     facts = facts_of(served(vllm_pod(["m"]), health="connection refused"))
     assert facts["log_signals"] is None and facts["failure_line"] is None

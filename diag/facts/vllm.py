@@ -139,7 +139,7 @@ def _server(server: VllmServer, snap: Snapshot, index: _Index, settings: dict, c
         "gpus_provided_by": gpus_provided_by,
         "pod_name": pod.name if pod else None,
         "pod_phase": pod.phase if pod else None,
-        "pod_state": _pod_state(pod),
+        "pod_state": _pod_state(server, pod),
         "cpu_limit": _cpu_limit(pod),
         "restarts": sum(c.restart_count for c in pod.containers) if pod else None,
         "edit_hint": _edit_hint(server, pod),
@@ -272,10 +272,11 @@ def _engine_args_origin(server: VllmServer, snap: Snapshot) -> str | None:
     return None
 
 
-def _pod_state(pod: Pod | None) -> str | None:
-    """One line: the pod's phase and its vLLM container's state, restarts and last exit."""
+def _pod_state(server: VllmServer, pod: Pod | None) -> str:
+    """One line: the pod's phase and its vLLM container's state, restarts and last exit; or that no
+    pod of the server was read."""
     if pod is None:
-        return None
+        return f"pod {server.pod}: not in k8s/pods.json" if server.pod else "no pod of it in the bundle"
     container = vllm_container(pod)
     parts = [f"pod {pod.key} {pod.phase or 'phase unknown'}"]
     if container is not None:
