@@ -247,8 +247,12 @@ class _Loader:
         exposition = prom_text.parse_exposition(text[: text.rfind("\n") + 1] if cut else text)
         if cut:
             exposition.errors.append("cut off mid-line: its last line was not used")
-        samples = [s for s in exposition.samples if vllm_metrics.impossible(s) is None]
-        errors = exposition.errors + [f"{why}: not used" for s in exposition.samples if (why := vllm_metrics.impossible(s))]
+        samples, errors = [], list(exposition.errors)
+        for sample in exposition.samples:
+            if (why := vllm_metrics.impossible(sample)) is None:
+                samples.append(sample)
+            else:
+                errors.append(f"{why}: not used")
         if not samples:
             raise ParseError(f"no sample could be used: {errors[0] if errors else 'no sample in it'}")
         if not any(math.isfinite(s.value) for s in samples):
@@ -375,9 +379,15 @@ def _merge_gpus(snap: Snapshot, gpus: list, by_key: dict[tuple[str, int], GPU]) 
             snap.gpus.append(gpu)
             by_key[(gpu.host, gpu.index)] = gpu
             continue
+        known_fields = vars(known)
         for field_name, value in vars(gpu).items():
-            if value not in (None, [], {}, "") and getattr(known, field_name) in (None, [], {}, ""):
-                setattr(known, field_name, value)
+            if not _blank(value) and _blank(known_fields[field_name]):
+                known_fields[field_name] = value
+
+
+def _blank(value: object) -> bool:
+    """None, or an empty list, map or string: a field the file did not fill (a 0 or False is a value)."""
+    return value is None or (not value and type(value) in (list, dict, str))
 
 
 def _set_models(server: VllmServer, text: str) -> None:

@@ -396,6 +396,8 @@ class MetricSample:
     name: str
     labels: dict[str, str]
     value: float
+    # the labels as sorted pairs, which key its series, where the parser had them; None: not worked out
+    series_key: tuple[tuple[str, str], ...] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass

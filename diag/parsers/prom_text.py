@@ -117,7 +117,7 @@ def parse_exposition(text: str) -> Exposition:
             seen.add((name, series_labels))
             if len(seen) == known:
                 raise _BadLine("the same series a second time")
-            add_sample(MetricSample(name, labels, value))
+            add_sample(MetricSample(name, labels, value, series_labels))
         except _BadLine as why:
             add_error(f"line {number}: {why}: {line[:_SHOWN_CHARS]}")
     if eof_line is not None:

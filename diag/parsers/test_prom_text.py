@@ -448,3 +448,17 @@ def test_the_one_match_of_plain_numbered_lines_reads_random_lines_alike(monkeypa
     assert fast == [_read(t) for t in texts]
     read = [r for r in fast if isinstance(r, tuple)]
     assert sum(len(samples) for samples, _ in read) > 3000 and sum(len(errors) for _, errors in read) > 3000
+
+
+def test_each_sample_carries_its_series_key_whichever_way_its_line_was_read():
+    """The metrics index keys series by it: plain lines, lines with escapes and quoted names alike."""
+    text = (
+        'a{z="1",b="2"} 1\n'
+        'a{b="3",z="1"} 2\n'
+        'b{x="a\\"q",y="p"} 3 1700000000000\n'
+        '{"my.metric",k="v"} 4\n'
+        "c 5\n"
+    )
+    samples = parse_exposition(text).samples
+    assert [s.series_key for s in samples] == [tuple(sorted(s.labels.items())) for s in samples]
+    assert samples[0].series_key == (("b", "2"), ("z", "1")) and samples[-1].series_key == ()

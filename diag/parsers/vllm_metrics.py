@@ -265,7 +265,8 @@ def _indexed(scrape: Scrape) -> _Indexed:
             if sample.name.startswith("vllm:"):
                 label_names.update(sample.labels)
             if not math.isnan(sample.value):
-                series[tuple(sorted(sample.labels.items()))] = sample.value
+                key = sample.series_key
+                series[key if key is not None else tuple(sorted(sample.labels.items()))] = sample.value
         names = frozenset(by_name)
         indexed = _Indexed({name: series for name, series in by_name.items() if series}, names, frozenset(label_names))
         cached = scrape.__dict__["_indexed"] = (scrape.samples, len(scrape.samples), indexed)
