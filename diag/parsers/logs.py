@@ -140,19 +140,17 @@ def _up_to_first_ready_line(text: str) -> list[str] | None:
 
 
 def _startup_span(lines: list[str]) -> float | None:
-    first: datetime | None = None
-    last: datetime | None = None
-    for line in lines:
-        stamp = _timestamp(line)
-        if stamp is not None:
-            first = first or stamp
-            last = stamp
-        if _READY.search(line) and first is not None and last is not None:
-            elapsed = last - first
-            if elapsed < timedelta(0):  # a new year began inside a log whose stamps have no year
-                elapsed += timedelta(days=366)  # the length of _VLLM_YEAR
-            return elapsed.total_seconds()
-    return None
+    """From the first stamped line to the last stamp at or before the first ready line after it. Only
+    those two stamps are read: a stamp costs two regexes and a date, and a start-up is dozens of lines."""
+    first_at, first = next(((at, stamp) for at, line in enumerate(lines) if (stamp := _timestamp(line)) is not None), (0, None))
+    ready_at = next((at for at in range(first_at, len(lines)) if _READY.search(lines[at])), None)
+    if first is None or ready_at is None:
+        return None
+    last = next(stamp for at in range(ready_at, first_at - 1, -1) if (stamp := _timestamp(lines[at])) is not None)
+    elapsed = last - first
+    if elapsed < timedelta(0):  # a new year began inside a log whose stamps have no year
+        elapsed += timedelta(days=366)  # the length of _VLLM_YEAR
+    return elapsed.total_seconds()
 
 
 def _timestamp(line: str) -> datetime | None:

@@ -2,8 +2,13 @@
 Ray and NVRM messages (shared/reference/vllm/log-lines.txt, gpu/XID.md, ray/STATE-API.md), with our
 own values."""
 
-import pytest
+from datetime import timedelta
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from diag.parsers.logs import _READY, _startup_span, _timestamp
 from diag.parsers.logs import MAX_LINES_PER_SIGNAL, gpu_memory_shortfall, model_load_seconds, scan_log, xids_in
 from diag.signals import builtin_signals
 
@@ -193,6 +198,31 @@ def test_xids_in():
 
 def test_startup_span_from_first_stamp_to_startup_complete():
     assert model_load_seconds(CLEAN_START) == 125.0  # 09:00:02 -> 09:02:07, the last stamp before uvicorn's line
+
+
+_LINES = [
+    "INFO 03-14 09:00:02 [a.py:1] start", "(APIServer pid=1) INFO:     Application startup complete.", "no stamp here",
+    "INFO 03-14 09:01:30 [b.py:2] loading", "INFO:     Uvicorn running on http://0.0.0.0:8000", "INFO 12-31 23:59:59 [c.py:3] late",
+    "2025-03-14T09:05:00.000000000Z INFO 03-14 09:05:00 [d.py:4] stamped",
+]
+
+
+@settings(max_examples=300, derandomize=True, database=None)
+@given(st.lists(st.sampled_from(_LINES), max_size=12))
+def test_the_startup_span_reads_only_two_stamps_and_means_what_every_line_would(lines: list[str]) -> None:
+    """From the first stamp to the last stamp at or before the first ready line after it, as a walk
+    over every line has it."""
+    first = last = None
+    expected = None
+    for line in lines:
+        stamp = _timestamp(line)
+        if stamp is not None:
+            first, last = first or stamp, stamp
+        if _READY.search(line) and first is not None:
+            elapsed = last - first
+            expected = (elapsed + timedelta(days=366) if elapsed < timedelta(0) else elapsed).total_seconds()
+            break
+    assert _startup_span(lines) == expected
 
 
 def test_kubectl_timestamps_are_preferred():

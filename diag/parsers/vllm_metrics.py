@@ -281,6 +281,7 @@ class _Scrapes:
         self.by_name: list[dict[str, Series]] = [i.by_name for i in indexed]
         self.names: set[str] = set().union(*(i.names for i in indexed))
         self.label_names: set[str] = set().union(*(i.label_names for i in indexed))  # of vllm: series
+        self.start_times: list[float | None] = [_start_time(index) for index in self.by_name]  # the process's, per scrape
 
     def first_exposed(self, names: tuple[str, ...]) -> str:
         return next((name for name in names if name in self.names), names[0])
@@ -305,15 +306,14 @@ class _Scrapes:
     def increases(self, name: str, group_by: str | None = None) -> dict[str, float] | None:
         """Per value of label `group_by` (all series together under "" when None), the counter's
         increase, with resets read as Prometheus does: a drop means the counter restarted from 0."""
-        seen = self.series(name)
+        seen = [(index[name], start) for index, start in zip(self.by_name, self.start_times, strict=True) if index.get(name)]
         if len(seen) < 2:
             return None
         totals: dict[str, float] = {}
         previous: dict[LabelKey, float] = {}
         previous_start: float | None = None
-        for index in (index for index in self.by_name if index.get(name)):
-            start = _start_time(index)
-            for key, value in index[name].items():
+        for series, start in seen:
+            for key, value in series.items():
                 group = dict(key).get(group_by, "") if group_by else ""
                 before = previous.get(key)
                 if before is not None and value < before and start is not None and start == previous_start:
