@@ -112,9 +112,10 @@ METRICS_SERVER = textwrap.dedent('''
 # --phases: one more `llmdiag triage`, after every timing, with a timestamp around each collector and
 # each step of collect_objects (wrapped in the process), and around the analysis; printed on stderr.
 PHASES = textwrap.dedent('''
-    import sys, threading, time
+    import gc, sys, threading, time
     import diag.analyze, diag.collect.k8s as k8s, diag.collect.runner as runner
     from diag.cli import app
+    gc.disable()  # as diag.cli.main does: with the cyclic collector on, a list of the pods took twice as long
     t0, marks, lock = time.monotonic(), [], threading.Lock()
     def timed(module, name):
         inner = getattr(module, name)
