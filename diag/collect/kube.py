@@ -232,15 +232,19 @@ class KubeAccess:
         the start of every collection, on the way to the pods."""
         from kubernetes.client.exceptions import ApiException
 
-        request = self._client.param_serialize(
-            "GET", resource_path, query_params=[(k, v) for k, v in query.items() if v is not None] or None,
-            header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
-        )
-        response = self._client.call_api(*request, _request_timeout=self._timeout)
+        given = [(key, value) for key, value in query.items() if value is not None]
+        response = self._send(resource_path, given, {"Accept": "application/json"}, self._timeout)
         if not 200 <= response.status <= 299:
             response.read()
             raise ApiException.from_response(http_resp=response, body=None, data=None)
         return self._body(what, response.response, self._timeout)
+
+    def _send(self, resource_path: str, query: list[tuple[str, str]], headers: Mapping[str, str], timeout: float) -> Any:
+        """One GET through the client's ApiClient (its authentication, TLS and pool); the answer unread."""
+        request = self._client.param_serialize(
+            "GET", resource_path, query_params=query or None, header_params=dict(headers), auth_settings=["BearerToken"]
+        )
+        return self._client.call_api(*request, _request_timeout=timeout)
 
     # ------------------------------------------------------------------ proxies
 
@@ -277,16 +281,9 @@ class KubeAccess:
         parts = urlsplit(path)
         resource_path = f"{base}/proxy/{quote(parts.path.lstrip('/'), safe='/')}"
         query = parse_qsl(parts.query, keep_blank_values=True)
-        request = self._client.param_serialize(
-            "GET",
-            resource_path,
-            query_params=query or None,
-            header_params={**(headers or {}), "Accept": "*/*"},
-            auth_settings=["BearerToken"],
-        )
         what = f"GET {resource_path}"
         started = time.monotonic()
-        response = self._call(what, lambda: self._client.call_api(*request, _request_timeout=timeout))
+        response = self._call(what, lambda: self._send(resource_path, query, {**(headers or {}), "Accept": "*/*"}, timeout))
         body = self._call(what, lambda: self._body(what, response.response, timeout - (time.monotonic() - started)))
         failure = _api_status_failure(body)
         if failure is not None:
