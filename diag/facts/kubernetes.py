@@ -299,12 +299,14 @@ def _pod(pod: Pod, index: Lookups) -> dict:
 def _pod_lasting(pod: Pod, index: Lookups) -> dict:
     """The facts of a pod that no history window changes: the history pass keeps them."""
     facts = plain(pod, drop=("containers", "init_containers", "events"))
+    logs_read = _any_log_read(pod)
     # every signal looked for: one no line matched is known absent ([]), not unknown
-    signals: dict[str, list[str]] = {name: [] for name in looked_for(index.snap).names()}
+    signals: dict[str, list[str]] | None = {name: [] for name in looked_for(index.snap).names()} if logs_read else None
     load_times = []
     for c in pod.containers:
-        for name, lines in c.log_signals.items():
-            signals.setdefault(name, []).extend(lines)
+        if signals is not None:
+            for name, lines in c.log_signals.items():
+                signals.setdefault(name, []).extend(lines)
         for text in (c.logs, c.previous_logs):
             if text and (seconds := model_load_seconds(text)) is not None:
                 load_times.append(seconds)
@@ -318,7 +320,7 @@ def _pod_lasting(pod: Pod, index: Lookups) -> dict:
         owner_ref=f"{(pod.workload_kind or 'pod').lower()}/{pod.workload_name}" if pod.workload_name else f"pod/{pod.name}",
         mig_requests={k: v for c in pod.containers for k, v in mig_counts(c.limits, c.requests).items()},
         restarts=sum(c.restart_count for c in pod.containers),
-        log_signals=signals if _any_log_read(pod) else None,  # None: no log of it was collected
+        log_signals=signals,  # None: no log of it was collected
         memory_volumes=[v.get("name") for v in pod.volumes if isinstance(v.get("emptyDir"), dict) and v["emptyDir"].get("medium") == "Memory"],
         model_load_seconds=max(load_times) if load_times else None,
         # why no node takes it: only for a pod the scheduler has not placed (None also without nodes.json)

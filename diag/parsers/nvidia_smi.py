@@ -93,10 +93,7 @@ def parse_xml(text: str, host: str) -> list[GPU]:
     """`nvidia-smi -q -x`: one GPU per <gpu> element, indexed in document order (nvidia-smi's order),
     and one per GPU nvidia-smi could not open (its line sits outside the XML document)."""
     text, unopened = _without_unopened_lines(text)
-    try:
-        root = ET.fromstring(_without_supported_clocks(text.lstrip()))
-    except ET.ParseError as exc:
-        raise ParseError(f"not valid XML: {exc}") from None
+    root = _parsed(text.lstrip())
     if root.tag != "nvidia_smi_log":
         raise ParseError(f"not nvidia-smi -q -x output: the root element is <{root.tag}>, not <nvidia_smi_log>")
     driver_version = _known_text(root, "driver_version")
@@ -118,24 +115,50 @@ def _without_unopened_lines(text: str) -> tuple[str, list[UnopenedGpu]]:
     return "\n".join(line for line in lines if unopened_gpu(line) is None), unopened
 
 
+# The children of <gpu> that _xml_gpu reads. Every other child is cut from the text before the parse
+# (_without_unread): most of a GPU's elements are clock tables, encoder statistics, fabric state and
+# the like, and building them cost half of a fleet's XML parse.
+GPU_CHILDREN_READ = (
+    "clocks", "clocks_event_reasons", "clocks_throttle_reasons", "ecc_errors", "fb_memory_usage", "gpu_power_readings",
+    "max_clocks", "mig_mode", "pci", "persistence_mode", "power_readings", "processes", "product_name",
+    "remapped_rows", "retired_pages", "temperature", "utilization", "uuid",
+)  # fmt: skip
+_READ_TAG = rf"(?:{'|'.join(GPU_CHILDREN_READ)})[\s/>]"
+# nvidia-smi writes each child of <gpu> on a line of its own indented by two tabs, and what a child
+# holds below it, indented deeper. A run of unread children: from a line opening one, every line up to
+# the next that opens or closes a read child, or that is indented less (</gpu>, the next <gpu>).
+_UNREAD_CHILDREN = re.compile(rf"\n\t\t<(?![/!?]|{_READ_TAG})[^\n]*(?:\n(?!\t\t</?{_READ_TAG}|\t?<)[^\n]*)*")
 _SUPPORTED_CLOCKS = ("<supported_clocks>", "</supported_clocks>")
 
 
-def _without_supported_clocks(text: str) -> str:
-    """The XML without its <supported_clocks> tables, which nothing here reads: every clock pair a
-    GPU supports, over half of each GPU's elements and bytes. Each is cut only where it is closed, so
-    a truncated document is still refused, and is blanked out rather than removed, so that an error
-    names the document's own line and column."""
+def _parsed(text: str) -> ET.Element:
+    """The document's root, parsed without the children of <gpu> that nothing here reads. A document
+    that does not parse so is parsed whole: a layout other than nvidia-smi's may have been cut where
+    no element ends, and a damaged document's error then names its own line and column."""
+    try:
+        return ET.fromstring(_without_unread(text))
+    except ET.ParseError:
+        pass
+    try:
+        return ET.fromstring(text)
+    except ET.ParseError as exc:
+        raise ParseError(f"not valid XML: {exc}") from None
+
+
+def _without_unread(text: str) -> str:
+    """The XML without the unread children of each <gpu> (GPU_CHILDREN_READ). A truncated document
+    stays truncated: no cut closes an element. What is cut is not checked: damage inside an unread
+    child alone does not refuse the document. The <supported_clocks> tables, every clock pair a GPU
+    supports and over half of its bytes, go first, with str.find: the run's regex is slower per line."""
     opening, closing = _SUPPORTED_CLOCKS
     pieces: list[str] = []
     start = 0
     while (cut_at := text.find(opening, start)) != -1 and (end := text.find(closing, cut_at)) != -1:
-        end += len(closing)
-        lines = text.count("\n", cut_at, end)
-        last_line = text.rfind("\n", cut_at, end) + 1 if lines else cut_at
-        pieces += [text[start:cut_at], "\n" * lines + " " * (end - last_line)]
-        start = end
-    return "".join(pieces) + text[start:] if pieces else text
+        pieces.append(text[start:cut_at])
+        start = end + len(closing)
+    if pieces:
+        text = "".join(pieces) + text[start:]
+    return _UNREAD_CHILDREN.sub("", text)
 
 
 def _free_indexes(unopened: list[UnopenedGpu]) -> Iterator[int]:

@@ -7,10 +7,13 @@ shape of public captures of those drivers, with values of our own.
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from diag.errors import ParseError
 from diag.parsers.gpu_common import clocks_event_reason_names
@@ -372,17 +375,61 @@ def test_csv_that_the_csv_module_refuses_is_a_parse_error():
         parse_csv('index, name\n0, "' + "x" * 200_000 + "\n", "host")
 
 
-# ------------------------------------------------------------------- the unread <supported_clocks>
+# ------------------------------------------------------------------- the unread children of <gpu>
 
 ALL_XML = sorted(Path(__file__).resolve().parents[2].glob("fixtures/**/*.xml"))
 
 
+def _parsed_whole(text: str) -> list:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(nvidia_smi, "_without_unread", lambda whole: whole)
+        return parse_xml(text, "n")
+
+
 @pytest.mark.parametrize("path", ALL_XML, ids=lambda p: str(p.relative_to(EARLIER.parents[3])))
-def test_cutting_the_supported_clocks_changes_no_gpu(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cutting_the_unread_children_changes_no_gpu(path: Path) -> None:
     text = path.read_text()
-    cut = parse_xml(text, "n")
-    monkeypatch.setattr(nvidia_smi, "_without_supported_clocks", lambda whole: whole)
-    assert cut == parse_xml(text, "n")
+    assert parse_xml(text, "n") == _parsed_whole(text)
+
+
+def _children_of_the_real_gpu() -> list[str]:
+    """The children of the real H200's <gpu>, each as the lines nvidia-smi wrote for it."""
+    text = (EARLIER / "h200-load.xml").read_text()
+    body = text[text.index("<gpu id=") : text.index("\n\t</gpu>")].split("\n", 1)[1]
+    children = re.split(r"\n(?=\t\t<(?!/))", "\n" + body)[1:]
+    assert len(children) > 60 and any(c.startswith("\t\t<supported_clocks>") for c in children)
+    return children
+
+
+REAL_CHILDREN = _children_of_the_real_gpu()
+# Children nvidia-smi writes on other GPUs and drivers, in its layout: MIG devices, empty elements.
+OTHER_CHILDREN = [
+    "\t\t<mig_devices>\n\t\t\t<mig_device>\n\t\t\t\t<index>0</index>\n\t\t\t\t<gpu_instance_id>1</gpu_instance_id>\n"
+    "\t\t\t</mig_device>\n\t\t</mig_devices>",
+    "\t\t<processes>\n\t\t\t<process_info>\n\t\t\t\t<pid>4242</pid>\n\t\t\t\t<process_name>python3</process_name>\n"
+    "\t\t\t\t<used_memory>70000 MiB</used_memory>\n\t\t\t</process_info>\n\t\t</processes>",
+    "\t\t<accounted_processes/>",
+    "\t\t<uuid/>",
+    "\t\t<!-- a comment -->",
+]
+
+
+@settings(max_examples=60, deadline=None)
+@given(children=st.lists(st.sampled_from(REAL_CHILDREN + OTHER_CHILDREN), max_size=40), gpus=st.integers(1, 3))
+def test_any_order_of_children_reads_as_the_whole_document_does(children: list[str], gpus: int) -> None:
+    """A read child between unread ones, first, last or twice: the cut keeps every one of them."""
+    gpu = "\n".join(children)
+    body = "".join(f'\t<gpu id="00000000:{i + 4:02X}:00.0">\n{gpu}\n\t</gpu>\n' for i in range(gpus))
+    text = _log().replace("</nvidia_smi_log>", body + "</nvidia_smi_log>")
+    assert parse_xml(text, "n") == _parsed_whole(text)
+
+
+def test_a_layout_the_cut_breaks_is_parsed_whole() -> None:
+    """Two children on one line, the first unread: the cut takes the read one's opening tag with it
+    and leaves its closing tag; the whole document is parsed instead, and nothing is lost."""
+    text = _log("\n\t\t<fan_speed>N/A</fan_speed><temperature>\n\t\t\t<gpu_temp>46 C</gpu_temp>\n\t\t</temperature>\n\t")
+    [gpu] = parse_xml(text, "n")
+    assert gpu.temperature_c == 46
 
 
 def _real_h200_xml() -> str:
@@ -395,13 +442,13 @@ def _real_h200_xml() -> str:
     "damage",
     [
         lambda t: t[: t.index("</supported_clocks>") - 40],  # cut inside the table
-        lambda t: t.replace("</supported_clocks>", "</supported_clocks><fan_speed>", 1),  # unclosed after it
-        lambda t: t.replace("</supported_clocks>", "</supported_clocks> <", 1),  # bad on the table's last line
+        lambda t: t.replace("</supported_clocks>", "</supported_clocks><processes>", 1),  # unclosed after it
+        lambda t: t.replace("<processes>", "<processes> <", 1),  # bad in a read child after the cut
         lambda t: t.replace("</gpu>", "</gpux>", 1),
     ],
-    ids=["truncated-in-table", "unclosed-after", "same-line-as-the-cut", "mismatched-later"],
+    ids=["truncated-in-table", "unclosed-after", "bad-read-child", "mismatched-later"],
 )
-def test_xml_damaged_around_the_supported_clocks_names_the_documents_own_place(damage) -> None:
+def test_xml_damaged_around_a_cut_names_the_documents_own_place(damage) -> None:
     text = damage(_real_h200_xml())
     try:
         ET.fromstring(text)
@@ -412,3 +459,22 @@ def test_xml_damaged_around_the_supported_clocks_names_the_documents_own_place(d
     with pytest.raises(ParseError) as caught:
         parse_xml(text, "n")
     assert str(caught.value) == expected
+
+
+def test_damage_inside_an_unread_child_is_not_checked() -> None:
+    """The price of the cut: an unread child left unclosed no longer refuses the document. What is
+    read is whole; a truncated document is still refused (the cases above)."""
+    text = _real_h200_xml()
+    damaged = text.replace("</supported_clocks>", "</supported_clocks><fan_speed>", 1)
+    with pytest.raises(ET.ParseError):
+        ET.fromstring(damaged)
+    assert parse_xml(damaged, "n") == parse_xml(text, "n")
+
+
+@pytest.mark.parametrize("path", ALL_XML, ids=lambda p: str(p.relative_to(EARLIER.parents[3])))
+def test_in_nvidia_smis_layout_only_read_children_are_parsed(path: Path) -> None:
+    """The cut works on what nvidia-smi writes (a cut that broke the document would cost only time,
+    the whole document being parsed then, so nothing else would notice)."""
+    root = ET.fromstring(nvidia_smi._without_unread(path.read_text()))
+    children = {child.tag for gpu in root.findall("gpu") for child in gpu}
+    assert children and children <= set(nvidia_smi.GPU_CHILDREN_READ)
