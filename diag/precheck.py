@@ -223,7 +223,8 @@ class _Code:
     every constant and helper it names is a global of its own namespace."""
 
     def __init__(self) -> None:
-        self.globals: dict[str, Any] = {"MAYBE": MAYBE, "UNKNOWN": UNKNOWN, "INT64": INT64}
+        self.globals: dict[str, Any] = {"MAYBE": MAYBE, "UNKNOWN": UNKNOWN, "INT64": INT64, "weak": _weak}
+        self.variables: dict[str, str] = {}  # a variable of the condition -> the local holding its value
         self.lines: list[str] = []
         self.depth = 1
         self.count = 0
@@ -232,7 +233,8 @@ class _Code:
     def function(cls, node: Node) -> Check:
         code = cls()
         result = node(code, {})
-        source = "\n".join(["def check(env):", *code.lines, f"    return {result}"])
+        loads = [f"    {local} = env.get({code.constant(name)}, MAYBE)" for name, local in code.variables.items()]
+        source = "\n".join(["def check(env):", *loads, *code.lines, f"    return {result}"])
         # no text of the condition is in the source: its names and literals are constants of the namespace
         exec(compile(source, "<precheck>", "exec"), code.globals)  # noqa: S102
         return code.globals["check"]
@@ -245,6 +247,12 @@ class _Code:
         name = f"k{len(self.globals)}"
         self.globals[name] = value
         return name
+
+    def variable(self, name: str) -> str:
+        """The local holding the variable's value, read once at the start of the function."""
+        if name not in self.variables:
+            self.variables[name] = self.local()
+        return self.variables[name]
 
     def line(self, text: str) -> None:
         self.lines.append("    " * self.depth + text)
@@ -260,9 +268,9 @@ class _Code:
 Node = Callable[[_Code, dict[str, str]], str]
 
 
-def _undecided_of(value: str) -> str:
+def _weak(value: Any) -> _Undecided:
     """The answer for a value that is not what an operation takes: UNKNOWN for a null, else MAYBE."""
-    return f"(UNKNOWN if {value} is None or {value} is UNKNOWN else MAYBE)"
+    return UNKNOWN if value is None or value is UNKNOWN else MAYBE
 
 
 # --------------------------------------------------------------------------- the answers
@@ -283,7 +291,7 @@ _constant = _Constant
 
 def _variable(name: str) -> Node:
     def write(code: _Code, names: dict[str, str]) -> str:
-        return names[name] if name in names else code.assign(f"env.get({code.constant(name)}, MAYBE)")
+        return names[name] if name in names else code.variable(name)
 
     return write
 
@@ -304,7 +312,7 @@ def _field(receiver: Node, name: str) -> Node:
     # CEL: a missing key is an error of its own (KeyError), so MAYBE
     def write(code: _Code, names: dict[str, str]) -> str:
         value = receiver(code, names)
-        return code.assign(f"{value}.get({code.constant(name)}, MAYBE) if type({value}) is dict else {_undecided_of(value)}")
+        return code.assign(f"{value}.get({code.constant(name)}, MAYBE) if type({value}) is dict else weak({value})")
 
     return write
 
@@ -321,11 +329,8 @@ def _junction(operands: list[Node], decisive: bool) -> Node:
         code.depth += 1
         for operand in operands:
             value = operand(code, names)
-            code.line(f"if {value} is {decisive}:")
-            code.line(f"    {answer} = {decisive}")
-            code.line("    break")
-            code.line(f"if {value} is not {neutral} and {answer} is not MAYBE:")
-            code.line(f"    {answer} = {_undecided_of(value)}")
+            code.line(f"if {value} is {decisive}: {answer} = {decisive}; break")
+            code.line(f"if {value} is not {neutral} and {answer} is not MAYBE: {answer} = weak({value})")
         code.line("break")
         code.depth -= 1
         return answer
@@ -336,7 +341,7 @@ def _junction(operands: list[Node], decisive: bool) -> Node:
 def _not(operand: Node) -> Node:
     def write(code: _Code, names: dict[str, str]) -> str:
         value = operand(code, names)
-        return code.assign(f"(not {value}) if type({value}) is bool else {_undecided_of(value)}")
+        return code.assign(f"(not {value}) if type({value}) is bool else weak({value})")
 
     return write
 
@@ -484,7 +489,7 @@ def _plus(left: Node, right: Node) -> Node:
 def _size(operand: Node) -> Node:
     def write(code: _Code, names: dict[str, str]) -> str:
         value = operand(code, names)
-        return code.assign(f"len({value}) if type({value}) in (list, dict, str) else {_undecided_of(value)}")
+        return code.assign(f"len({value}) if type({value}) in (list, dict, str) else weak({value})")
 
     return write
 
@@ -514,12 +519,9 @@ def _quantifier(settled: bool, receiver: Node, variable: str, body: Node) -> Nod
         code.line(f"    for {item} in {items}:")
         code.depth += 2
         value = body(code, {**names, variable: item})
-        code.line(f"if {value} is not {settled}:")
-        code.line(f"    {answer} = MAYBE")
-        code.line("    break")
+        code.line(f"if {value} is not {settled}: {answer} = MAYBE; break")
         code.depth -= 2
-        code.line("else:")
-        code.line(f"    {answer} = {_undecided_of(items)}")
+        code.line(f"else: {answer} = weak({items})")
         return answer
 
     return write
