@@ -74,10 +74,10 @@ def build_facts(snap: Snapshot, clock: Clock | None = None, settings: dict | Non
     cluster["_subject"] = "cluster"
     cluster["_links"] = []
     scopes: dict[str, list[Subject]] = {"cluster": [cluster]}
-    windowed_pods = None
-    if unwindowed_of is not None and "pod" in unwindowed_of.scopes:
-        windowed_pods = unwindowed_of.scopes["pod"], replace(clock, window_s=unwindowed_of.cluster.get("history_window_s"))
-    scopes.update(_guarded(snap, "kubernetes", lambda: kubernetes.scopes(snap, k8s_index(), windowed_pods), {}))
+    windowed = None
+    if unwindowed_of is not None:
+        windowed = unwindowed_of.scopes, replace(clock, window_s=unwindowed_of.cluster.get("history_window_s"))
+    scopes.update(_guarded(snap, "kubernetes", lambda: kubernetes.scopes(snap, k8s_index(), windowed), {}))
     if unwindowed_of is None:
         scopes.update(_guarded(snap, "kubernetes events", lambda: k8s_events.scopes(snap), {}))
     scopes.update(_guarded(snap, "ray", lambda: ray.scopes(snap, clock), {}))

@@ -236,16 +236,16 @@ def _gpu_labels_text(node: Node) -> str:
     return ", ".join(shown) or "no GPU labels"
 
 
-def scopes(snap: Snapshot, index: Lookups, windowed_pods: tuple[list[dict], Clock] | None = None) -> dict[str, list[dict]]:
-    """`windowed_pods`: the pods' facts built with a window, and that clock, when these are built again
-    without one (the history pass): a pod with nothing outside the window keeps its facts, another
-    keeps those no window changes (_pod_lasting) and has the others built again."""
+def scopes(snap: Snapshot, index: Lookups, windowed: tuple[dict[str, list[dict]], Clock] | None = None) -> dict[str, list[dict]]:
+    """`windowed`: the facts built with a window, by scope, and that clock, when these are built again
+    without one (the history pass): a pod or node with nothing outside the window keeps its facts,
+    another keeps those no window changes (_pod_lasting, _node_lasting) and has the others built again."""
     clock = index.clock
     refusals = _failed_create_events(snap, clock)
     events_read = source_read(snap, "k8s/events.json")
     return {
-        "pod": _pods(snap, index, windowed_pods),
-        "node": [_node(n, index) for n in snap.nodes],
+        "pod": _pods(snap, index, windowed),
+        "node": _nodes(snap, index, windowed),
         "service": [_service(s, index) for s in snap.services],
         "workload": [_workload(w, refusals, events_read) for w in snap.workloads],
         "hpa": [_hpa(h, index) for h in snap.hpas],
@@ -254,10 +254,10 @@ def scopes(snap: Snapshot, index: Lookups, windowed_pods: tuple[list[dict], Cloc
     }
 
 
-def _pods(snap: Snapshot, index: Lookups, windowed: tuple[list[dict], Clock] | None) -> list[dict]:
-    if windowed is None or len(windowed[0]) != len(snap.pods):
+def _pods(snap: Snapshot, index: Lookups, windowed: tuple[dict[str, list[dict]], Clock] | None) -> list[dict]:
+    if windowed is None or len(windowed[0].get("pod", ())) != len(snap.pods):
         return [_pod(p, index) for p in snap.pods]
-    facts, window = windowed
+    facts, window = windowed[0]["pod"], windowed[1]
     return [
         old if all(window.current(t) for t in pod_window_times(p)) else old | _pod_windowed(p, index)
         for p, old in zip(snap.pods, facts, strict=True)
@@ -546,7 +546,22 @@ def _vllm_facts(pod: Pod, server: VllmServer | None) -> dict | None:
 # --------------------------------------------------------------------------- nodes
 
 
+def _nodes(snap: Snapshot, index: Lookups, windowed: tuple[dict[str, list[dict]], Clock] | None) -> list[dict]:
+    if windowed is None or len(windowed[0].get("node", ())) != len(snap.nodes):
+        return [_node(n, index) for n in snap.nodes]
+    facts, window = windowed[0]["node"], windowed[1]
+    return [
+        old if all(window.current(e.last_seen) for e in n.events if e.last_seen) else old | _node_windowed(n, index)
+        for n, old in zip(snap.nodes, facts, strict=True)
+    ]
+
+
 def _node(node: Node, index: Lookups) -> dict:
+    return _node_lasting(node, index) | _node_windowed(node, index)
+
+
+def _node_lasting(node: Node, index: Lookups) -> dict:
+    """The facts of a node that no history window changes: the history pass keeps them."""
     on_node = index.pods_on(node.name)
     ready = node.conditions.get("Ready")
     return plain(node, drop=("events",)) | _node_brief(node, index) | {
@@ -560,10 +575,16 @@ def _node(node: Node, index: Lookups) -> dict:
         "gpu_sharing": placement.gpu_sharing(node),
         "pods": [p.key for p in on_node],
         "gpu_pods": [p.key for p in on_node if wants_gpus(p) and p.phase not in TERMINAL_PHASES],
-        "events": event_facts(node.events, index.clock),
-        "event_lines": [f"{e.reason}: {e.message}" for e in current_events(node.events, index.clock)],
         "_subject": f"node/{node.name}",
         "_links": link("node", node.name) + [f"pod:{p.key}" for p in on_node],
+    }
+
+
+def _node_windowed(node: Node, index: Lookups) -> dict:
+    """The facts of a node that read its events against the history window."""
+    return {
+        "events": event_facts(node.events, index.clock),
+        "event_lines": [f"{e.reason}: {e.message}" for e in current_events(node.events, index.clock)],
         "_aged": aged_events(node.events, index.clock),
     }
 
