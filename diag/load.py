@@ -308,7 +308,7 @@ class _Loader:
             elif previous:
                 found.previous_logs = text
             else:
-                found.logs = text
+                found.logs, found.logs_scanned = text, True
             for signal, lines in logs.scan_log(complete, self.signals).items():
                 found.log_signals.setdefault(signal, []).extend(lines)
 

@@ -91,6 +91,7 @@ class Container:
     previous_logs: str | None = None  # kubectl logs --previous
     # known failure lines found in logs (see diag.parsers.logs): signal name -> matching lines
     log_signals: dict[str, list[str]] = field(default_factory=dict)
+    logs_scanned: bool = False  # `logs` went through scan_log, with the snapshot's signals, into log_signals
 
 
 @dataclass

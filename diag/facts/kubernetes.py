@@ -313,8 +313,8 @@ def _pod_lasting(pod: Pod, index: Lookups) -> dict:
     node = index.nodes.get(pod.node_name or "")
     server = index.servers.get(pod.vllm_server or "")
     facts.update(
-        containers=[plain(c, drop=("logs", "previous_logs")) for c in pod.containers],
-        init_containers=[plain(c, drop=("logs", "previous_logs")) for c in pod.init_containers],
+        containers=[plain(c, drop=_CONTAINER_TEXTS) for c in pod.containers],
+        init_containers=[plain(c, drop=_CONTAINER_TEXTS) for c in pod.init_containers],
         gpu_request=pod_gpu_request(pod),
         wants_gpus=wants_gpus(pod),
         owner_ref=f"{(pod.workload_kind or 'pod').lower()}/{pod.workload_name}" if pod.workload_name else f"pod/{pod.name}",
@@ -340,6 +340,9 @@ def _pod_lasting(pod: Pod, index: Lookups) -> dict:
         _subject=f"pod/{pod.namespace}/{pod.name}",
     )
     return facts
+
+
+_CONTAINER_TEXTS = ("logs", "previous_logs", "logs_scanned")  # read through log_signals and the facts above
 
 
 def _pod_windowed(pod: Pod, index: Lookups) -> dict:

@@ -128,7 +128,7 @@ def _server(server: VllmServer, snap: Snapshot, index: _Index, settings: dict, c
         "failure_line": next(
             (signals[name][-1] for name in _FAILURE_SIGNALS if name not in _NOT_FAILURES and signals.get(name)), None
         ),
-        "dead_engine_serving": dead_engine_serving(pod),
+        "dead_engine_serving": dead_engine_serving(pod, looked_for(snap)),
         "gpu_memory_shortfall": next(
             (found for line in reversed(signals.get("gpu_memory_taken", [])) if (found := gpu_memory_shortfall(line))), None
         ),

@@ -13,10 +13,11 @@ from __future__ import annotations
 import functools
 import re
 
-from diag.model import Pod
-from diag.parsers.log_gate import LineGate
 from diag.facts.k8s_containers import vllm_container
-from diag.signals import builtin_signals
+from diag.model import Container, Pod
+from diag.parsers.log_gate import LineGate
+from diag.parsers.logs import scan_rules_out
+from diag.signals import LogSignals, builtin_signals
 
 # uvicorn's access log: `INFO:     10.0.0.1:5123 - "POST /v1/chat/completions HTTP/1.1" 500 Internal Server Error`
 _ACCESS = re.compile(r'"(?P<method>[A-Z]+) (?P<path>\S+) HTTP/[\d.]+" (?P<status>\d{3})')
@@ -24,14 +25,15 @@ _ACCESS = re.compile(r'"(?P<method>[A-Z]+) (?P<path>\S+) HTTP/[\d.]+" (?P<status
 _SHUTDOWN = re.compile(r"Shutting down|Application shutdown complete|Finished server process|Shutting down FastAPI HTTP server")
 
 
-def dead_engine_serving(pod: Pod | None) -> dict | None:
+def dead_engine_serving(pod: Pod | None, signals: LogSignals) -> dict | None:
     """{found, death_line, answered_after, failed_after, health_ok_after, last_answer}; None when the
-    current log of the server's container was not collected (unknown, not "no death")."""
+    current log of the server's container was not collected (unknown, not "no death"). `signals`:
+    those the snapshot's logs were scanned with."""
     container = vllm_container(pod) if pod else None
     if container is None or container.logs is None:
         return None
     death = builtin_signals().patterns["engine_dead"]
-    if not _death_gate().may_match(container.logs):
+    if _scan_found_no_death(container, signals) or not _death_gate().may_match(container.logs):
         return _absent()
     lines = container.logs.splitlines()
     last_death = max((n for n, line in enumerate(lines) if death.search(line)), default=None)
@@ -51,6 +53,16 @@ def dead_engine_serving(pod: Pod | None) -> dict | None:
         "found": answered > 0, "death_line": lines[last_death].strip(), "shut_down": False,
         "answered_after": answered, "failed_after": failed, "health_ok_after": health_ok, "last_answer": last_answer,
     }
+
+
+def _scan_found_no_death(container: Container, signals: LogSignals) -> bool:
+    """The loader's scan of the log, with the built-in death pattern, already shows there is no death
+    in it: its literals are not searched for again (six passes over each of a fleet's logs)."""
+    return (
+        container.logs_scanned
+        and signals.patterns.get("engine_dead") == builtin_signals().patterns["engine_dead"]
+        and scan_rules_out(container.logs or "", container.log_signals, signals, "engine_dead")
+    )
 
 
 @functools.cache

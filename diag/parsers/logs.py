@@ -48,6 +48,19 @@ def scan_log(text: str, signals: LogSignals | None = None) -> dict[str, list[str
     return {name: list(lines) for name, lines in found.items()}
 
 
+def scan_rules_out(text: str, found: dict[str, list[str]], signals: LogSignals, name: str) -> bool:
+    """Whether scan_log(text, signals), which found `found` (or more: the lines of other logs too),
+    shows that no line of `text` matches signal `name`'s pattern: it ran that pattern on every line
+    that could match and kept none, and nothing it does could have hidden one (a shutdown request,
+    after which an engine death is not a failure, or an escape code it strips). False: not known."""
+    return (
+        name in signals.patterns
+        and not found.get(name)
+        and "\x1b" not in text
+        and not (name in _NOT_FAILURES_AFTER_SHUTDOWN and _SHUTDOWN_GATE.may_match(text))
+    )
+
+
 @functools.lru_cache(maxsize=8)
 def _with_shutdown(gate: LineGate) -> LineGate:
     return gate.joined(_SHUTDOWN_GATE)
