@@ -308,6 +308,14 @@ def _undecided(*values: Any) -> _Undecided | None:
     return UNKNOWN if UNKNOWN in values else None
 
 
+def _not_both_values(a: Any, b: Any) -> _Undecided | None:
+    """The answer of an operation CEL fails on a null operand of: as _undecided, and UNKNOWN for a null."""
+    undecided = _undecided(a, b)
+    if undecided is not None:
+        return undecided
+    return UNKNOWN if a is None or b is None else None
+
+
 def _field(receiver: Node, name: str) -> Node:
     # CEL: a missing key is an error of its own (KeyError), so MAYBE
     def write(code: _Code, names: dict[str, str]) -> str:
@@ -377,11 +385,8 @@ def _not_equal(left: Any, right: Any) -> Any:
 
 def _ordered(compare: Callable[[Any, Any], bool]) -> Callable[[Any, Any], Any]:
     def run(left: Any, right: Any) -> Any:
-        undecided = _undecided(left, right)
-        if undecided is not None:
-            return undecided
-        if left is None or right is None:
-            return UNKNOWN
+        if (answer := _not_both_values(left, right)) is not None:
+            return answer
         if _kind(left) == "number" and _kind(right) == "number":
             return compare(left, right)
         return MAYBE
@@ -469,11 +474,8 @@ def _inline_tests(operator: str, *sides: tuple[Node, str]) -> list[str] | None:
 
 
 def _add(a: Any, b: Any) -> Any:
-    undecided = _undecided(a, b)
-    if undecided is not None:
-        return undecided
-    if a is None or b is None:
-        return UNKNOWN
+    if (answer := _not_both_values(a, b)) is not None:
+        return answer
     if type(a) is type(b) and type(a) in (str, float):
         return a + b
     if type(a) is int and type(b) is int and a in INT64 and b in INT64:
