@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Mapping
@@ -28,6 +29,13 @@ def parse_quantity(value: str | int | float) -> float:
         raise ParseError(f"not a resource quantity: {value!r}")
     if not isinstance(value, str):
         return _finite(float(value), value)
+    return _parsed(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(value: str) -> float:
+    """A quantity's text as a number, once per distinct text: a fleet's pods repeat a few dozen amounts
+    (a refused text is not kept: its error is raised again)."""
     m = _QUANTITY.match(value.strip())
     if m is None:
         raise ParseError(f"not a resource quantity: {value!r}")
