@@ -66,10 +66,11 @@ def compile_check(text: str) -> Check:
     """A function of the variables (scope, cluster, settings) that answers `text` as True, False,
     UNKNOWN or MAYBE; one that always answers MAYBE where the text is beyond what this reads."""
     try:
-        node = _Parser(_tokens(text)).whole()
+        return _Code.function(_Parser(_tokens(text)).whole())
     except _Unread:
         return undecided
-    return _Code.function(node)
+    except (SyntaxError, RecursionError):  # nested deeper than Python compiles (20 blocks): CEL decides
+        return undecided
 
 
 def undecided(env: Env) -> Any:

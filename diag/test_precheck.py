@@ -119,3 +119,16 @@ def test_the_conditions_rules_are_made_of(text: str, facts: dict, answer: object
 )
 def test_what_it_does_not_read_is_left_to_cel(text: str) -> None:
     assert compile_check(text)({"pod": {"a": False, "b": 1, "c": 2, "s": "a", "l": [1], "i": 0}}) is MAYBE
+
+
+def _nested(levels: int) -> str:
+    text = "pod.a"
+    for i in range(levels):  # each `&&`/`||` inside another is a loop block in the compiled check
+        text = f"(pod.x{i} || ({text} && pod.y{i}))"
+    return text
+
+
+def test_a_condition_nested_past_what_python_compiles_is_left_to_cel() -> None:
+    facts = {"pod": {"a": True, **{f"x{i}": False for i in range(25)}, **{f"y{i}": True for i in range(25)}}}
+    assert compile_check(_nested(8))(facts) is True
+    assert compile_check(_nested(25))(facts) is MAYBE
