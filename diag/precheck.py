@@ -201,12 +201,12 @@ class _Parser:
     def primary(self) -> Node:
         kind, text = self.take()
         if kind == "number":
-            return _constant(float(text) if any(c in text for c in ".eE") else int(text))
+            return _Constant(float(text) if any(c in text for c in ".eE") else int(text))
         if kind == "string":
-            return _constant(text[1:-1])
+            return _Constant(text[1:-1])
         if kind == "name":
             if text in _KEYWORDS:
-                return _constant(_KEYWORDS[text])
+                return _Constant(_KEYWORDS[text])
             if self.peek() == "(":
                 self.take()
                 arguments = self.arguments()
@@ -286,8 +286,6 @@ class _Constant:
     def __call__(self, code: _Code, names: dict[str, str]) -> str:
         return code.constant(self.value)
 
-
-_constant = _Constant
 
 
 def _variable(name: str) -> Node:
@@ -446,8 +444,9 @@ def _relation(operator: str, left: Node, right: Node) -> Node:
         tests = _inline_tests(operator, (left, a), (right, b))
         if tests is None:
             return code.assign(whole)
-        python = {"==": "==", "!=": "!="}.get(operator, operator)
-        return code.assign(f"({a} {python} {b}) if {' and '.join(tests) or 'True'} else {whole}")
+        if not tests:  # two literals of the types it takes
+            return code.assign(f"{a} {operator} {b}")
+        return code.assign(f"({a} {operator} {b}) if {' and '.join(tests)} else {whole}")
 
     return write
 
