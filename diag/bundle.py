@@ -148,10 +148,10 @@ class Bundle:
 def _as_bundle(read: Bundle) -> Bundle:
     """A `kubectl cluster-info dump` folder in the bundle layout; a bundle as it is. The files were
     read under the same limits and rules either way."""
-    if not is_cluster_dump(read.files):
+    if not is_cluster_dump([*read.files, *read.refused]):
         return read
-    dump = convert(read.files, _LAYOUT_TOPS - {"manifest.json"})
-    return Bundle(dump.files, read.origin, {**read.refused, **dump.refused}, dump.skipped, dump.derived)
+    dump = convert(read.files, read.refused, _LAYOUT_TOPS - {"manifest.json"})
+    return Bundle(dump.files, read.origin, dump.refused, dump.skipped, dump.derived)
 
 
 class _Limit(Exception):

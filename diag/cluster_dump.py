@@ -83,11 +83,12 @@ def is_cluster_dump(names: Iterable[str]) -> bool:
     return "nodes.json" in names and "manifest.json" not in names and "k8s/nodes.json" not in names
 
 
-def convert(files: dict[str, bytes], bundle_folders: frozenset[str]) -> Converted:
+def convert(files: dict[str, bytes], refused: dict[str, str], bundle_folders: frozenset[str]) -> Converted:
     """The dump's files (relative paths, read under the bundle's limits) in the bundle layout. Nothing
     here grows the data: lists of several namespaces are merged, logs are cut at kubectl's lines.
-    Files of the bundle layout added beside the dump (gpu/<node>.xml, k8s/statefulsets.json ...: a
-    folder of `bundle_folders` that is no namespace of the dump) are used as they are."""
+    A list the reading `refused` (a link, over the size limit) fails the bundle file it would have
+    gone into. Files of the bundle layout added beside the dump (gpu/<node>.xml, k8s/statefulsets.json
+    ...: a folder of `bundle_folders` that is no namespace of the dump) are used as they are."""
     out = Converted()
     lists: dict[str, list[tuple[str, bytes]]] = {}
     not_used: dict[str, list[str]] = {}
@@ -111,10 +112,20 @@ def convert(files: dict[str, bytes], bundle_folders: frozenset[str]) -> Converte
             _split_logs(parts[0], parts[1], rel, files[rel], out)
         else:
             out.skipped[rel] = f"{rel}: not part of {LAYOUT}'s layout"
+    not_read: dict[str, list[str]] = {}  # bundle file -> the dump's lists for it that were not read
+    for rel, why in refused.items():
+        target = _target_of(rel) if rel.split("/")[0] not in bundle_folders - namespaces else None
+        if target is None:
+            out.refused[rel] = why
+        else:
+            not_read.setdefault(target, []).append(f"{rel}: {why}")
     for kind, parts in lists.items():
         target, list_kind = _LISTS[kind]
         out.files[target], problem = _merge(parts, list_kind)
-        out.derived[target] = Derived(tuple(rel for rel, _ in parts), problem)
+        problems = [p for p in (problem, *not_read.pop(target, ())) if p]
+        out.derived[target] = Derived(tuple(rel for rel, _ in parts), "; ".join(problems) or None)
+    for target, whys in not_read.items():  # no list of its kind was read at all
+        out.refused[target] = "; ".join(whys)
     for kind, names in not_used.items():
         out.skipped[f"*/{kind}.json"] = f"{LAYOUT}'s {_NOT_USED[kind]} ({_counted(names)}): not read by llmdiag"
     for rel, data in added.items():
@@ -123,6 +134,17 @@ def convert(files: dict[str, bytes], bundle_folders: frozenset[str]) -> Converte
         else:
             out.files[rel] = data
     return out
+
+
+def _target_of(rel: str) -> str | None:
+    """The bundle file a list of the dump goes into; None for other files."""
+    if rel == "nodes.json":
+        return "k8s/nodes.json"
+    namespace, _, name = rel.partition("/")
+    kind = name.removesuffix(".json")
+    if _NAMESPACE.fullmatch(namespace) and name.endswith(".json") and kind in _LISTS:
+        return _LISTS[kind][0]
+    return None
 
 
 def _counted(names: list[str]) -> str:

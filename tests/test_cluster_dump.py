@@ -162,15 +162,32 @@ def test_the_reading_rules_of_a_bundle_hold_for_a_dump(tmp_path: Path) -> None:
     dump = write_dump(TOO_LARGE, tmp_path / "dump", namespaces=["llm"])
     (dump / "llm" / "services.json").unlink()
     (dump / "llm" / "services.json").symlink_to("/etc/passwd")
+    (dump / "nodes.json").rename(tmp_path / "nodes.json")
+    (dump / "nodes.json").symlink_to(tmp_path / "nodes.json")
     name = "llama-70b-7f8d9c6b5d-pfnp5"
     (dump / "llm" / name / "logs.txt").write_text(container_block("llm", name, "vllm", "INFO request done\n" * 200_000))
     bundle = Bundle.open(dump, BundleLimits(file_bytes=1024 * 1024))
     assert "services.json" not in {n.rsplit("/", 1)[-1] for n in bundle.files}
-    assert bundle.refused["llm/services.json"] == "a symbolic link: not followed, not read"
+    # the list it would have gone into fails, with the dump's file and why
+    assert bundle.refused["k8s/services.json"] == "llm/services.json: a symbolic link: not followed, not read"
     assert "over the limit" in bundle.refused["llm/llama-70b-7f8d9c6b5d-pfnp5/logs.txt"]
     snap = load_bundle(bundle)
-    assert snap.sources["llm/services.json"].status == "failed"
+    assert snap.sources["k8s/services.json"].status == "failed"
+    assert snap.sources["k8s/nodes.json"].detail == "k8s/nodes.json: nodes.json: a symbolic link: not followed, not read"
     assert snap.pod("llm/llama-70b-7f8d9c6b5d-pfnp5").containers[0].logs is None
+
+
+def test_a_list_not_read_in_one_namespace_fails_the_merged_list(tmp_path: Path) -> None:
+    dump = write_dump(TOO_LARGE, tmp_path / "dump")
+    (dump / "research" / "pods.json").unlink()
+    (dump / "research" / "pods.json").symlink_to(dump / "llm" / "pods.json")
+    bundle = Bundle.open(dump)
+    snap = load_bundle(bundle)
+    pods = snap.sources["k8s/pods.json"]
+    assert pods.status == "failed" and "research/pods.json: a symbolic link: not followed, not read" in pods.detail
+    assert "llm/llama-405b-5c7b9d8f6c-xrds5" in {p.key for p in snap.pods}
+    report = analyze_bundle(bundle)
+    assert "k8s/pods.json" in {g.source for g in report.verdict.gaps}
 
 
 def test_names_that_would_leave_the_layout_are_not_used(tmp_path: Path) -> None:
