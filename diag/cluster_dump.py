@@ -50,7 +50,8 @@ _DUMP_ONLY = {f"{name}.json" for name in _NOT_USED}
 _DNS_LABEL = r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"  # a namespace's or a container's name
 _NAMESPACE = re.compile(_DNS_LABEL)
 _START = re.compile(rb"^==== START logs for container (" + _DNS_LABEL.encode() + rb") of pod ([^/\s]+)/(\S+) ====\n", re.MULTILINE)
-_LOG_ERROR = re.compile(rb"(?:Create log request error|Request log error): [^\n]*\n?")
+# all kubectl writes between the two lines when it could not get the log (the error's text may hold line breaks)
+_LOG_ERROR = re.compile(rb"(?:Create log request error|Request log error): .*", re.DOTALL)
 _SHOWN_FILES = 3  # a source names this many dump files, then counts the rest
 
 
@@ -201,7 +202,7 @@ def _split_logs(namespace: str, pod: str, rel: str, data: bytes, out: Converted)
         pos = end + len(end_line) if end >= 0 else len(data)
         target = f"k8s/logs/{namespace}.{pod}.{container}.log"
         if _LOG_ERROR.fullmatch(body):
-            out.skipped[target] = f"{target}: {LAYOUT} has no log of container {container}: {body.decode('utf-8', errors='replace').strip()}"
+            out.skipped[target] = f"{target}: {LAYOUT} has no log of container {container}: {' '.join(body.decode('utf-8', errors='replace').split())}"
             continue
         out.files[target] = body
         out.derived[target] = Derived((rel,), None if end >= 0 else f"{rel} ends inside this log (no END line): the dump was cut off")
