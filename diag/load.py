@@ -340,7 +340,6 @@ class _Loader:
             if self.snap.sources.get(name, SourceStatus("missing")).status in ("missing",):
                 self.snap.sources[name] = SourceStatus(entry["status"], str(entry.get("detail", "")))
 
-
     def _note_derived(self) -> None:
         """A file made from another layout (kubectl cluster-info dump) says which files it came from, and
         is failed where part of them could not be used."""
