@@ -137,6 +137,8 @@ class _Loader:
             self.failed("manifest.json", f"{e} (collection time, scrape times and collector statuses unknown)")
         for rel, why in self.bundle.refused.items():
             self.failed(rel, why)
+        for rel, why in self.bundle.skipped.items():
+            self.snap.sources[rel] = SourceStatus("skipped", why)
         for rel in sorted(self.bundle.files):
             if rel == "manifest.json" or PurePosixPath(rel).name.startswith("."):
                 continue
@@ -158,6 +160,7 @@ class _Loader:
         self._attach_endpoints()
         self._mark_missing()
         self._merge_manifest_statuses()
+        self._note_derived()
         return self.snap
 
     def _k8s(self, rel: str, text: str) -> None:
@@ -336,6 +339,18 @@ class _Loader:
                 continue
             if self.snap.sources.get(name, SourceStatus("missing")).status in ("missing",):
                 self.snap.sources[name] = SourceStatus(entry["status"], str(entry.get("detail", "")))
+
+    def _note_derived(self) -> None:
+        """A file made from another layout (kubectl cluster-info dump) says which files it came from, and
+        is failed where part of them could not be used."""
+        for rel, made in self.bundle.derived.items():
+            status = self.snap.sources.get(rel)
+            if status is None:
+                continue
+            if made.problem is not None and status.status == "ok":
+                status = SourceStatus("failed", f"{rel}: {made.problem}", status.recovered)
+            detail = f"{status.detail} ({made.words})" if status.detail else made.words
+            self.snap.sources[rel] = SourceStatus(status.status, detail, status.recovered)
 
 
 def _merge_ray_nodes(snap: Snapshot, nodes: list) -> None:
