@@ -4,6 +4,7 @@ GPU in the data has, and the device plugin advertising fewer GPUs than the node 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from diag.clock import Clock
@@ -53,11 +54,12 @@ def cluster_facts(snap: Snapshot) -> dict:
 def scopes(snap: Snapshot, settings: dict, clock: Clock) -> dict[str, list[dict]]:
     window = history_window(snap)
     ray = _RayIndex.of(snap)
-    return {"gpu": [_gpu(g, snap, ray, gpu_history(g, settings, clock, window)) for g in snap.gpus], "gpu_node": _gpu_nodes(snap)}
+    ooms = _CudaOoms.of(snap, clock)
+    return {"gpu": [_gpu(g, snap, ray, ooms, gpu_history(g, settings, clock, window)) for g in snap.gpus], "gpu_node": _gpu_nodes(snap)}
 
 
-def _gpu(gpu: GPU, snap: Snapshot, ray: _RayIndex, history: GpuHistory) -> dict:
-    unowned = [p for p in gpu.processes if p.pod is None and p.ray_actor_id is None]
+def _gpu(gpu: GPU, snap: Snapshot, ray: _RayIndex, ooms: _CudaOoms, history: GpuHistory) -> dict:
+    unowned = [p for p in gpu.processes if p.pod is None and p.ray_actor_id is None and not p.ray_worker]
     ray_node = ray.node_of(gpu)
     nvidia_smi_seen = not gpu.only_in_prometheus
     return plain(gpu, drop=("history",)) | {
@@ -93,6 +95,9 @@ def _gpu(gpu: GPU, snap: Snapshot, ray: _RayIndex, history: GpuHistory) -> dict:
         "ray_pod": _pod_ref(ray_node.pod) if ray_node else None,
         "ray_gpus_available": ray_node.resources_available.get("GPU", 0.0) if ray_node and ray_node.resources_available is not None else None,
         "ray_counts_free": _ray_counts_free(gpu, ray_node, ray),
+        "oom_from_unowned": ooms.naming(unowned, ray_node, gpu) if nvidia_smi_seen else None,
+        # what `remediation` runs the commands through: the Ray pod that holds the GPU, or nothing on a bare machine
+        "exec_prefix": f"kubectl -n {pod['namespace']} exec {pod['name']} -- " if (pod := _pod_ref(ray_node.pod if ray_node else None)) else "",
         "_subject": f"gpu/{gpu.host}/{gpu.index}",
         "_links": link("gpu", gpu.uuid or f"{gpu.host}/{gpu.index}") + link("node", gpu.node)
         + [f"pod:{p}" for p in gpu.serving_pods] + link("ray_node", ray_node.node_id if ray_node else None),
@@ -250,6 +255,7 @@ class _RayIndex:
     and actors, and a scan of them per GPU grew with their product."""
 
     in_pod_named: dict[str, RayNode]  # pod name -> the first Ray node running in a pod of that name
+    on_host: dict[str, RayNode]  # GPU capture (file stem) -> the Ray node outside Kubernetes on that machine
     with_gpus_on: dict[str, list[RayNode]]  # Kubernetes node -> live Ray nodes with GPUs in pods there
     gpus_of_host: dict[str, list[GPU]]  # the GPUs of each capture (file stem)
     held: dict[str, set[str]]  # Ray node id -> the GPU ids its live actors were given
@@ -257,6 +263,7 @@ class _RayIndex:
     @classmethod
     def of(cls, snap: Snapshot) -> _RayIndex:
         in_pod_named: dict[str, RayNode] = {}
+        on_host = {node.gpu_host: node for node in snap.ray_nodes if node.gpu_host is not None}
         with_gpus_on: dict[str, list[RayNode]] = {}
         for node in snap.ray_nodes:
             pod = snap.pod(node.pod) if node.pod else None
@@ -272,11 +279,17 @@ class _RayIndex:
         for actor in snap.ray_actors:
             if actor.state == "ALIVE" and actor.node_id is not None:
                 held.setdefault(actor.node_id, set()).update(actor.gpu_ids)
-        return cls(in_pod_named, with_gpus_on, gpus_of_host, held)
+        for node in snap.ray_nodes:  # the GPU slots of every worker process, a task's as well as an actor's
+            for worker in node.workers or []:
+                held.setdefault(node.node_id, set()).update(worker["gpu_ids"])
+        return cls(in_pod_named, on_host, with_gpus_on, gpus_of_host, held)
 
     def node_of(self, gpu: GPU) -> RayNode | None:
-        """The Ray node whose raylet hands out this GPU: the one in the pod the data was captured in, else
-        the only Ray node with GPUs whose pod runs on the GPU's Kubernetes node."""
+        """The Ray node whose raylet hands out this GPU: the one outside Kubernetes on the machine the data
+        was captured on, the one in the pod the data was captured in, else the only Ray node with GPUs
+        whose pod runs on the GPU's Kubernetes node."""
+        if (on_machine := self.on_host.get(gpu.host)) is not None:
+            return on_machine
         if (in_capture_pod := self.in_pod_named.get(gpu.host)) is not None:
             return in_capture_pod
         on_node = self.with_gpus_on.get(gpu.node, []) if gpu.node is not None else []
@@ -315,6 +328,51 @@ def _ray_counts_free(gpu: GPU, node: RayNode | None, ray: _RayIndex) -> bool | N
     if len(running_actors) == total - available:
         return gpu.index not in running_actors
     return None
+
+
+# --------------------------------------------------------------------------- CUDA out of memory, and whose memory
+
+
+# PyTorch's out-of-memory message lists every process on the GPU (c10/cuda/CUDACachingAllocator.cpp):
+# "... of which 18.12 GiB is free. Process 1434 has 60.51 GiB memory in use. ..."
+_PROCESS_IN_OOM = re.compile(r"\bProcess (\d+) has (\d+(?:\.\d+)? [KMGT]?i?B) memory in use")
+
+
+@dataclass
+class _CudaOoms:
+    """Today's CUDA out-of-memory deaths: of Ray actors, by Ray node, and of vLLM servers, by GPU."""
+
+    by_ray_node: dict[str, list[tuple[str, str]]]  # Ray node id -> (who, the line)
+    by_gpu: dict[str, list[tuple[str, str]]]  # GPU ref -> (who, the line)
+
+    @classmethod
+    def of(cls, snap: Snapshot, clock: Clock) -> _CudaOoms:
+        pattern = looked_for(snap).patterns.get("cuda_oom")
+        by_ray_node: dict[str, list[tuple[str, str]]] = {}
+        if pattern is not None:
+            for actor in snap.ray_actors:
+                cause = actor.death_cause or ""
+                if actor.node_id and actor.state in ("DEAD", "RESTARTING") and pattern.search(cause) and clock.current(actor.end_time):
+                    who = f"Ray actor {actor.name or actor.class_name} ({actor.actor_id[:8]}, {actor.state})"
+                    by_ray_node.setdefault(actor.node_id, []).append((who, cause))
+        by_gpu: dict[str, list[tuple[str, str]]] = {}
+        for server in snap.vllm_servers:
+            for line in server.log_signals.get("cuda_oom", []):
+                for ref in server.gpus:
+                    by_gpu.setdefault(ref, []).append((f"vLLM server {server.name}", line))
+        return cls(by_ray_node, by_gpu)
+
+    def naming(self, unowned: list[GPUProcess], ray_node: RayNode | None, gpu: GPU) -> list[str]:
+        """The deaths whose own message names a process on this GPU that no Ray worker or serving pod owns."""
+        pids = {p.pid for p in unowned}
+        seen = self.by_ray_node.get(ray_node.node_id, []) if ray_node else []
+        seen = seen + self.by_gpu.get(gpu.uuid or f"{gpu.host}/{gpu.index}", [])
+        found = []
+        for who, line in seen:
+            named = [f"pid {pid} ({memory})" for pid, memory in _PROCESS_IN_OOM.findall(line) if int(pid) in pids]
+            if named:
+                found.append(f"{who}: CUDA out of memory while {', '.join(named)} held the GPU: {line}")
+        return list(dict.fromkeys(found))
 
 
 # --------------------------------------------------------------------------- driver against the container's CUDA
