@@ -1,7 +1,7 @@
 """Ray and a GPU outside Kubernetes: a REAL Ray head (--num-gpus=1, fake GPU) on this machine, the
 nvidia-smi stand-in (tests/standin) serving our real H200 capture under load, whose two processes
-(pids 458 and 459, 42.6 GiB) are not Ray's, and `llmdiag triage --ray-address URL --local-gpu` run
-as a user runs it on a VM: no kubeconfig anywhere.
+(pids 458 and 459, 42.6 GiB) are not Ray's, and `llmdiag triage --ray-address URL --vllm-url URL
+--local-gpu` run as a user runs it on a VM: no kubeconfig anywhere (the vLLM server: tests/standin).
 
 `python tests/live/test_ray_vm_gpu.py SCENARIO OUT` records the same run as a bundle with
 `llmdiag collect` (how fixtures/ray-vm-* were made; see their README.md).
@@ -102,14 +102,19 @@ def oom_head() -> Iterator[tuple[RayHead, dict[str, int]]]:
         pytest.skip(str(e))
 
 
-def test_triage_on_a_vm_blames_the_process_outside_ray_not_the_actor_that_died(oom_head, tmp_path: Path) -> None:
+def test_triage_on_a_vm_blames_the_process_outside_ray_not_the_actor_that_died(oom_head, vllm_standin, tmp_path: Path) -> None:
     head, _ = oom_head
-    done = llmdiag(vm_env(tmp_path), "triage", "--ray-address", head.dashboard_url, "--local-gpu", "-o", "json", "--timeout", "60")
+    vllm = vllm_standin("healthy")
+    done = llmdiag(
+        vm_env(tmp_path), "triage", "--ray-address", head.dashboard_url, "--vllm-url", vllm.url, "--local-gpu",
+        "--scrapes", "2", "--scrape-interval", "1", "-o", "json", "--timeout", "60",
+    )  # fmt: skip
     report = json.loads(done.stdout)
     verdict = report["verdict"]
     assert (verdict["status"], verdict["layer"], verdict["rule"]) == ("fault", "gpu", "GPU-106"), (verdict, done.stderr[-2000:])
     assert verdict["gaps"] == []
     assert report["sources"]["kubernetes"]["status"] == "skipped"
+    assert report["sources"][f"vllm/{vllm.name}.metrics.1.txt"]["status"] == "ok"
     kubernetes = {name: s["status"] for name, s in report["sources"].items() if name.startswith("k8s")}
     assert kubernetes and set(kubernetes.values()) == {"skipped"}, kubernetes  # not asked for: never "missing"
     by_rule = {f["rule"]: f for f in report["findings"]}
