@@ -213,27 +213,29 @@ def _ray_nodes_to_gpu_hosts(snap: Snapshot) -> None:
     and the name and addresses the NVML snapshot records. A node on a loopback address runs on the
     machine llmdiag ran on: the only machine captured. When two live nodes claim one machine, neither
     is joined: which raylet hands out which GPU cannot be told."""
+    outside = [n for n in snap.ray_nodes if n.pod is None]
+    if not outside or not snap.gpus:
+        return
     names = PodNames(snap.pods)
     nodes = {n.name for n in snap.nodes}
-    keys_of_host: dict[str, set[str]] = {}
+    exact: dict[str, set[str]] = {}  # a name or address -> the captures it names
+    short: dict[str, set[str]] = {}  # a DNS name's first label -> the captures it names
     for gpu in snap.gpus:
         if gpu.host in nodes or not isinstance(names.pod(gpu.host), Pod):
-            keys = keys_of_host.setdefault(gpu.host, set())
-            keys.update(_host_keys(gpu.host))
-            keys.update(_host_keys(gpu.host_name))
-            keys.update(k for a in gpu.host_addresses if not _loopback(a) for k in _host_keys(a))
-    if not keys_of_host:
-        return
+            for name in (gpu.host, gpu.host_name, *(a for a in gpu.host_addresses if not _loopback(a))):
+                for index, key in zip((exact, short), _host_keys(name)):
+                    if key:
+                        index.setdefault(key, set()).add(gpu.host)
+    machines = {host for hosts in exact.values() for host in hosts}
     claims: dict[str, list[RayNode]] = {}
-    for node in snap.ray_nodes:
-        if node.pod is not None:
-            continue
-        own = {k for name in (node.hostname, node.node_name, node.node_ip) for k in _host_keys(name)}
-        hosts = [host for host, keys in keys_of_host.items() if own & keys]
-        if not hosts and _loopback(node.node_ip) and len(keys_of_host) == 1 and not nodes:
-            hosts = list(keys_of_host)
+    for node in outside:
+        own = [_host_keys(name) for name in (node.hostname, node.node_name, node.node_ip)]
+        hosts = {host for key, _ in own for host in exact.get(key or "", ())}
+        hosts = hosts or {host for key, first in own for k in {key, first} for host in short.get(k or "", ())}
+        if not hosts and _loopback(node.node_ip) and len(machines) == 1 and not nodes:
+            hosts = machines
         if len(hosts) == 1:
-            claims.setdefault(hosts[0], []).append(node)
+            claims.setdefault(next(iter(hosts)), []).append(node)
     for host, claimants in claims.items():
         alive = [n for n in claimants if n.state != "DEAD"]
         chosen = alive if alive else claimants
@@ -241,16 +243,17 @@ def _ray_nodes_to_gpu_hosts(snap: Snapshot) -> None:
             chosen[0].gpu_host = host
 
 
-def _host_keys(name: str | None) -> set[str]:
-    """A machine's name or address as compared: lower case, and a DNS name also by its first label."""
-    if not name:
-        return set()
+def _host_keys(name: str | None) -> tuple[str | None, str | None]:
+    """A machine's name or address as compared, in lower case, and a DNS name's first label (None for an
+    address): "h100-07" names "h100-07.example.internal" where no capture has the full name."""
+    if not name or not name.strip():
+        return None, None
     name = name.strip().lower()
     try:
         ipaddress.ip_address(name)
-        return {name}
+        return name, None
     except ValueError:
-        return {name, name.split(".", 1)[0]}
+        return name, name.split(".", 1)[0]
 
 
 def _loopback(address: str | None) -> bool:

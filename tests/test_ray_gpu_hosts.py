@@ -10,11 +10,12 @@ from pathlib import Path
 from diag.analyze import analyze_bundle, settings_with_overrides
 from diag.bundle import Bundle
 from diag.config import Config
+from diag.diagnosis import link_causes
 from diag.engine import builtin_rules_dir, evaluate, load_rules
 from diag.facts import build_facts
 from diag.join import join
 from diag.load import load_bundle
-from diag.model import GPU, GPUProcess, RayActor, RayNode, Snapshot, SourceStatus
+from diag.model import GPU, Container, GPUProcess, Node, Pod, RayActor, RayNode, Snapshot, SourceStatus
 from diag.parsers.ray_state import parse_nodes_summary
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -151,3 +152,24 @@ def test_without_kubernetes_its_lists_are_skipped_not_missing():
     assert report.sources["k8s/pods.json"].detail == "no Kubernetes configuration"
     manifest = json.loads((FIXTURES / "ray-vm-foreign-gpu-memory" / "manifest.json").read_text())
     assert manifest["kubernetes"]["context"] is None
+
+
+def test_a_vllm_pod_dead_of_cuda_oom_is_explained_by_the_process_its_log_names():
+    line = "torch.OutOfMemoryError: " + OOM.split("torch.OutOfMemoryError: ", 1)[1]
+    container = Container("vllm", command=["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct"], limits={"nvidia.com/gpu": "1"},
+                          log_signals={"cuda_oom": [line]}, logs=line + "\n", logs_scanned=True)  # fmt: skip
+    pod = Pod("llm", "llama-0", node_name="gpu-a", phase="Running", containers=[container])
+    snap = join(Snapshot(pods=[pod], nodes=[Node("gpu-a")], gpus=[gpu("gpu-a", GPUProcess(1434, "python3", 61962.0))],
+                         sources=dict(READ) | {"k8s/pods.json": SourceStatus("ok"), "k8s/logs/llm.llama-0.log": SourceStatus("ok")}))  # fmt: skip
+    assert snap.vllm_servers[0].gpus == ["GPU-gpu-a"]
+    result = evaluate([RULES["GPU-111"], RULES["VLLM-105"]], build_facts(snap), SETTINGS)
+    assert sorted(f.rule for f in result.findings) == ["GPU-111", "VLLM-105"]
+    link_causes(result.findings, RULES)
+    assert {f.rule: f.explained_by for f in result.findings} == {"GPU-111": None, "VLLM-105": "GPU-111"}
+
+
+def test_a_full_hostname_wins_over_a_short_one_two_domains_share():
+    snap = snapshot([gpu("gpu-1.zone-a.internal"), gpu("gpu-1.zone-b.internal")], [ray_node("a", "10.0.0.5", hostname="gpu-1.zone-b.internal")])
+    assert snap.ray_nodes[0].gpu_host == "gpu-1.zone-b.internal"
+    bare = snapshot([gpu("gpu-1.zone-a.internal"), gpu("gpu-1.zone-b.internal")], [ray_node("a", "10.0.0.5", hostname="gpu-1")])
+    assert bare.ray_nodes[0].gpu_host is None
