@@ -15,7 +15,7 @@ from diag.engine import builtin_rules_dir, evaluate, load_rules
 from diag.facts import build_facts
 from diag.join import join
 from diag.load import load_bundle
-from diag.model import GPU, Container, GPUProcess, Node, Pod, RayActor, RayNode, Snapshot, SourceStatus
+from diag.model import GPU, Container, GPUProcess, Node, Pod, RayActor, RayNode, RayStatus, Snapshot, SourceStatus
 from diag.parsers.ray_state import parse_nodes_summary
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -40,7 +40,8 @@ def ray_node(node_id: str, ip: str, free: float = 1.0, **more) -> RayNode:
 
 
 def snapshot(gpus: list[GPU], nodes: list[RayNode], actors: list[RayActor] = ()) -> Snapshot:
-    return join(Snapshot(gpus=gpus, ray_nodes=nodes, ray_actors=list(actors), sources=dict(READ)))
+    listed = {f"gpu/{g.host}.xml": SourceStatus("ok") for g in gpus}  # nvidia-smi -q -x: the process lists
+    return join(Snapshot(gpus=gpus, ray_nodes=nodes, ray_actors=list(actors), sources=dict(READ) | listed))
 
 
 def fired(snap: Snapshot, *rule_ids: str) -> dict[str, list[str]]:
@@ -173,3 +174,25 @@ def test_a_full_hostname_wins_over_a_short_one_two_domains_share():
     assert snap.ray_nodes[0].gpu_host == "gpu-1.zone-b.internal"
     bare = snapshot([gpu("gpu-1.zone-a.internal"), gpu("gpu-1.zone-b.internal")], [ray_node("a", "10.0.0.5", hostname="gpu-1")])
     assert bare.ray_nodes[0].gpu_host is None
+
+
+def test_without_the_node_summary_the_only_node_s_free_gpus_are_the_cluster_s():
+    unreported = ray_node("a", "127.0.0.1")
+    unreported.resources_available = None
+    snap = snapshot([gpu("vm", GPUProcess(1434, "python3", 60510.0))], [unreported])
+    snap.ray_status = RayStatus(usage={"GPU": (0.0, 1.0)})
+    assert fired(snap, "GPU-106") == {"GPU-106": ["gpu/vm/0"]}
+    other = ray_node("b", "10.0.0.9")
+    other.resources_available = None
+    two = snapshot([gpu("vm", GPUProcess(1434, "python3", 60510.0))], [unreported, other])
+    two.ray_status = RayStatus(usage={"GPU": (0.0, 2.0)})
+    assert build_facts(two).scopes["gpu"][0]["ray_counts_free"] is None  # whose free GPU, the cluster's usage does not say
+
+
+def test_with_only_the_csv_the_memory_in_use_on_a_gpu_ray_counts_free_is_outside_ray():
+    csv_only = gpu("vm")  # --query-gpu lists no processes
+    snap = join(Snapshot(gpus=[csv_only], ray_nodes=[ray_node("a", "127.0.0.1")], sources={"gpu/vm.csv": SourceStatus("ok"), "ray/nodes.json": SourceStatus("ok")}))
+    [facts] = build_facts(snap).scopes["gpu"]
+    assert facts["unowned_processes"] is None and facts["unowned_memory_mib"] == 61960.0
+    assert facts["oom_from_unowned"] is None  # which pids, the CSV does not say
+    assert fired(snap, "GPU-106") == {"GPU-106": ["gpu/vm/0"]}
