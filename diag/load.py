@@ -323,11 +323,19 @@ class _Loader:
                 svc.endpoints_seen = True
 
     def _mark_missing(self) -> None:
+        """An expected source that is absent is "missing"; "skipped" instead, with the collector's words,
+        where the manifest says its collector was skipped (`k8s`: no Kubernetes configuration)."""
         present = self.snap.sources
+        recorded = self.snap.manifest.get("sources")
+        recorded = recorded if isinstance(recorded, dict) else {}
         for expected in EXPECTED_SOURCES:
             names = (expected, *_SAME_SOURCE.get(expected, ()))
             if not any(name == n or name.startswith((n + "/", n + ".")) for name in present for n in names):
-                present[expected] = SourceStatus("missing", "not in the bundle")
+                collector = recorded.get(expected.split("/", 1)[0])
+                if isinstance(collector, dict) and collector.get("status") == "skipped":
+                    present[expected] = SourceStatus("skipped", str(collector.get("detail", "")))
+                else:
+                    present[expected] = SourceStatus("missing", "not in the bundle")
 
     def _merge_manifest_statuses(self) -> None:
         """A collector's own failure (e.g. dashboard unreachable) is in the manifest, not in a file."""
