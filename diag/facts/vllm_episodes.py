@@ -167,9 +167,13 @@ class _Scrapes:
         m, s = self.m, self.settings
         if m is None:
             return None
+        # preemptions counted over the interval are evidence enough; a growing queue must be a held one
         found = _all_known(
-            _at_least(m.kv_cache_usage_max, s["kv_cache_high"]), self._queue_held(),
-            _any_known(_above(m.preemptions_delta, 0.0), _above(m.waiting_growth, 0.0)),
+            _at_least(m.kv_cache_usage_max, s["kv_cache_high"]),
+            _any_known(
+                _all_known(_above(m.preemptions_delta, 0.0), _at_least(m.requests_waiting, s["queue_waiting_min"])),
+                _all_known(self._queue_held(), _above(m.waiting_growth, 0.0)),
+            ),
         )
         if found is None:
             return None
