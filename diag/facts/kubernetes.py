@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 from diag.facts import k8s_containers as containers
 from diag.facts import k8s_dra as dra
+from diag.facts import k8s_events
 from diag.facts import k8s_placement as placement
 from diag.clock import Clock
 from diag.facts.common import aged, aged_events, current_events, event_facts, link, plain, pod_window_times
@@ -363,6 +364,8 @@ def _pod_windowed(pod: Pod, index: Lookups) -> dict:
         "failed_mounts": containers.failed_mounts(events) if events_read else None,
         "probe_failures": [e.message for e in events if e.reason == "Unhealthy"] if events_read else None,
         "placement_refusals": _placement_refusals(events) if events_read else None,
+        "scale_up_failures": k8s_events.scale_up_failures(
+            pod.events, events, current_events(index.events_about.get(k8s_events.AUTOSCALER_STATUS, []), clock)) if events_read else None,
         "_links": _pod_links(pod, index, pending=scheduling is not None and scheduling["seen"]),
         "_aged": aged_events(pod.events, clock) + containers.aged_terminations(pod, clock)
         + (aged(f"evicted: {pod.message}", _ended_at(pod), clock) if pod.reason == "Evicted" else []),
