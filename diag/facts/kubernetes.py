@@ -323,6 +323,11 @@ def _pod_lasting(pod: Pod, index: Lookups) -> dict:
         restarts=sum(c.restart_count for c in pod.containers),
         log_signals=signals,  # None: no log of it was collected
         memory_volumes=[v.get("name") for v in pod.volumes if isinstance(v.get("emptyDir"), dict) and v["emptyDir"].get("medium") == "Memory"],
+        dev_shm_in_memory=_dev_shm_in_memory(pod),
+        memory_volumes_text=", ".join(
+            f"{v.get('name')} ({'sizeLimit ' + str(v['emptyDir']['sizeLimit']) if v['emptyDir'].get('sizeLimit') else 'no sizeLimit'})"
+            for v in pod.volumes if isinstance(v.get("emptyDir"), dict) and v["emptyDir"].get("medium") == "Memory"
+        ),
         model_load_seconds=max(load_times) if load_times else None,
         # why no node takes it: only for a pod the scheduler has not placed (None also without nodes.json)
         placement=_placement(pod, index) if not pod.node_name and source_read(index.snap, "k8s/nodes.json") else None,
@@ -385,6 +390,12 @@ def _placement_refusals(events: list[Event]) -> list[dict]:
 def _ended_at(pod: Pod) -> str | None:
     """When the last of a finished pod's containers ended (an evicted pod's eviction)."""
     return max((c.finished_at for c in pod.containers if c.finished_at), default=None)
+
+
+def _dev_shm_in_memory(pod: Pod) -> bool:
+    """A container of the pod mounts an emptyDir of medium Memory on /dev/shm (else /dev/shm is the runtime's 64 MiB)."""
+    memory = {v.get("name") for v in pod.volumes if isinstance(v.get("emptyDir"), dict) and v["emptyDir"].get("medium") == "Memory"}
+    return any(c.mounts.get("/dev/shm") in memory for c in pod.containers)
 
 
 def _condition_true(condition: dict) -> bool | None:
