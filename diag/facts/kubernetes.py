@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 from diag.facts import k8s_containers as containers
 from diag.facts import k8s_dra as dra
 from diag.facts import k8s_events
+from diag.facts import ray_pods
 from diag.facts import k8s_placement as placement
 from diag.clock import Clock
 from diag.facts.common import aged, aged_events, current_events, event_facts, link, plain, pod_window_times
@@ -758,6 +759,7 @@ def _raycluster(cluster: RayClusterSpec, index: Lookups) -> dict:
         ],
         "pending_pods": [p.name for p in members if p.phase == "Pending"],
         **_serve_status_facts(cluster, clock, looked_for(snap)),
+        "serve_replicas_too_big": ray_pods.serve_replicas_too_big(cluster),
         "gpus_running": sum(pod_gpu_request(p) for p in running),
         "parallel_gpus_needed": _parallel_gpus_needed(cluster, members, index),
         "_subject": f"{cluster.kind.lower()}/{cluster.namespace}/{cluster.name}",
