@@ -616,6 +616,7 @@ def _service(svc: Service, index: Lookups) -> dict:
     return plain(svc) | {
         "selected_pods": [p.key for p in selected],
         "selected_pod_states": [_pod_state(p) for p in selected],
+        "selected_pod_names": [p.name for p in sorted(selected, key=lambda p: p.phase == "Failed")],  # live ones first
         # by its workloads' pod template too: a Deployment left with no pod still has the Service in front
         "fronts_vllm": any(p.vllm_server for p in selected) or any(w.template_runs_vllm for w in workloads),
         # None when endpoints.json holds nothing for this Service: unknown, not empty
