@@ -315,3 +315,8 @@ def _json(files: Files, name: str) -> dict | None:
 def waiting_values(text: bytes) -> list[float]:
     """vllm:num_requests_waiting of each engine in one scrape."""
     return [float(m["value"]) for m in _SAMPLE.finditer(text) if m["name"] in _WAITING]
+
+
+def with_waiting(text: bytes, value: float) -> bytes:
+    """A scrape with vllm:num_requests_waiting set to `value` on every engine."""
+    return _map_samples(text, _WAITING, lambda v, _: value)

@@ -83,3 +83,15 @@ def test_some_healthy_fixtures_are_busy() -> None:
 
     busy = [s.name for s in HEALTHY if waiting_somewhere(s)]
     assert len(busy) >= 3, busy
+
+
+def test_one_request_waiting_once_is_no_queue_for_the_vllm_and_hpa_rules() -> None:
+    """k8s-hpa-pinned-at-max, its queues replaced by one request waiting at the last scrape behind a busy batch."""
+    scenario = FIXTURES / "k8s-hpa-pinned-at-max"
+    files = _files(scenario)
+    fired = {f.rule for f in analyze_bundle(Bundle({k: v for k, v in files.items() if not k.endswith(perturb.SKIP)})).findings}
+    assert {"K8S-311", "VLLM-114"} <= fired
+    for scrapes in perturb.scrapes_by_server(files).values():
+        for n, name in enumerate(scrapes):
+            files[name] = perturb.with_waiting(files[name], 1.0 if n == len(scrapes) - 1 else 0.0)
+    assert _alarms(files) == []

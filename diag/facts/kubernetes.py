@@ -11,6 +11,7 @@ from diag.facts import k8s_containers as containers
 from diag.facts import k8s_dra as dra
 from diag.facts import k8s_events
 from diag.facts import ray_pods
+from diag.facts.vllm_episodes import queue_per_scrape
 from diag.facts import k8s_placement as placement
 from diag.clock import Clock
 from diag.facts.common import aged, aged_events, current_events, event_facts, link, plain, pod_window_times
@@ -723,6 +724,13 @@ def _hpa(hpa: HPA, index: Lookups) -> dict:
             for name, m in queues.items() if m.requests_waiting is not None
         ],
         "queue_growth_max": max(growth) if growth else None,
+        # per server, the fewest requests waiting at any scrape and the smallest share of the running batch:
+        # a queue that held at every scrape, not one request seen once
+        "target_queue_floors": [
+            {"waiting": min(q["waiting"] for q in scrapes),
+             "share": min(q["waiting"] / q["running"] if q["running"] > 0 else float(q["waiting"] > 0) for q in scrapes)}
+            for s in targets if (scrapes := queue_per_scrape(s.scrapes))
+        ] if queues else None,
         "queue_waiting_max": max(waiting) if waiting else None,
         "metric_problems": [
             f"{kind}={c.get('status')} {c.get('reason')}: {c.get('message')}"

@@ -14,8 +14,8 @@ from typing import Any
 
 from diag.clock import Clock
 from diag.facts.episodes import Span, Timeline
-from diag.model import PromWindow, VllmServer
-from diag.parsers.vllm_metrics import VllmMetrics
+from diag.model import PromWindow, Scrape, VllmServer
+from diag.parsers.vllm_metrics import REQUESTS_RUNNING, REQUESTS_WAITING, VllmMetrics
 
 SIGNALS: dict[str, tuple[str, ...]] = {
     "kv": ("vllm_kv_cache_usage_perc", "vllm_gpu_cache_usage_perc"),
@@ -61,6 +61,24 @@ def episode_facts(server: VllmServer, summary: VllmMetrics | None, view: ScrapeV
         "queue": scrapes.queue(),
         "history_read": bool(timeline.rows),
     }
+
+
+def per_scrape_total(scrapes: list[Scrape], name: str) -> list[float | None]:
+    totals: list[float | None] = []
+    for scrape in scrapes:
+        values = [s.value for s in scrape.samples if s.name == name and s.value == s.value]  # NaN is unknown
+        totals.append(sum(values) if values else None)
+    return totals
+
+
+def queue_per_scrape(scrapes: list[Scrape]) -> list[dict] | None:
+    """{running, waiting} at each scrape where both were reported: a gauge read at one instant can miss
+    a state that held at the others (seen on a starved CPU server), so rules may look at every scrape.
+    None (unknown) when no scrape reported both: an empty list would read as "never queued"."""
+    running = per_scrape_total(scrapes, REQUESTS_RUNNING[0])
+    waiting = per_scrape_total(scrapes, REQUESTS_WAITING[0])
+    both = [{"running": r, "waiting": w} for r, w in zip(running, waiting) if r is not None and w is not None]
+    return both or None
 
 
 def _merge(scrapes: Fact, history: Fact) -> Fact:
