@@ -446,3 +446,18 @@ def test_a_queue_must_hold_in_consecutive_scrapes() -> None:
     assert held([False, True, True], _QUEUE_SETTINGS) is True
     assert held([True], _QUEUE_SETTINGS) is None  # one scrape cannot tell whether it lasted
     assert held([False], _QUEUE_SETTINGS) is False
+
+
+def test_a_slow_mean_over_a_few_requests_is_not_a_slow_server() -> None:
+    from diag.engine import default_settings
+    from diag.facts.vllm_episodes import ScrapeView, _Scrapes
+    from diag.parsers.vllm_metrics import VllmMetrics
+
+    view = ScrapeView(True, None, None, 0.1)
+    def slow(requests: float) -> tuple[bool, bool]:
+        scrapes = _Scrapes(VllmMetrics(scrapes=2, ttft_mean_s=3.0, itl_mean_s=0.05, ttft_requests=requests), view, default_settings())
+        decode = _Scrapes(VllmMetrics(scrapes=2, ttft_mean_s=0.3, itl_mean_s=0.4, ttft_requests=requests), view, default_settings())
+        return scrapes.first_token_slow(view)["found"], decode.decode_slow()["found"]
+
+    assert slow(4) == (False, False)
+    assert slow(16) == (True, True)

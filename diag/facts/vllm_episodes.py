@@ -238,21 +238,23 @@ class _Scrapes:
         found = _all_known(
             _at_least(m.ttft_mean_s, s["ttft_high_s"]), None if m.itl_mean_s is None else m.itl_mean_s < s["itl_high_s"],
             None if view.ttft_queue_share is None else view.ttft_queue_share < s["ttft_queue_share_max"],
+            _at_least(m.ttft_requests, s["latency_min_requests"]),
         )
         if found is None:
             return None
         return self._base() | {"found": found, "ttft_mean": m.ttft_mean_s, "ttft_tail": m.ttft_p90_s, "tail": "p90",
-                               "itl_mean": m.itl_mean_s, "queue_share": view.ttft_queue_share}  # fmt: skip
+                               "itl_mean": m.itl_mean_s, "queue_share": view.ttft_queue_share, "requests": m.ttft_requests}  # fmt: skip
 
     def decode_slow(self) -> Fact:
         m, s = self.m, self.settings
         if m is None:
             return None
-        found = _all_known(_at_least(m.itl_mean_s, s["itl_high_s"]), None if m.ttft_mean_s is None else m.ttft_mean_s < s["ttft_high_s"])
+        found = _all_known(_at_least(m.itl_mean_s, s["itl_high_s"]), None if m.ttft_mean_s is None else m.ttft_mean_s < s["ttft_high_s"],
+                           _at_least(m.ttft_requests, s["latency_min_requests"]))  # fmt: skip
         if found is None:
             return None
         return self._base() | {"found": found, "itl_mean": m.itl_mean_s, "itl_tail": m.itl_p90_s, "tail": "p90",
-                               "ttft_mean": m.ttft_mean_s}  # fmt: skip
+                               "ttft_mean": m.ttft_mean_s, "requests": m.ttft_requests}  # fmt: skip
 
     def stall(self, running_every_scrape: bool | None) -> Fact:
         m, s = self.m, self.settings
