@@ -162,12 +162,14 @@ class _Scrapes:
         return None if flags is None else held(flags, self.settings)
 
     def queue(self) -> Fact:
-        """Requests waiting, above the queue's magnitude, in consecutive scrapes; the fewest seen while it held."""
+        """Whether a queue held (queued in consecutive scrapes), and the fewest requests waiting among the
+        scrapes that showed one."""
+        queues = self.view.queue_per_scrape
         flags = self._queued_each()
-        if flags is None or self.view.queue_per_scrape is None:
+        if queues is None or flags is None:
             return None
         lasting = held(flags, self.settings)
-        waiting = [q["waiting"] for q, flag in zip(self.view.queue_per_scrape, flags) if flag]
+        waiting = [q["waiting"] for q, flag in zip(queues, flags) if flag]
         return {"held": lasting, "waiting_least": min(waiting) if lasting else None,
                 "queued_scrapes": f"{sum(flags)} of {len(flags)} scrapes"}  # fmt: skip
 
