@@ -76,6 +76,7 @@ class Container:
     requests: dict[str, str] = field(default_factory=dict)
     limits: dict[str, str] = field(default_factory=dict)
     probes: list[Probe] = field(default_factory=list)
+    mounts: dict[str, str] = field(default_factory=dict)  # mountPath -> volume name (volumeMounts)
     # status (containerStatuses)
     ready: bool | None = None
     restart_count: int = 0

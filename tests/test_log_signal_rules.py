@@ -193,6 +193,9 @@ def test_an_nccl_shm_failure_with_a_memory_backed_dev_shm_is_not_blamed_on_the_p
     pod = next(p for p in pods["items"] if p["metadata"]["name"] == "llama-70b-7f8d9c6b5d-fxbfs")
     pod["spec"]["volumes"].append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "32Gi"}})
     bundle.add("k8s/pods.json", json.dumps(pods))
+    assert "VLLM-207" in _fired(analyze_bundle(bundle)), "declared but mounted nowhere: /dev/shm is still 64 MiB"
+    pod["spec"]["containers"][0].setdefault("volumeMounts", []).append({"name": "dshm", "mountPath": "/dev/shm"})
+    bundle.add("k8s/pods.json", json.dumps(pods))
     assert "VLLM-207" not in _fired(analyze_bundle(bundle))
 
 
