@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from diag.clock import Clock
 from diag.engine import Rule, RuleOutcome
 from diag.facts.k8s_placement import is_gpu_node
 from diag.model import Container, RayNode, Snapshot
@@ -102,7 +103,9 @@ _REMEDY_BY_PREFIX = {
 }
 
 
-def gaps(snap: Snapshot) -> list[Gap]:
+def gaps(snap: Snapshot, clock: Clock | None = None) -> list[Gap]:
+    """`clock`: what counts as current; a serving container that last restarted before the history
+    window needs no log of that run (its restart is history, not this incident)."""
     found: list[Gap] = []
     found += _failed_sources(snap)
     if _kubernetes_relevant(snap):
@@ -112,7 +115,7 @@ def gaps(snap: Snapshot) -> list[Gap]:
     found += _vllm_gaps(snap)
     found += _gpu_gaps(snap)
     found += _ray_gpu_join_gaps(snap)
-    found += _log_gaps(snap)
+    found += _log_gaps(snap, clock)
     found += _history_gaps(snap)
     if not any(s.status == "ok" for s in snap.sources.values()):
         found.append(Gap("bundle", "no source could be read", "run `llmdiag collect` against the cluster, or check the bundle's path"))
@@ -329,12 +332,12 @@ def _gpus(node: RayNode) -> int:
     return int(node.resources_total.get("GPU", 0) or 0)
 
 
-def _log_gaps(snap: Snapshot) -> list[Gap]:
+def _log_gaps(snap: Snapshot, clock: Clock | None) -> list[Gap]:
     """A serving container that crashed says why in its log: without it the cause could be in any layer."""
     found = []
     for pod in serving_pods(snap):
         for container in pod.containers:
-            if (missing := _missing_log(container)) is not None:
+            if (missing := _missing_log(container, clock)) is not None:
                 flag = " --previous" if missing.endswith(".previous.log") else ""
                 found.append(Gap(
                     f"k8s/logs/{pod.namespace}.{pod.name}.{container.name}{missing}",
@@ -346,9 +349,12 @@ def _log_gaps(snap: Snapshot) -> list[Gap]:
     return found
 
 
-def _missing_log(container: Container) -> str | None:
+def _missing_log(container: Container, clock: Clock | None = None) -> str | None:
     crashing = container.state_reason in ("CrashLoopBackOff", "Error") or (container.state == "terminated" and container.last_exit_code not in (None, 0))
-    restarted = container.restart_count > 0 and container.last_terminated_reason != "OOMKilled"
+    restarted = (
+        container.restart_count > 0 and container.last_terminated_reason != "OOMKilled"
+        and (clock is None or clock.current(container.last_finished_at))
+    )
     if crashing and not _has_text(container.logs) and not _has_text(container.previous_logs):
         return ".log"
     if restarted and not crashing and not _has_text(container.previous_logs):

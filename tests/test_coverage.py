@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
 import shutil
 from pathlib import Path
 
@@ -244,3 +245,26 @@ def test_a_ray_node_on_another_machine_than_the_gpu_capture_is_a_gap_never_healt
     gap = next(g for g in report.verdict.gaps if g.source == "gpu/gpu-worker-3.json")
     assert "Ray node 10.0.3.7 (1 GPU) could not be joined to a GPU capture" in gap.problem
     assert gap.remedy.startswith("on that machine: llmdiag collect --local-gpu")
+
+
+@pytest.mark.parametrize(("age", "status"), [("3 days", "healthy"), ("10 minutes", "inconclusive")])
+def test_a_restart_before_the_history_window_needs_no_log_of_that_run(age: str, status: str) -> None:
+    """A serving container that restarted once, days ago, is history: its previous log decides nothing
+    about today. A restart within the window is asked for."""
+    scenario = FIXTURES / "healthy-k8s-vllm"
+    files = {str(p.relative_to(scenario)): p.read_bytes() for p in scenario.rglob("*") if p.is_file() and p.name != "expected.json"}
+    report = analyze_bundle(Bundle(dict(files)))
+    assert report.verdict.status == "healthy"
+    collected = datetime.fromisoformat(report.context.collected_at.replace("Z", "+00:00"))
+    finished = collected - (timedelta(days=3) if age == "3 days" else timedelta(minutes=10))
+    pods = json.loads(files["k8s/pods.json"])
+    pod = next(p for p in pods["items"] if p["metadata"]["name"].startswith("llama-70b"))
+    status_of = pod["status"]["containerStatuses"][0]
+    status_of["restartCount"] = 1
+    status_of["lastState"] = {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": finished.strftime("%Y-%m-%dT%H:%M:%SZ")}}
+    files["k8s/pods.json"] = json.dumps(pods).encode()
+    files = {k: v for k, v in files.items() if not k.endswith(".previous.log")}
+    report = analyze_bundle(Bundle(files))
+    assert report.verdict.status == status, report.verdict.summary
+    asked = [g.source for g in report.verdict.gaps if g.source.endswith(".previous.log")]
+    assert bool(asked) == (status == "inconclusive")
