@@ -9,7 +9,7 @@ from diag.analyze import Report
 from diag.engine import Finding
 from diag.report import history_section
 from diag.report.safe import code, fence, md, plain
-from diag.report.view import view
+from diag.report.view import rule_names, view
 
 
 def render_markdown(report: Report) -> str:
@@ -26,7 +26,7 @@ def render_markdown(report: Report) -> str:
         if report.verdict.caveats:
             out += [f"Not read, and could change this verdict (confidence: {md(str(report.verdict.confidence))}):", ""]
             out += [
-                f"- {md(c.gap.problem)} ({md(', '.join(c.rules))} would read it): {code(c.gap.remedy)}" for c in report.verdict.caveats
+                f"- {md(c.gap.problem)} ({md(rule_names(c.rules))} would read it): {code(c.gap.remedy)}" for c in report.verdict.caveats
             ] + [""]
         if v.consequences:
             out += ["### Consequences", ""]

@@ -22,7 +22,7 @@ from diag.diagnosis import Verdict
 from diag.engine import Finding
 from diag.report import history_section
 from diag.report.safe import block, plain
-from diag.report.view import view
+from diag.report.view import rule_names, view
 
 _STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 _RULE_ID = "bold blue"  # every rule id, wherever it is printed
@@ -101,12 +101,8 @@ def _print_caveats(verdict: Verdict, console: Console) -> None:
         return
     console.print(Text.assemble("\n", ("Not read, and could change this verdict", "bold"), f" (confidence: {verdict.confidence}):"))
     for caveat in verdict.caveats:
-        console.print(_hanging(Text(f"{plain(caveat.gap.problem)} ({_rule_names(caveat.rules)} would read it)"), "  • "))
+        console.print(_hanging(Text(f"{plain(caveat.gap.problem)} ({rule_names(caveat.rules)} would read it)"), "  • "))
         console.print(Text(plain(caveat.gap.remedy)), no_wrap=True, overflow="ignore", crop=False)
-
-
-def _rule_names(rules: tuple[str, ...]) -> str:
-    return ", ".join(rules[:3]) + (f" and {len(rules) - 3} more" if len(rules) > 3 else "")
 
 
 def _gaps_body(verdict: Verdict) -> Group:

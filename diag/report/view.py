@@ -54,6 +54,14 @@ def view(report: Report) -> ReportView:
     )
 
 
+def rule_names(rules: tuple[str, ...]) -> str:
+    """A few rule ids as they are; many as a count and the layers their ids name."""
+    if len(rules) <= 3:
+        return ", ".join(rules)
+    prefixes = sorted({r.split("-", 1)[0] for r in rules})
+    return f"{len(rules)} rules ({', '.join(f'{p}-*' for p in prefixes)})"
+
+
 def _window_text(window: PromWindow | None) -> str | None:
     if window is None:
         return None
