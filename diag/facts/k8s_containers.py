@@ -9,6 +9,7 @@ from diag.clock import Clock
 from diag.facts.common import aged
 from diag.model import Container, Event, Pod, Probe
 from diag.parsers import engine_args
+from diag.parsers.decisive import decisive_line
 
 # Paths vLLM's OpenAI server answers with 200 once the engine is up (vllm/entrypoints/openai/api_server.py);
 # /health is the one that also turns 503 when the engine dies.
@@ -145,6 +146,60 @@ def crash_loops(pod: Pod, cause_signals: Sequence[str]) -> list[dict]:
             "known_causes": [c.log_signals[s][-1] for s in cause_signals if c.log_signals.get(s)],
         })
     return crashes
+
+
+def unnamed_crashes(pod: Pod, cause_signals: Sequence[str]) -> dict[str, dict] | None:
+    """The crashed containers (init containers included) whose logs no crash-cause signal matched, each
+    with the decisive line of its crashed run's log (diag.parsers.decisive), by the layer that line
+    points at (the first container for each): what names the cause when no rule knows its wording.
+    Only crashed containers' logs are read, and only their tails. None when such a container left no
+    log in the bundle and none other had a decisive line."""
+    found, unread = [], False
+    for c, init in [(c, False) for c in pod.containers] + [(c, True) for c in pod.init_containers]:
+        if not _crashed(c) or any(c.log_signals.get(s) for s in cause_signals):
+            continue
+        text = c.previous_logs if c.previous_logs is not None else c.logs
+        if text is None:
+            unread = True
+            continue
+        line = decisive_line(text)
+        if line is None:
+            continue
+        layer = line.layer or _program_layer(pod, c)
+        found.append({
+            "container": c.name, "init": init, "restarts": c.restart_count, "exit_code": c.last_exit_code,
+            "line": line.line, "kind": line.kind, "exception": line.exception, "family": line.family,
+            "family_description": line.family_description, "fix": line.fix, "layer": layer,
+            "placed_by": {"family": f"its family ({line.family})", "frames": "where its traceback's frames come from"}.get(
+                line.placed_by or "", f"the program that logged it ({_program(pod, c)})"),
+            "log": "previous" if c.previous_logs is not None else "current",
+        })
+    if unread and not found:
+        return None
+    by_layer: dict[str, dict] = {}
+    for crash in found:
+        by_layer.setdefault(crash["layer"], crash)
+    return by_layer
+
+
+def _crashed(c: Container) -> bool:
+    """Exited on its own and restarted, or waits to: not OOMKilled (K8S-210) nor completed."""
+    if c.last_terminated_reason in ("OOMKilled", "Completed"):
+        return False
+    return c.state_reason == "CrashLoopBackOff" or (c.restart_count > 0 and c.last_terminated_reason is not None)
+
+
+def _program(pod: Pod, c: Container) -> str:
+    if engine_args.launches_vllm(c.command, c.args):
+        return "vLLM"
+    return "a Ray node" if pod.ray_cluster else f"container {c.name}"
+
+
+def _program_layer(pod: Pod, c: Container) -> str:
+    """Where a line no frame or family places points: the program that wrote it."""
+    if engine_args.launches_vllm(c.command, c.args):
+        return "vllm"
+    return "ray" if pod.ray_cluster else "kubernetes"
 
 
 def _last_lines(text: str | None) -> str | None:
