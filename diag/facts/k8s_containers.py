@@ -131,11 +131,11 @@ def failed_mounts(events: list[Event]) -> list[str]:
     return [e.message for e in events if e.reason in ("FailedMount", "FailedAttachVolume")]
 
 
-def crash_loops(pod: Pod, cause_signals: Sequence[str]) -> list[dict]:
+def crash_loops(pod: Pod, cause_signals: Sequence[str], unnamed: dict[str, dict] | None = None) -> list[dict]:
     """Crash-looping containers not OOMKilled (K8S-210 names that), each with the known failure lines
     its current or previous log holds: the last line of each of `cause_signals` (the catalogue's signals
-    that name why a container exits, diag.signals) it matched. A rule that names such a cause explains
-    the crash loop."""
+    that name why a container exits, diag.signals) it matched, else the decisive line of its log that
+    `unnamed` (unnamed_crashes) found. A rule that names such a cause explains the crash loop."""
     crashes = []
     for c in pod.containers:
         if c.state_reason != "CrashLoopBackOff" or c.last_terminated_reason == "OOMKilled":
@@ -144,6 +144,8 @@ def crash_loops(pod: Pod, cause_signals: Sequence[str]) -> list[dict]:
             "container": c.name, "restarts": c.restart_count, "exit_code": c.last_exit_code,
             "last_reason": c.last_terminated_reason, "last_lines": _last_lines(c.previous_logs or c.logs),
             "known_causes": [c.log_signals[s][-1] for s in cause_signals if c.log_signals.get(s)],
+            # the decisive line of its log when no known cause is (unnamed_crashes), with the layer it points at
+            "decisive": next((f"{u['line']} ({u['layer']} layer)" for u in (unnamed or {}).values() if u["container"] == c.name), None),
         })
     return crashes
 
