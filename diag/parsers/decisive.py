@@ -72,6 +72,7 @@ class Family:
     description: str
     fix: str
     layer: str | None  # None: the layer of where the line comes from
+    examples: tuple[str, ...] = ()  # lines of its sources that it must match
 
 
 @dataclass(frozen=True)
@@ -105,17 +106,19 @@ def decisive_line(text: str | None, table: FamilyTable | None = None) -> Decisiv
     tail = text[-TAIL_BYTES:]
     if "\x1b" in tail:
         tail = _ANSI.sub("", tail)
-    lines = [_unprefixed(line) for line in tail.splitlines()]
-    if len(text) > TAIL_BYTES and lines:
-        lines = lines[1:]  # the first line of a cut tail is a part of one
-    found = _go_panic(lines) or _python_exception(lines, table) or _last_level(lines, _FATAL, "fatal line", table) \
-        or _last_level(lines, _ERROR, "error line", table)
+    read = [_unprefixed(line) for line in tail.splitlines()]
+    if len(text) > TAIL_BYTES and read:
+        read = read[1:]  # the first line of a cut tail is a part of one
+    lines = [line for line, _ in read]
+    found = _go_panic(lines) or _python_exception(lines, table) \
+        or _last_level(read, _FATAL, ("CRITICAL",), "fatal line", table) or _last_level(read, _ERROR, ("ERROR",), "error line", table)
     if found is not None:
         _place(found, table)
     return found
 
 
-def _unprefixed(line: str) -> str:
+def _unprefixed(line: str) -> tuple[str, str | None]:
+    """The line without the prefixes in front of the program's own text, and the level vLLM's logger gave it."""
     line = line.rstrip("\r")
     for prefix in (_KUBECTL_STAMP, _PROCESS, _RANK):
         if (m := prefix.match(line)) is not None:
@@ -124,9 +127,9 @@ def _unprefixed(line: str) -> str:
         rest = line[m.end():]
         # inside a traceback vLLM logs every line at ERROR: keep the traceback's own text
         if rest.startswith((" ", _TRACEBACK)) or _EXCEPTION.match(rest) or rest in _CHAINED or not rest:
-            return rest
-        return f"{m.group(1)} {rest}"
-    return line
+            return rest, m.group(1)
+        return f"{m.group(1)} {rest}", m.group(1)
+    return line, None
 
 
 def _go_panic(lines: list[str]) -> Decisive | None:
@@ -163,9 +166,13 @@ def _python_exception(lines: list[str], table: FamilyTable) -> Decisive | None:
     return None
 
 
-def _last_level(lines: list[str], pattern: re.Pattern[str], kind: str, table: FamilyTable) -> Decisive | None:
-    for line in reversed(lines):
-        if line and not line[0].isspace() and pattern.search(line) and not table.consequences.search(line):
+def _last_level(read: list[tuple[str, str | None]], pattern: re.Pattern[str], levels: tuple[str, ...], kind: str,
+                table: FamilyTable) -> Decisive | None:
+    """The last line the pattern matches, or that vLLM's logger wrote at one of `levels`."""
+    for line, level in reversed(read):
+        if not line or line[0].isspace() or line.startswith(_TRACEBACK) or table.consequences.search(line):
+            continue
+        if level in levels or pattern.search(line):
             return Decisive(line.strip()[:MAX_LINE], kind)
     return None
 
@@ -220,7 +227,7 @@ def load_table(path: Path) -> FamilyTable:
         regexes = spec.get("patterns")
         if not isinstance(regexes, list) or not regexes:
             raise FamilyTableError(f"{at}: needs a list of patterns")
-        parts = []
+        parts, examples = [], []
         for n, p in enumerate(regexes):
             compiled = _compiled(p.get("regex") if isinstance(p, dict) else None, f"{at}, pattern {n + 1}")
             if not (isinstance(p.get("source"), str) and p["source"].strip()):
@@ -228,9 +235,10 @@ def load_table(path: Path) -> FamilyTable:
             if not (isinstance(p.get("example"), str) and compiled.search(p["example"])):
                 raise FamilyTableError(f"{at}, pattern {n + 1}: needs an `example` its regex matches")
             parts.append(f"(?:{compiled.pattern})")
+            examples.append(p["example"])
         layer = spec.get("layer")
         families.append(Family(name, re.compile("|".join(parts)), spec["description"].strip(), spec["fix"].strip(),
-                               _layer(layer, at) if layer is not None else None))
+                               _layer(layer, at) if layer is not None else None, tuple(examples)))
     return FamilyTable(origins, re.compile("|".join(f"(?:{c})" for c in consequences) or r"(?!)"), tuple(families))
 
 
