@@ -30,11 +30,15 @@ MAX_LINE = 400  # characters of the decisive line kept: an exception message can
 FAMILIES_FILE = Path("data") / "failure-families.yaml"
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?")
-# Prefixes added in front of a program's own line, removed in this order (each optional).
-_KUBECTL_STAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2}) ")
-_PROCESS = re.compile(r"^\((?:[\w.:-]+(?: [\w.:-]+)*) pid=\d+\) ")  # vLLM's "(EngineCore_DP0 pid=55) ", Ray's "(RayWorkerWrapper pid=3, ip=...) " is kept by this too
-_RANK = re.compile(r"^\[rank\d+\]:\s?")
-_VLLM_LEVEL = re.compile(r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL) \d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)? \[[^\]]*\] ?")
+# The prefixes in front of a program's own line, each optional, in this order: kubectl's --timestamps stamp,
+# vLLM's process tag "(EngineCore_DP0 pid=55) " (Ray's "(RayWorkerWrapper pid=3, ip=...) " too), torchrun's
+# "[rank0]: ", vLLM's logger "ERROR 12-09 06:33:23 [core.py:710] ". One regex: it runs on every line of the tail.
+_PREFIX = re.compile(
+    r"(?:\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2}) )?"
+    r"(?:\([\w.:-]+(?: [\w.:=,-]+)*? pid=\d+(?:, ip=[\d.]+)?\) )?"
+    r"(?:\[rank\d+\]:\s?)?"
+    r"(?:(DEBUG|INFO|WARNING|ERROR|CRITICAL) \d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)? \[[^\]]*\] ?)?"
+)
 
 _TRACEBACK = "Traceback (most recent call last):"
 _FRAME = re.compile(r'^\s+File "([^"]+)", line \d+')
@@ -119,17 +123,12 @@ def decisive_line(text: str | None, table: FamilyTable | None = None) -> Decisiv
 
 def _unprefixed(line: str) -> tuple[str, str | None]:
     """The line without the prefixes in front of the program's own text, and the level vLLM's logger gave it."""
-    line = line.rstrip("\r")
-    for prefix in (_KUBECTL_STAMP, _PROCESS, _RANK):
-        if (m := prefix.match(line)) is not None:
-            line = line[m.end():]
-    if (m := _VLLM_LEVEL.match(line)) is not None:
-        rest = line[m.end():]
-        # inside a traceback vLLM logs every line at ERROR: keep the traceback's own text
-        if rest.startswith((" ", _TRACEBACK)) or _EXCEPTION.match(rest) or rest in _CHAINED or not rest:
-            return rest, m.group(1)
-        return f"{m.group(1)} {rest}", m.group(1)
-    return line, None
+    m = _PREFIX.match(line)
+    rest, level = line[m.end():].rstrip("\r"), m.group(1)
+    # inside a traceback vLLM logs every line at ERROR: keep the traceback's own text
+    if level is None or rest.startswith((" ", _TRACEBACK)) or not rest or rest in _CHAINED or _EXCEPTION.match(rest):
+        return rest, level
+    return f"{level} {rest}", level
 
 
 def _go_panic(lines: list[str]) -> Decisive | None:
