@@ -3,6 +3,8 @@ container's probes, crash causes, and the K8S rules on small snapshots built fro
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import pytest
 
 from diag.clock import Clock
@@ -194,10 +196,10 @@ def test_crashes_no_signal_names_carry_their_decisive_line_by_layer():
              "RuntimeError: Failed to fetch model. No model found in gs://bucket/m/.\n")
     init = Container(name="storage-initializer", state="waiting", state_reason="CrashLoopBackOff", last_terminated_reason="Error",
                      last_exit_code=1, restart_count=7, previous_logs=fetch)
-    [crash] = containers.crash_loops(Pod(namespace="llm", name="p", containers=[bad_flag]), causes,
-                                     containers.unnamed_crashes(Pod(namespace="llm", name="p", containers=[bad_flag]), causes))
+    [crash] = containers.crash_loops(Pod(namespace="llm", name="p", containers=[bad_flag]), causes)
     assert crash["decisive"] == "vllm serve: error: unrecognized arguments: --max-num-batch-tokens 16384 (vllm layer)"
-    found = containers.unnamed_crashes(Pod(namespace="llm", name="p", containers=[bad_flag], init_containers=[init]), causes)
+    now = Clock(None, "none")
+    found = containers.unnamed_crashes(Pod(namespace="llm", name="p", containers=[bad_flag], init_containers=[init]), causes, now)
     assert sorted(found) == ["kubernetes", "vllm"]
     # the line of the crashed run (--previous), placed by the program that logged it when nothing else places it
     assert found["vllm"] | {"fix": None} == {
@@ -213,10 +215,17 @@ def test_crashes_no_signal_names_carry_their_decisive_line_by_layer():
     oom = vllm_container(state="waiting", state_reason="CrashLoopBackOff", last_terminated_reason="OOMKilled", previous_logs=refused)
     running = vllm_container(state="running", previous_logs=refused)
     for c in (named, oom, running):
-        assert containers.unnamed_crashes(Pod(namespace="llm", name="p", containers=[c]), causes) == {}
+        assert containers.unnamed_crashes(Pod(namespace="llm", name="p", containers=[c]), causes, now) == {}
+    # restarted once, running since: current within the window, history past it
+    restarted = vllm_container(state="running", last_terminated_reason="Error", restart_count=1,
+                               last_finished_at="2026-12-01T10:00:00Z", previous_logs=refused)
+    window = Clock(datetime(2026, 12, 1, 10, 30, tzinfo=timezone.utc), "test", window_s=3600)
+    later = Clock(datetime(2026, 12, 1, 14, 0, tzinfo=timezone.utc), "test", window_s=3600)
+    assert list(containers.unnamed_crashes(Pod(namespace="llm", name="p", containers=[restarted]), causes, window)) == ["vllm"]
+    assert containers.unnamed_crashes(Pod(namespace="llm", name="p", containers=[restarted]), causes, later) == {}
     # a crashed container whose log is not in the bundle: unknown, not "no cause"
     unread = vllm_container(state="waiting", state_reason="CrashLoopBackOff", last_terminated_reason="Error", restart_count=3)
-    assert containers.unnamed_crashes(Pod(namespace="llm", name="p", containers=[unread]), causes) is None
+    assert containers.unnamed_crashes(Pod(namespace="llm", name="p", containers=[unread]), causes, now) is None
 
 
 def test_gpu_visibility_variables_that_hide_gpus_are_not_gpu_use():
