@@ -3,6 +3,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from diag.parsers.decisive import TAIL_BYTES, FamilyTableError, decisive_line, load_table
 
@@ -200,3 +202,15 @@ def test_every_family_example_is_placed_in_its_own_family() -> None:
         for example in family.examples:
             found = decisive_line(f"ERROR 12-01 14:13:07 [x.py:1] {example}\n")
             assert found is not None and found.family == family.name, (family.name, example)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.lists(st.sampled_from([
+    "Traceback (most recent call last):", '  File "/x/vllm/a.py", line 1, in f', "    raise ValueError(x)",
+    "ValueError: boom", "The above exception was the direct cause of the following exception:", "panic: oops",
+    "goroutine 1 [running]:", "\t/src/main.go:12 +0x1", "E1201 13:52:07.527431       1 main.go:185] failed",
+    "(EngineCore_DP0 pid=1) ERROR 12-09 06:33:23 [core.py:710] ", "\x1b[31m", "", "INFO fine",
+]) | st.text(max_size=40), max_size=40))
+def test_any_arrangement_of_log_lines_reads_without_raising(lines: list[str]) -> None:
+    found = decisive_line("\n".join(lines))
+    assert found is None or 0 < len(found.line) <= 400  # report/safe.py makes what it quotes safe to show
