@@ -203,7 +203,7 @@ def test_crashes_no_signal_names_carry_their_decisive_line_by_layer():
     assert sorted(found) == ["kubernetes", "vllm"]
     # the line of the crashed run (--previous), placed by the program that logged it when nothing else places it
     assert found["vllm"] | {"fix": None} == {
-        "container": "vllm", "init": False, "restarts": 3, "exit_code": 2, "kind": "error line", "exception": None,
+        "container": "vllm", "init": False, "restarts": 3, "exit_code": 2, "kind": "last error line", "exception": None,
         "line": "vllm serve: error: unrecognized arguments: --max-num-batch-tokens 16384", "family": "argument_refused",
         "family_description": "the program refused an argument or an option on its command line", "fix": None,
         "layer": "vllm", "placed_by": "the program that logged it (vLLM)", "log": "previous",

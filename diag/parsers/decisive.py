@@ -91,7 +91,7 @@ class Decisive:
     """The line that says why a container exited, and where it points."""
 
     line: str  # the line as the program wrote it, prefixes removed, at most MAX_LINE characters
-    kind: str  # exception | panic | fatal line | error line
+    kind: str  # last exception | panic | last fatal line | last error line
     exception: str | None = None  # the exception's name, for a Python traceback
     frames: list[str] = field(default_factory=list)  # the frames' module paths, outermost first
     origin: str | None = None  # the layer its frames point at (innermost mapped frame), None: no frame mapped
@@ -115,7 +115,7 @@ def decisive_line(text: str | None, table: FamilyTable | None = None) -> Decisiv
         read = read[1:]  # the first line of a cut tail is a part of one
     lines = [line for line, _ in read]
     found = _go_panic(lines) or _python_exception(lines, table) \
-        or _last_level(read, _FATAL, ("CRITICAL",), "fatal line", table) or _last_level(read, _ERROR, ("ERROR",), "error line", table)
+        or _last_level(read, _FATAL, ("CRITICAL",), "last fatal line", table) or _last_level(read, _ERROR, ("ERROR",), "last error line", table)
     if found is not None:
         _place(found, table)
     return found
@@ -160,7 +160,7 @@ def _python_exception(lines: list[str], table: FamilyTable) -> Decisive | None:
             if m is None or m.group(1) in _LEVELS:
                 continue  # another process' line written into the traceback ("nanobind: leaked 1 instances!")
             if frames and not table.consequences.search(line):
-                return Decisive(line[:MAX_LINE], "exception", exception=m.group(1), frames=frames)
+                return Decisive(line[:MAX_LINE], "last exception", exception=m.group(1), frames=frames)
             break
     return None
 

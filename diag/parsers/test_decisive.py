@@ -24,7 +24,7 @@ RuntimeError: [06:33:23] /project/cpp/json_schema_converter.cc:2181: items must 
     found = decisive_line(log)
     assert found is not None
     assert found.line == "RuntimeError: [06:33:23] /project/cpp/json_schema_converter.cc:2181: items must be a boolean or an object"
-    assert (found.kind, found.exception) == ("exception", "RuntimeError")
+    assert (found.kind, found.exception) == ("last exception", "RuntimeError")
     assert found.frames == [f"{VLLM}/v1/structured_output/backend_xgrammar.py", "/usr/local/lib/python3.12/dist-packages/xgrammar/compiler.py"]
     # xgrammar is no row of the table: the innermost frame it knows is vLLM's
     assert (found.origin, found.layer, found.placed_by, found.family) == ("vllm", "vllm", "frames", None)
@@ -116,13 +116,13 @@ E1201 13:52:07.527500       1 main.go:190] shutting down
 """
     found = decisive_line(log)
     assert found is not None
-    assert (found.kind, found.line) == ("fatal line", "F1201 13:52:07.527431       1 main.go:185] failed to start plugins: unable to load NVML")
+    assert (found.kind, found.line) == ("last fatal line", "F1201 13:52:07.527431       1 main.go:185] failed to start plugins: unable to load NVML")
 
 
 def test_the_last_error_line_when_nothing_else_is_there() -> None:
     found = decisive_line("usage: vllm serve [model_tag] [options]\nvllm serve: error: unrecognized arguments: --max-num-batch-tokens 16384\n")
     assert found is not None
-    assert (found.kind, found.family, found.layer) == ("error line", "argument_refused", None)
+    assert (found.kind, found.family, found.layer) == ("last error line", "argument_refused", None)
     assert found.line == "vllm serve: error: unrecognized arguments: --max-num-batch-tokens 16384"
 
 
