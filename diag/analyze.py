@@ -125,7 +125,7 @@ def _analyze(
         link_causes(findings, by_id)
         checked = sum(1 for o in result.outcomes.values() if o.status in ("fired", "silent"))
         undecided = sum(1 for o in result.outcomes.values() if o.status in ("unknown", "skipped"))
-        diagnosis = verdict(findings, checked, undecided, gaps(snap) + rule_gaps(result.outcomes, by_id), by_id)
+        diagnosis = verdict(findings, checked, undecided, gaps(snap) + rule_gaps(result.outcomes, by_id), by_id, result.outcomes)
     if held is not None:
         held.append((loaded, snap, facts, result))
     return Report(

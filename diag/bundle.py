@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TypeVar
 
+from diag.cluster_dump import Derived, convert, is_cluster_dump
 from diag.errors import ParseError, UserError
 from diag.parsers.json_fields import load_json, type_name
 
@@ -62,6 +63,10 @@ class Bundle:
     files: dict[str, bytes] = field(default_factory=dict)
     origin: str = "<memory>"
     refused: dict[str, str] = field(default_factory=dict)  # files not read: path -> why
+    # Read from another layout (`kubectl cluster-info dump`, diag/cluster_dump.py): files and logs of it
+    # that are not read (path -> why), and the files made from it (path -> the files they came from)
+    skipped: dict[str, str] = field(default_factory=dict)
+    derived: dict[str, Derived] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ reading
 
@@ -74,11 +79,11 @@ class Bundle:
         if p.is_dir():
             reader = _Reader(limits)
             _read_dir(p, reader)
-            return reader.bundle(str(p))
+            return _as_bundle(reader.bundle(str(p)))
         if p.name.endswith((".tar.gz", ".tgz", ".tar")):
             reader = _Reader(limits)
             _read_tar(p, reader)
-            return reader.bundle(str(p))
+            return _as_bundle(reader.bundle(str(p)))
         raise BundleError(f"{p}: not a bundle (expected a folder or a .tar.gz)")
 
     def text(self, rel: str) -> str:
@@ -138,6 +143,15 @@ class Bundle:
                 info.mode = 0o600
                 tar.addfile(info, io.BytesIO(data))
         return dest
+
+
+def _as_bundle(read: Bundle) -> Bundle:
+    """A `kubectl cluster-info dump` folder in the bundle layout; a bundle as it is. The files were
+    read under the same limits and rules either way."""
+    if not is_cluster_dump([*read.files, *read.refused]):
+        return read
+    dump = convert(read.files, read.refused, _LAYOUT_TOPS - {"manifest.json"})
+    return Bundle(dump.files, read.origin, dump.refused, dump.skipped, dump.derived)
 
 
 class _Limit(Exception):

@@ -10,7 +10,8 @@ relevant; each relevant layer needs its deciding sources:
               pod has none to give: its own state is the evidence); its engine flags when requests wait (the cap
               that may hold them); the scrapes' times when its counters stood still (a hang or a
               short interval)
-  gpu         once any GPU data was collected, the GPUs of every node that runs a serving pod
+  gpu         once any GPU data was collected, the GPUs of every node that runs a serving pod; once
+              GPUs were captured outside Kubernetes, the machine of every live Ray node with GPUs
   logs        the log of a serving container that crashed or restarted (the cause is in it)
   history     once Prometheus was queried (any prometheus/ answer of diag.prometheus_queries in the
               bundle), every one of those answers: a fault that only the history shows is a fault
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 
 from diag.engine import Rule, RuleOutcome
 from diag.facts.k8s_placement import is_gpu_node
-from diag.model import Container, Snapshot
+from diag.model import Container, RayNode, Snapshot
 from diag.prometheus_queries import RANGE_QUERIES
 from diag.relevance import serving_pods
 
@@ -110,6 +111,7 @@ def gaps(snap: Snapshot) -> list[Gap]:
         found += _ray_gaps(snap)
     found += _vllm_gaps(snap)
     found += _gpu_gaps(snap)
+    found += _ray_gpu_join_gaps(snap)
     found += _log_gaps(snap)
     found += _history_gaps(snap)
     if not any(s.status == "ok" for s in snap.sources.values()):
@@ -300,6 +302,31 @@ def _gpu_gaps(snap: Snapshot) -> list[Gap]:
         Gap(f"gpu/{node}.xml", f"no GPU data of node {node}, where serving pods run", f"kubectl debug node/{node} -- nvidia-smi -q -x (or exec it in a GPU pod there)", links=(f"node:{node}",))
         for node in wanted
     ]
+
+
+def _ray_gpu_join_gaps(snap: Snapshot) -> list[Gap]:
+    """Once GPUs were captured outside Kubernetes, every live Ray node with GPUs and no pod must be joined
+    to its machine's capture: without it, whose memory Ray's workers hold on its GPUs is undecided
+    (GPU-106), and a healthy verdict would rest on a join not made."""
+    kubernetes_nodes = {n.name for n in snap.nodes}
+    if not any(g.host not in kubernetes_nodes and not g.serving_pods for g in snap.gpus):
+        return []
+    return [
+        Gap(
+            f"gpu/{node.hostname or node.node_name or node.node_ip or node.node_id}.json",
+            f"Ray node {node.node_ip or node.node_id} ({_gpus(node)} GPU) could not be joined to a GPU capture "
+            "by its name or address, so which process holds its GPUs' memory is unknown",
+            "on that machine: llmdiag collect --local-gpu --out gpu-<host>.tar.gz (or nvidia-smi -q -x > gpu/<host>.xml)",
+            links=(f"ray_node:{node.node_id}",),
+            source_layer="gpu",
+        )
+        for node in snap.ray_nodes
+        if node.pod is None and node.gpu_host is None and node.state != "DEAD" and _gpus(node)
+    ]
+
+
+def _gpus(node: RayNode) -> int:
+    return int(node.resources_total.get("GPU", 0) or 0)
 
 
 def _log_gaps(snap: Snapshot) -> list[Gap]:

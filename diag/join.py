@@ -6,11 +6,12 @@ link stays None. Nothing here judges health.
 
 from __future__ import annotations
 
+import ipaddress
 from collections import Counter
 from dataclasses import dataclass
 
 from diag.identity import GPU_FILE_SUFFIXES, VLLM_FILE, Ambiguous, PodNames
-from diag.model import GPU, Container, Pod, RayActor, Service, SourceStatus, Snapshot, VllmServer
+from diag.model import GPU, Container, Pod, RayActor, RayNode, Service, SourceStatus, Snapshot, VllmServer
 from diag.parsers import engine_args
 from diag.parsers.gpu_common import pci_address
 from diag.parsers.logs import xid_device, xids_in
@@ -23,6 +24,7 @@ def join(snap: Snapshot) -> Snapshot:
     _ray_nodes_to_pods(snap)
     _vllm_servers_to_pods(snap)
     _gpus_to_nodes_and_pods(snap)
+    _ray_nodes_to_gpu_hosts(snap)
     _gpu_processes_to_ray_actors(snap)
     _ray_groups_to_pods(snap)
     _placement_group_strategies(snap)
@@ -205,16 +207,88 @@ def _xid_lines_about(gpu: GPU, lines: list[str]) -> list[str]:
     return [line for line in lines if own is not None and pci_address(xid_device(line)) == own]
 
 
+def _ray_nodes_to_gpu_hosts(snap: Snapshot) -> None:
+    """A Ray node outside Kubernetes (no pod) runs on the machine whose GPU capture carries its name or
+    address: the reporter's hostname, the node's node_name or node_ip against the capture's file stem
+    and the name and addresses the NVML snapshot records. A node on a loopback address runs on the
+    machine llmdiag ran on: the only machine captured. When two live nodes claim one machine, neither
+    is joined: which raylet hands out which GPU cannot be told."""
+    outside = [n for n in snap.ray_nodes if n.pod is None]
+    if not outside or not snap.gpus:
+        return
+    names = PodNames(snap.pods)
+    nodes = {n.name for n in snap.nodes}
+    exact: dict[str, set[str]] = {}  # a name or address -> the captures it names
+    short: dict[str, set[str]] = {}  # a DNS name's first label -> the captures it names
+    for gpu in snap.gpus:
+        if gpu.host in nodes or not isinstance(names.pod(gpu.host), Pod):
+            for name in (gpu.host, gpu.host_name, *(a for a in gpu.host_addresses if not _loopback(a))):
+                for index, key in zip((exact, short), _host_keys(name)):
+                    if key:
+                        index.setdefault(key, set()).add(gpu.host)
+    machines = {host for hosts in exact.values() for host in hosts}
+    claims: dict[str, list[RayNode]] = {}
+    for node in outside:
+        own = [_host_keys(name) for name in (node.hostname, node.node_name, node.node_ip)]
+        hosts = {host for key, _ in own for host in exact.get(key or "", ())}
+        hosts = hosts or {host for key, first in own for k in {key, first} for host in short.get(k or "", ())}
+        if not hosts and _loopback(node.node_ip) and len(machines) == 1 and not nodes:
+            hosts = machines
+        if len(hosts) == 1:
+            claims.setdefault(next(iter(hosts)), []).append(node)
+    for host, claimants in claims.items():
+        alive = [n for n in claimants if n.state != "DEAD"]
+        chosen = alive if alive else claimants
+        if len(chosen) == 1:
+            chosen[0].gpu_host = host
+
+
+def _host_keys(name: str | None) -> tuple[str | None, str | None]:
+    """A machine's name or address as compared, in lower case, and a DNS name's first label (None for an
+    address): "h100-07" names "h100-07.example.internal" where no capture has the full name."""
+    if not name or not name.strip():
+        return None, None
+    name = name.strip().lower()
+    try:
+        ipaddress.ip_address(name)
+        return name, None
+    except ValueError:
+        return name, name.split(".", 1)[0]
+
+
+def _loopback(address: str | None) -> bool:
+    try:
+        return address is not None and ipaddress.ip_address(address.strip()).is_loopback
+    except ValueError:
+        return address is not None and address.strip().lower() == "localhost"
+
+
 def _gpu_processes_to_ray_actors(snap: Snapshot) -> None:
     """A GPU process is the live Ray actor with its pid on the GPU's Kubernetes node (or on a node not
-    known); pids repeat across pods, so the actors are looked up by (pid, node), the last listed winning."""
+    known); pids repeat across pods, so the actors are looked up by (pid, node), the last listed winning.
+    On a machine joined to its Ray node (_ray_nodes_to_gpu_hosts) only that node's actors and worker
+    processes count: pids repeat across machines too."""
+    on_host = {n.gpu_host: n for n in snap.ray_nodes if n.gpu_host is not None}
+    joined = {n.node_id for n in on_host.values()}
     node_of_ray_node = {n.node_id: (snap.pod(n.pod).node_name if n.pod and snap.pod(n.pod) else None) for n in snap.ray_nodes}
     pod_of_ray_node = {n.node_id: n.pod for n in snap.ray_nodes}
     last_alive: dict[tuple[int, str | None], tuple[int, RayActor]] = {}
+    alive_on_node: dict[tuple[int, str], RayActor] = {}
     for position, actor in enumerate(snap.ray_actors):
         if actor.state == "ALIVE" and actor.pid is not None:
-            last_alive[(actor.pid, node_of_ray_node.get(actor.node_id or ""))] = (position, actor)
+            if actor.node_id in joined:
+                alive_on_node[(actor.pid, actor.node_id or "")] = actor
+            else:
+                last_alive[(actor.pid, node_of_ray_node.get(actor.node_id or ""))] = (position, actor)
     for gpu in snap.gpus:
+        if (ray_node := on_host.get(gpu.host)) is not None:
+            workers = {w["pid"]: w for w in ray_node.workers or [] if w.get("pid") is not None}
+            for proc in gpu.processes:
+                actor = alive_on_node.get((proc.pid, ray_node.node_id))
+                worker = workers.get(proc.pid)
+                proc.ray_worker = worker is not None or actor is not None
+                proc.ray_actor_id = actor.actor_id if actor else worker.get("actor_id") if worker else None
+            continue
         for proc in gpu.processes:
             found = [last_alive.get((proc.pid, gpu.node)), last_alive.get((proc.pid, None))]
             if fits := [f for f in found if f is not None]:

@@ -137,6 +137,8 @@ class _Loader:
             self.failed("manifest.json", f"{e} (collection time, scrape times and collector statuses unknown)")
         for rel, why in self.bundle.refused.items():
             self.failed(rel, why)
+        for rel, why in self.bundle.skipped.items():
+            self.snap.sources[rel] = SourceStatus("skipped", why)
         for rel in sorted(self.bundle.files):
             if rel == "manifest.json" or PurePosixPath(rel).name.startswith("."):
                 continue
@@ -158,6 +160,7 @@ class _Loader:
         self._attach_endpoints()
         self._mark_missing()
         self._merge_manifest_statuses()
+        self._note_derived()
         return self.snap
 
     def _k8s(self, rel: str, text: str) -> None:
@@ -320,11 +323,19 @@ class _Loader:
                 svc.endpoints_seen = True
 
     def _mark_missing(self) -> None:
+        """An expected source that is absent is "missing"; "skipped" instead, with the collector's words,
+        where the manifest says its collector was skipped (`k8s`: no Kubernetes configuration)."""
         present = self.snap.sources
+        recorded = self.snap.manifest.get("sources")
+        recorded = recorded if isinstance(recorded, dict) else {}
         for expected in EXPECTED_SOURCES:
             names = (expected, *_SAME_SOURCE.get(expected, ()))
             if not any(name == n or name.startswith((n + "/", n + ".")) for name in present for n in names):
-                present[expected] = SourceStatus("missing", "not in the bundle")
+                collector = recorded.get(expected.split("/", 1)[0])
+                if isinstance(collector, dict) and collector.get("status") == "skipped":
+                    present[expected] = SourceStatus("skipped", str(collector.get("detail", "")))
+                else:
+                    present[expected] = SourceStatus("missing", "not in the bundle")
 
     def _merge_manifest_statuses(self) -> None:
         """A collector's own failure (e.g. dashboard unreachable) is in the manifest, not in a file."""
@@ -336,6 +347,18 @@ class _Loader:
                 continue
             if self.snap.sources.get(name, SourceStatus("missing")).status in ("missing",):
                 self.snap.sources[name] = SourceStatus(entry["status"], str(entry.get("detail", "")))
+
+    def _note_derived(self) -> None:
+        """A file made from another layout (kubectl cluster-info dump) says which files it came from, and
+        is failed where part of them could not be used."""
+        for rel, made in self.bundle.derived.items():
+            status = self.snap.sources.get(rel)
+            if status is None:
+                continue
+            if made.problem is not None and status.status == "ok":
+                status = SourceStatus("failed", f"{rel}: {made.problem}", status.recovered)
+            detail = f"{status.detail} ({made.words})" if status.detail else made.words
+            self.snap.sources[rel] = SourceStatus(status.status, detail, status.recovered)
 
 
 def _merge_ray_nodes(snap: Snapshot, nodes: list) -> None:

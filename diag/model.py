@@ -76,6 +76,7 @@ class Container:
     requests: dict[str, str] = field(default_factory=dict)
     limits: dict[str, str] = field(default_factory=dict)
     probes: list[Probe] = field(default_factory=list)
+    mounts: dict[str, str] = field(default_factory=dict)  # mountPath -> volume name (volumeMounts)
     # status (containerStatuses)
     ready: bool | None = None
     restart_count: int = 0
@@ -265,6 +266,7 @@ class RayNode:
     state: str | None = None  # ALIVE | DEAD
     is_head: bool = False
     node_name: str | None = None  # Ray's node_name (KubeRay sets it to the pod IP or name)
+    hostname: str | None = None  # the host's name as its reporter sends it (/nodes?view=summary)
     resources_total: dict[str, float] = field(default_factory=dict)
     resources_available: dict[str, float] | None = None  # None when not collected
     labels: dict[str, str] = field(default_factory=dict)
@@ -273,9 +275,11 @@ class RayNode:
     object_store_used_bytes: float | None = None
     object_store_total_bytes: float | None = None
     gpu_processes: list[dict] = field(default_factory=list)  # {pid, gpu_index, memory_used_mib} from the reporter
+    workers: list[dict] | None = None  # {pid, actor_id, gpu_ids} per core worker (/nodes?view=summary); None: not read
     start_time: str | None = None  # ISO 8601 UTC
     end_time: str | None = None  # when it died; None while alive or not reported
     pod: str | None = None  # "namespace/name", filled by join
+    gpu_host: str | None = None  # the GPU capture (gpu/<host>.*) of the machine it runs on, filled by join
 
 
 @dataclass
@@ -347,6 +351,7 @@ class GPUProcess:
     # filled by join: who the process belongs to, when known
     pod: str | None = None
     ray_actor_id: str | None = None
+    ray_worker: bool = False  # a Ray worker process (a task's or an actor's) of the Ray node on this GPU's host
 
 
 @dataclass
@@ -381,6 +386,8 @@ class GPU:
     processes: list[GPUProcess] = field(default_factory=list)
     xids: list[int] = field(default_factory=list)  # from logs / events naming this GPU's host
     open_error: str | None = None  # NVML's / nvidia-smi's answer when it could not open the GPU ("GPU is lost")
+    host_name: str | None = None  # the capturing machine's own name, where the capture records it (NVML snapshot)
+    host_addresses: list[str] = field(default_factory=list)  # that machine's IP addresses, likewise
     # filled by join
     node: str | None = None  # Kubernetes node
     serving_pods: list[str] = field(default_factory=list)  # "ns/name" of pods this GPU is given to

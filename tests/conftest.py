@@ -23,10 +23,11 @@ def ctrl_c_interrupts() -> Iterator[None]:
 def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untyped-def]
     import sys
 
-    module = sys.modules.get("tests.test_perturbation") or sys.modules.get("test_perturbation")
-    tally = getattr(module, "TALLY", None)
-    if not tally:
-        return
-    terminalreporter.section("perturbations")
-    for outcome, count in sorted(tally.items()):
-        terminalreporter.write_line(f"{count:6d}  {outcome}")
+    for name, title in (("test_perturbation", "perturbations"), ("test_precision", "precision on healthy bundles")):
+        module = sys.modules.get(f"tests.{name}") or sys.modules.get(name)
+        tally = getattr(module, "TALLY", None)
+        if not tally:
+            continue
+        terminalreporter.section(title)
+        for outcome, count in sorted(tally.items()):
+            terminalreporter.write_line(f"{count:6d}  {outcome}")

@@ -162,7 +162,8 @@ def test_faults_found_beside_damaged_sources_are_still_reported(tmp_path: Path) 
     report = analyze_bundle(Bundle.open(bundle))
     assert report.verdict.status == "fault" and report.verdict.rule == "K8S-210"
     assert "k8s/nodes.json" in [g.source for g in report.verdict.gaps]
-    assert "could not be read" in report.verdict.summary
+    # nothing that explains an OOM kill reads the nodes: a gap, not a caveat of this verdict
+    assert (report.verdict.caveats, report.verdict.confidence) == ([], "high")
 
 
 def test_nothing_readable_is_inconclusive(tmp_path: Path) -> None:
@@ -226,3 +227,20 @@ def test_a_single_metrics_read_cannot_show_rates_and_is_a_gap(tmp_path: Path) ->
     report = analyze_bundle(Bundle.open(bundle))
     assert report.verdict.status == "inconclusive"
     assert [g.source for g in report.verdict.gaps] == ["vllm/llama-70b-7f8d9c6b5d-pfnp5.metrics.1.txt"]
+
+
+def test_a_ray_node_on_another_machine_than_the_gpu_capture_is_a_gap_never_healthy() -> None:
+    """Ray outside Kubernetes: a GPU capture that no live Ray node with GPUs can be joined to (by name or
+    address) leaves GPU-106 undecided; the verdict names the node and the command, never "healthy"."""
+    scenario = Path(__file__).resolve().parent.parent / "fixtures" / "ray-vm-healthy-busy"
+    files = {str(p.relative_to(scenario)): p.read_bytes() for p in scenario.rglob("*") if p.is_file() and p.suffix != ".md" and p.name != "expected.json"}
+    assert analyze_bundle(Bundle(dict(files))).verdict.status == "healthy"
+    elsewhere = {
+        name: data.replace(b'"127.0.0.1"', b'"10.0.3.7"').replace(b'"hostname": "vm"', b'"hostname": "gpu-worker-3"') if name.startswith("ray/") else data
+        for name, data in files.items()
+    }
+    report = analyze_bundle(Bundle(elsewhere))
+    assert report.verdict.status == "inconclusive"
+    gap = next(g for g in report.verdict.gaps if g.source == "gpu/gpu-worker-3.json")
+    assert "Ray node 10.0.3.7 (1 GPU) could not be joined to a GPU capture" in gap.problem
+    assert gap.remedy.startswith("on that machine: llmdiag collect --local-gpu")

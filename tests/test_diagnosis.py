@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from diag.coverage import Gap
 from diag.diagnosis import link_causes, verdict
-from diag.engine import Finding, Rule
+from diag.engine import Finding, Rule, RuleOutcome
 
 
 def rule(rid: str, layer: str, explains: tuple[str, ...] = ()) -> Rule:
@@ -67,18 +67,56 @@ def test_no_fault_with_a_gap_is_inconclusive_and_names_it() -> None:
     assert "k8s/events.json" in v.summary and v.gaps[0].remedy == "kubectl get events"
 
 
-def test_a_fault_beside_a_gap_it_cannot_hide_under_is_still_the_verdict() -> None:
-    same_layer = Gap("k8s/nodes.json", "truncated", "kubectl get nodes")
-    v = verdict([finding("K8S-101", "kubernetes")], 3, 0, [same_layer])
-    assert (v.status, v.rule) == ("fault", "K8S-101") and "1 source could not be read" in v.summary
-    detail_only = Gap("k8s/hpa.json", "forbidden", "kubectl get hpa", deciding=False)
-    assert verdict([finding("VLLM-101", "vllm")], 3, 0, [detail_only]).rule == "VLLM-101"
+def test_a_gap_no_explaining_rule_needs_is_no_caveat() -> None:
+    """The over-hedge: a list none of the root's possible causes reads leaves the verdict whole."""
+    rules = RULES | {"K8S-310": Rule("K8S-310", "kubernetes", "critical", "t", "pod", "true", [], "", explains=["VLLM-101"], requires=["k8s/hpa.json"])}
+    statefulsets = Gap("k8s/statefulsets.json", "not in the bundle", "kubectl get statefulsets -n ns -o json")
+    v = verdict([finding("VLLM-101", "vllm")], 3, 0, [statefulsets], rules, {})
+    assert (v.status, v.layer, v.rule, v.caveats, v.confidence) == ("fault", "vllm", "VLLM-101", [], "high")
+    assert v.gaps == [statefulsets] and "could change" not in v.summary
 
 
-def test_a_gap_below_the_root_leaves_the_cause_undecided() -> None:
-    v = verdict([finding("VLLM-101", "vllm")], 3, 0, [Gap("gpu/node-a.xml", "not XML", "nvidia-smi -q -x")])
-    assert (v.status, v.layer, v.rule) == ("inconclusive", None, None)
-    assert "point at the vllm layer (VLLM-101" in v.summary and "gpu/node-a.xml" in v.summary
+def test_a_gap_an_undecided_explaining_rule_needs_is_a_caveat_not_a_shrug() -> None:
+    rules = RULES | {"K8S-310": Rule("K8S-310", "kubernetes", "critical", "t", "pod", "true", [], "", explains=["VLLM-101"], requires=["k8s/hpa.json"])}
+    hpa = Gap("k8s/hpa.json", "not in the bundle", "kubectl get hpa -n ns -o json")
+    v = verdict([finding("VLLM-101", "vllm")], 3, 0, [hpa], rules, {"K8S-310": RuleOutcome("skipped")})
+    assert (v.status, v.layer, v.rule) == ("fault", "vllm", "VLLM-101")
+    assert [(c.gap.source, c.rules, c.deeper) for c in v.caveats] == [("k8s/hpa.json", ("K8S-310",), True)]
+    assert v.confidence == "low" and "Not read, and could change this: k8s/hpa.json" in v.summary
+    decided = verdict([finding("VLLM-101", "vllm")], 3, 0, [hpa], rules, {"K8S-310": RuleOutcome("silent")})
+    assert (decided.caveats, decided.confidence) == ([], "high")
+
+
+def test_explaining_rules_are_followed_through_chains() -> None:
+    """GPU-102 explains K8S-103, which explains K8S-101: a missing GPU file can change a K8S-101 root."""
+    rules = {**RULES, "GPU-102": Rule("GPU-102", "gpu", "critical", "t", "node", "true", [], "", explains=["K8S-103"], requires=["gpu/"])}
+    xml = Gap("gpu/node-a.xml", "not XML", "nvidia-smi -q -x")
+    v = verdict([finding("K8S-101", "kubernetes")], 3, 0, [xml], rules, {"GPU-102": RuleOutcome("unknown")})
+    assert [c.rules for c in v.caveats] == [("GPU-102",)] and v.confidence == "low"
+    same_layer = {**rules, "K8S-103": Rule("K8S-103", "kubernetes", "critical", "t", "node", "true", [], "", explains=["K8S-101"], requires=["k8s/nodes.json"])}
+    nodes = Gap("k8s/nodes.json", "truncated", "kubectl get nodes -o json")
+    v = verdict([finding("K8S-101", "kubernetes")], 3, 0, [nodes], same_layer, {"K8S-103": RuleOutcome("skipped")})
+    assert [c.rules for c in v.caveats] == [("K8S-103",)] and v.confidence == "medium"
+
+
+def test_a_certain_root_has_no_caveat() -> None:
+    rules = {**RULES, "GPU-102": Rule("GPU-102", "gpu", "critical", "t", "node", "true", [], "", explains=["VLLM-101"], requires=["gpu/"])}
+    rules["VLLM-101"] = Rule("VLLM-101", "vllm", "critical", "t", "pod", "true", [], "", certain=True)
+    v = verdict([finding("VLLM-101", "vllm")], 3, 0, [Gap("gpu/node-a.xml", "not XML", "nvidia-smi -q -x")], rules, {})
+    assert (v.rule, v.caveats, v.confidence) == ("VLLM-101", [], "high")
+
+
+def test_a_missing_crash_log_of_the_roots_own_pod_is_a_caveat_unless_the_root_explains_the_crash() -> None:
+    crash_loop = Rule("K8S-213", "kubernetes", "critical", "t", "pod", "true", [], "", requires=["k8s/pods.json"])
+    log_rule = Rule("VLLM-201", "vllm", "critical", "t", "pod", "true", [], "", explains=["K8S-213"], requires=["k8s/logs/"])
+    rules = {"K8S-213": crash_loop, "VLLM-201": log_rule}
+    log = Gap("k8s/logs/ns.a.vllm.log", "crashed, log not collected", "kubectl -n ns logs a -c vllm", links=("pod:ns/a",), moot_if_root_explains="K8S-213")
+    v = verdict([finding("K8S-213", "kubernetes")], 3, 0, [log], rules, {"VLLM-201": RuleOutcome("skipped")})
+    assert (v.status, v.layer, v.rule) == ("fault", "kubernetes", "K8S-213")
+    assert [c.rules for c in v.caveats] == [("VLLM-201",)] and v.confidence == "low"
+    oom = Rule("K8S-210", "kubernetes", "critical", "t", "pod", "true", [], "", explains=["K8S-213"])
+    v = verdict([finding("K8S-210", "kubernetes")], 3, 0, [log], {**rules, "K8S-210": oom}, {})
+    assert (v.rule, v.caveats) == ("K8S-210", [])
 
 
 def test_a_gap_the_root_explains_does_not_undecide_it() -> None:

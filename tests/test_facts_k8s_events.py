@@ -84,3 +84,39 @@ def test_a_pod_placed_after_the_refusals_is_no_longer_waiting():
     (pod,) = subjects(Snapshot(events=[FAILED_SCHEDULING, NO_SCALE_UP, scheduled])).values()
     assert (pod["failed_scheduling"], pod["no_scale_up"]) == ([], [])
     assert [e["reason"] for e in pod["events"]] == ["Scheduled", "FailedScheduling", "NotTriggerScaleUp"]
+
+
+# ---------------------------------------------------------------- a scale-up the cloud refused (K8S-511)
+
+GROUP = "https://www.googleapis.com/compute/v1/projects/acme-llm/zones/us-central1-a/instanceGroups/gke-llm-h100-pool-5f2c1a9e-grp"
+TRIGGERED = Event(
+    namespace="llm-serving", involved_kind="Pod", involved_name="vllm-1", reason="TriggeredScaleUp",
+    message=f"pod triggered scale-up: [{{{GROUP} 0->1 (max: 4)}}]", type="Normal", count=1,
+    last_seen="2026-12-02T08:02:52Z", source="cluster-autoscaler",
+)
+
+
+def group_failed(group: str) -> Event:
+    return Event(
+        namespace="kube-system", involved_kind="ConfigMap", involved_name="cluster-autoscaler-status", reason="ScaleUpFailed",
+        message=f"Failed adding 1 nodes to group {group} due to QUOTA_EXCEEDED; source errors: Instance 'gke-x' creation failed: "
+        "Quota 'NVIDIA_H100_GPUS' exceeded.  Limit: 16.0 in region us-central1.",
+        type="Warning", count=6, last_seen="2026-12-02T09:12:31Z", source="cluster-autoscaler",
+    )
+
+
+def test_a_group_failure_counts_for_the_pod_whose_scale_up_named_that_group():
+    [found] = k8s_events.scale_up_failures([TRIGGERED], [], [group_failed(GROUP)])
+    assert found["reason"] == "ScaleUpFailed" and "QUOTA_EXCEEDED" in found["message"]
+    assert k8s_events.scale_up_failures([TRIGGERED], [], [group_failed(GROUP + "-other")]) == []
+    assert k8s_events.scale_up_failures([], [], [group_failed(GROUP)]) == []  # no scale-up was made for this pod
+
+
+def test_gke_failed_scale_up_on_the_pod_counts_while_current():
+    gke = Event(
+        namespace="llm-serving", involved_kind="Pod", involved_name="vllm-1", reason="FailedScaleUp",
+        message="Node scale up in zones us-central1-c associated with this pod failed: GCE quota exceeded. Pod is at risk of not being scheduled.",
+        type="Warning", count=3, last_seen="2026-12-02T09:20:00Z", source="cluster-autoscaler",
+    )
+    assert [f["message"] for f in k8s_events.scale_up_failures([gke], [gke], [])] == [gke.message]
+    assert k8s_events.scale_up_failures([gke], [], []) == []  # aged out of the window: history

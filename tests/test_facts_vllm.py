@@ -253,13 +253,16 @@ def test_mig_slices_count_as_the_gpus_a_pod_provides() -> None:
     assert count == 2 and "MIG slices 2" in text
 
 
-def test_the_cap_is_seen_at_any_scrape_not_only_the_last() -> None:
-    """A starved server's gauges can read 0 at one scrape and the cap at another: every scrape counts."""
+def test_the_cap_is_seen_at_any_scrapes_in_a_row_not_only_the_last() -> None:
+    """A starved server's gauges can read 0 at one scrape and the cap at others: scrapes in a row count,
+    wherever they are; one scrape at the cap is a moment (issue 27)."""
     pod = vllm_pod(["m", "--max-num-seqs", "2"])
-    facts = facts_of(served(pod, scrape(v1(2, 14, 100)), scrape(v1(0, 0, 900)), scrape(v1(0, 0, 1700))))
+    facts = facts_of(served(pod, scrape(v1(2, 14, 100)), scrape(v1(2, 9, 500)), scrape(v1(0, 0, 900)), scrape(v1(0, 0, 1700))))
     assert facts["seq_cap_reached"]["found"] is True
-    assert facts["seq_cap_reached"]["at_cap"] == "in 1 of 3 scrapes"
+    assert facts["seq_cap_reached"]["at_cap"] == "in 2 of 4 scrapes"
     assert facts["metrics"]["requests_running"] == 0.0
+    once = facts_of(served(pod, scrape(v1(2, 14, 100)), scrape(v1(0, 0, 900)), scrape(v1(0, 0, 1700))))
+    assert once["seq_cap_reached"]["found"] is False
 
 
 # --------------------------------------------------------------------------- the queue plane, through the rules
@@ -420,3 +423,41 @@ def test_a_hung_engine_explains_a_queue_growing_at_a_full_cache() -> None:
     link_causes(result.findings, {r.id: r for r in load_rules([builtin_rules_dir()])})
     explained = {f.rule: f.explained_by for f in result.findings if f.severity != "info"}
     assert explained == {"VLLM-108": None, "VLLM-101": "VLLM-108"}
+
+
+# ---------------------------------------------------------------- what counts as a queue (issue 27)
+
+from diag.facts.vllm_episodes import held, queued  # noqa: E402
+
+_QUEUE_SETTINGS = {"queue_waiting_min": 1, "queue_waiting_share": 0.1, "queue_min_scrapes": 2}
+
+
+def test_one_request_behind_a_busy_batch_is_not_a_queue() -> None:
+    assert queued(1, 24, _QUEUE_SETTINGS) is False
+    assert queued(3, 24, _QUEUE_SETTINGS) is True
+    assert queued(1, 2, _QUEUE_SETTINGS) is True
+    assert queued(0, 0, _QUEUE_SETTINGS) is False
+    assert queued(None, 24, _QUEUE_SETTINGS) is None
+
+
+def test_a_queue_must_hold_in_consecutive_scrapes() -> None:
+    assert held([False, True], _QUEUE_SETTINGS) is False
+    assert held([True, False, True, False], _QUEUE_SETTINGS) is False
+    assert held([False, True, True], _QUEUE_SETTINGS) is True
+    assert held([True], _QUEUE_SETTINGS) is None  # one scrape cannot tell whether it lasted
+    assert held([False], _QUEUE_SETTINGS) is False
+
+
+def test_a_slow_mean_over_a_few_requests_is_not_a_slow_server() -> None:
+    from diag.engine import default_settings
+    from diag.facts.vllm_episodes import ScrapeView, _Scrapes
+    from diag.parsers.vllm_metrics import VllmMetrics
+
+    view = ScrapeView(True, None, None, 0.1)
+    def slow(requests: float) -> tuple[bool, bool]:
+        scrapes = _Scrapes(VllmMetrics(scrapes=2, ttft_mean_s=3.0, itl_mean_s=0.05, ttft_requests=requests), view, default_settings())
+        decode = _Scrapes(VllmMetrics(scrapes=2, ttft_mean_s=0.3, itl_mean_s=0.4, ttft_requests=requests), view, default_settings())
+        return scrapes.first_token_slow(view)["found"], decode.decode_slow()["found"]
+
+    assert slow(4) == (False, False)
+    assert slow(16) == (True, True)

@@ -110,7 +110,7 @@ def test_an_xid_no_rule_names_is_quoted_with_nvidias_catalogued_action():
     halt = "NVRM: Xid (PCI:0000:2a:00): 62, 324c1547 0000ca08 00000000 20726198 20725344 207254b2 207237b4 20723fa4"
     recovery = "NVRM: Xid (PCI:0000:2a:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)"
     snap = snapshot(busy_gpu(0), busy_gpu(1), events=[xid_event("gpu-node-a", halt), xid_event("gpu-node-a", recovery)])
-    assert fired(snap, "GPU-102", "GPU-112") == {"GPU-102": ["gpu/gpu-node-a/1"], "GPU-112": ["node/gpu-node-a"]}
+    assert fired(snap, "GPU-102", "GPU-118") == {"GPU-102": ["gpu/gpu-node-a/1"], "GPU-118": ["node/gpu-node-a"]}
     [node] = build_facts(snap).scopes["gpu_node"]
     assert [(r["xid"], r["mnemonic"], r["action"]) for r in node["catalogue_xids"]] == [
         (62, "PMU_HALT_ERROR", "RESET_GPU"), (154, "GPU_RECOVERY_ACTION_CHANGED", "XID_154")]

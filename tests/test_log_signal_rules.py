@@ -160,9 +160,9 @@ def test_a_crash_loop_whose_previous_log_holds_the_cause_is_explained_by_it(fixt
 
 def test_a_crash_loop_with_no_known_cause_is_explained_by_its_decisive_line() -> None:
     report = analyze_bundle(_bundle("k8s-crashloop-bad-flag"))
-    assert report.verdict.rule == "VLLM-119"
+    assert report.verdict.rule == "VLLM-129"
     [crash] = [f for f in report.findings if f.rule == "K8S-213"]
-    assert crash.explained_by == "VLLM-119"
+    assert crash.explained_by == "VLLM-129"
     assert "no known failure line; the decisive line of its log: vllm serve: error: unrecognized arguments: --max-num-batch-tokens 16384 (vllm layer)" in crash.evidence
 
 
@@ -205,6 +205,9 @@ def test_an_nccl_shm_failure_with_a_memory_backed_dev_shm_is_not_blamed_on_the_p
     pods = json.loads(bundle.text("k8s/pods.json"))
     pod = next(p for p in pods["items"] if p["metadata"]["name"] == "llama-70b-7f8d9c6b5d-fxbfs")
     pod["spec"]["volumes"].append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "32Gi"}})
+    bundle.add("k8s/pods.json", json.dumps(pods))
+    assert "VLLM-207" in _fired(analyze_bundle(bundle)), "declared but mounted nowhere: /dev/shm is still 64 MiB"
+    pod["spec"]["containers"][0].setdefault("volumeMounts", []).append({"name": "dshm", "mountPath": "/dev/shm"})
     bundle.add("k8s/pods.json", json.dumps(pods))
     assert "VLLM-207" not in _fired(analyze_bundle(bundle))
 

@@ -2,7 +2,9 @@
 
 For each fixture bundle with an expected.json:
   - each file deleted, emptied and cut in half: a faulty bundle never becomes "healthy"; it keeps its
-    layer or becomes inconclusive;
+    layer, becomes inconclusive, or names another layer with low confidence and a caveat naming the
+    damaged source and a rule of the right layer that would read it (the damage hid the evidence, and
+    the report says which read would decide);
   - a healthy namespace added whose pods have the same names: a faulty bundle is never "healthy";
   - an unrelated crash-looping pod added: the verdict does not change, and the crash is reported as
     an other problem, off the serving path;
@@ -24,6 +26,7 @@ import pytest
 
 from diag.analyze import Report, analyze_bundle
 from diag.bundle import Bundle
+from diag.engine import builtin_rules_dir, load_rules
 from tests import perturb
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -41,8 +44,12 @@ def _files(scenario: Path) -> perturb.Files:
     return {str(p.relative_to(scenario)): p.read_bytes() for p in scenario.rglob("*") if p.is_file()}
 
 
+def _expected(scenario: Path) -> dict:
+    return json.loads((scenario / "expected.json").read_text())
+
+
 def _expected_layer(scenario: Path) -> str | None:
-    return json.loads((scenario / "expected.json").read_text())["verdict"]["layer"]
+    return _expected(scenario)["verdict"]["layer"]
 
 
 def _analyze(files: perturb.Files) -> Report:
@@ -55,16 +62,31 @@ def _pool() -> ProcessPoolExecutor:
     return ProcessPoolExecutor(max_workers=os.cpu_count() or 1)
 
 
-def _damage_outcome(layer: str | None, files: perturb.Files) -> str:
-    return _outcome(_analyze(files), layer)
+def _damage_outcome(layer: str | None, files: perturb.Files, damaged: str, fires: list[str]) -> str:
+    report = _analyze(files)
+    outcome = _outcome(report, layer, damaged)
+    if outcome == "other layer" and report.verdict.rule in fires and damaged in {g.source for g in report.verdict.gaps}:
+        return "another true finding"  # the damage hid the deeper one's evidence, and the report names the damaged file
+    return outcome
 
 
-def _outcome(report: Report, layer: str | None) -> str:
+def _outcome(report: Report, layer: str | None, damaged: str | None = None) -> str:
     if report.verdict.status == "healthy":
         return "healthy"
     if report.verdict.status == "inconclusive":
         return "inconclusive"
-    return "same layer" if report.verdict.layer == layer else "other layer"
+    if report.verdict.layer == layer:
+        return "same layer"
+    layers = _rule_layers()
+    caveats = report.verdict.caveats
+    if report.verdict.confidence == "low" and any(c.gap.source == damaged or layers.get(r) == layer for c in caveats for r in c.rules):
+        return "caveated"
+    return "other layer"
+
+
+@cache
+def _rule_layers() -> dict[str, str]:
+    return {r.id: r.layer for r in load_rules([builtin_rules_dir()])}
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=_ids)
@@ -72,7 +94,10 @@ def test_damaged_files_never_make_a_fault_healthy(scenario: Path) -> None:
     layer = _expected_layer(scenario)
     wrong = []
     variants = list(perturb.damaged(_files(scenario)))
-    outcomes = _pool().map(_damage_outcome, [layer] * len(variants), [files for _, _, files in variants], chunksize=8)
+    outcomes = _pool().map(
+        _damage_outcome, [layer] * len(variants), [files for _, _, files in variants], [name for name, _, _ in variants],
+        [_expected(scenario)["fires"]] * len(variants), chunksize=8,
+    )
     for (name, how, _), outcome in zip(variants, outcomes):
         kind = "faulty" if layer else "healthy"
         TALLY[f"damage ({how}) of {kind} fixtures -> {outcome}"] += 1
@@ -94,7 +119,7 @@ def test_same_named_pods_elsewhere_never_hide_a_fault(scenario: Path) -> None:
     outcome = _outcome(_analyze(files), layer)
     TALLY[f"healthy twins in another namespace, {'faulty' if layer else 'healthy'} fixtures -> {outcome}"] += 1
     if layer is not None:
-        assert outcome in ("same layer", "inconclusive")
+        assert outcome in ("same layer", "inconclusive", "caveated")
     else:
         assert outcome in ("healthy", "inconclusive")
 

@@ -94,3 +94,39 @@ def test_a_rayservice_finding_is_about_the_pods_of_the_raycluster_it_runs() -> N
     findings = [serve_failed, health]
     link_causes(findings, {r.id: r for r in load_rules([builtin_rules_dir()])})
     assert health.explained_by == "RAY-205"
+
+
+# ---------------------------------------------------------------- a replica larger than any node (RAY-215)
+
+from diag.facts.ray_pods import serve_replicas_too_big  # noqa: E402
+from diag.model import RayWorkerGroup  # noqa: E402
+
+
+def _serving(deployment: dict, *groups: RayWorkerGroup, head_params: dict | None = None) -> RayClusterSpec:
+    config = {"applications": [{"name": "llm", "deployments": [{"name": "VLLMDeployment", **deployment}]}]}
+    return _service(serve_config=config, worker_groups=list(groups), head_ray_start_params=head_params or {"num-gpus": "0"})
+
+
+def test_a_replica_asking_more_gpus_than_the_largest_worker_is_named() -> None:
+    one_gpu = RayWorkerGroup("gpu-group", replicas=4, gpu_limit_per_pod=1)
+    [found] = serve_replicas_too_big(_serving({"ray_actor_options": {"num_gpus": 2}}, one_gpu))
+    assert "asks 2 GPU(s) on one node (ray_actor_options.num_gpus)" in found
+    assert "the largest node of the cluster has 1 (worker group gpu-group: nvidia.com/gpu 1 per pod)" in found
+    two_gpus = RayWorkerGroup("big", replicas=1, gpu_limit_per_pod=2)
+    assert serve_replicas_too_big(_serving({"ray_actor_options": {"num_gpus": 2}}, one_gpu, two_gpus)) == []
+
+
+def test_bundles_count_together_only_under_strict_pack() -> None:
+    one_gpu = RayWorkerGroup("gpu-group", replicas=4, gpu_limit_per_pod=1)
+    bundles = {"ray_actor_options": {"num_gpus": 0}, "placement_group_bundles": [{"CPU": 1, "GPU": 1}, {"GPU": 1}]}
+    assert serve_replicas_too_big(_serving(bundles, one_gpu)) == []  # PACK: one bundle per node is allowed
+    [found] = serve_replicas_too_big(_serving(bundles | {"placement_group_strategy": "STRICT_PACK"}, one_gpu))
+    assert "asks 2 GPU(s)" in found and "STRICT_PACK" in found
+
+
+def test_num_gpus_in_ray_start_params_is_what_ray_counts() -> None:
+    hidden = RayWorkerGroup("gpu-group", replicas=2, gpu_limit_per_pod=2, ray_start_params={"num-gpus": "1"})
+    assert len(serve_replicas_too_big(_serving({"ray_actor_options": {"num_gpus": 2}}, hidden))) == 1
+    templated = RayWorkerGroup("gpu-group", replicas=2, gpu_limit_per_pod=2, ray_start_params={"num-gpus": "$(GPUS)"})
+    assert serve_replicas_too_big(_serving({"ray_actor_options": {"num_gpus": 2}}, templated)) is None
+    assert serve_replicas_too_big(RayClusterSpec(kind="RayCluster", namespace="ray", name="c")) == []

@@ -49,6 +49,7 @@ def snapshot_nvml(xid_wait_s: float = 0.0) -> dict[str, Any]:
         document: dict[str, Any] = {
             "schema": NVML_SCHEMA,
             "taken_at": time.time(),
+            "host": host_record(),
             "driver": _nvml(pynvml, pynvml.nvmlSystemGetDriverVersion),
             "nvml": _nvml(pynvml, pynvml.nvmlSystemGetNVMLVersion),
             "cuda": _nvml(pynvml, pynvml.nvmlSystemGetCudaDriverVersion),
@@ -65,6 +66,35 @@ def snapshot_nvml(xid_wait_s: float = 0.0) -> dict[str, Any]:
         return document
     finally:
         pynvml.nvmlShutdown()
+
+
+def host_record() -> dict[str, Any]:
+    """This machine's name and IP addresses, which Ray reports as a node's hostname and node_ip: how a
+    Ray node is joined to the GPUs captured here when no Kubernetes pod lies between them."""
+    return {"name": socket.gethostname(), "addresses": _host_addresses()}
+
+
+def _host_addresses() -> list[str]:
+    """The IPv4 address of each network interface (Linux), and what the host's name resolves to."""
+    found: set[str] = set()
+    try:
+        import fcntl
+        import struct
+
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            for _, name in socket.if_nameindex():
+                try:
+                    answer = fcntl.ioctl(sock.fileno(), 0x8915, struct.pack("256s", name.encode()[:15]))  # SIOCGIFADDR
+                except OSError:  # an interface without an IPv4 address
+                    continue
+                found.add(socket.inet_ntoa(answer[20:24]))
+    except (ImportError, OSError):
+        pass
+    try:
+        found.update(str(info[4][0]) for info in socket.getaddrinfo(socket.gethostname(), None))
+    except OSError:
+        pass
+    return sorted(found)
 
 
 def _nvml(pynvml: Any, call: Callable[..., Any], *args: Any, convert: Callable[[Any], Any] | None = None) -> Any:

@@ -3,8 +3,10 @@ stand-in nvidia-smi programs on PATH. The same code ran on a real H200: tests/te
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
+import socket
 import stat
 from pathlib import Path
 from types import SimpleNamespace
@@ -119,6 +121,9 @@ def test_snapshot_reads_every_field_and_parses_back(monkeypatch: pytest.MonkeyPa
     assert parsed.mig_mode == "Disabled" and parsed.cuda_version == "13.0"
     assert parsed.persistence_mode is False
     assert [(p.pid, p.name, p.used_memory_mib) for p in parsed.processes] == [(4242, "python3", 2048)]
+    # the machine, for joining a Ray node outside Kubernetes (its hostname, its node_ip)
+    assert parsed.host_name == socket.gethostname()
+    assert parsed.host_addresses == document["host"]["addresses"] and all(ipaddress.ip_address(a) for a in parsed.host_addresses)
 
 
 def test_refused_nvml_calls_become_unknown_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,6 +4,7 @@ GPU in the data has, and the device plugin advertising fewer GPUs than the node 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from diag.clock import Clock
@@ -36,12 +37,46 @@ def cluster_facts(snap: Snapshot) -> dict:
 def scopes(snap: Snapshot, settings: dict, clock: Clock) -> dict[str, list[dict]]:
     window = history_window(snap)
     ray = _RayIndex.of(snap)
-    return {"gpu": [_gpu(g, snap, ray, gpu_history(g, settings, clock, window)) for g in snap.gpus], "gpu_node": _gpu_nodes(snap)}
+    ooms = _CudaOoms.of(snap, clock)
+    listed = _process_lists_read(snap)
+    gpus = [_gpu(g, snap, ray, ooms, g.host in listed, gpu_history(g, settings, clock, window)) for g in snap.gpus]
+    return {"gpu": gpus, "gpu_node": _gpu_nodes(snap)}
 
 
-def _gpu(gpu: GPU, snap: Snapshot, ray: _RayIndex, history: GpuHistory) -> dict:
-    unowned = [p for p in gpu.processes if p.pod is None and p.ray_actor_id is None]
+def _process_lists_read(snap: Snapshot) -> set[str]:
+    """The captures (file stems) whose GPU process lists were read: nvidia-smi -q -x or the NVML
+    snapshot. The --query-gpu CSV lists no processes."""
+    return {
+        rel.removeprefix("gpu/").removesuffix(suffix)
+        for rel, status in snap.sources.items()
+        if status.status == "ok" or status.recovered
+        for suffix in (".xml", ".nvml.json")
+        if rel.startswith("gpu/") and rel.endswith(suffix)
+    }
+
+
+def _gpu(gpu: GPU, snap: Snapshot, ray: _RayIndex, ooms: _CudaOoms, listed: bool, history: GpuHistory) -> dict:
+    unowned = [p for p in gpu.processes if p.pod is None and p.ray_actor_id is None and not p.ray_worker]
     ray_node = ray.node_of(gpu)
+    nvidia_smi_seen = not gpu.only_in_prometheus
+    if nvidia_smi_seen and not listed and not gpu.serving_pods:
+        # Only the CSV: no process list. On a GPU no pod was given, whatever is in use is no serving
+        # pod's, and GPU-106 asks it only of a GPU no Ray worker holds: the memory in use is all there is to tell.
+        return _gpu_facts(gpu, snap, ray, ray_node, history, None, _csv_used_text(gpu), gpu.memory_used_mib, None)
+    return _gpu_facts(
+        gpu, snap, ray, ray_node, history,
+        [plain(p) for p in unowned] if nvidia_smi_seen else None,
+        [_process_text(p) for p in unowned] if nvidia_smi_seen else [_fb_used_text(history)],
+        _memory_of(unowned) if nvidia_smi_seen else history.fb_used_mib,
+        ooms.naming(unowned, ray_node, gpu) if nvidia_smi_seen else None,
+        ",".join(str(p.pid) for p in unowned) if nvidia_smi_seen else "<pid>",
+    )  # fmt: skip
+
+
+def _gpu_facts(
+    gpu: GPU, snap: Snapshot, ray: _RayIndex, ray_node: RayNode | None, history: GpuHistory, unowned: list[dict] | None,
+    unowned_text: list[str], unowned_mib: float | None, oom_from_unowned: list[str] | None, unowned_pids: str = "<pid>",
+) -> dict:
     nvidia_smi_seen = not gpu.only_in_prometheus
     return plain(gpu, drop=("history",)) | {
         "node_name": gpu.node or gpu.host,
@@ -67,19 +102,27 @@ def _gpu(gpu: GPU, snap: Snapshot, ray: _RayIndex, history: GpuHistory) -> dict:
         "pcie_link_text": f"Gen{_known(gpu.pcie_gen_current)} x{_known(gpu.pcie_width_current)}"
         f" of Gen{_known(gpu.pcie_gen_max)} x{_known(gpu.pcie_width_max)}",
         "xid_reports": _xid_reports(gpu) + [_xid_report(code, text) for code, text in history.xids],
-        "unowned_processes": [plain(p) for p in unowned] if nvidia_smi_seen else None,
-        "unowned_process_text": [_process_text(p) for p in unowned] if nvidia_smi_seen else [_fb_used_text(history)],
-        "unowned_pids": ",".join(str(p.pid) for p in unowned) if nvidia_smi_seen else "<pid>",
+        "unowned_processes": unowned,
+        "unowned_process_text": unowned_text,
+        "unowned_pids": unowned_pids,
         # known from dcgm-exporter alone, the memory in use is all that can be told: no process list
-        "unowned_memory_mib": _memory_of(unowned) if nvidia_smi_seen else history.fb_used_mib,
+        "unowned_memory_mib": unowned_mib,
         "ray_node_id": ray_node.node_id if ray_node else None,
         "ray_pod": _pod_ref(ray_node.pod) if ray_node else None,
-        "ray_gpus_available": ray_node.resources_available.get("GPU", 0.0) if ray_node and ray_node.resources_available is not None else None,
+        "ray_gpus_available": ray.gpus_free(ray_node) if ray_node else None,
         "ray_counts_free": _ray_counts_free(gpu, ray_node, ray),
+        "oom_from_unowned": oom_from_unowned,
+        # what `remediation` runs the commands through: the Ray pod that holds the GPU, or nothing on a bare machine
+        "exec_prefix": f"kubectl -n {pod['namespace']} exec {pod['name']} -- " if (pod := _pod_ref(ray_node.pod if ray_node else None)) else "",
         "_subject": f"gpu/{gpu.host}/{gpu.index}",
         "_links": link("gpu", gpu.uuid or f"{gpu.host}/{gpu.index}") + link("node", gpu.node)
         + [f"pod:{p}" for p in gpu.serving_pods] + link("ray_node", ray_node.node_id if ray_node else None),
     }
+
+
+def _csv_used_text(gpu: GPU) -> list[str]:
+    used = "?" if gpu.memory_used_mib is None else f"{gpu.memory_used_mib:.0f} MiB"
+    return [f"{used} in use (nvidia-smi --query-gpu; which processes hold it, nvidia-smi -q -x on the host tells)"]
 
 
 def _fb_used_text(history: GpuHistory) -> str:
@@ -241,13 +284,16 @@ class _RayIndex:
     and actors, and a scan of them per GPU grew with their product."""
 
     in_pod_named: dict[str, RayNode]  # pod name -> the first Ray node running in a pod of that name
+    on_host: dict[str, RayNode]  # GPU capture (file stem) -> the Ray node outside Kubernetes on that machine
     with_gpus_on: dict[str, list[RayNode]]  # Kubernetes node -> live Ray nodes with GPUs in pods there
     gpus_of_host: dict[str, list[GPU]]  # the GPUs of each capture (file stem)
     held: dict[str, set[str]]  # Ray node id -> the GPU ids its live actors were given
+    sole_node_gpus_free: tuple[str, float] | None  # the only live Ray node, and the GPUs `ray status` counts free
 
     @classmethod
     def of(cls, snap: Snapshot) -> _RayIndex:
         in_pod_named: dict[str, RayNode] = {}
+        on_host = {node.gpu_host: node for node in snap.ray_nodes if node.gpu_host is not None}
         with_gpus_on: dict[str, list[RayNode]] = {}
         for node in snap.ray_nodes:
             pod = snap.pod(node.pod) if node.pod else None
@@ -263,11 +309,29 @@ class _RayIndex:
         for actor in snap.ray_actors:
             if actor.state == "ALIVE" and actor.node_id is not None:
                 held.setdefault(actor.node_id, set()).update(actor.gpu_ids)
-        return cls(in_pod_named, with_gpus_on, gpus_of_host, held)
+        for node in snap.ray_nodes:  # the GPU slots of every worker process, a task's as well as an actor's
+            for worker in node.workers or []:
+                held.setdefault(node.node_id, set()).update(worker["gpu_ids"])
+        alive = [n for n in snap.ray_nodes if n.state != "DEAD"]
+        usage = snap.ray_status.usage.get("GPU") if snap.ray_status is not None else None
+        sole = (alive[0].node_id, usage[1] - usage[0]) if len(alive) == 1 and usage is not None else None
+        return cls(in_pod_named, on_host, with_gpus_on, gpus_of_host, held, sole)
+
+    def gpus_free(self, node: RayNode) -> float | None:
+        """The GPUs Ray counts free on the node: from its own report, else, for the only live node of the
+        cluster, from the cluster's usage in `ray status` (or the dashboard's cluster status)."""
+        if node.resources_available is not None:
+            return node.resources_available.get("GPU", 0.0)
+        if self.sole_node_gpus_free is not None and self.sole_node_gpus_free[0] == node.node_id:
+            return self.sole_node_gpus_free[1]
+        return None
 
     def node_of(self, gpu: GPU) -> RayNode | None:
-        """The Ray node whose raylet hands out this GPU: the one in the pod the data was captured in, else
-        the only Ray node with GPUs whose pod runs on the GPU's Kubernetes node."""
+        """The Ray node whose raylet hands out this GPU: the one outside Kubernetes on the machine the data
+        was captured on, the one in the pod the data was captured in, else the only Ray node with GPUs
+        whose pod runs on the GPU's Kubernetes node."""
+        if (on_machine := self.on_host.get(gpu.host)) is not None:
+            return on_machine
         if (in_capture_pod := self.in_pod_named.get(gpu.host)) is not None:
             return in_capture_pod
         on_node = self.with_gpus_on.get(gpu.node, []) if gpu.node is not None else []
@@ -291,9 +355,10 @@ def _ray_counts_free(gpu: GPU, node: RayNode | None, ray: _RayIndex) -> bool | N
     vLLM V1 engine runs in a child process of its actor, so its GPU shows no actor pid). Both read
     GPU indexes as Ray numbers them, so only when the data shows exactly the GPUs Ray was given.
     """
-    if node is None or node.resources_available is None:
+    available = ray.gpus_free(node) if node is not None else None
+    if node is None or available is None:
         return None
-    total, available = node.resources_total.get("GPU", 0.0), node.resources_available.get("GPU", 0.0)
+    total = node.resources_total.get("GPU", 0.0)
     if available < 1.0:
         return False
     seen = ray.gpus_of_host.get(gpu.host, [])
@@ -302,10 +367,55 @@ def _ray_counts_free(gpu: GPU, node: RayNode | None, ray: _RayIndex) -> bool | N
     held = ray.held.get(node.node_id, set())
     if held:
         return str(gpu.index) not in held
-    running_actors = {g.index for g in seen if any(p.ray_actor_id for p in g.processes)}
+    running_actors = {g.index for g in seen if any(p.ray_actor_id or p.ray_worker for p in g.processes)}
     if len(running_actors) == total - available:
         return gpu.index not in running_actors
     return None
+
+
+# --------------------------------------------------------------------------- CUDA out of memory, and whose memory
+
+
+# PyTorch's out-of-memory message lists every process on the GPU (c10/cuda/CUDACachingAllocator.cpp):
+# "... of which 18.12 GiB is free. Process 1434 has 60.51 GiB memory in use. ..."
+_PROCESS_IN_OOM = re.compile(r"\bProcess (\d+) has (\d+(?:\.\d+)? [KMGT]?i?B) memory in use")
+
+
+@dataclass
+class _CudaOoms:
+    """Today's CUDA out-of-memory deaths: of Ray actors, by Ray node, and of vLLM servers, by GPU."""
+
+    by_ray_node: dict[str, list[tuple[str, str]]]  # Ray node id -> (who, the line)
+    by_gpu: dict[str, list[tuple[str, str]]]  # GPU ref -> (who, the line)
+
+    @classmethod
+    def of(cls, snap: Snapshot, clock: Clock) -> _CudaOoms:
+        pattern = looked_for(snap).patterns.get("cuda_oom")
+        by_ray_node: dict[str, list[tuple[str, str]]] = {}
+        if pattern is not None:
+            for actor in snap.ray_actors:
+                cause = actor.death_cause or ""
+                if actor.node_id and actor.state in ("DEAD", "RESTARTING") and pattern.search(cause) and clock.current(actor.end_time):
+                    who = f"Ray actor {actor.name or actor.class_name} ({actor.actor_id[:8]}, {actor.state})"
+                    by_ray_node.setdefault(actor.node_id, []).append((who, cause))
+        by_gpu: dict[str, list[tuple[str, str]]] = {}
+        for server in snap.vllm_servers:
+            for line in server.log_signals.get("cuda_oom", []):
+                for ref in server.gpus:
+                    by_gpu.setdefault(ref, []).append((f"vLLM server {server.name}", line))
+        return cls(by_ray_node, by_gpu)
+
+    def naming(self, unowned: list[GPUProcess], ray_node: RayNode | None, gpu: GPU) -> list[str]:
+        """The deaths whose own message names a process on this GPU that no Ray worker or serving pod owns."""
+        pids = {p.pid for p in unowned}
+        seen = self.by_ray_node.get(ray_node.node_id, []) if ray_node else []
+        seen = seen + self.by_gpu.get(gpu.uuid or f"{gpu.host}/{gpu.index}", [])
+        found = []
+        for who, line in seen:
+            named = [f"pid {pid} ({memory})" for pid, memory in _PROCESS_IN_OOM.findall(line) if int(pid) in pids]
+            if named:
+                found.append(f"{who}: CUDA out of memory while {', '.join(named)} held the GPU: {line}")
+        return list(dict.fromkeys(found))
 
 
 # --------------------------------------------------------------------------- driver against the container's CUDA

@@ -12,9 +12,20 @@ Event reasons, by who writes them:
   Evicted             kubelet eviction manager, on the pod: "The node was low on resource: ..."
   OOMKilling          node-problem-detector's kernel monitor, on the node (the kernel's OOM-killer line)
   SystemOOM           kubelet's OOM watcher, on the node: "System OOM encountered, victim process: ..."
+
+A pod's scale-up that the cloud refused (`scale_up_failures`, a fact of the pod scope):
+  TriggeredScaleUp    cluster-autoscaler, on the pod: "pod triggered scale-up: [{<node group> 0->1 (max: 4)}]"
+  FailedScaleUp       GKE's cluster-autoscaler, on the pod: "Node scale up in zones <zone> associated with
+                      this pod failed: GCE quota exceeded. Pod is at risk of not being scheduled."
+  ScaleUpFailed       cluster-autoscaler, on ConfigMap kube-system/cluster-autoscaler-status: "Failed adding
+                      <n> nodes to group <node group> due to <error code>; source errors: <cloud messages>"
+                      (clusterstate/clusterstate.go); it names the group, the pod's TriggeredScaleUp ties it
+                      to the pod.
 """
 
 from __future__ import annotations
+
+import re
 
 from diag.facts.common import link
 from diag.model import Event, Snapshot
@@ -27,6 +38,23 @@ NODE_FAULTS = {"oom": ("OOMKilling", "SystemOOM")}
 # A pod that was placed after the scheduler or the autoscaler refused it is no longer waiting.
 PLACED_REASON = "Scheduled"
 CLEARED_BY_PLACEMENT = ("failed_scheduling", "no_scale_up")
+
+
+SCALE_UP_TRIGGERED = "TriggeredScaleUp"
+POD_SCALE_UP_FAILED = "FailedScaleUp"
+GROUP_SCALE_UP_FAILED = "ScaleUpFailed"
+AUTOSCALER_STATUS = ("ConfigMap", "kube-system", "cluster-autoscaler-status")  # key of Lookups.events_about
+_TRIGGERED_GROUP = re.compile(r"\{(\S+) \d+->\d+ \(max: \d+\)\}")
+
+
+def scale_up_failures(all_pod_events: list[Event], pod_events: list[Event], status_events: list[Event]) -> list[dict]:
+    """The scale-ups made for a pod that failed: its own FailedScaleUp events, and cluster-autoscaler's
+    ScaleUpFailed on a node group the pod's TriggeredScaleUp named. `pod_events` and `status_events` are
+    the current ones; the trigger is read from all of the pod's (it is sent once, when the scale-up starts)."""
+    groups = {g for e in all_pod_events if e.reason == SCALE_UP_TRIGGERED for g in _TRIGGERED_GROUP.findall(e.message or "")}
+    found = [e for e in pod_events if e.reason == POD_SCALE_UP_FAILED]
+    found += [e for e in status_events if e.reason == GROUP_SCALE_UP_FAILED and any(f" group {g} " in (e.message or "") for g in groups)]
+    return [{"reason": e.reason, "source": e.source, "message": e.message, "count": e.count, "last_seen": e.last_seen} for e in found]
 
 
 def scopes(snap: Snapshot) -> dict[str, list[dict]]:

@@ -9,6 +9,9 @@ from typing import Any, TypeVar
 
 from diag.facts import k8s_containers as containers
 from diag.facts import k8s_dra as dra
+from diag.facts import k8s_events
+from diag.facts import ray_pods
+from diag.facts.vllm_episodes import queue_per_scrape
 from diag.facts import k8s_placement as placement
 from diag.clock import Clock
 from diag.facts.common import aged, aged_events, current_events, event_facts, link, plain, pod_window_times
@@ -322,6 +325,11 @@ def _pod_lasting(pod: Pod, index: Lookups) -> dict:
         restarts=sum(c.restart_count for c in pod.containers),
         log_signals=signals,  # None: no log of it was collected
         memory_volumes=[v.get("name") for v in pod.volumes if isinstance(v.get("emptyDir"), dict) and v["emptyDir"].get("medium") == "Memory"],
+        dev_shm_in_memory=_dev_shm_in_memory(pod),
+        memory_volumes_text=", ".join(
+            f"{v.get('name')} ({'sizeLimit ' + str(v['emptyDir']['sizeLimit']) if v['emptyDir'].get('sizeLimit') else 'no sizeLimit'})"
+            for v in pod.volumes if isinstance(v.get("emptyDir"), dict) and v["emptyDir"].get("medium") == "Memory"
+        ),
         model_load_seconds=max(load_times) if load_times else None,
         # why no node takes it: only for a pod the scheduler has not placed (None also without nodes.json)
         placement=_placement(pod, index) if not pod.node_name and source_read(index.snap, "k8s/nodes.json") else None,
@@ -368,6 +376,8 @@ def _pod_windowed(pod: Pod, index: Lookups) -> dict:
         "failed_mounts": containers.failed_mounts(events) if events_read else None,
         "probe_failures": [e.message for e in events if e.reason == "Unhealthy"] if events_read else None,
         "placement_refusals": _placement_refusals(events) if events_read else None,
+        "scale_up_failures": k8s_events.scale_up_failures(
+            pod.events, events, current_events(index.events_about.get(k8s_events.AUTOSCALER_STATUS, []), clock)) if events_read else None,
         "_links": _pod_links(pod, index, pending=scheduling is not None and scheduling["seen"]),
         "_aged": aged_events(pod.events, clock) + containers.aged_terminations(pod, clock)
         + (aged(f"evicted: {pod.message}", _ended_at(pod), clock) if pod.reason == "Evicted" else []),
@@ -387,6 +397,12 @@ def _placement_refusals(events: list[Event]) -> list[dict]:
 def _ended_at(pod: Pod) -> str | None:
     """When the last of a finished pod's containers ended (an evicted pod's eviction)."""
     return max((c.finished_at for c in pod.containers if c.finished_at), default=None)
+
+
+def _dev_shm_in_memory(pod: Pod) -> bool:
+    """A container of the pod mounts an emptyDir of medium Memory on /dev/shm (else /dev/shm is the runtime's 64 MiB)."""
+    memory = {v.get("name") for v in pod.volumes if isinstance(v.get("emptyDir"), dict) and v["emptyDir"].get("medium") == "Memory"}
+    return any(c.mounts.get("/dev/shm") in memory for c in pod.containers)
 
 
 def _condition_true(condition: dict) -> bool | None:
@@ -606,6 +622,7 @@ def _service(svc: Service, index: Lookups) -> dict:
     return plain(svc) | {
         "selected_pods": [p.key for p in selected],
         "selected_pod_states": [_pod_state(p) for p in selected],
+        "selected_pod_names": [p.name for p in sorted(selected, key=lambda p: p.phase == "Failed")],  # live ones first
         # by its workloads' pod template too: a Deployment left with no pod still has the Service in front
         "fronts_vllm": any(p.vllm_server for p in selected) or any(w.template_runs_vllm for w in workloads),
         # None when endpoints.json holds nothing for this Service: unknown, not empty
@@ -712,6 +729,13 @@ def _hpa(hpa: HPA, index: Lookups) -> dict:
             for name, m in queues.items() if m.requests_waiting is not None
         ],
         "queue_growth_max": max(growth) if growth else None,
+        # per server, the fewest requests waiting at any scrape and the smallest share of the running batch:
+        # a queue that held at every scrape, not one request seen once
+        "target_queue_floors": [
+            {"waiting": min(q["waiting"] for q in scrapes),
+             "share": min(q["waiting"] / q["running"] if q["running"] > 0 else float(q["waiting"] > 0) for q in scrapes)}
+            for s in targets if (scrapes := queue_per_scrape(s.scrapes))
+        ] if queues else None,
         "queue_waiting_max": max(waiting) if waiting else None,
         "metric_problems": [
             f"{kind}={c.get('status')} {c.get('reason')}: {c.get('message')}"
@@ -749,6 +773,7 @@ def _raycluster(cluster: RayClusterSpec, index: Lookups) -> dict:
         ],
         "pending_pods": [p.name for p in members if p.phase == "Pending"],
         **_serve_status_facts(cluster, clock, looked_for(snap)),
+        "serve_replicas_too_big": ray_pods.serve_replicas_too_big(cluster),
         "gpus_running": sum(pod_gpu_request(p) for p in running),
         "parallel_gpus_needed": _parallel_gpus_needed(cluster, members, index),
         "_subject": f"{cluster.kind.lower()}/{cluster.namespace}/{cluster.name}",

@@ -181,3 +181,60 @@ def version_mismatch_pods(snap: Snapshot, logged: list[tuple[Pod, Container, re.
     keys = {pod.key for *_, workers in _mismatched_workers(snap) for pod, _ in workers}
     keys.update(pod.key for pod, _, _ in logged)
     return [f"pod:{key}" for key in sorted(keys)]
+
+
+def serve_replicas_too_big(cluster: RayClusterSpec) -> list[str] | None:
+    """The Serve deployments of a RayService one replica of which asks more GPUs on one node than any node
+    of its cluster has (ray_actor_options.num_gpus; each of its placement_group_bundles, or all of them
+    under STRICT_PACK). [] for a RayCluster or a config without deployments; None when a node's GPU count is
+    not a number (a rayStartParams value filled in at run time)."""
+    if cluster.kind != "RayService" or not isinstance(cluster.serve_config, dict):
+        return []
+    nodes = [("head", cluster.head_ray_start_params, cluster.head_gpu_limit)]
+    nodes += [(f"worker group {g.name}", g.ray_start_params, g.gpu_limit_per_pod) for g in cluster.worker_groups]
+    sizes: list[tuple[float, str]] = []
+    for where, params, limit in nodes:
+        if "num-gpus" in params:
+            value = _number(params["num-gpus"])
+            if value is None:
+                return None
+            sizes.append((value, f"{where}: rayStartParams num-gpus {params['num-gpus']}"))
+        else:
+            sizes.append((float(limit), f"{where}: nvidia.com/gpu {limit} per pod"))
+    largest, where = max(sizes)
+    found = []
+    for app in cluster.serve_config.get("applications") or []:
+        for deployment in (app.get("deployments") or []) if isinstance(app, dict) else []:
+            if not isinstance(deployment, dict):
+                continue
+            need, how = _replica_gpus(deployment)
+            if need > largest:
+                found.append(
+                    f"application {app.get('name')}, deployment {deployment.get('name')}: one replica asks {need:g} GPU(s) "
+                    f"on one node ({how}); the largest node of the cluster has {largest:g} ({where})"
+                )
+    return found
+
+
+def _replica_gpus(deployment: dict) -> tuple[float, str]:
+    """The GPUs one replica needs on a single node, and where the config says so."""
+    options = deployment.get("ray_actor_options") if isinstance(deployment.get("ray_actor_options"), dict) else {}
+    need, how = _number(options.get("num_gpus")) or 0.0, "ray_actor_options.num_gpus"
+    bundles = [b for b in deployment.get("placement_group_bundles") or [] if isinstance(b, dict)]
+    gpus = [_number(b.get("GPU")) or 0.0 for b in bundles]
+    if gpus and deployment.get("placement_group_strategy") == "STRICT_PACK" and sum(gpus) > need:
+        need, how = sum(gpus), f"placement_group_bundles {bundles} under STRICT_PACK"
+    elif gpus and max(gpus) > need:
+        need, how = max(gpus), f"a bundle of placement_group_bundles {bundles}"
+    return need, how
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    try:
+        return float(str(value))
+    except ValueError:
+        return None

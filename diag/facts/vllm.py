@@ -8,7 +8,7 @@ import re
 from diag.clock import Clock
 from diag.facts.common import link, plain
 from diag.facts.vllm_engine_death import dead_engine_serving
-from diag.facts.vllm_episodes import ScrapeView, episode_facts
+from diag.facts.vllm_episodes import ScrapeView, episode_facts, per_scrape_total, queue_per_scrape
 from diag.prometheus_join import history_window
 from diag.facts.k8s_containers import vllm_container
 from diag.facts.kubernetes import pod_gpu_request
@@ -31,7 +31,6 @@ from diag.parsers.vllm_metrics import (
     KV_CACHE_USAGE,
     QUEUE_TIME,
     REQUESTS_RUNNING,
-    REQUESTS_WAITING,
     VllmMetrics,
 )
 
@@ -176,34 +175,16 @@ def _missing(summary: VllmMetrics | None) -> list[str] | None:
     return summary.missing + extra
 
 
-def _per_scrape_total(scrapes: list[Scrape], name: str) -> list[float | None]:
-    totals: list[float | None] = []
-    for scrape in scrapes:
-        values = [s.value for s in scrape.samples if s.name == name and s.value == s.value]  # NaN is unknown
-        totals.append(sum(values) if values else None)
-    return totals
-
-
 def _scrape_view(server: VllmServer, summary: VllmMetrics | None, seq_cap: int | None) -> ScrapeView:
-    return ScrapeView(_running_every_scrape(server.scrapes), _queue_per_scrape(server.scrapes), seq_cap, _ttft_queue_share(summary))
+    return ScrapeView(_running_every_scrape(server.scrapes), queue_per_scrape(server.scrapes), seq_cap, _ttft_queue_share(summary))
 
 
 def _running_every_scrape(scrapes: list[Scrape]) -> bool | None:
     """Requests in the running batch at every scrape (a hang needs them there the whole time)."""
-    running = _per_scrape_total(scrapes, REQUESTS_RUNNING[0])
+    running = per_scrape_total(scrapes, REQUESTS_RUNNING[0])
     if not running or None in running:
         return None
     return all(value > 0 for value in running if value is not None)
-
-
-def _queue_per_scrape(scrapes: list[Scrape]) -> list[dict] | None:
-    """{running, waiting} at each scrape where both were reported: a gauge read at one instant can miss
-    a state that held at the others (seen on a starved CPU server), so rules may look at every scrape.
-    None (unknown) when no scrape reported both: an empty list would read as "never queued"."""
-    running = _per_scrape_total(scrapes, REQUESTS_RUNNING[0])
-    waiting = _per_scrape_total(scrapes, REQUESTS_WAITING[0])
-    both = [{"running": r, "waiting": w} for r, w in zip(running, waiting) if r is not None and w is not None]
-    return both or None
 
 
 def _engines(scrapes: list[Scrape], from_history: int | None = None) -> int | None:

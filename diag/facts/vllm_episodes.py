@@ -14,8 +14,8 @@ from typing import Any
 
 from diag.clock import Clock
 from diag.facts.episodes import Span, Timeline
-from diag.model import PromWindow, VllmServer
-from diag.parsers.vllm_metrics import VllmMetrics
+from diag.model import PromWindow, Scrape, VllmServer
+from diag.parsers.vllm_metrics import REQUESTS_RUNNING, REQUESTS_WAITING, VllmMetrics
 
 SIGNALS: dict[str, tuple[str, ...]] = {
     "kv": ("vllm_kv_cache_usage_perc", "vllm_gpu_cache_usage_perc"),
@@ -49,7 +49,7 @@ def episode_facts(server: VllmServer, summary: VllmMetrics | None, view: ScrapeV
                   window: PromWindow | None) -> dict[str, Fact]:  # fmt: skip
     timeline = Timeline.of(server.history, SIGNALS, window.step if window else 15.0, window.end if window else None)
     history = _History(timeline, settings, clock)
-    scrapes = _Scrapes(summary, settings)
+    scrapes = _Scrapes(summary, view, settings)
     return {
         "kv_saturation": _merge(scrapes.kv_saturation(), history.kv_saturation()),
         "queue_growth": _merge(scrapes.queue_growth(), history.queue_growth()),
@@ -58,8 +58,27 @@ def episode_facts(server: VllmServer, summary: VllmMetrics | None, view: ScrapeV
         "decode_slow": _merge(scrapes.decode_slow(), history.decode_slow()),
         "stall": _merge(scrapes.stall(view.running_every_scrape), history.stall()),
         "aborted_requests": history.aborted(server),
+        "queue": scrapes.queue(),
         "history_read": bool(timeline.rows),
     }
+
+
+def per_scrape_total(scrapes: list[Scrape], name: str) -> list[float | None]:
+    totals: list[float | None] = []
+    for scrape in scrapes:
+        values = [s.value for s in scrape.samples if s.name == name and s.value == s.value]  # NaN is unknown
+        totals.append(sum(values) if values else None)
+    return totals
+
+
+def queue_per_scrape(scrapes: list[Scrape]) -> list[dict] | None:
+    """{running, waiting} at each scrape where both were reported: a gauge read at one instant can miss
+    a state that held at the others (seen on a starved CPU server), so rules may look at every scrape.
+    None (unknown) when no scrape reported both: an empty list would read as "never queued"."""
+    running = per_scrape_total(scrapes, REQUESTS_RUNNING[0])
+    waiting = per_scrape_total(scrapes, REQUESTS_WAITING[0])
+    both = [{"running": r, "waiting": w} for r, w in zip(running, waiting) if r is not None and w is not None]
+    return both or None
 
 
 def _merge(scrapes: Fact, history: Fact) -> Fact:
@@ -103,10 +122,56 @@ def _above(value: float | None, threshold: float) -> bool | None:
     return None if value is None else value > threshold
 
 
+def queued(waiting: float | None, running: float | None, settings: dict) -> bool | None:
+    """Enough requests wait to count as a queue: at least queue_waiting_min, and at least
+    queue_waiting_share of the running batch (one request waiting behind 24 running is admitted at the next step)."""
+    if waiting is None:
+        return None
+    floor = settings["queue_waiting_min"]
+    if running is not None:
+        floor = max(floor, settings["queue_waiting_share"] * running)
+    return waiting >= floor
+
+
+def held(flags: list[bool], settings: dict) -> bool | None:
+    """A state seen in at least queue_min_scrapes consecutive scrapes; unknown when fewer scrapes
+    were taken and one of them shows it (it may or may not have lasted)."""
+    need = settings["queue_min_scrapes"]
+    run = longest = 0
+    for flag in flags:
+        run = run + 1 if flag else 0
+        longest = max(longest, run)
+    if longest >= need:
+        return True
+    return None if len(flags) < need and any(flags) else False
+
+
 class _Scrapes:
-    def __init__(self, summary: VllmMetrics | None, settings: dict) -> None:
+    def __init__(self, summary: VllmMetrics | None, view: ScrapeView, settings: dict) -> None:
         self.m = summary
+        self.view = view
         self.settings = settings
+
+    def _queued_each(self) -> list[bool] | None:
+        if self.view.queue_per_scrape is None:
+            return None
+        return [bool(queued(q["waiting"], q["running"], self.settings)) for q in self.view.queue_per_scrape]
+
+    def _queue_held(self) -> bool | None:
+        flags = self._queued_each()
+        return None if flags is None else held(flags, self.settings)
+
+    def queue(self) -> Fact:
+        """Whether a queue held (queued in consecutive scrapes), and the fewest requests waiting among the
+        scrapes that showed one."""
+        queues = self.view.queue_per_scrape
+        flags = self._queued_each()
+        if queues is None or flags is None:
+            return None
+        lasting = held(flags, self.settings)
+        waiting = [q["waiting"] for q, flag in zip(queues, flags) if flag]
+        return {"held": lasting, "waiting_least": min(waiting) if lasting else None,
+                "queued_scrapes": f"{sum(flags)} of {len(flags)} scrapes"}  # fmt: skip
 
     def _when(self) -> str:
         m = self.m
@@ -122,9 +187,13 @@ class _Scrapes:
         m, s = self.m, self.settings
         if m is None:
             return None
+        # preemptions counted over the interval are evidence enough; a growing queue must be a held one
         found = _all_known(
-            _at_least(m.kv_cache_usage_max, s["kv_cache_high"]), _at_least(m.requests_waiting, s["queue_waiting_min"]),
-            _any_known(_above(m.preemptions_delta, 0.0), _above(m.waiting_growth, 0.0)),
+            _at_least(m.kv_cache_usage_max, s["kv_cache_high"]),
+            _any_known(
+                _all_known(_above(m.preemptions_delta, 0.0), _at_least(m.requests_waiting, s["queue_waiting_min"])),
+                _all_known(self._queue_held(), _above(m.waiting_growth, 0.0)),
+            ),
         )
         if found is None:
             return None
@@ -138,10 +207,7 @@ class _Scrapes:
         m, s = self.m, self.settings
         if m is None:
             return None
-        found = _all_known(
-            _at_least(m.requests_waiting, s["queue_waiting_min"]), _above(m.waiting_growth, 0.0),
-            _above(m.generation_tokens_delta, 0.0),
-        )
+        found = _all_known(self._queue_held(), _above(m.waiting_growth, 0.0), _above(m.generation_tokens_delta, 0.0))
         if found is None:
             return None
         return self._base() | {
@@ -153,18 +219,18 @@ class _Scrapes:
         m, s = self.m, self.settings
         if m is None:
             return None
-        at_cap: list[dict] | None = None
+        at_cap: list[bool] | None = None
         if view.queue_per_scrape is not None and view.seq_cap is not None:
-            at_cap = [q for q in view.queue_per_scrape if q["running"] >= view.seq_cap and q["waiting"] >= s["queue_waiting_min"]]
+            at_cap = [q["running"] >= view.seq_cap and bool(queued(q["waiting"], q["running"], s)) for q in view.queue_per_scrape]
         found = _all_known(
             None if m.kv_cache_usage_max is None else m.kv_cache_usage_max < s["kv_cache_high"],
-            _above(m.generation_tokens_delta, 0.0), None if at_cap is None else bool(at_cap),
+            _above(m.generation_tokens_delta, 0.0), None if at_cap is None else held(at_cap, s),
         )
         if found is None:
             return None
         return self._base() | {
             "found": found, "cap": view.seq_cap, "running": m.requests_running, "waiting_peak": m.waiting_max,
-            "kv_peak": m.kv_cache_usage_max, "at_cap": f"in {len(at_cap or [])} of {m.scrapes} scrapes",
+            "kv_peak": m.kv_cache_usage_max, "at_cap": f"in {sum(at_cap or [])} of {m.scrapes} scrapes",
         }
 
     def first_token_slow(self, view: ScrapeView) -> Fact:
@@ -174,21 +240,23 @@ class _Scrapes:
         found = _all_known(
             _at_least(m.ttft_mean_s, s["ttft_high_s"]), None if m.itl_mean_s is None else m.itl_mean_s < s["itl_high_s"],
             None if view.ttft_queue_share is None else view.ttft_queue_share < s["ttft_queue_share_max"],
+            _at_least(m.ttft_requests, s["latency_min_requests"]),
         )
         if found is None:
             return None
         return self._base() | {"found": found, "ttft_mean": m.ttft_mean_s, "ttft_tail": m.ttft_p90_s, "tail": "p90",
-                               "itl_mean": m.itl_mean_s, "queue_share": view.ttft_queue_share}  # fmt: skip
+                               "itl_mean": m.itl_mean_s, "queue_share": view.ttft_queue_share, "requests": m.ttft_requests}  # fmt: skip
 
     def decode_slow(self) -> Fact:
         m, s = self.m, self.settings
         if m is None:
             return None
-        found = _all_known(_at_least(m.itl_mean_s, s["itl_high_s"]), None if m.ttft_mean_s is None else m.ttft_mean_s < s["ttft_high_s"])
+        found = _all_known(_at_least(m.itl_mean_s, s["itl_high_s"]), None if m.ttft_mean_s is None else m.ttft_mean_s < s["ttft_high_s"],
+                           _at_least(m.ttft_requests, s["latency_min_requests"]))  # fmt: skip
         if found is None:
             return None
         return self._base() | {"found": found, "itl_mean": m.itl_mean_s, "itl_tail": m.itl_p90_s, "tail": "p90",
-                               "ttft_mean": m.ttft_mean_s}  # fmt: skip
+                               "ttft_mean": m.ttft_mean_s, "requests": m.ttft_requests}  # fmt: skip
 
     def stall(self, running_every_scrape: bool | None) -> Fact:
         m, s = self.m, self.settings
@@ -213,14 +281,17 @@ class _History:
         self.clock = clock
         self.min_minutes = settings["history_min_minutes"]
 
+    def _queued(self, v: dict[str, float]) -> bool | None:
+        return queued(v.get("waiting"), v.get("running"), self.settings)
+
     def _facts(self, span: Span) -> dict:
         return span.facts(self.clock) | {"source": f"Prometheus ({self.t.step:g} s samples)", "note": ""}
 
     def kv_saturation(self) -> Fact:
         if not (self.t.has("kv") and self.t.has("waiting")):
             return None
-        high, queue_min = self.settings["kv_cache_high"], self.settings["queue_waiting_min"]
-        spans = self.t.spans(lambda v: _all_known(_at_least(v.get("kv"), high), _at_least(v.get("waiting"), queue_min)), self.min_minutes)
+        high = self.settings["kv_cache_high"]
+        spans = self.t.spans(lambda v: _all_known(_at_least(v.get("kv"), high), self._queued(v)), self.min_minutes)
         rising = [(span, self._pressure_rose(span)) for span in spans]
         found = [span for span, rose in rising if rose]
         if not found:
@@ -242,10 +313,9 @@ class _History:
     def queue_growth(self) -> Fact:
         if not (self.t.has("waiting") and self.t.has("generation_per_s")):
             return None
-        queue_min = self.settings["queue_waiting_min"]
         timeline = self.t.with_rising("waiting", self.min_minutes * 60)
         spans = timeline.spans(
-            lambda v: _all_known(_at_least(v.get("waiting"), queue_min), None if "waiting_rising" not in v else v["waiting_rising"] > 0,
+            lambda v: _all_known(self._queued(v), None if "waiting_rising" not in v else v["waiting_rising"] > 0,
                                  _above(v.get("generation_per_s"), 0.0)),
             self.min_minutes)  # fmt: skip
         if not spans:
@@ -261,9 +331,9 @@ class _History:
     def seq_cap_reached(self, cap: int | None) -> Fact:
         if cap is None or not all(self.t.has(name) for name in ("running", "waiting", "kv", "generation_per_s")):
             return None
-        high, queue_min = self.settings["kv_cache_high"], self.settings["queue_waiting_min"]
+        high = self.settings["kv_cache_high"]
         spans = self.t.spans(lambda v: _all_known(
-            _at_least(v.get("running"), cap), _at_least(v.get("waiting"), queue_min),
+            _at_least(v.get("running"), cap), self._queued(v),
             None if "kv" not in v else v["kv"] < high, _above(v.get("generation_per_s"), 0.0)), self.min_minutes)  # fmt: skip
         if not spans:
             return {"found": False}

@@ -440,6 +440,7 @@ def _container(c: Fields) -> Container:
         requests=_resources(resources, "requests"),
         limits=_resources(resources, "limits"),
         probes=[_probe(c.child(key), kind) for kind, key in _PROBES if key in c],
+        mounts={m.text("mountPath") or "": m.text("name") or "" for m in c.children("volumeMounts")},
     )
 
 

@@ -64,9 +64,12 @@ def parse_nvml_json(text: str, host: str) -> list[GPU]:
         raise ParseError('not an NVML snapshot: no "gpus" list')
     driver_version = top.text("driver")
     cuda_version = _cuda_version(top.integer("cuda"))
-    return [
-        _gpu(gpu, position, host, driver_version, cuda_version) for position, gpu in enumerate(top.children("gpus"))
-    ]
+    gpus = [_gpu(gpu, position, host, driver_version, cuda_version) for position, gpu in enumerate(top.children("gpus"))]
+    machine = top.child("host")
+    host_name, addresses = machine.text("name"), machine.strings("addresses")
+    for gpu in gpus:
+        gpu.host_name, gpu.host_addresses = host_name, list(addresses)
+    return gpus
 
 
 def _cuda_version(encoded: int | None) -> str | None:

@@ -190,9 +190,11 @@ def _summary_node(row: Fields, logical: dict[str, str]) -> RayNode:
         state=raylet.text("state") or None,
         is_head=bool(raylet.flag("isHeadNode")),
         node_name=raylet.text("nodeName") or None,
+        hostname=row.text("hostname") or raylet.text("nodeManagerHostname") or None,
         labels=raylet.string_map("labels"),
         state_message=raylet.text("stateMessage") or None,
         gpu_processes=_gpu_processes(row),
+        workers=[_core_worker(w) for w in raylet.children("coreWorkersStats")] if "coreWorkersStats" in raylet else None,
         start_time=_ms_time(raylet, "startTimeMs"),
         end_time=_ms_time(raylet, "endTimeMs"),
     )
@@ -242,6 +244,16 @@ def _gpu_processes(row: Fields) -> list[dict[str, Any]]:
                 }
             )
     return found
+
+
+def _core_worker(row: Fields) -> dict[str, Any]:
+    """{pid, actor_id, gpu_ids} of one worker process of the raylet: the GPU slots Ray gave it, whether
+    it runs an actor (actor_id) or tasks (actor_id None: Ray's nil id)."""
+    return {
+        "pid": _process_id(row.integer("pid")),
+        "actor_id": _real_id(row.text("actorId")),
+        "gpu_ids": _gpu_slots(row.child("usedResources")),
+    }
 
 
 def parse_logical_actors(text: str) -> list[RayActor]:

@@ -90,6 +90,7 @@ class VllmMetrics:
     generation_tokens_per_s: float | None = None
     ttft_mean_s: float | None = None
     ttft_p90_s: float | None = None
+    ttft_requests: float | None = None  # first tokens the TTFT and ITL means above are taken over (the window's, or the life's)
     itl_mean_s: float | None = None
     itl_p90_s: float | None = None
     e2e_mean_s: float | None = None
@@ -134,6 +135,7 @@ def summarize(scrapes: list[Scrape]) -> VllmMetrics:
         else None,
         ttft_mean_s=ttft.mean(),
         ttft_p90_s=ttft.quantile(_P90),
+        ttft_requests=ttft.count(),
         itl_mean_s=itl.mean(),
         itl_p90_s=itl.quantile(_P90),
         e2e_mean_s=_Latency(view, E2E_LATENCY).mean(),
@@ -368,6 +370,10 @@ class _Latency:
         if total is None or count is None or count <= 0:
             return None
         return total / count
+
+    def count(self) -> float | None:
+        """Observations the mean is taken over."""
+        return self.view.increase(self.count_name) if self.windowed else self.view.latest(self.count_name)
 
     def quantile(self, q: float) -> float | None:
         if self.windowed:

@@ -1,6 +1,6 @@
 """`--output json`: the report shape other programs rely on (docs/bundle-format.md, "llmdiag/report/v1").
 
-Fields beyond the contract (verdict.status and verdict.gaps, title, references, serving_path, rules,
+Fields beyond the contract (verdict.status, verdict.gaps, verdict.confidence and verdict.caveats, title, references, serving_path, rules,
 tool, bundle, prometheus_window, context, config) are additions; none of the contract's fields is renamed or retyped.
 """
 
@@ -26,6 +26,11 @@ def to_dict(report: Report) -> dict:
             "summary": report.verdict.summary,
             "status": report.verdict.status,
             "gaps": [{"source": g.source, "problem": g.problem, "remedy": g.remedy} for g in report.verdict.gaps],
+            "confidence": report.verdict.confidence,
+            "caveats": [
+                {"source": c.gap.source, "problem": c.gap.problem, "remedy": c.gap.remedy, "rules": list(c.rules), "deeper": c.deeper}
+                for c in report.verdict.caveats
+            ],
         },
         "findings": [
             {

@@ -23,6 +23,11 @@ def render_markdown(report: Report) -> str:
     else:
         out += [f"**Verdict: {md(str(report.verdict.layer))} layer** — {md(report.verdict.summary)}", ""]
         out += _finding_section(v.root, "Root cause")
+        if report.verdict.caveats:
+            out += [f"Not read, and could change this verdict (confidence: {md(str(report.verdict.confidence))}):", ""]
+            out += [
+                f"- {md(c.gap.problem)} ({md(', '.join(c.rules))} would read it): {code(c.gap.remedy)}" for c in report.verdict.caveats
+            ] + [""]
         if v.consequences:
             out += ["### Consequences", ""]
             out += [f"- {code(f.rule)} {md(f.title)} — {code(f.subject)}" for f in v.consequences] + [""]

@@ -43,6 +43,7 @@ def print_report(report: Report, console: Console) -> None:
         title = Text.assemble(f"llmdiag verdict: {plain(str(verdict.layer))} layer at fault (", (plain(str(verdict.rule)), _RULE_ID), ")")
         console.print(Panel(_finding_body(v.root), title=title, border_style=_STYLE[v.root.severity]))
         _print_fix(v.root, console)
+        _print_caveats(verdict, console)
         if v.consequences:
             console.print(Text.assemble("\n", ("Consequences", "bold"), " (explained by the root cause, not separate problems):"))
             for f in v.consequences:
@@ -93,6 +94,19 @@ def _print_fix(f: Finding, console: Console) -> None:
         console.print(Text(wrapped), no_wrap=True, overflow="ignore", crop=False)
     for reference in f.references:
         console.print(Text(f"  see {plain(reference)}", style="dim"), no_wrap=True, overflow="ignore", crop=False)
+
+
+def _print_caveats(verdict: Verdict, console: Console) -> None:
+    if not verdict.caveats:
+        return
+    console.print(Text.assemble("\n", ("Not read, and could change this verdict", "bold"), f" (confidence: {verdict.confidence}):"))
+    for caveat in verdict.caveats:
+        console.print(_hanging(Text(f"{plain(caveat.gap.problem)} ({_rule_names(caveat.rules)} would read it)"), "  • "))
+        console.print(Text(plain(caveat.gap.remedy)), no_wrap=True, overflow="ignore", crop=False)
+
+
+def _rule_names(rules: tuple[str, ...]) -> str:
+    return ", ".join(rules[:3]) + (f" and {len(rules) - 3} more" if len(rules) > 3 else "")
 
 
 def _gaps_body(verdict: Verdict) -> Group:

@@ -104,6 +104,19 @@ def service(name: str, namespace: str) -> dict:
     }
 
 
+def two_gpu_nodes(cluster: ControlPlane) -> ControlPlane:
+    """Two 8-GPU H100 nodes with the GPU operator's taint, Ready under kwok."""
+    apply(cluster, gpu_node("gpu-h100-1", 8), gpu_node("gpu-h100-2", 8))
+
+    def ready() -> bool:
+        nodes = [n for n in get(cluster, "nodes")["items"] if n["metadata"]["name"] in ("gpu-h100-1", "gpu-h100-2")]
+        return len(nodes) == 2 and all(
+            any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions", [])) for n in nodes)
+
+    wait_for("kwok nodes Ready", ready)
+    return cluster
+
+
 def apply(cluster: ControlPlane, *objects: dict) -> None:
     cluster.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)}))
 

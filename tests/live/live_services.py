@@ -165,8 +165,8 @@ def ray_env() -> dict[str, str]:
 
 
 @contextmanager
-def running_ray_head(with_workload: bool = True) -> Iterator[RayHead]:
-    """`ray start --head` on loopback (2 CPUs, 2 fake GPUs), with ray_driver.py's detached workload."""
+def running_ray_head(with_workload: bool = True, num_gpus: int = 2) -> Iterator[RayHead]:
+    """`ray start --head` on loopback (2 CPUs, `num_gpus` fake GPUs), with ray_driver.py's detached workload."""
     python = ray_python()
     ray_cli = python.parent / "ray"
     # Ray's unix socket paths live under the temp dir and must stay short (108 bytes).
@@ -177,7 +177,7 @@ def running_ray_head(with_workload: bool = True) -> Iterator[RayHead]:
     argv = [
         str(ray_cli), "start", "--head", "--block",
         f"--node-ip-address={LOOPBACK}", f"--port={gcs_port}",
-        "--num-cpus=2", "--num-gpus=2",
+        "--num-cpus=2", f"--num-gpus={num_gpus}",
         "--include-dashboard=true", f"--dashboard-host={LOOPBACK}", f"--dashboard-port={dashboard_port}",
         f"--ray-client-server-port={free_port()}", f"--dashboard-agent-listen-port={free_port()}",
         "--disable-usage-stats", f"--temp-dir={temp_dir}",

@@ -23,12 +23,12 @@ from k8s_scenarios import (
     fired,
     free_gpus,
     get,
-    gpu_node,
     namespace,
     pods,
     refuse_by_quota,
     service,
     triage,
+    two_gpu_nodes,
     vllm_deployment,
 )
 
@@ -38,15 +38,7 @@ pytestmark = pytest.mark.live
 @pytest.fixture(scope="module")
 def gpu_cluster(control_plane: ControlPlane) -> ControlPlane:
     """Two 8-GPU H100 nodes with the GPU operator's taint; both Ready under kwok."""
-    apply(control_plane, gpu_node("gpu-h100-1", 8), gpu_node("gpu-h100-2", 8))
-
-    def ready() -> bool:
-        nodes = [n for n in get(control_plane, "nodes")["items"] if n["metadata"]["name"] in ("gpu-h100-1", "gpu-h100-2")]
-        return len(nodes) == 2 and all(
-            any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions", [])) for n in nodes)
-
-    wait_for("kwok nodes Ready", ready)
-    return control_plane
+    return two_gpu_nodes(control_plane)
 
 
 def test_the_gpu_node_addresses_are_local(gpu_cluster: ControlPlane) -> None:
