@@ -107,7 +107,9 @@ signals:
     [crash] = [f for f in report.findings if f.rule == "K8S-213"]
     wanted = "known failure line: vllm serve: error: unrecognized arguments: --max-num-batch-tokens 16384"
     assert (wanted in crash.evidence) is named
-    assert named or "no known failure line in its logs" in crash.evidence
+    # not a known cause: the decisive line of the crashed run's log stands in (diag.parsers.decisive)
+    decisive = "no known failure line; the decisive line of its log: vllm serve: error: unrecognized arguments: --max-num-batch-tokens 16384 (vllm layer)"
+    assert named or decisive in crash.evidence
 
 
 def test_crash_cause_must_be_a_boolean(tmp_path: Path) -> None:

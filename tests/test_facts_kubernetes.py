@@ -3,6 +3,8 @@ container's probes, crash causes, and the K8S rules on small snapshots built fro
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import pytest
 
 from diag.clock import Clock
@@ -183,6 +185,47 @@ def test_crash_loops_carry_the_known_cause_lines_of_their_logs():
     assert known["known_causes"] == ["torch.OutOfMemoryError: CUDA out of memory."]
     [crash] = containers.crash_loops(Pod(namespace="llm", name="p", containers=[plain]), causes)
     assert crash["exit_code"] == 2 and crash["last_lines"] == "four | five | six" and crash["known_causes"] == []
+
+
+def test_crashes_no_signal_names_carry_their_decisive_line_by_layer():
+    causes = builtin_signals().crash_causes
+    refused = "usage: vllm serve [model_tag] [options]\nvllm serve: error: unrecognized arguments: --max-num-batch-tokens 16384\n"
+    bad_flag = vllm_container(state="waiting", state_reason="CrashLoopBackOff", last_terminated_reason="Error", last_exit_code=2,
+                              restart_count=3, previous_logs=refused, logs="INFO starting\n")
+    fetch = ("Traceback (most recent call last):\n  File \"/kserve/kserve/storage/storage.py\", line 353, in _download_gcs\n"
+             "RuntimeError: Failed to fetch model. No model found in gs://bucket/m/.\n")
+    init = Container(name="storage-initializer", state="waiting", state_reason="CrashLoopBackOff", last_terminated_reason="Error",
+                     last_exit_code=1, restart_count=7, previous_logs=fetch)
+    [crash] = containers.crash_loops(Pod(namespace="llm", name="p", containers=[bad_flag]), causes)
+    assert crash["decisive"] == "vllm serve: error: unrecognized arguments: --max-num-batch-tokens 16384 (vllm layer)"
+    now = Clock(None, "none")
+    found = containers.unnamed_crashes(Pod(namespace="llm", name="p", containers=[bad_flag], init_containers=[init]), causes, now)
+    assert sorted(found) == ["kubernetes", "vllm"]
+    # the line of the crashed run (--previous), placed by the program that logged it when nothing else places it
+    assert found["vllm"] | {"fix": None} == {
+        "container": "vllm", "init": False, "restarts": 3, "exit_code": 2, "kind": "last error line", "exception": None,
+        "line": "vllm serve: error: unrecognized arguments: --max-num-batch-tokens 16384", "family": "argument_refused",
+        "family_description": "the program refused an argument or an option on its command line", "fix": None,
+        "layer": "vllm", "placed_by": "the program that logged it (vLLM)", "log": "previous",
+    }
+    assert found["kubernetes"]["init"] is True and found["kubernetes"]["placed_by"] == "where its traceback's frames come from"
+    # a known cause, an OOM kill, a container that never crashed: nothing to name
+    named = vllm_container(state="waiting", state_reason="CrashLoopBackOff", last_terminated_reason="Error", restart_count=3,
+                           previous_logs=refused, log_signals={"cuda_oom": ["torch.OutOfMemoryError: CUDA out of memory."]})
+    oom = vllm_container(state="waiting", state_reason="CrashLoopBackOff", last_terminated_reason="OOMKilled", previous_logs=refused)
+    running = vllm_container(state="running", previous_logs=refused)
+    for c in (named, oom, running):
+        assert containers.unnamed_crashes(Pod(namespace="llm", name="p", containers=[c]), causes, now) == {}
+    # restarted once, running since: current within the window, history past it
+    restarted = vllm_container(state="running", last_terminated_reason="Error", restart_count=1,
+                               last_finished_at="2026-12-01T10:00:00Z", previous_logs=refused)
+    window = Clock(datetime(2026, 12, 1, 10, 30, tzinfo=timezone.utc), "test", window_s=3600)
+    later = Clock(datetime(2026, 12, 1, 14, 0, tzinfo=timezone.utc), "test", window_s=3600)
+    assert list(containers.unnamed_crashes(Pod(namespace="llm", name="p", containers=[restarted]), causes, window)) == ["vllm"]
+    assert containers.unnamed_crashes(Pod(namespace="llm", name="p", containers=[restarted]), causes, later) == {}
+    # a crashed container whose log is not in the bundle: unknown, not "no cause"
+    unread = vllm_container(state="waiting", state_reason="CrashLoopBackOff", last_terminated_reason="Error", restart_count=3)
+    assert containers.unnamed_crashes(Pod(namespace="llm", name="p", containers=[unread]), causes, now) is None
 
 
 def test_gpu_visibility_variables_that_hide_gpus_are_not_gpu_use():

@@ -100,7 +100,33 @@ def test_a_line_naming_no_known_gpu_is_one_node_finding_not_every_gpu():
     assert [g.xids for g in snap.gpus] == [[], []]
     assert fired(snap, "GPU-102", "GPU-108") == {"GPU-102": [], "GPU-108": ["node/gpu-node-a"]}
     [node] = build_facts(snap).scopes["gpu_node"]
-    assert node["unplaced_xid_reports"] == [{"xid": 74, "meaning": "NVLink error", "text": f"Xid 74 (NVLink error): {line}"}]
+    [report] = node["unplaced_xid_reports"]
+    assert (report["meaning"], report["text"]) == ("NVLINK Error", f"Xid 74 (NVLINK Error): {line}")
+    assert (report["mnemonic"], report["action"], report["named_by"]) == ("NVLINK_ERROR", "WORKFLOW_NVLINK_ERR", "GPU-102")
+    assert node["catalogue_xids"] == []  # GPU-102 names Xid 74 with a procedure of its own
+
+
+def test_an_xid_no_rule_names_is_quoted_with_nvidias_catalogued_action():
+    halt = "NVRM: Xid (PCI:0000:2a:00): 62, 324c1547 0000ca08 00000000 20726198 20725344 207254b2 207237b4 20723fa4"
+    recovery = "NVRM: Xid (PCI:0000:2a:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)"
+    snap = snapshot(busy_gpu(0), busy_gpu(1), events=[xid_event("gpu-node-a", halt), xid_event("gpu-node-a", recovery)])
+    assert fired(snap, "GPU-102", "GPU-118") == {"GPU-102": ["gpu/gpu-node-a/1"], "GPU-118": ["node/gpu-node-a"]}
+    [node] = build_facts(snap).scopes["gpu_node"]
+    assert [(r["xid"], r["mnemonic"], r["action"]) for r in node["catalogue_xids"]] == [
+        (62, "PMU_HALT_ERROR", "RESET_GPU"), (154, "GPU_RECOVERY_ACTION_CHANGED", "XID_154")]
+    assert node["catalogue_xids"][0]["text"] == f"Xid 62 (Internal micro-controller halt): {halt}"
+
+
+def test_the_xid_catalogue_holds_every_code_of_nvidias_table():
+    from diag.parsers.xid_catalogue import builtin_catalogue
+
+    catalogue = builtin_catalogue()
+    assert sorted(catalogue.entries) == list(range(1, 173))
+    assert catalogue.entry(79).immediate == "RESTART_BM" and catalogue.entry(48).immediate == "WORKFLOW_XID_48"
+    assert catalogue.entry(3).meaning == "unused (no GPU it applies to)"
+    assert catalogue.entry(999).mnemonic is None  # a code newer than the table: said so, not guessed
+    # the application Xids the device plugin ignores are the ones the catalogue gives to GPU-103
+    assert {code for code, e in catalogue.entries.items() if e.named_by == "GPU-103"} == {13, 31, 43, 68, 109}
 
 
 def test_a_lost_gpu_without_an_address_does_not_take_a_line_for_an_unknown_address():
@@ -181,7 +207,7 @@ def test_a_followup_xid_alone_raises_nothing():
 
 def test_xids_nvml_reported_are_read_without_a_kernel_line():
     snap = snapshot(busy_gpu(0, xids=[95]))
-    assert gpu_facts(snap)[0]["xid_reports"][0]["text"] == "Xid 95 (uncontained ECC error): reported by NVML"
+    assert gpu_facts(snap)[0]["xid_reports"][0]["text"] == "Xid 95 (Uncontained memory error): reported by NVML"
     assert fired(snap, "GPU-102") == {"GPU-102": ["gpu/gpu-node-a/0"]}
 
 

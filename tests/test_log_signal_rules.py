@@ -60,6 +60,9 @@ SIGNAL_RULES = {
     "fabric_manager_not_ready": ("incident-gpu-fabric-manager", "GPU-201"),
     "cuda_compat_unsupported": ("incident-gpu-cuda-compat-804", "GPU-202"),
     "gpu_marked_unhealthy": ("incident-gpu-device-plugin-unhealthy", "GPU-204"),
+    # rules/signals/crash-causes.yaml: wordings rules name without a signal, known so that the decisive-line rules stay silent
+    "ray_version_refused": ("ray-version-mismatch", "RAY-107"),
+    "parallel_exceeds_visible_gpus": ("vllm-tp-exceeds-gpus", "VLLM-110"),
 }
 # signals whose fixture would need a second copy of an incident: a test below adds their line
 SIGNALS_TESTED_APART = {"weights_oom"}
@@ -155,10 +158,20 @@ def test_a_crash_loop_whose_previous_log_holds_the_cause_is_explained_by_it(fixt
     assert "CrashLoopBackOff" not in report.verdict.summary
 
 
-def test_a_crash_loop_with_no_known_cause_is_the_verdict() -> None:
+def test_a_crash_loop_with_no_known_cause_is_explained_by_its_decisive_line() -> None:
     report = analyze_bundle(_bundle("k8s-crashloop-bad-flag"))
+    assert report.verdict.rule == "VLLM-129"
+    [crash] = [f for f in report.findings if f.rule == "K8S-213"]
+    assert crash.explained_by == "VLLM-129"
+    assert "no known failure line; the decisive line of its log: vllm serve: error: unrecognized arguments: --max-num-batch-tokens 16384 (vllm layer)" in crash.evidence
+
+
+def test_a_crash_loop_whose_log_has_neither_a_known_cause_nor_an_error_is_the_verdict() -> None:
+    bundle = _bundle("k8s-crashloop-bad-flag")
+    bundle.add("k8s/logs/llama-70b-7f8d9c6b5d-zhgh9.previous.log", "INFO 12-01 14:15:36 [__init__.py:241] Automatically detected platform cuda.\n")
+    report = analyze_bundle(bundle)
     assert report.verdict.rule == "K8S-213"
-    assert any("no known failure line" in line for f in report.findings if f.rule == "K8S-213" for line in f.evidence)
+    assert any("no known failure line in its logs" in line for f in report.findings if f.rule == "K8S-213" for line in f.evidence)
 
 
 def test_gpu_memory_taken_names_the_other_processes_on_the_servers_gpus() -> None:

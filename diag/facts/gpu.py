@@ -15,6 +15,7 @@ from diag.join import xid_lines_by_node
 from diag.model import GPU, GPUProcess, Node, RayNode, Snapshot
 from diag.parsers.gpu_common import pci_address
 from diag.parsers.logs import xid_device, xids_in
+from diag.parsers.xid_catalogue import builtin_catalogue
 from diag.signals import looked_for
 from diag.parsers.quantity import GPU_RESOURCE, gpu_count
 
@@ -24,24 +25,6 @@ from diag.parsers.quantity import GPU_RESOURCE, gpu_count
 # 690 of 700 W, sw_power_cap active). gpu_idle, the clock settings and sync_boost are no slowdown at all.
 SLOWDOWN_REASONS = ("hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
 
-# NVIDIA's Xid catalog in a few words (shared/reference/gpu/XID.md), to say what a code means.
-# 68 and 109 are named as NVIDIA's k8s-device-plugin names them (internal/rm/health.go).
-XID_MEANINGS = {
-    13: "graphics engine exception",
-    31: "GPU memory page fault",
-    43: "GPU stopped processing",
-    45: "preemptive cleanup, due to previous errors",
-    48: "double-bit ECC error",
-    63: "ECC page retirement or row remapping recorded",
-    64: "ECC page retirement or row remapping failed",
-    68: "video processor exception",
-    74: "NVLink error",
-    79: "GPU has fallen off the bus",
-    92: "high single-bit ECC error rate",
-    94: "contained ECC error",
-    95: "uncontained ECC error",
-    109: "context switch timeout",
-}
 
 def cluster_facts(snap: Snapshot) -> dict:
     return {
@@ -217,8 +200,13 @@ def _xid_reports(gpu: GPU) -> list[dict]:
 
 
 def _xid_report(code: int, source: str) -> dict:
-    meaning = XID_MEANINGS.get(code, "see NVIDIA's Xid catalog")
-    return {"xid": code, "meaning": meaning, "text": f"Xid {code} ({meaning}): {source}"}
+    """What the Xid means and what NVIDIA says to do, from its catalogue (rules/data/xid-catalogue.yaml)."""
+    entry = builtin_catalogue().entry(code)
+    return {
+        "xid": code, "meaning": entry.meaning, "text": f"Xid {code} ({entry.meaning}): {source}",
+        "mnemonic": entry.mnemonic, "action": entry.immediate, "action_text": entry.immediate_text,
+        "investigate": entry.investigate, "named_by": entry.named_by,
+    }
 
 
 def _process_text(proc: GPUProcess) -> str:
@@ -251,13 +239,16 @@ def _gpu_nodes(snap: Snapshot) -> list[dict]:
 def _gpu_node(name: str, node: Node | None, snap: Snapshot, gpus: list[GPU], xid_lines: list[str]) -> dict:
     known = {address for g in gpus if (address := pci_address(g.pci_bus_id)) is not None}
     unplaced = [line for line in xid_lines if pci_address(xid_device(line)) not in known]
+    unplaced_reports = [_xid_report(code, line) for line in unplaced for code in xids_in([line])]
     capacity, allocatable = _gpu_capacity(node), _gpu_allocatable(node)
     return {
         "name": name,
         "gpus_in_data": len(gpus),
         "gpu_addresses": sorted(known),
         "unplaced_xids": xids_in(unplaced),
-        "unplaced_xid_reports": [_xid_report(code, line) for line in unplaced for code in xids_in([line])],
+        "unplaced_xid_reports": unplaced_reports,
+        # every Xid on the node, placed or not, that no rule of its own names (the catalogue's `named_by`)
+        "catalogue_xids": [r for r in [r for g in gpus for r in _xid_reports(g)] + unplaced_reports if r["named_by"] is None],
         "lost_gpus": [_lost_text(g) for g in gpus if g.open_error is not None],
         "gpu_capacity": capacity,
         "gpu_allocatable": allocatable,

@@ -3,12 +3,14 @@ their causes, image pulls, volume mounts, and GPU environment variables set with
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from diag.clock import Clock
 from diag.facts.common import aged
 from diag.model import Container, Event, Pod, Probe
 from diag.parsers import engine_args
+from diag.parsers.decisive import Decisive, decisive_line
 
 # Paths vLLM's OpenAI server answers with 200 once the engine is up (vllm/entrypoints/openai/api_server.py);
 # /health is the one that also turns 503 when the engine dies.
@@ -131,20 +133,92 @@ def failed_mounts(events: list[Event]) -> list[str]:
 
 
 def crash_loops(pod: Pod, cause_signals: Sequence[str]) -> list[dict]:
-    """Crash-looping containers not OOMKilled (K8S-210 names that), each with the known failure lines
+    """Crash-looping containers, init containers included, not OOMKilled (K8S-210 names that), each with the known failure lines
     its current or previous log holds: the last line of each of `cause_signals` (the catalogue's signals
-    that name why a container exits, diag.signals) it matched. A rule that names such a cause explains
-    the crash loop."""
+    that name why a container exits, diag.signals) it matched, else the decisive line of its log
+    (diag.parsers.decisive) with the layer it points at. A rule that names such a cause explains the crash loop."""
     crashes = []
-    for c in pod.containers:
+    for c in pod.containers + pod.init_containers:  # an init container that crash-loops keeps the pod from starting
         if c.state_reason != "CrashLoopBackOff" or c.last_terminated_reason == "OOMKilled":
             continue
+        known = [c.log_signals[s][-1] for s in cause_signals if c.log_signals.get(s)]
+        line = None if known else _decisive(_crashed_run_log(c))
         crashes.append({
             "container": c.name, "restarts": c.restart_count, "exit_code": c.last_exit_code,
             "last_reason": c.last_terminated_reason, "last_lines": _last_lines(c.previous_logs or c.logs),
-            "known_causes": [c.log_signals[s][-1] for s in cause_signals if c.log_signals.get(s)],
+            "known_causes": known,
+            "decisive": f"{line.line} ({line.layer or _program_layer(pod, c)} layer)" if line else None,
         })
     return crashes
+
+
+def unnamed_crashes(pod: Pod, cause_signals: Sequence[str], clock: Clock) -> dict[str, dict] | None:
+    """The crashed containers (init containers included) whose logs no crash-cause signal matched, each
+    with the decisive line of its crashed run's log (diag.parsers.decisive), by the layer that line
+    points at (the first container for each): what names the cause when no rule knows its wording.
+    Only crashed containers' logs are read, and only their tails; a crash past the history window, in a
+    container running since, is history. None when such a container left no log in the bundle and none
+    other had a decisive line."""
+    found, unread = [], False
+    for c, init in [(c, False) for c in pod.containers] + [(c, True) for c in pod.init_containers]:
+        if not _crashed(c, clock) or any(c.log_signals.get(s) for s in cause_signals):
+            continue
+        text = _crashed_run_log(c)
+        if text is None:
+            unread = True
+            continue
+        line = _decisive(text)
+        if line is None:
+            continue
+        layer = line.layer or _program_layer(pod, c)
+        found.append({
+            "container": c.name, "init": init, "restarts": c.restart_count, "exit_code": c.last_exit_code,
+            "line": line.line, "kind": line.kind, "exception": line.exception, "family": line.family,
+            "family_description": line.family_description, "fix": line.fix, "layer": layer,
+            "placed_by": {"family": f"its family ({line.family})", "frames": "where its traceback's frames come from"}.get(
+                line.placed_by or "", f"the program that logged it ({_program(pod, c)})"),
+            "log": "previous" if c.previous_logs is not None else "current",
+        })
+    if unread and not found:
+        return None
+    by_layer: dict[str, dict] = {}
+    for crash in found:
+        by_layer.setdefault(crash["layer"], crash)
+    return by_layer
+
+
+def _crashed(c: Container, clock: Clock) -> bool:
+    """Exited on its own and restarted, or waits to: not OOMKilled (K8S-210) nor completed. A restart
+    past the window, in a container running since, is history."""
+    if c.last_terminated_reason in ("OOMKilled", "Completed"):
+        return False
+    return c.state_reason == "CrashLoopBackOff" or (
+        c.restart_count > 0 and c.last_terminated_reason is not None and clock.current(c.last_finished_at)
+    )
+
+
+def _crashed_run_log(c: Container) -> str | None:
+    """The log of the run that crashed: the one before the last restart when the bundle has it."""
+    return c.previous_logs if c.previous_logs is not None else c.logs
+
+
+@functools.lru_cache(maxsize=64)
+def _decisive(text: str | None) -> Decisive | None:
+    # crash_loops and unnamed_crashes read the same crashed logs, one in each half of a pod's facts
+    return decisive_line(text)
+
+
+def _program(pod: Pod, c: Container) -> str:
+    if engine_args.launches_vllm(c.command, c.args):
+        return "vLLM"
+    return "a Ray node" if pod.ray_cluster else f"container {c.name}"
+
+
+def _program_layer(pod: Pod, c: Container) -> str:
+    """Where a line no frame or family places points: the program that wrote it."""
+    if engine_args.launches_vllm(c.command, c.args):
+        return "vllm"
+    return "ray" if pod.ray_cluster else "kubernetes"
 
 
 def _last_lines(text: str | None) -> str | None:

@@ -340,6 +340,10 @@ def _pod_lasting(pod: Pod, index: Lookups) -> dict:
         ray_gpu_total=_ray_gpu_total(pod, index),
         vllm=_vllm_facts(pod, server),
         crash_loops=containers.crash_loops(pod, looked_for(index.snap).crash_causes),
+        # a workload that serves (vLLM, a Ray node, a pod given GPUs), not a node agent such as the device plugin
+        serving_workload=pod.owner_kind != "DaemonSet" and (
+            pod.vllm_server is not None or pod.ray_cluster is not None or wants_gpus(pod) or containers.vllm_container(pod) is not None
+        ),
         is_vllm=pod.vllm_server is not None,
         runs_vllm=containers.vllm_container(pod) is not None,
         ready=_condition_true(pod.conditions.get("Ready", {})),
@@ -367,6 +371,7 @@ def _pod_windowed(pod: Pod, index: Lookups) -> dict:
         "dra": dra.dra_refusals(scheduling, events, events_read),
         "evicted": pod.phase == "Failed" and pod.reason == "Evicted" and clock.current(_ended_at(pod)),
         "oom_killed": containers.oom_killed(pod, clock),
+        "unnamed_crashes": containers.unnamed_crashes(pod, looked_for(index.snap).crash_causes, clock),
         "image_pull_errors": containers.image_pull_errors(pod, events),
         "failed_mounts": containers.failed_mounts(events) if events_read else None,
         "probe_failures": [e.message for e in events if e.reason == "Unhealthy"] if events_read else None,
