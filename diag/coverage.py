@@ -322,6 +322,7 @@ def _ray_gpu_join_gaps(snap: Snapshot) -> list[Gap]:
             "on that machine: llmdiag collect --local-gpu --out gpu-<host>.tar.gz (or nvidia-smi -q -x > gpu/<host>.xml)",
             links=(f"ray_node:{node.node_id}",),
             source_layer="gpu",
+            moot_if_root_explains="GPU-106",
         )
         for node in snap.ray_nodes
         if node.pod is None and node.gpu_host is None and node.state != "DEAD" and _gpus(node)

@@ -7,6 +7,7 @@ link stays None. Nothing here judges health.
 from __future__ import annotations
 
 import ipaddress
+from urllib.parse import urlsplit
 from collections import Counter
 from dataclasses import dataclass
 
@@ -211,8 +212,10 @@ def _ray_nodes_to_gpu_hosts(snap: Snapshot) -> None:
     """A Ray node outside Kubernetes (no pod) runs on the machine whose GPU capture carries its name or
     address: the reporter's hostname, the node's node_name or node_ip against the capture's file stem
     and the name and addresses the NVML snapshot records. A node on a loopback address runs on the
-    machine llmdiag ran on: the only machine captured. When two live nodes claim one machine, neither
-    is joined: which raylet hands out which GPU cannot be told."""
+    machine llmdiag ran on: the only machine captured; so does the head of a cluster whose dashboard
+    llmdiag reached on a loopback address (manifest.json's outside.ray_address), whatever address the
+    head advertises. When two live nodes claim one machine, neither is joined: which raylet hands out
+    which GPU cannot be told."""
     outside = [n for n in snap.ray_nodes if n.pod is None]
     if not outside or not snap.gpus:
         return
@@ -227,12 +230,13 @@ def _ray_nodes_to_gpu_hosts(snap: Snapshot) -> None:
                     if key:
                         index.setdefault(key, set()).add(gpu.host)
     machines = {host for hosts in exact.values() for host in hosts}
+    head_is_local = _loopback(_url_host((snap.manifest.get("outside") or {}).get("ray_address")))
     claims: dict[str, list[RayNode]] = {}
     for node in outside:
         own = [_host_keys(name) for name in (node.hostname, node.node_name, node.node_ip)]
         hosts = {host for key, _ in own for host in exact.get(key or "", ())}
         hosts = hosts or {host for key, first in own for k in {key, first} for host in short.get(k or "", ())}
-        if not hosts and _loopback(node.node_ip) and len(machines) == 1 and not nodes:
+        if not hosts and (_loopback(node.node_ip) or (node.is_head and head_is_local)) and len(machines) == 1 and not nodes:
             hosts = machines
         if len(hosts) == 1:
             claims.setdefault(next(iter(hosts)), []).append(node)
@@ -254,6 +258,10 @@ def _host_keys(name: str | None) -> tuple[str | None, str | None]:
         return name, None
     except ValueError:
         return name, name.split(".", 1)[0]
+
+
+def _url_host(url: object) -> str | None:
+    return urlsplit(url).hostname if isinstance(url, str) else None
 
 
 def _loopback(address: str | None) -> bool:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from diag.analyze import analyze_bundle, settings_with_overrides
 from diag.bundle import Bundle
 from diag.config import Config
@@ -196,3 +198,27 @@ def test_with_only_the_csv_the_memory_in_use_on_a_gpu_ray_counts_free_is_outside
     assert facts["unowned_processes"] is None and facts["unowned_memory_mib"] == 61960.0
     assert facts["oom_from_unowned"] is None  # which pids, the CSV does not say
     assert fired(snap, "GPU-106") == {"GPU-106": ["gpu/vm/0"]}
+
+
+@pytest.mark.parametrize(("dashboard", "joined"), [("http://127.0.0.1:8265", True), ("http://ray-head.example.internal:8265", False)])
+def test_the_head_of_a_dashboard_reached_on_loopback_runs_on_the_captured_machine(dashboard: str, joined: bool) -> None:
+    """A real H100 capture (fixtures/real/h100-ray): the head advertises 192.0.2.2 and the capture, made by
+    an older collector, records no host name or address. `collect --ray-address http://127.0.0.1:8265
+    --local-gpu` ran on the head's machine, so the head joins the capture; a dashboard reached by a
+    name does not say where it runs, and the join is a named gap instead."""
+    scenario = FIXTURES / "real-ray-gpu-foreign-memory"
+    files = {str(p.relative_to(scenario)): p.read_bytes() for p in scenario.rglob("*") if p.is_file() and p.name != "expected.json"}
+    files.pop("ray/nodes_summary.json")
+    manifest = json.loads(files["manifest.json"])
+    manifest["outside"]["ray_address"] = dashboard
+    files["manifest.json"] = json.dumps(manifest).encode()
+    for name in [n for n in files if n.endswith(".nvml.json")]:
+        snapshot = json.loads(files[name])
+        snapshot.pop("host", None)
+        files[name] = json.dumps(snapshot).encode()
+    verdict = analyze_bundle(Bundle(files)).verdict
+    if joined:
+        assert (verdict.layer, verdict.rule) == ("gpu", "GPU-106")
+    else:
+        assert verdict.status != "healthy"
+        assert any("could not be joined to a GPU capture" in g.problem for g in verdict.gaps)
