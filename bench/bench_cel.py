@@ -96,7 +96,7 @@ def main() -> None:
     args = parser.parse_args()
     fixtures = sorted(p.parent for p in (ROOT / "fixtures").rglob("expected.json"))
     rules = load_rules([builtin_rules_dir()])
-    from diag.engine import load_settings
+    from diag.rules_dir import load_settings
 
     settings = {k: v.get("default") for k, v in load_settings(builtin_rules_dir()).items()}
     facts = large_facts(fixtures, args.copies)

@@ -14,7 +14,8 @@ from diag.config import Config, ConfigError
 from diag.context import AnalysisContext
 from diag.coverage import gaps, rule_gaps
 from diag.diagnosis import Verdict, link_causes, verdict
-from diag.engine import Finding, Rule, RuleOutcome, builtin_rules_dir, evaluate, load_rules, load_settings
+from diag.engine import Finding, Rule, RuleOutcome, builtin_rules_dir, evaluate, load_rules
+from diag.rules_dir import load_settings
 from diag.errors import EXIT_CANNOT_ANALYZE
 from diag.facts import build_facts
 from diag.history import History, find_history

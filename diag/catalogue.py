@@ -6,7 +6,8 @@ from pathlib import Path
 
 from rich.table import Table
 
-from diag.engine import Rule, RuleError, builtin_rules_dir, load_rules, load_settings
+from diag.engine import Rule, RuleError, builtin_rules_dir, load_rules
+from diag.rules_dir import load_settings
 from diag.signals import load_signals
 
 

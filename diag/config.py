@@ -33,7 +33,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from diag.clock import parse_duration
-from diag.engine import SEVERITIES, Finding, default_settings
+from diag.engine import SEVERITIES, Finding
+from diag.rules_dir import default_settings
 from diag.errors import UserError
 
 DEFAULT_CONFIG_NAME = ".llmdiag.yaml"

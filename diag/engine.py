@@ -105,16 +105,6 @@ class Evaluation:
 # --------------------------------------------------------------------------- loading
 
 
-def load_settings(rules_dir: Path) -> dict[str, dict]:
-    path = rules_dir / "settings.yaml"
-    data = load_yaml(path.read_text()) if path.exists() else {}
-    return dict((data or {}).get("settings", {}))
-
-
-def default_settings() -> dict[str, Any]:
-    return {name: spec.get("default") for name, spec in load_settings(builtin_rules_dir()).items()}
-
-
 _loaded: dict[tuple, list[Rule]] = {}
 
 

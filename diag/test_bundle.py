@@ -171,7 +171,7 @@ def test_a_limit_that_is_not_a_positive_whole_number_is_one_line(value: object) 
 
 
 def test_the_documented_defaults_are_the_defaults() -> None:
-    from diag.engine import builtin_rules_dir, load_settings
+    from diag.rules_dir import builtin_rules_dir, load_settings
 
     documented = {name: spec["default"] for name, spec in load_settings(builtin_rules_dir()).items()}
     assert BundleLimits.from_settings(documented) == BundleLimits()

@@ -8,7 +8,8 @@ from datetime import datetime, timezone
 import pytest
 
 from diag.clock import Clock
-from diag.engine import builtin_rules_dir, evaluate, load_rules, load_settings
+from diag.engine import builtin_rules_dir, evaluate, load_rules
+from diag.rules_dir import load_settings
 from diag.facts import build_facts
 from diag.facts import k8s_containers as containers
 from diag.facts import k8s_placement as placement

@@ -6,7 +6,8 @@ import pytest
 
 from diag.diagnosis import link_causes
 from diag.clock import Clock
-from diag.engine import Evaluation, builtin_rules_dir, default_settings, evaluate, load_rules, load_settings
+from diag.engine import Evaluation, builtin_rules_dir, evaluate, load_rules
+from diag.rules_dir import default_settings, load_settings
 from diag.facts import build_facts, vllm
 from diag.join import join
 from diag.model import (
@@ -449,7 +450,6 @@ def test_a_queue_must_hold_in_consecutive_scrapes() -> None:
 
 
 def test_a_slow_mean_over_a_few_requests_is_not_a_slow_server() -> None:
-    from diag.engine import default_settings
     from diag.facts.vllm_episodes import ScrapeView, _Scrapes
     from diag.parsers.vllm_metrics import VllmMetrics
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from diag.clock import Clock
-from diag.engine import builtin_rules_dir, default_settings, evaluate, load_rules
+from diag.engine import builtin_rules_dir, evaluate, load_rules
+from diag.rules_dir import default_settings
 from diag.facts import build_facts
 from diag.join import join
 from diag.model import GPU, PromResult, PromSeries, PromWindow, Scrape, Snapshot, SourceStatus, VllmServer

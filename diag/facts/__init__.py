@@ -20,6 +20,7 @@ from diag.facts import gpu, k8s_events, kubernetes, ray, vllm
 from diag.errors import unexpected
 from diag.model import Snapshot, SourceStatus
 from diag.prometheus_join import history_window
+from diag.rules_dir import default_settings
 
 T = TypeVar("T")
 
@@ -51,8 +52,6 @@ def build_facts(snap: Snapshot, clock: Clock | None = None, settings: dict | Non
     says so (a gap, so the verdict cannot be healthy) and the other layers are still built."""
     clock = clock or Clock.of(snap)
     if settings is None:
-        from diag.engine import default_settings  # the engine imports this package
-
         settings = default_settings()
     # one index for both Kubernetes parts; a failure to build it is each part's failure
     if unwindowed_of is not None and unwindowed_of.lookups is not None:
