@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from diag.clock import Clock
 from diag.facts.common import aged
 from diag.model import Container, Event, Pod, Probe
-from diag.parsers import engine_args
+from diag.parsers import workloads
 
 # Paths vLLM's OpenAI server answers with 200 once the engine is up (vllm/entrypoints/openai/api_server.py);
 # /health is the one that also turns 503 when the engine dies.
@@ -21,8 +21,9 @@ LAST_LOG_LINES = 3
 
 
 def vllm_container(pod: Pod) -> Container | None:
-    """The container that runs vLLM's server (the first whose command line launches it)."""
-    return next((c for c in pod.containers if engine_args.launches_vllm(c.command, c.args)), None)
+    """The container that runs vLLM's server (diag.parsers.workloads: the one join made its server's)."""
+    found = workloads.vllm_container(pod)
+    return found[0] if found else None
 
 
 def probe_facts(container: Container, vllm_port: int | None) -> dict:
