@@ -139,12 +139,9 @@ def _entrypoint_flags(command: tuple[str, ...], args: tuple[str, ...]) -> frozen
 
 
 def _entrypoint_options(command: tuple[str, ...], args: tuple[str, ...]) -> tuple[str, ...] | None:
-    if not command:
-        candidates = [list(args)]
-    elif runs_other_server(list(command), list(args)):
+    if runs_other_server(list(command), list(args)):  # with no command, args may be one (an entrypoint's "$@")
         return None
-    else:
-        candidates = simple_commands([*command, *args])
+    candidates = simple_commands([*command, *args]) if command else [list(args)]
     for words in candidates:
         first_flag = next((i for i, word in enumerate(words) if _is_flag(word)), None)
         if first_flag is not None:

@@ -8,8 +8,8 @@ ENTRYPOINT with no command in the pod spec. A container runs vLLM, on the first 
   also inside `sh -c`);
 - "image": no command, and the image is vLLM's own (vllm/vllm-openai), whose entrypoint is the server;
 - "args": no launch in sight (the image's entrypoint, or a wrapper script), but the arguments hold a flag
-  only vLLM's server takes (--gpu-memory-utilization, --max-model-len, ...), or one of its commoner flags
-  (--model, --tensor-parallel-size, ...) on a container that declares port 8000, vLLM's default;
+  only vLLM's server takes (--gpu-memory-utilization, --max-model-len, ...), or --model on a container that
+  declares port 8000, vLLM's default;
 - "env": it sets an environment variable vLLM itself reads (VLLM_WORKER_MULTIPROC_METHOD, VLLM_USE_V1, ...);
 - "log": its log holds a line only vLLM prints (the log signal `vllm_process`, found by the loader's one
   scan of the log: start-up lines, vLLM's server or engine files in a traceback).
@@ -19,7 +19,7 @@ listen there); a VLLM_* name vLLM does not read (VLLM_URL, VLLM_ENDPOINT, VLLM_M
 settings for reaching a server), VLLM_API_KEY (a client sends the key under that name too) and
 VLLM_PORT (Kubernetes sets it in every pod of a namespace with a Service named vllm). A command that
 starts another server (SGLang, TGI, Triton, TensorRT-LLM, LMDeploy, ...) is that server whatever its
-flags or env. A Ray head or worker runs vLLM, if at all, inside Ray actors: its env and its log (which
+flags or env; a fork that keeps vLLM's flags (Aphrodite) is taken for vLLM when its program is not in sight. A Ray head or worker runs vLLM, if at all, inside Ray actors: its env and its log (which
 carries the actors' lines) do not make the container a server; only a command starting vLLM does.
 
 A Ray node is recognised from its KubeRay labels (diag.parsers.k8s) or, without them, from a
@@ -41,10 +41,11 @@ VLLM_DEFAULT_PORT = 8000
 _VLLM_ONLY_FLAGS = frozenset({
     "--gpu-memory-utilization", "--max-model-len", "--max-num-seqs", "--max-num-batched-tokens", "--enforce-eager",
     "--enable-prefix-caching", "--enable-chunked-prefill", "--swap-space", "--distributed-executor-backend",
-    "--max-seq-len-to-capture", "--disable-log-requests", "--enable-log-requests", "--disable-log-stats",
+    "--max-seq-len-to-capture",
 })
-# vLLM's, but common to other servers' and apps' command lines: evidence only beside port 8000.
-_VLLM_COMMON_FLAGS = frozenset({"--model", "--tensor-parallel-size", "--served-model-name", "--dtype", "--quantization"})
+# vLLM's, but an app's command line may take it too: evidence only beside port 8000. (--dtype, --quantization,
+# --tensor-parallel-size, --served-model-name: TGI and SGLang take them as well.)
+_VLLM_COMMON_FLAGS = frozenset({"--model"})
 # Environment variables vLLM reads (vllm/envs.py) that only a process running vLLM sets.
 _VLLM_ENV = frozenset({
     "VLLM_WORKER_MULTIPROC_METHOD", "VLLM_USE_V1", "VLLM_ATTENTION_BACKEND", "VLLM_ALLOW_LONG_MAX_MODEL_LEN",

@@ -1,0 +1,95 @@
+"""A vLLM server in a custom image is a vLLM server however it shows it (its env, its arguments, or only its
+log): the same facts and rules as one recognised from its command. And servers on port 8000 that are not
+vLLM stay out of the vLLM rules."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from diag.analyze import analyze_bundle
+from diag.bundle import Bundle
+from diag.collect.k8s import vllm_server_pods
+from diag.join import join
+from diag.load import load_bundle
+from diag.parsers import k8s
+from diag.parsers.logs import scan_log
+from diag.parsers.workloads import VLLM_LOG_SIGNAL
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+CUSTOM = "incident-vllm-custom-image-bf16"
+POD = "mistral-7b-5c9d7f8b6-fxbfs"
+LOG = f"k8s/logs/{POD}.previous.log"
+
+
+def _custom(edit_container=None, log: str | None = None) -> Bundle:
+    bundle = Bundle.open(FIXTURES / CUSTOM)
+    if edit_container is not None:
+        pods = json.loads(bundle.text("k8s/pods.json"))
+        pod = next(p for p in pods["items"] if p["metadata"]["name"] == POD)
+        edit_container(pod["spec"]["containers"][0])
+        bundle.add("k8s/pods.json", json.dumps(pods))
+    if log is not None:
+        bundle.add(LOG, log)
+    return bundle
+
+
+def _no_vllm_env(container: dict) -> None:
+    container["env"] = [e for e in container["env"] if not e["name"].startswith("VLLM_")]
+
+
+def _verdict(bundle: Bundle) -> tuple[str | None, str | None, list[str]]:
+    report = analyze_bundle(bundle)
+    return report.verdict.layer, report.verdict.rule, sorted({f.rule for f in report.findings})
+
+
+def test_recognised_from_its_env_the_bf16_rule_is_the_verdict() -> None:
+    snap = join(load_bundle(_custom()))
+    (server,) = snap.vllm_servers
+    assert (server.pod, server.engine_args) == (f"llm/{POD}", None)  # its flags are the entrypoint's: unknown
+    assert _verdict(_custom()) == ("vllm", "VLLM-201", ["K8S-213", "K8S-301", "VLLM-201"])
+
+
+def test_recognised_only_from_its_log_it_gets_the_same_rules() -> None:
+    assert _verdict(_custom(_no_vllm_env)) == ("vllm", "VLLM-201", ["K8S-213", "K8S-301", "VLLM-201"])
+
+
+def test_without_any_sign_of_vllm_it_stays_a_plain_crash_loop() -> None:
+    """The control: the same crash with neither env nor a line of vLLM's own is no vLLM server."""
+    log = Bundle.open(FIXTURES / CUSTOM).text(LOG)
+    bare = "".join(line for line in log.splitlines(keepends=True) if VLLM_LOG_SIGNAL not in scan_log(line))
+    assert "Bfloat16 is only supported" in bare
+    layer, rule, fired = _verdict(_custom(_no_vllm_env, bare))
+    assert (layer, rule) == ("kubernetes", "K8S-213")
+    assert "VLLM-201" not in fired
+
+
+def test_recognised_from_its_arguments_the_flags_given_are_known_and_no_others() -> None:
+    def args_only(container: dict) -> None:
+        _no_vllm_env(container)
+        container["args"] = ["--max-model-len", "16384", "--tensor-parallel-size", "2"]
+
+    bundle = _custom(args_only)
+    (server,) = join(load_bundle(bundle)).vllm_servers
+    args = server.engine_args
+    assert args is not None and not args.complete
+    assert (args.max_model_len, args.tensor_parallel_size, args.gpu_memory_utilization, args.port) == (16384, 2, None, None)
+    report = analyze_bundle(bundle)
+    assert (report.verdict.layer, report.verdict.rule) == ("vllm", "VLLM-201")
+    finding = next(f for f in report.findings if f.rule == "VLLM-201")
+    assert "flags: --max-model-len 16384 --tensor-parallel-size 2" in finding.evidence
+
+
+def test_the_collector_probes_a_custom_image_server_and_the_workload_fronts_vllm() -> None:
+    bundle = _custom()
+    pods = k8s.parse_pods(bundle.text("k8s/pods.json"))
+    assert [(p.pod, p.container, p.port) for p in vllm_server_pods(pods)] == [(POD, "server", 8000)]
+    (deployment,) = k8s.parse_workloads(bundle.text("k8s/deployments.json"), "Deployment")
+    assert deployment.template_runs_vllm
+
+
+def test_servers_on_port_8000_that_are_not_vllm_are_not_vllm_servers() -> None:
+    bundle = Bundle.open(FIXTURES / "healthy-triton-and-client-on-port-8000")
+    snap = join(load_bundle(bundle))
+    assert sorted(s.pod or "" for s in snap.vllm_servers) == ["llm/llama-70b-7f8d9c6b5d-8q7hc", "llm/llama-70b-7f8d9c6b5d-pfnp5"]
+    assert [p.pod for p in vllm_server_pods(snap.pods)] == ["llama-70b-7f8d9c6b5d-pfnp5", "llama-70b-7f8d9c6b5d-8q7hc"]
