@@ -18,16 +18,20 @@ from diag.parsers.workloads import VLLM_LOG_SIGNAL
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 CUSTOM = "incident-vllm-custom-image-bf16"
-POD = "mistral-7b-5c9d7f8b6-fxbfs"
+POD = "mistral-7b-5c9d7f8b6-fxbfs"  # the replica on the T4 node
 LOG = f"k8s/logs/{POD}.previous.log"
 
 
 def _custom(edit_container=None, log: str | None = None) -> Bundle:
-    bundle = Bundle.open(FIXTURES / CUSTOM)
+    """The fixture as kubectl alone collects it: no vllm/ file names a server, so each is one only by
+    what its pod runs. `edit_container` changes the spec of both replicas; `log` replaces the crash's."""
+    fixture = Bundle.open(FIXTURES / CUSTOM)
+    bundle = Bundle({rel: fixture.text(rel).encode() for rel in fixture.files if not rel.startswith("vllm/")})
     if edit_container is not None:
         pods = json.loads(bundle.text("k8s/pods.json"))
-        pod = next(p for p in pods["items"] if p["metadata"]["name"] == POD)
-        edit_container(pod["spec"]["containers"][0])
+        for pod in pods["items"]:
+            if pod["metadata"]["name"].startswith("mistral-7b-"):
+                edit_container(pod["spec"]["containers"][0])
         bundle.add("k8s/pods.json", json.dumps(pods))
     if log is not None:
         bundle.add(LOG, log)
@@ -45,13 +49,13 @@ def _verdict(bundle: Bundle) -> tuple[str | None, str | None, list[str]]:
 
 def test_recognised_from_its_env_the_bf16_rule_is_the_verdict() -> None:
     snap = join(load_bundle(_custom()))
-    (server,) = snap.vllm_servers
-    assert (server.pod, server.engine_args) == (f"llm/{POD}", None)  # its flags are the entrypoint's: unknown
-    assert _verdict(_custom()) == ("vllm", "VLLM-201", ["K8S-213", "K8S-301", "VLLM-201"])
+    assert sorted((s.pod, s.engine_args) for s in snap.vllm_servers) == [  # their flags are the entrypoint's: unknown
+        ("llm/mistral-7b-5c9d7f8b6-fxbfs", None), ("llm/mistral-7b-5c9d7f8b6-pfnp5", None)]
+    assert _verdict(_custom()) == ("vllm", "VLLM-201", ["K8S-213", "VLLM-201"])
 
 
 def test_recognised_only_from_its_log_it_gets_the_same_rules() -> None:
-    assert _verdict(_custom(_no_vllm_env)) == ("vllm", "VLLM-201", ["K8S-213", "K8S-301", "VLLM-201"])
+    assert _verdict(_custom(_no_vllm_env)) == ("vllm", "VLLM-201", ["K8S-213", "VLLM-201"])
 
 
 def test_without_any_sign_of_vllm_it_stays_a_plain_crash_loop() -> None:
@@ -70,8 +74,8 @@ def test_recognised_from_its_arguments_the_flags_given_are_known_and_no_others()
         container["args"] = ["--max-model-len", "16384", "--tensor-parallel-size", "2"]
 
     bundle = _custom(args_only)
-    (server,) = join(load_bundle(bundle)).vllm_servers
-    args = server.engine_args
+    servers = join(load_bundle(bundle)).vllm_servers
+    args = next(s.engine_args for s in servers if s.pod == f"llm/{POD}")
     assert args is not None and not args.complete
     assert (args.max_model_len, args.tensor_parallel_size, args.gpu_memory_utilization, args.port) == (16384, 2, None, None)
     report = analyze_bundle(bundle)
@@ -83,7 +87,8 @@ def test_recognised_from_its_arguments_the_flags_given_are_known_and_no_others()
 def test_the_collector_probes_a_custom_image_server_and_the_workload_fronts_vllm() -> None:
     bundle = _custom()
     pods = k8s.parse_pods(bundle.text("k8s/pods.json"))
-    assert [(p.pod, p.container, p.port) for p in vllm_server_pods(pods)] == [(POD, "server", 8000)]
+    assert [(p.pod, p.container, p.port) for p in vllm_server_pods(pods)] == [
+        ("mistral-7b-5c9d7f8b6-pfnp5", "server", 8000), (POD, "server", 8000)]
     (deployment,) = k8s.parse_workloads(bundle.text("k8s/deployments.json"), "Deployment")
     assert deployment.template_runs_vllm
 
