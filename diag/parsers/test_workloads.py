@@ -153,3 +153,16 @@ def test_the_pod_parser_reads_a_ray_node_kuberay_did_not_make() -> None:
     assert (pod.ray_node_type, pod.ray_cluster) == ("head", None)  # no cluster name is made up
     (labelled,) = k8s.parse_pods(_pod_json({"ray.io/node-type": "worker", "ray.io/cluster": "llm"}, ["ray", "start", "--head"], []))
     assert labelled.ray_node_type == "worker"  # KubeRay's label is what KubeRay made it
+
+
+def test_a_pod_its_server_files_name_is_vllm_by_its_only_container() -> None:
+    """A server known from its own files or Prometheus series (join sets pod.vllm_server) runs in the
+    pod's one container, unless the pod is a Ray node (vLLM runs in its actors) or has several."""
+    plain = container()
+    assert vllm_container(Pod(namespace="llm", name="p", containers=[plain])) is None
+    named = Pod(namespace="llm", name="p", containers=[plain], vllm_server="p")
+    assert vllm_container(named) == (plain, "files")
+    ray = Pod(namespace="llm", name="p", containers=[plain], vllm_server="p", ray_cluster="llm", ray_node_type="worker")
+    assert vllm_container(ray) is None
+    two = Pod(namespace="llm", name="p", containers=[plain, container(name="proxy", image="envoyproxy/envoy:v1.31.2")], vllm_server="p")
+    assert vllm_container(two) is None

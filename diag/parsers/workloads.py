@@ -12,7 +12,9 @@ ENTRYPOINT with no command in the pod spec. A container runs vLLM, on the first 
   declares port 8000, vLLM's default;
 - "env": it sets an environment variable vLLM itself reads (VLLM_WORKER_MULTIPROC_METHOD, VLLM_USE_V1, ...);
 - "log": its log holds a line only vLLM prints (the log signal `vllm_process`, found by the loader's one
-  scan of the log: start-up lines, vLLM's server or engine files in a traceback).
+  scan of the log: start-up lines, vLLM's server or engine files in a traceback);
+- "files": a server's own files in the bundle (vllm/<pod>.metrics.txt, ...) or its `vllm:` series in
+  Prometheus name the pod, which is no Ray node and has that one container.
 
 Not evidence: the image's name otherwise; port 8000 alone (Triton, trtllm-serve and many web apps
 listen there); a VLLM_* name vLLM does not read (VLLM_URL, VLLM_ENDPOINT, VLLM_MODEL: a client's
@@ -98,10 +100,15 @@ def vllm_engine_args(container: Container, how: str) -> EngineArgs | None:
 
 def vllm_container(pod: Pod) -> tuple[Container, str] | None:
     """The container that runs vLLM's server and how it shows it: the first recognised from its spec,
-    else the first recognised from its log."""
+    else the first recognised from its log, else ("files") the only container of a pod that is no Ray
+    node and that a server's own files or Prometheus series name (pod.vllm_server, set by join: its
+    /metrics answered with vLLM's series)."""
     ray_pod = is_ray_pod(pod)
     found = [(c, how) for c in pod.containers if (how := vllm_recognition(c, ray_pod)) is not None]
-    return next((f for f in found if f[1] != "log"), None) or next(iter(found), None)
+    spec_or_log = next((f for f in found if f[1] != "log"), None) or next(iter(found), None)
+    if spec_or_log is None and pod.vllm_server is not None and not ray_pod and len(pod.containers) == 1:
+        return pod.containers[0], "files"
+    return spec_or_log
 
 
 def is_ray_pod(pod: Pod) -> bool:
