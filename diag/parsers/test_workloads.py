@@ -104,9 +104,8 @@ def test_arguments_to_an_unseen_entrypoint_give_only_the_flags_given() -> None:
     [
         "INFO 12-01 14:13:01 api_server.py:528] vLLM API server version 0.6.3.post1",
         "(APIServer pid=1) INFO 11-30 08:05:30 [api_server.py:1880] Starting vLLM API server 0 on http://0.0.0.0:8000",
-        "INFO 11-04 10:12:51 llm_engine.py:237] Initializing an LLM engine (v0.6.3.post1) with config: model='Qwen/Qwen2.5-0.5B'",
-        "(EngineCore_0 pid=245) INFO 11-30 08:02:32 [core.py:74] Initializing a V1 LLM engine (v0.10.1.1) with config: model='m'",
         '  File "/opt/nim/llm/.venv/lib/python3.12/site-packages/vllm/engine/multiprocessing/engine.py", line 125, in from_engine_args',
+        '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py", line 691, in run_engine_core',
     ],
 )
 def test_vllm_own_lines_are_the_log_signal(line: str) -> None:
