@@ -4,17 +4,22 @@ vLLM stay out of the vLLM rules."""
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
 from diag.analyze import analyze_bundle
 from diag.bundle import Bundle
 from diag.collect.k8s import vllm_server_pods
+from diag.engine import load_rules, render
+from diag.facts import build_facts
 from diag.join import join
 from diag.load import load_bundle
 from diag.parsers import k8s
 from diag.parsers.logs import scan_log
 from diag.parsers.workloads import VLLM_LOG_SIGNAL
+from diag.relevance import serving_pods
+from diag.rules_dir import builtin_rules_dir
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 CUSTOM = "incident-vllm-custom-image-bf16"
@@ -98,3 +103,34 @@ def test_servers_on_port_8000_that_are_not_vllm_are_not_vllm_servers() -> None:
     snap = join(load_bundle(bundle))
     assert sorted(s.pod or "" for s in snap.vllm_servers) == ["llm/llama-70b-7f8d9c6b5d-8q7hc", "llm/llama-70b-7f8d9c6b5d-pfnp5"]
     assert [p.pod for p in vllm_server_pods(snap.pods)] == ["llama-70b-7f8d9c6b5d-pfnp5", "llama-70b-7f8d9c6b5d-8q7hc"]
+
+
+def test_a_flag_the_arguments_do_not_give_is_never_said_to_be_vllm_default() -> None:
+    def args_only(container: dict) -> None:
+        _no_vllm_env(container)
+        container["args"] = ["--max-model-len", "16384"]
+
+    snap = join(load_bundle(_custom(args_only)))
+    facts = build_facts(snap)
+    server = next(s for s in facts.scopes["vllm_server"] if s["pod"] == f"llm/{POD}")
+    assert (server["flags_complete"], server["flag"]["gpu_memory_utilization"]) == (
+        False, "unknown (not among the arguments; the image's entrypoint may set it)")
+    (rule,) = [r for r in load_rules([builtin_rules_dir()]) if r.id == "VLLM-114"]
+    assert render(rule.evidence[0], {"vllm_server": server}) == (
+        "--max-num-seqs is not among the arguments handed to the entrypoint of the image, which may set it "
+        f"(argv from the container args of pod llm/{POD} (the image's entrypoint may add flags))")
+
+
+def test_a_ray_node_kuberay_did_not_make_is_on_the_serving_path_and_its_env_makes_no_server() -> None:
+    pods = json.loads(Bundle.open(FIXTURES / CUSTOM).text("k8s/pods.json"))
+    head = copy.deepcopy(next(p for p in pods["items"] if p["metadata"]["name"] == "mistral-7b-5c9d7f8b6-pfnp5"))
+    head["metadata"].update(name="ray-head-6c8d9f7b5-q4m2z", labels={"app": "ray-head"})
+    container = head["spec"]["containers"][0]
+    container.update(command=["/bin/bash", "-c", "--"], args=["ray start --head --port=6379 --dashboard-host=0.0.0.0 --block"])
+    head["spec"]["containers"][0]["resources"] = {}
+    bundle = _custom()
+    bundle.add("k8s/pods.json", json.dumps(pods | {"items": [*pods["items"], head]}))
+    snap = join(load_bundle(bundle))
+    pod = snap.pod("llm/ray-head-6c8d9f7b5-q4m2z")
+    assert pod is not None and pod.ray_node_type == "head" and pod.vllm_server is None  # VLLM_* env, but a Ray node
+    assert pod in serving_pods(snap)

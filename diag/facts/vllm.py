@@ -114,6 +114,7 @@ def _server(server: VllmServer, snap: Snapshot, index: _Index, settings: dict, c
         "gpus_text": _gpus_text(gpus),
         "engine_args_from": _engine_args_origin(server, snap),
         "flags": " ".join(args.raw) if args else None,
+        "flags_complete": args.complete if args else None,  # false: only the arguments of an entrypoint not in sight
         "flag": _flag_texts(args),
         "max_num_seqs": args.max_num_seqs if args else None,
         "stats_disabled": args is not None and "--disable-log-stats" in args.explicit,
