@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from diag.identity import GPU_FILE_SUFFIXES, VLLM_FILE, Ambiguous, PodNames
 from diag.model import GPU, Container, Pod, RayActor, RayNode, Service, SourceStatus, Snapshot, VllmServer
-from diag.parsers import engine_args
+from diag.parsers import workloads
 from diag.parsers.gpu_common import pci_address
 from diag.parsers.logs import xid_device, xids_in
 from diag.prometheus_join import attach_history
@@ -74,9 +74,10 @@ def _ray_nodes_to_pods(snap: Snapshot) -> None:
 
 
 def _vllm_servers_to_pods(snap: Snapshot) -> None:
-    """A server's files (vllm/<pod ref>.*) join the pod they name; a pod whose container starts vLLM
-    without files gets a server of its own. A server is named after its pod: the bare pod name where
-    no other namespace has it, else <namespace>.<pod>."""
+    """A server's files (vllm/<pod ref>.*) join the pod they name; a pod whose container runs vLLM
+    (diag.parsers.workloads: its command, image, arguments, environment or log) without files gets a
+    server of its own. A server is named after its pod: the bare pod name where no other namespace has
+    it, else <namespace>.<pod>."""
     names = PodNames(snap.pods)
     by_pod: dict[str, VllmServer] = {}
     for server in snap.vllm_servers:
@@ -88,17 +89,15 @@ def _vllm_servers_to_pods(snap: Snapshot) -> None:
             by_pod[found.key] = server
     services = _ServicesBySelector.of(snap.services)
     for pod in snap.pods:
-        for container in pod.containers:
-            args = engine_args.parse_engine_args(container.command, container.args, container.image)
-            if args is None:
-                continue
-            server = by_pod.get(pod.key)
-            if server is None:
-                server = by_pod[pod.key] = VllmServer(name=_server_name(pod, names))
-                snap.vllm_servers.append(server)
-            server.engine_args = server.engine_args or args
-            _server_in_pod(server, pod, container, services)
-            break
+        if (found := workloads.vllm_container(pod)) is None:
+            continue
+        container, how = found
+        server = by_pod.get(pod.key)
+        if server is None:
+            server = by_pod[pod.key] = VllmServer(name=_server_name(pod, names))
+            snap.vllm_servers.append(server)
+        server.engine_args = server.engine_args or workloads.vllm_engine_args(container, how)
+        _server_in_pod(server, pod, container, services)
     # A server known only by its files runs in the pod they name even when no container starts vLLM
     # itself: Ray Serve runs it in pods whose command is `ray start`.
     for key, server in by_pod.items():

@@ -123,7 +123,7 @@ class Pod:
     workload_kind: str | None = None  # Deployment/StatefulSet/RayCluster/... (owner of the owner)
     workload_name: str | None = None
     ray_cluster: str | None = None  # label ray.io/cluster
-    ray_node_type: str | None = None  # label ray.io/node-type: head | worker
+    ray_node_type: str | None = None  # label ray.io/node-type, else a container's `ray start`: head | worker
     ray_group: str | None = None  # label ray.io/group
     ray_node_id: str | None = None
     vllm_server: str | None = None  # name of the VllmServer running in this pod
@@ -424,7 +424,9 @@ class EngineArgs:
     """vLLM engine arguments from the container command/args (vLLM's defaults where absent).
 
     A flag given with a value that cannot be read (e.g. "$(TP_SIZE)", expanded only at run time)
-    leaves its field None, the fixed-default ones included.
+    leaves its field None, the fixed-default ones included. With `complete` false the flags were read
+    from arguments handed to an entrypoint that is not in sight (a custom image's): a flag not among
+    `explicit` may be set there, so its field is None (unknown), never vLLM's default.
     """
 
     model: str | None = None
@@ -443,6 +445,7 @@ class EngineArgs:
     distributed_executor_backend: str | None = None
     explicit: list[str] = field(default_factory=list)  # flags given on the command line
     raw: list[str] = field(default_factory=list)  # the argv they were read from (secrets redacted)
+    complete: bool = True  # the whole command line was read (see above)
 
 
 @dataclass

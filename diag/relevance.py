@@ -47,6 +47,7 @@ def _serves(pod: Pod) -> bool:
     return (
         pod.vllm_server is not None
         or pod.ray_cluster is not None
+        or pod.ray_node_type is not None
         or wants_gpus(pod)
         or (pod.owner_kind == "DaemonSet" and _is_gpu_daemonset(pod.owner_name or ""))
     )

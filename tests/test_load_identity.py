@@ -75,12 +75,12 @@ def test_namespaced_files_go_to_their_own_pod_only():
     })
     broken, fine = pod(snap, "other-team/vllm-0"), pod(snap, "llm-serving/vllm-0")
     assert broken.containers[0].log_signals.get("cuda_oom")
-    assert fine.containers[0].log_signals == {} and "vLLM API server" in (fine.containers[0].logs or "")
+    assert set(fine.containers[0].log_signals) == {"vllm_process"} and "vLLM API server" in (fine.containers[0].logs or "")
     servers = {s.pod: s for s in snap.vllm_servers}
     assert len(snap.vllm_servers) == 2
     assert servers["llm-serving/vllm-0"].scrapes and not servers["other-team/vllm-0"].scrapes
     assert (servers["other-team/vllm-0"].health, servers["llm-serving/vllm-0"].health) == ("503", None)
-    assert servers["other-team/vllm-0"].log_signals and not servers["llm-serving/vllm-0"].log_signals
+    assert "cuda_oom" in servers["other-team/vllm-0"].log_signals and "cuda_oom" not in servers["llm-serving/vllm-0"].log_signals
     # two pods named vllm-0: each server carries its namespace in its name, so the names stay apart
     assert {s.name for s in snap.vllm_servers} == {"llm-serving.vllm-0", "other-team.vllm-0"}
     assert [(g.serving_pods, g.node) for g in snap.gpus] == [(["other-team/vllm-0"], "gpu-2")]

@@ -256,30 +256,32 @@ def file_stems(pods: list[Pod]) -> dict[str, str]:
 
 
 def vllm_server_pods(pods: list[Pod]) -> list[VllmPod]:
-    """Running pods whose container command/args start vLLM's OpenAI server, with its port."""
+    """Running pods with a container that runs vLLM's OpenAI server (diag.parsers.workloads: its
+    command, image, arguments or environment), with the port to scrape."""
     stems = file_stems(pods)
     found = []
     for pod in pods:
         if pod.phase != "Running":
             continue
-        for container in pod.containers:
-            port = _vllm_port(container)
-            if port is not None:
-                found.append(VllmPod(pod.namespace, pod.name, container.name, port, stems[pod.key]))
-                break
+        port = _vllm_port(pod)
+        if port is not None:
+            found.append(VllmPod(pod.namespace, pod.name, port[0].name, port[1], stems[pod.key]))
     return found
 
 
-def _vllm_port(container: Container) -> int | None:
-    """The port of the vLLM OpenAI server this container runs, or None when it runs none."""
-    from diag.parsers.engine_args import parse_engine_args
+def _vllm_port(pod: Pod) -> tuple[Container, int] | None:
+    """The container of the vLLM OpenAI server this pod runs and its port, or None when it runs none."""
+    from diag.parsers.workloads import vllm_container, vllm_engine_args
 
-    engine = parse_engine_args(container.command, container.args, container.image)
-    if engine is None:
+    found = vllm_container(pod)
+    if found is None:
         return None
-    if engine.port is not None:
-        return engine.port
-    return next(iter(container.ports.values()), VLLM_DEFAULT_PORT)  # --port given but unreadable
+    container, how = found
+    engine = vllm_engine_args(container, how)
+    if engine is not None and engine.port is not None:
+        return container, engine.port
+    # --port unreadable, or not in sight (a custom image's entrypoint): the port it declares, else vLLM's default
+    return container, next(iter(container.ports.values()), VLLM_DEFAULT_PORT)
 
 
 def ray_head_pods(pods: list[Pod]) -> list[Pod]:
@@ -312,7 +314,7 @@ def pods_that_matter(pods: list[Pod]) -> list[Pod]:
         return 2 * unready + (restarts > 0)
 
     def serving(pod: Pod) -> bool:
-        return pod.ray_node_type is not None or any(_vllm_port(c) is not None for c in pod.containers)
+        return pod.ray_node_type is not None or _vllm_port(pod) is not None
 
     wanted = [p for p in pods if p.phase != "Succeeded" and (trouble(p) or serving(p))]
     wanted.sort(key=lambda p: (-trouble(p), p.namespace, p.name))

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from diag.clock import Clock
 from diag.facts.common import aged
 from diag.model import Container, Event, Pod, Probe
-from diag.parsers import engine_args
+from diag.parsers import workloads
 from diag.parsers.decisive import Decisive, decisive_line
 
 # Paths vLLM's OpenAI server answers with 200 once the engine is up (vllm/entrypoints/openai/api_server.py);
@@ -23,8 +23,9 @@ LAST_LOG_LINES = 3
 
 
 def vllm_container(pod: Pod) -> Container | None:
-    """The container that runs vLLM's server (the first whose command line launches it)."""
-    return next((c for c in pod.containers if engine_args.launches_vllm(c.command, c.args)), None)
+    """The container that runs vLLM's server (diag.parsers.workloads: the one join made its server's)."""
+    found = workloads.vllm_container(pod)
+    return found[0] if found else None
 
 
 def probe_facts(container: Container, vllm_port: int | None) -> dict:
@@ -209,16 +210,16 @@ def _decisive(text: str | None) -> Decisive | None:
 
 
 def _program(pod: Pod, c: Container) -> str:
-    if engine_args.launches_vllm(c.command, c.args):
+    if vllm_container(pod) is c:
         return "vLLM"
-    return "a Ray node" if pod.ray_cluster else f"container {c.name}"
+    return "a Ray node" if workloads.is_ray_pod(pod) else f"container {c.name}"
 
 
 def _program_layer(pod: Pod, c: Container) -> str:
     """Where a line no frame or family places points: the program that wrote it."""
-    if engine_args.launches_vllm(c.command, c.args):
+    if vllm_container(pod) is c:
         return "vllm"
-    return "ray" if pod.ray_cluster else "kubernetes"
+    return "ray" if workloads.is_ray_pod(pod) else "kubernetes"
 
 
 def _last_lines(text: str | None) -> str | None:

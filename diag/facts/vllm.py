@@ -114,6 +114,7 @@ def _server(server: VllmServer, snap: Snapshot, index: _Index, settings: dict, c
         "gpus_text": _gpus_text(gpus),
         "engine_args_from": _engine_args_origin(server, snap),
         "flags": " ".join(args.raw) if args else None,
+        "flags_complete": args.complete if args else None,  # false: only the arguments of an entrypoint not in sight
         "flag": _flag_texts(args),
         "max_num_seqs": args.max_num_seqs if args else None,
         "stats_disabled": args is not None and "--disable-log-stats" in args.explicit,
@@ -239,6 +240,8 @@ def _flag_texts(args: EngineArgs | None) -> dict[str, str]:
             texts[name] = "unknown (no command line)"
         elif flag in args.explicit:
             texts[name] = str(value).lower() if isinstance(value, bool) else str(value) if value is not None else "a value known only at run time"
+        elif not args.complete:
+            texts[name] = "unknown (not among the arguments; the image's entrypoint may set it)"
         else:
             texts[name] = f"{default} (default)" if default is not None else "not set (vLLM's default)"
     return texts
@@ -249,6 +252,8 @@ def _engine_args_origin(server: VllmServer, snap: Snapshot) -> str | None:
     if cmdline in snap.sources and snap.sources[cmdline].status == "ok":
         return cmdline
     if server.pod and server.engine_args:
+        if not server.engine_args.complete:
+            return f"the container args of pod {server.pod} (the image's entrypoint may add flags)"
         return f"the container command/args of pod {server.pod}"
     return None
 

@@ -5,6 +5,9 @@ Recognised launches: `vllm serve MODEL ...`, `python[3] -m vllm.entrypoints.open
 the same inside `sh -c "<script>"` (env assignments, `exec`, `&&`, `;`, redirections). Flags are read
 the way vLLM's FlexibleArgumentParser reads them: `--flag value` or `--flag=value`, underscores or
 dashes, the short aliases (-tp, -pp, -dp, ...), `--no-<flag>` for booleans.
+
+Arguments handed to an entrypoint not in sight (a custom image's, or a wrapper script) are read the same
+way by `parse_entrypoint_args`, into EngineArgs that know only the flags given (`complete` false).
 """
 
 from __future__ import annotations
@@ -88,7 +91,7 @@ def parse_engine_args(command: list[str], args: list[str], image: str | None = N
     """EngineArgs of a container, or None when it does not run vLLM's OpenAI server. With an empty
     `command` the image's entrypoint runs; for the vllm-openai images (`image` given) that is the server."""
     argv = [*command, *args]
-    if not command and image is not None and _is_vllm_openai_image(image):
+    if not command and image is not None and is_vllm_openai_image(image):
         argv = ["vllm", "serve", *args]
     launch = _find_launch(argv)
     if launch is None:
@@ -104,6 +107,80 @@ def parse_engine_args(command: list[str], args: list[str], image: str | None = N
     return engine
 
 
+def parse_entrypoint_args(command: list[str], args: list[str]) -> EngineArgs | None:
+    """EngineArgs of the flags handed to an entrypoint that is not vLLM's in sight: with an empty
+    `command`, `args` go to the image's ENTRYPOINT; else the first simple command (of the argv, or of
+    its `sh -c` script) whose words hold a flag, from that flag on. Only the flags given are known: the
+    entrypoint may set others (`complete` false, every field not given None). None when no flag is given
+    or the command runs another known server (see `runs_other_server`)."""
+    options = _entrypoint_options(tuple(command), tuple(args))
+    if options is None:
+        return None
+    engine = EngineArgs(
+        port=None, gpu_memory_utilization=None, tensor_parallel_size=None, pipeline_parallel_size=None,
+        data_parallel_size=None, raw=_redacted(list(options)), complete=False,
+    )
+    for flag in _read_options(list(options))[0]:
+        if flag.name not in engine.explicit:
+            engine.explicit.append(flag.name)
+        _apply(engine, flag)
+    return engine
+
+
+def entrypoint_flags(command: list[str], args: list[str]) -> frozenset[str]:
+    """The canonical names of the flags parse_entrypoint_args reads (empty when it reads none)."""
+    return _entrypoint_flags(tuple(command), tuple(args))
+
+
+@functools.lru_cache(maxsize=4096)
+def _entrypoint_flags(command: tuple[str, ...], args: tuple[str, ...]) -> frozenset[str]:
+    options = _entrypoint_options(command, args)
+    return frozenset(flag.name for flag in _read_options(list(options))[0]) if options else frozenset()
+
+
+def _entrypoint_options(command: tuple[str, ...], args: tuple[str, ...]) -> tuple[str, ...] | None:
+    if runs_other_server(list(command), list(args)):  # with no command, args may be one (an entrypoint's "$@")
+        return None
+    candidates = simple_commands([*command, *args]) if command else [list(args)]
+    for words in candidates:
+        first_flag = next((i for i, word in enumerate(words) if _is_flag(word)), None)
+        if first_flag is not None:
+            return tuple(words[first_flag:])
+    return None
+
+
+# Programs and modules of other servers and of Ray: their flags are theirs, whatever they are named.
+_OTHER_PROGRAMS = frozenset({
+    "ray", "serve", "text-generation-launcher", "text-generation-server", "tritonserver", "trtllm-serve", "lmdeploy",
+    "sglang", "aphrodite", "ollama", "llama-server",
+})
+_OTHER_PACKAGES = frozenset({"ray", "sglang", "lmdeploy", "tensorrt_llm", "aphrodite", "text_generation_server", "llama_cpp"})
+
+
+def runs_other_server(command: list[str], args: list[str]) -> bool:
+    """Whether a simple command of the argv starts Ray or another inference server (SGLang, TGI,
+    Triton, TensorRT-LLM, LMDeploy, Aphrodite, Ollama, llama.cpp) rather than vLLM."""
+    for words in simple_commands([*command, *args]):
+        program = PurePosixPath(words[0]).name
+        if program in _OTHER_PROGRAMS:
+            return True
+        if _PYTHON.match(program) and "-m" in words[1:-1]:
+            module = words[words.index("-m", 1) + 1]
+            if module.split(".", 1)[0] in _OTHER_PACKAGES:
+                return True
+    return False
+
+
+def simple_commands(argv: list[str]) -> list[list[str]]:
+    """The commands an argv runs: itself, or the simple commands of its `sh -c` script, each without
+    the assignments and wrappers (exec, env, nohup) before its program."""
+    if not argv:
+        return []
+    script = _shell_script(argv)
+    commands = [argv] if script is None else _shell_commands(script)
+    return [words for words in map(_unwrap, commands) if words]
+
+
 def launches_vllm(command: list[str], args: list[str]) -> bool:
     """Whether this command line starts vLLM's OpenAI server (parse_engine_args without an image gives
     EngineArgs), read once per distinct command line: a fleet's replicas share theirs."""
@@ -115,7 +192,7 @@ def _launches_vllm(command: tuple[str, ...], args: tuple[str, ...]) -> bool:
     return _find_launch([*command, *args]) is not None
 
 
-def _is_vllm_openai_image(image: str) -> bool:
+def is_vllm_openai_image(image: str) -> bool:
     """vllm/vllm-openai:v0.10.1, registry:5000/mirror/vllm-openai@sha256:..., ..."""
     last_part = image.split("@", 1)[0].rsplit("/", 1)[-1]
     return last_part.split(":", 1)[0] == "vllm-openai"
@@ -127,13 +204,7 @@ def _is_vllm_openai_image(image: str) -> bool:
 def _find_launch(argv: list[str]) -> _Launch | None:
     if not argv:
         return None
-    script = _shell_script(argv)
-    if script is None:
-        return _launch_of(_unwrap(argv))
-    for words in _shell_commands(script):
-        if (launch := _launch_of(_unwrap(words))) is not None:
-            return launch
-    return None
+    return next((launch for words in simple_commands(argv) if (launch := _launch_of(words)) is not None), None)
 
 
 def _shell_script(argv: list[str]) -> str | None:
@@ -144,7 +215,8 @@ def _shell_script(argv: list[str]) -> str | None:
     while i < len(argv) and argv[i].startswith(("-", "+")):
         word = argv[i]
         if word.startswith("-") and not word.startswith("--") and "c" in word[1:]:
-            return argv[i + 1] if i + 1 < len(argv) else None
+            i += 2 if argv[i + 1 : i + 2] == ["--"] else 1  # KubeRay: /bin/bash -lc -- "<script>"
+            return argv[i] if i < len(argv) else None
         i += 2 if word in ("-o", "+o", "-O", "+O") else 1
     return None  # a script file, or an interactive shell: the commands are not in the pod spec
 

@@ -30,7 +30,7 @@ from diag.model import (
     ServicePort,
     Workload,
 )
-from diag.parsers.engine_args import parse_engine_args
+from diag.parsers.workloads import ray_node_type, vllm_recognition
 from diag.parsers.json_fields import Fields, load_json, type_name
 from diag.parsers.quantity import GPU_RESOURCE, MIG_RESOURCE_PREFIX, gpu_count, parse_quantity, whole_count
 
@@ -389,6 +389,7 @@ def _pod(obj: _Object) -> Pod:
     spec, status = obj.fields.child("spec"), obj.fields.child("status")
     labels = obj.metadata.string_map("labels")
     owner_kind, owner_name = _owner(obj.metadata)
+    containers = _containers(spec.children("containers"), status.children("containerStatuses"))
     return Pod(
         namespace=obj.require_namespace(),
         name=obj.name,
@@ -403,7 +404,7 @@ def _pod(obj: _Object) -> Pod:
         message=status.text("message"),
         pod_ip=status.text("podIP"),
         conditions=_conditions(status),
-        containers=_containers(spec.children("containers"), status.children("containerStatuses")),
+        containers=containers,
         init_containers=_containers(spec.children("initContainers"), status.children("initContainerStatuses")),
         node_selector=spec.string_map("nodeSelector"),
         affinity=spec.raw_object("affinity"),
@@ -412,7 +413,7 @@ def _pod(obj: _Object) -> Pod:
         volumes=spec.raw_objects("volumes"),
         resource_claims=spec.raw_objects("resourceClaims"),
         ray_cluster=labels.get(RAY_CLUSTER_LABEL),
-        ray_node_type=labels.get(RAY_NODE_TYPE_LABEL),
+        ray_node_type=labels.get(RAY_NODE_TYPE_LABEL) or ray_node_type(containers),  # a Ray pod KubeRay did not make
         ray_group=labels.get(RAY_GROUP_LABEL),
     )
 
@@ -677,6 +678,8 @@ def parse_workloads(text: str, kind: str) -> list[Workload]:
         spec, status = obj.fields.child("spec"), obj.fields.child("status")
         template = spec.child("template")
         containers = [_container(c) for c in template.child("spec").children("containers")]
+        template_labels = template.child("metadata").string_map("labels")
+        ray = RAY_NODE_TYPE_LABEL in template_labels or ray_node_type(containers) is not None
         workloads.append(
             Workload(
                 kind=kind,
@@ -687,9 +690,9 @@ def parse_workloads(text: str, kind: str) -> list[Workload]:
                 available_replicas=status.integer("availableReplicas") or 0,
                 selector=spec.child("selector").string_map("matchLabels"),
                 conditions=_conditions(status),
-                template_labels=template.child("metadata").string_map("labels"),
+                template_labels=template_labels,
                 template_gpus=sum(gpu_count(c.limits, c.requests) for c in containers),
-                template_runs_vllm=any(parse_engine_args(c.command, c.args) is not None for c in containers),
+                template_runs_vllm=any(vllm_recognition(c, ray) is not None for c in containers),
             )
         )
     return workloads

@@ -89,6 +89,7 @@ ERROR 02-20 16:43:12 engine.py:389] Unexpected error from cudaGetDeviceCount(). 
 RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before calling NumCudaDevices() that might have already set an error? Error 804: forward compatibility was attempted on non supported HW
 nvidia-container-cli: initialization error: nvml error: driver/library version mismatch: unknown
 2020/08/10 19:09:42 'nvidia.com/gpu' device marked unhealthy: GPU-7540a9b3-eeb9-1214-1526-f93c9ea826a8
+  File "/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/openai/api_server.py", line 1920, in run_server
 """
 
 
@@ -116,7 +117,8 @@ def test_every_signal_is_found():
 
 
 def test_a_clean_start_has_no_signals():
-    assert scan_log(CLEAN_START) == {}
+    # only the lines that show vLLM runs (diag/parsers/workloads.py), none naming a failure
+    assert set(scan_log(CLEAN_START)) == {"vllm_process"}
     assert scan_log("") == {}
 
 
@@ -143,7 +145,7 @@ def test_engine_dead_after_a_requested_shutdown_is_not_a_failure():
 (APIServer pid=1) INFO 03-14 09:30:00 [launcher.py:279] [shutdown] API server: engine client stopped
 INFO:     Shutting down
 """
-    assert scan_log(stopped) == {}
+    assert set(scan_log(stopped)) == {"vllm_process"}
     # a death before any shutdown request still counts, and so do other failures during shutdown
     crashed = CLEAN_START + "(APIServer pid=1) ERROR 03-14 09:20:00 [core_client.py:564] Engine core proc EngineCore_0 " \
         "died unexpectedly, shutting down client.\n" + stopped.split(CLEAN_START)[1] + "torch.OutOfMemoryError: CUDA out of memory.\n"
