@@ -275,7 +275,9 @@ def _vllm_gaps(snap: Snapshot) -> list[Gap]:
                 "llmdiag triage ... --scrapes 3 (or a second curl of /metrics a few seconds later, saved as <name>.metrics.1.txt)",
                 links=link,
             ))
-        summary = server.metrics()
+        summary = server.summary
+        if summary is None:  # a snapshot not joined
+            continue
         if server.engine_args is None and (summary.waiting_max or 0) > 0:
             found.append(Gap(
                 f"vllm/{server.name}.cmdline.txt",

@@ -16,6 +16,7 @@ from diag.model import GPU, Container, Pod, RayActor, RayNode, Service, SourceSt
 from diag.parsers import workloads
 from diag.parsers.gpu_common import pci_address
 from diag.parsers.logs import xid_device, xids_in
+from diag.parsers.vllm_metrics import summarize
 from diag.prometheus_join import attach_history
 
 def join(snap: Snapshot) -> Snapshot:
@@ -29,6 +30,8 @@ def join(snap: Snapshot) -> Snapshot:
     _gpu_processes_to_ray_actors(snap)
     _ray_groups_to_pods(snap)
     _placement_group_strategies(snap)
+    for server in snap.vllm_servers:
+        server.summary = summarize(server.scrapes) if server.scrapes else None
     return snap
 
 

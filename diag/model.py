@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Literal, TypeVar
 
 if TYPE_CHECKING:
-    from diag.parsers.vllm_metrics import VllmMetrics
     from diag.signals import LogSignals
 
 Layer = Literal["gpu", "kubernetes", "ray", "vllm"]
@@ -449,6 +448,41 @@ class EngineArgs:
 
 
 @dataclass
+class VllmMetrics:
+    """One server's metrics; every value is None where the scrapes did not tell."""
+
+    scrapes: int = 0
+    api_generation: Literal["v1", "v0"] | None = None
+    kv_cache_usage: float | None = None  # 0..1, latest scrape, the fullest engine
+    kv_cache_usage_max: float | None = None  # over all scrapes
+    requests_running: float | None = None  # latest, summed over engines
+    requests_waiting: float | None = None
+    waiting_first: float | None = None
+    waiting_max: float | None = None
+    waiting_growth: float | None = None  # last - first; None with one scrape
+    preemptions_total: float | None = None  # latest
+    preemptions_delta: float | None = None  # increase between first and last scrape
+    prompt_tokens_delta: float | None = None
+    generation_tokens_delta: float | None = None
+    interval_seconds: float | None = None  # between first and last scrape, when both times are known
+    generation_tokens_per_s: float | None = None
+    ttft_mean_s: float | None = None
+    ttft_p90_s: float | None = None
+    ttft_requests: float | None = None  # first tokens the TTFT and ITL means above are taken over (the window's, or the life's)
+    itl_mean_s: float | None = None
+    itl_p90_s: float | None = None
+    e2e_mean_s: float | None = None
+    queue_time_mean_s: float | None = None
+    prefill_time_mean_s: float | None = None
+    decode_time_mean_s: float | None = None
+    num_gpu_blocks: int | None = None  # vllm:cache_config_info labels
+    block_size: int | None = None
+    gpu_memory_utilization: float | None = None
+    present: list[str] = field(default_factory=list)  # metric families seen, sorted
+    missing: list[str] = field(default_factory=list)  # relied-on families absent under every name
+
+
+@dataclass
 class VllmServer:
     name: str  # pod name, "<namespace>.<pod>", or the URL's host:port
     namespace: str | None = None
@@ -468,16 +502,7 @@ class VllmServer:
     service: str | None = None  # "namespace/name" of a Service selecting its pod
     history: History = field(default_factory=dict)  # from Prometheus, filled by diag.prometheus_join
     history_engines: int | None = None  # engine cores its Prometheus series name (values of the `engine` label)
-
-    def metrics(self) -> VllmMetrics:
-        """What its scrapes say (diag.parsers.vllm_metrics.summarize), worked out once for its list of
-        scrapes: its own facts, its HPA's and the coverage report each read it. Kept out of the fields."""
-        from diag.parsers.vllm_metrics import summarize  # the parsers import this module
-
-        cached = self.__dict__.get("_metrics")
-        if cached is None or cached[0] is not self.scrapes or cached[1] != len(self.scrapes):
-            cached = self.__dict__["_metrics"] = (self.scrapes, len(self.scrapes), summarize(self.scrapes))
-        return cached[2]
+    summary: VllmMetrics | None = None  # what its scrapes say (diag.parsers.vllm_metrics.summarize), filled by join
 
 
 # --------------------------------------------------------------------------- prometheus

@@ -711,7 +711,7 @@ def _hpa(hpa: HPA, index: Lookups) -> dict:
     clock = index.clock
     targets = index.servers_of_workload.get((hpa.namespace, hpa.target_name), [])
     events = index.events_about.get(("HorizontalPodAutoscaler", hpa.namespace, hpa.name), [])
-    queues = {s.name: s.metrics() for s in targets if s.scrapes}
+    queues = {s.name: s.summary for s in targets if s.summary is not None}
     growth = [m.waiting_growth for m in queues.values() if m.waiting_growth is not None]
     waiting = [m.requests_waiting for m in queues.values() if m.requests_waiting is not None]
     return plain(hpa) | {

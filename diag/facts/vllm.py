@@ -87,7 +87,7 @@ class _Index:
 
 
 def _server(server: VllmServer, snap: Snapshot, index: _Index, settings: dict, clock: Clock, window: PromWindow | None) -> dict:
-    summary = server.metrics() if server.scrapes else None
+    summary = server.summary
     service = index.services.get(server.service) if server.service else None
     pod = snap.pod(server.pod) if server.pod else None
     gpus = index.gpus_of(server, snap)
@@ -96,7 +96,7 @@ def _server(server: VllmServer, snap: Snapshot, index: _Index, settings: dict, c
     gpus_provided, gpus_provided_by = _gpus_provided(server, pod, index)
     missing = _missing(summary)
     seq_cap = _seq_cap(args, server.scrapes, server.history_engines)
-    return plain(server, drop=("scrapes", "history")) | episode_facts(server, summary, _scrape_view(server, summary, seq_cap), settings, clock, window) | {
+    return plain(server, drop=("scrapes", "history", "summary")) | episode_facts(server, summary, _scrape_view(server, summary, seq_cap), settings, clock, window) | {
         "metrics": plain(summary) if summary else None,
         "has_metrics": summary is not None,
         "health_failing": server.health != "200" if server.health is not None else None,

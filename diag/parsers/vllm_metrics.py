@@ -13,10 +13,10 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
-from diag.model import MetricSample, Scrape
+from diag.model import MetricSample, Scrape, VllmMetrics
 
 # Alternative names of one quantity, the current (V1) name first; the first one exposed is used.
 KV_CACHE_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
@@ -67,41 +67,6 @@ _P90 = 0.9
 
 LabelKey = tuple[tuple[str, str], ...]
 Series = dict[LabelKey, float]  # one metric name in one scrape: label set -> value
-
-
-@dataclass
-class VllmMetrics:
-    """One server's metrics; every value is None where the scrapes did not tell."""
-
-    scrapes: int = 0
-    api_generation: Literal["v1", "v0"] | None = None
-    kv_cache_usage: float | None = None  # 0..1, latest scrape, the fullest engine
-    kv_cache_usage_max: float | None = None  # over all scrapes
-    requests_running: float | None = None  # latest, summed over engines
-    requests_waiting: float | None = None
-    waiting_first: float | None = None
-    waiting_max: float | None = None
-    waiting_growth: float | None = None  # last - first; None with one scrape
-    preemptions_total: float | None = None  # latest
-    preemptions_delta: float | None = None  # increase between first and last scrape
-    prompt_tokens_delta: float | None = None
-    generation_tokens_delta: float | None = None
-    interval_seconds: float | None = None  # between first and last scrape, when both times are known
-    generation_tokens_per_s: float | None = None
-    ttft_mean_s: float | None = None
-    ttft_p90_s: float | None = None
-    ttft_requests: float | None = None  # first tokens the TTFT and ITL means above are taken over (the window's, or the life's)
-    itl_mean_s: float | None = None
-    itl_p90_s: float | None = None
-    e2e_mean_s: float | None = None
-    queue_time_mean_s: float | None = None
-    prefill_time_mean_s: float | None = None
-    decode_time_mean_s: float | None = None
-    num_gpu_blocks: int | None = None  # vllm:cache_config_info labels
-    block_size: int | None = None
-    gpu_memory_utilization: float | None = None
-    present: list[str] = field(default_factory=list)  # metric families seen, sorted
-    missing: list[str] = field(default_factory=list)  # relied-on families absent under every name
 
 
 def summarize(scrapes: list[Scrape]) -> VllmMetrics:
