@@ -15,11 +15,11 @@ from collections import Counter
 import time
 from pathlib import Path
 
-from diag.bundle import Bundle
-from diag.engine import builtin_rules_dir, load_rules
+from diag.bundle.files import Bundle
+from diag.engine.rules import builtin_rules_dir, load_rules
 from diag.facts import build_facts
-from diag.join import join
-from diag.load import load_bundle
+from diag.link.join import join
+from diag.bundle.load import load_bundle
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,7 +48,7 @@ def by_scope(rules):
 
 
 def bench_rust(rules, facts, settings):
-    """As diag.engine.evaluate does it: one cel.Context per subject, every rule of its scope on it."""
+    """As diag.engine.rules.evaluate does it: one cel.Context per subject, every rule of its scope on it."""
     import cel
 
     t0 = time.perf_counter()
@@ -96,7 +96,7 @@ def main() -> None:
     args = parser.parse_args()
     fixtures = sorted(p.parent for p in (ROOT / "fixtures").rglob("expected.json"))
     rules = load_rules([builtin_rules_dir()])
-    from diag.rules_dir import load_settings
+    from diag.core.rules_dir import load_settings
 
     settings = {k: v.get("default") for k, v in load_settings(builtin_rules_dir()).items()}
     facts = large_facts(fixtures, args.copies)

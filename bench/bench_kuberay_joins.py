@@ -16,14 +16,14 @@ import sys
 import time
 
 from diag.analyze import settings_with_overrides
-from diag.catalogue import load_rules
-from diag.clock import Clock
-from diag.config import Config
-from diag.engine import evaluate
+from diag.engine.catalogue import load_rules
+from diag.snapshot.clock import Clock
+from diag.engine.config import Config
+from diag.engine.rules import evaluate
 from diag.facts import build_facts
-from diag.history import find_history
-from diag.join import join
-from diag.model import (
+from diag.verdict.history import find_history
+from diag.link.join import join
+from diag.snapshot.model import (
     GPU,
     HPA,
     Container,
@@ -40,7 +40,7 @@ from diag.model import (
     VllmServer,
     Workload,
 )
-from diag.rules_dir import builtin_rules_dir
+from diag.core.rules_dir import builtin_rules_dir
 
 SOURCES = ("k8s/pods.json", "k8s/nodes.json", "k8s/events.json", "k8s/hpa.json", "k8s/rayclusters.json",
            "ray/nodes.json", "ray/actors.json")

@@ -8,24 +8,24 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from diag.bundle import Bundle
-from diag.clock import Clock
-from diag.config import Config, ConfigError
-from diag.context import AnalysisContext
-from diag.coverage import gaps, rule_gaps
-from diag.diagnosis import Verdict, link_causes, verdict
-from diag.engine import Finding, Rule, RuleOutcome, builtin_rules_dir, evaluate, load_rules
-from diag.rules_dir import load_settings
-from diag.errors import EXIT_CANNOT_ANALYZE
+from diag.bundle.files import Bundle
+from diag.snapshot.clock import Clock
+from diag.engine.config import Config, ConfigError
+from diag.verdict.context import AnalysisContext
+from diag.verdict.coverage import gaps, rule_gaps
+from diag.verdict.diagnosis import Verdict, link_causes, verdict
+from diag.engine.rules import Finding, Rule, RuleOutcome, builtin_rules_dir, evaluate, load_rules
+from diag.core.rules_dir import load_settings
+from diag.core.errors import EXIT_CANNOT_ANALYZE
 from diag.facts import build_facts
-from diag.history import History, find_history
-from diag.join import join
-from diag.load import load_bundle
-from diag.model import PromWindow, Snapshot, SourceStatus
-from diag.prometheus_join import history_window
-from diag.stopwatch import Stopwatch
-from diag.relevance import on_serving_path, serving_links
-from diag.signals import load_signals
+from diag.verdict.history import History, find_history
+from diag.link.join import join
+from diag.bundle.load import load_bundle
+from diag.snapshot.model import PromWindow, Snapshot, SourceStatus
+from diag.link.prometheus_join import history_window
+from diag.core.stopwatch import Stopwatch
+from diag.verdict.relevance import on_serving_path, serving_links
+from diag.parsers.signals import load_signals
 
 # Exit codes, as Nagios-style checks use them, so runbooks can branch on them.
 EXIT_HEALTHY, EXIT_WARNING, EXIT_CRITICAL = 0, 1, 2

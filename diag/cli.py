@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Optional
 import typer
 from rich.console import Console
 
-from diag.errors import EXIT_CANNOT_ANALYZE, UserError
+from diag.core.errors import EXIT_CANNOT_ANALYZE, UserError
 
 if TYPE_CHECKING:  # the analysis (CEL, YAML, the rules) loads when a command runs, not for --help
     from diag.analyze import Report
-    from diag.bundle import Bundle
-    from diag.config import Config
+    from diag.bundle.files import Bundle
+    from diag.engine.config import Config
 
 # Help is click's plain text: typer's rich help loads rich's Markdown and tracebacks, twice the start-up.
 app = typer.Typer(
@@ -110,8 +110,8 @@ CollectSinceOpt = typer.Option(
 
 
 def _config(path: Optional[Path], min_severity: Optional[str], since: Optional[str] = None) -> Config:
-    from diag.clock import parse_duration
-    from diag.config import HISTORY_WINDOW_SETTING, Config
+    from diag.snapshot.clock import parse_duration
+    from diag.engine.config import HISTORY_WINDOW_SETTING, Config
 
     config = Config.load(path)
     if min_severity is not None:
@@ -205,9 +205,9 @@ def analyze(
 ) -> None:
     """Analyze a saved bundle (a customer's, or one `llmdiag collect` wrote)."""
     from diag.analyze import analyze_bundle, settings_with_overrides
-    from diag.bundle import Bundle, BundleLimits
-    from diag.engine import builtin_rules_dir
-    from diag.stopwatch import Stopwatch
+    from diag.bundle.files import Bundle, BundleLimits
+    from diag.engine.rules import builtin_rules_dir
+    from diag.core.stopwatch import Stopwatch
 
     stopwatch = Stopwatch(times_rules=profile)
     settings = _config(config, min_severity, since)
@@ -306,7 +306,7 @@ def with_target(command: Callable) -> Callable:
 
 def _seconds(flag: str, text: Optional[str], what: str) -> Optional[float]:
     """A duration flag (--since, --request-timeout) in seconds; None when not given."""
-    from diag.clock import parse_duration
+    from diag.snapshot.clock import parse_duration
 
     if text is None:
         return None
@@ -399,7 +399,7 @@ def _why_nothing(bundle: Bundle) -> str:
 @rules_app.command("list")
 def rules_list(rules: Optional[list[Path]] = RulesOpt) -> None:
     """Every rule: id, layer, severity, title."""
-    from diag.catalogue import rule_table
+    from diag.engine.catalogue import rule_table
 
     stdout.print(rule_table(list(rules or [])))
 
@@ -407,7 +407,7 @@ def rules_list(rules: Optional[list[Path]] = RulesOpt) -> None:
 @rules_app.command("show")
 def rules_show(rule_id: str = typer.Argument(..., help="e.g. VLLM-101"), rules: Optional[list[Path]] = RulesOpt) -> None:
     """One rule in full: condition, evidence, fix, references, what it explains."""
-    from diag.catalogue import rule_markdown
+    from diag.engine.catalogue import rule_markdown
 
     stdout.print(rule_markdown(rule_id, list(rules or [])), markup=False, highlight=False)
 
@@ -415,7 +415,7 @@ def rules_show(rule_id: str = typer.Argument(..., help="e.g. VLLM-101"), rules: 
 @rules_app.command("docs")
 def rules_docs(rules: Optional[list[Path]] = RulesOpt) -> None:
     """The catalogue as Markdown, generated from the rule files (docs/rules.md is this output)."""
-    from diag.catalogue import catalogue_markdown
+    from diag.engine.catalogue import catalogue_markdown
 
     sys.stdout.write(catalogue_markdown(list(rules or [])))
 

@@ -1,6 +1,6 @@
 """Ways real bundles differ from clean fixtures, each a function from a bundle's files to new files.
 
-A bundle is a dict of `relative path -> bytes` (diag.bundle.Bundle.files). Every perturbation returns
+A bundle is a dict of `relative path -> bytes` (diag.bundle.files.Bundle.files). Every perturbation returns
 a new dict and leaves the one it was given alone.
 """
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from diag.analyze import analyze_bundle
-from diag.bundle import Bundle
+from diag.bundle.files import Bundle
 
 DEMO = Path(__file__).parents[1] / "fixtures" / "healthy-k8s-vllm"
 

@@ -288,15 +288,15 @@ def test_help_and_version_paths_load_nothing_heavy(flag: str) -> None:
     and the collectors' clients load when a command runs."""
     done, loaded = _run_loading([flag])
     assert ("analyze" if flag == "--help" else "llmdiag 0.") in done.stdout
-    heavy = {"cel", "yaml", "kubernetes", "ray", "pynvml", "prometheus_api_client", "requests", "diag.engine", "diag.collect"}
+    heavy = {"cel", "yaml", "kubernetes", "ray", "pynvml", "prometheus_api_client", "requests", "diag.engine.rules", "diag.collect"}
     assert sorted(loaded & heavy) == []
 
 
 def test_an_analysis_loads_the_cel_evaluator_without_its_repl() -> None:
     """The `cel` package's __init__ imports its REPL (prompt_toolkit, pygments): ten times the evaluator's
-    start-up. diag.cel_evaluator loads the evaluator alone; a later `import cel` gets the same one."""
+    start-up. diag.engine.cel_evaluator loads the evaluator alone; a later `import cel` gets the same one."""
     shared = (
-        "from diag.cel_evaluator import cel as ours\n"
+        "from diag.engine.cel_evaluator import cel as ours\n"
         "import cel\n"
         "assert cel.compile is ours.compile and cel.compile('1 + 1').execute(cel.Context({})) == 2\n"
     )

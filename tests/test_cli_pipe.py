@@ -71,8 +71,8 @@ def test_profile_times_phases_parsers_and_each_rule(gpu_bundle: Path) -> None:  
 
 def test_each_rule_is_timed_only_when_asked() -> None:
     from diag.analyze import analyze_bundle
-    from diag.bundle import Bundle
-    from diag.stopwatch import Stopwatch
+    from diag.bundle.files import Bundle
+    from diag.core.stopwatch import Stopwatch
 
     fixture = Path(__file__).resolve().parents[1] / "fixtures" / "demo"
     quiet, timed = Stopwatch(), Stopwatch(times_rules=True)

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from diag.analyze import analyze_bundle
-from diag.bundle import Bundle, BundleLimits
-from diag.load import load_bundle
+from diag.bundle.files import Bundle, BundleLimits
+from diag.bundle.load import load_bundle
 from tests.cluster_dump_writer import container_block, typed_list, write_dump
 
 REPO = Path(__file__).resolve().parent.parent

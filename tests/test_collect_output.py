@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from diag.bundle import Bundle
+from diag.bundle.files import Bundle
 from diag.collect.output import save_bundle
-from diag.errors import UserError
+from diag.core.errors import UserError
 
 
 def _bundle() -> Bundle:

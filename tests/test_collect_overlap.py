@@ -10,11 +10,11 @@ from collections import Counter
 
 import pytest
 
-from diag.bundle import Bundle
+from diag.bundle.files import Bundle
 from diag.collect.base import Sink, SourceResult, Target
 from diag.collect.redact import Redactor
 from diag.collect.runner import CollectContext, Collector, _RunSink, collect
-from diag.model import Pod
+from diag.snapshot.model import Pod
 
 NO_CLUSTER = Target(kubeconfig="/nonexistent", local_gpu=False)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from diag.bundle import Bundle
+from diag.bundle.files import Bundle
 from diag.collect import vllm
 from diag.collect.base import Sink, Target
 from diag.collect.http import TIMEOUT, Unreachable

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from diag.analyze import analyze_bundle
-from diag.bundle import Bundle
-from diag.config import Config, ConfigError
-from diag.engine import builtin_rules_dir, load_rules
+from diag.bundle.files import Bundle
+from diag.engine.config import Config, ConfigError
+from diag.engine.rules import builtin_rules_dir, load_rules
 
 ROOT = Path(__file__).resolve().parent.parent
 RULE_IDS = [r.id for r in load_rules([builtin_rules_dir()])]

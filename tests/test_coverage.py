@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from diag.analyze import EXIT_CANNOT_ANALYZE, EXIT_HEALTHY, analyze_bundle
-from diag.bundle import Bundle
+from diag.bundle.files import Bundle
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 HEALTHY = FIXTURES / "healthy-k8s-vllm"

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from diag.coverage import Gap
-from diag.diagnosis import link_causes, verdict
-from diag.engine import Finding, Rule, RuleOutcome
+from diag.verdict.coverage import Gap
+from diag.verdict.diagnosis import link_causes, verdict
+from diag.engine.rules import Finding, Rule, RuleOutcome
 
 
 def rule(rid: str, layer: str, explains: tuple[str, ...] = ()) -> Rule:
@@ -149,7 +149,7 @@ def test_cluster_wide_findings_link_only_to_the_subjects_they_name() -> None:
 
 def _linked_by_trying_every_pair(findings: list[Finding], rules: dict[str, Rule]) -> list[str | None]:
     """The definition link_causes indexes: each finding, in rank order, against every other in rank order."""
-    from diag.diagnosis import _rank
+    from diag.verdict.diagnosis import _rank
 
     ordered = sorted(findings, key=_rank)
     for effect in ordered:

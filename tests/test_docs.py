@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from diag.catalogue import catalogue_markdown
+from diag.engine.catalogue import catalogue_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 

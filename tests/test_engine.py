@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from diag.engine import LISTED_ITEMS, RuleError, evaluate, load_rules, render
+from diag.engine.rules import LISTED_ITEMS, RuleError, evaluate, load_rules, render
 from diag.facts import Facts
 
 RULE = """rules:

@@ -1,4 +1,4 @@
-"""Conditions answered in Python (diag/precheck.py) change nothing: on every fixture, the findings,
+"""Conditions answered in Python (diag/engine/precheck.py) change nothing: on every fixture, the findings,
 their evidence, and every rule's outcome (its unknown counts too) are what CEL alone gives."""
 
 import json
@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from diag import engine
+from diag.engine import rules as engine
 from diag.analyze import analyze_bundle
-from diag.bundle import Bundle
+from diag.bundle.files import Bundle
 
 FIXTURES = sorted(p for p in (Path(__file__).parents[1] / "fixtures").iterdir() if (p / "expected.json").exists())
 

@@ -1,4 +1,4 @@
-"""The engine gives CEL only the facts the rules read (diag.engine._view): on every fixture, the
+"""The engine gives CEL only the facts the rules read (diag.engine.rules._view): on every fixture, the
 findings, their evidence and remediation, and every rule's outcome must be what the whole facts give."""
 
 import json
@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from diag import engine
+from diag.engine import rules as engine
 from diag.analyze import analyze_bundle
-from diag.bundle import Bundle
+from diag.bundle.files import Bundle
 
 FIXTURES = sorted(p for p in (Path(__file__).parents[1] / "fixtures").iterdir() if (p / "expected.json").exists())
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from diag.bundle import Bundle
+from diag.bundle.files import Bundle
 from diag.facts.common import plain
-from diag.join import join
-from diag.load import load_bundle
-from diag.model import JSON_ONLY, Pod
+from diag.link.join import join
+from diag.bundle.load import load_bundle
+from diag.snapshot.model import JSON_ONLY, Pod
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 BUNDLES = sorted(p for p in FIXTURES.iterdir() if (p / "expected.json").exists())

@@ -4,7 +4,7 @@ is missing or cut off, and never for an object that list does show."""
 from __future__ import annotations
 
 from diag.facts import k8s_events
-from diag.model import Event, Node, Pod, Snapshot, SourceStatus
+from diag.snapshot.model import Event, Node, Pod, Snapshot, SourceStatus
 
 FAILED_SCHEDULING = Event(
     namespace="llm-serving", involved_kind="Pod", involved_name="vllm-1", reason="FailedScheduling",

@@ -7,15 +7,15 @@ from datetime import datetime, timezone
 
 import pytest
 
-from diag.clock import Clock
-from diag.engine import builtin_rules_dir, evaluate, load_rules
-from diag.rules_dir import load_settings
+from diag.snapshot.clock import Clock
+from diag.engine.rules import builtin_rules_dir, evaluate, load_rules
+from diag.core.rules_dir import load_settings
 from diag.facts import build_facts
 from diag.facts import k8s_containers as containers
 from diag.facts import k8s_placement as placement
-from diag.join import join
-from diag.signals import builtin_signals
-from diag.model import (
+from diag.link.join import join
+from diag.parsers.signals import builtin_signals
+from diag.snapshot.model import (
     HPA,
     Container,
     Event,

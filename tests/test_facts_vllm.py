@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from diag.diagnosis import link_causes
-from diag.clock import Clock
-from diag.engine import Evaluation, builtin_rules_dir, evaluate, load_rules
-from diag.rules_dir import default_settings, load_settings
+from diag.verdict.diagnosis import link_causes
+from diag.snapshot.clock import Clock
+from diag.engine.rules import Evaluation, builtin_rules_dir, evaluate, load_rules
+from diag.core.rules_dir import default_settings, load_settings
 from diag.facts import build_facts, vllm
-from diag.join import join
-from diag.model import (
+from diag.link.join import join
+from diag.snapshot.model import (
     Container,
     Pod,
     RayClusterSpec,
@@ -246,7 +246,7 @@ def test_without_its_log_a_servers_failure_lines_are_unknown_not_absent() -> Non
 
 def test_mig_slices_count_as_the_gpus_a_pod_provides() -> None:
     from diag.facts.vllm import _gpus_provided, _Index
-    from diag.model import Container, EngineArgs, Pod, Snapshot, VllmServer
+    from diag.snapshot.model import Container, EngineArgs, Pod, Snapshot, VllmServer
 
     pod = Pod("llm", "vllm-0", containers=[Container("vllm", limits={"nvidia.com/mig-3g.71gb": "2"})])
     server = VllmServer("vllm-0", namespace="llm", pod=pod.key, engine_args=EngineArgs(tensor_parallel_size=2))

@@ -8,9 +8,9 @@ import pytest
 
 from diag.facts import vllm_engine_death
 from diag.facts.vllm_engine_death import dead_engine_serving
-from diag.model import Container, Pod
+from diag.snapshot.model import Container, Pod
 from diag.parsers.logs import scan_log
-from diag.signals import LogSignals, builtin_signals
+from diag.parsers.signals import LogSignals, builtin_signals
 
 DEATH = (
     "(EngineCore_0 pid=245) ERROR 12-01 14:19:47 [core.py:700] EngineCore encountered a fatal error.\n"

@@ -4,11 +4,11 @@ these check that each still joins exactly what it joined when it scanned, in the
 
 from __future__ import annotations
 
-from diag.clock import Clock
+from diag.snapshot.clock import Clock
 from diag.facts import gpu as gpu_facts
 from diag.facts import kubernetes, ray
-from diag.join import join
-from diag.model import (
+from diag.link.join import join
+from diag.snapshot.model import (
     GPU,
     HPA,
     Container,
@@ -123,7 +123,7 @@ def test_a_rayservices_clusters_and_their_pods_and_servers() -> None:
 
 def _pending_replicas() -> Snapshot:
     """GPU nodes, one tainted, and pending replicas of one template, one with a toleration of its own."""
-    from diag.model import Node
+    from diag.snapshot.model import Node
 
     snap = Snapshot(sources={name: SourceStatus("ok") for name in ("k8s/pods.json", "k8s/events.json", "k8s/nodes.json")})
     gpus = {"nvidia.com/gpu": "8"}
@@ -152,7 +152,7 @@ def test_pending_replicas_share_one_placement_and_a_different_toleration_gets_it
 
 
 def test_a_vllm_server_gets_the_service_of_its_own_namespace_that_selects_its_pod() -> None:
-    from diag.model import Service, ServicePort
+    from diag.snapshot.model import Service, ServicePort
 
     snap = Snapshot(sources={"k8s/pods.json": SourceStatus("ok")})
     vllm = Container(name="vllm", command=["vllm", "serve", "m"], state="running")
@@ -165,7 +165,7 @@ def test_a_vllm_server_gets_the_service_of_its_own_namespace_that_selects_its_po
 
 
 def test_of_several_services_selecting_its_pod_a_vllm_server_gets_the_first_listed() -> None:
-    from diag.model import Service, ServicePort
+    from diag.snapshot.model import Service, ServicePort
 
     def service(name: str, selector: dict[str, str]) -> Service:
         return Service(namespace="llm", name=name, selector=selector, ports=[ServicePort(port=8000)])

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from diag.model import GPU
+from diag.snapshot.model import GPU
 from diag.parsers.nvidia_smi import parse_csv, parse_xml
 from diag.parsers.nvml import parse_nvml_json
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from diag.analyze import settings_with_overrides
-from diag.config import Config
-from diag.engine import builtin_rules_dir, evaluate, load_rules
+from diag.engine.config import Config
+from diag.engine.rules import builtin_rules_dir, evaluate, load_rules
 from diag.facts import build_facts
-from diag.join import join
-from diag.model import (
+from diag.link.join import join
+from diag.snapshot.model import (
     GPU,
     Container,
     Event,
@@ -363,7 +363,7 @@ def test_the_log_line_fires_gpu_107_even_without_gpu_data():
 
 def test_the_real_h200_load_capture_raises_nothing():
     from diag.analyze import analyze_bundle
-    from diag.bundle import Bundle
+    from diag.bundle.files import Bundle
 
     bundle = Path(__file__).resolve().parent.parent / "fixtures" / "real-h200-load"
     report = analyze_bundle(Bundle.open(bundle))

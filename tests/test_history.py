@@ -15,12 +15,12 @@ from rich.console import Console
 from timeshift import collection_time, shifted
 
 from diag.analyze import Report, analyze_bundle
-from diag.bundle import Bundle
-from diag.clock import Clock, age_text, parse_duration, parse_time
-from diag.config import Config, ConfigError
+from diag.bundle.files import Bundle
+from diag.snapshot.clock import Clock, age_text, parse_duration, parse_time
+from diag.engine.config import Config, ConfigError
 from diag.facts import build_facts
-from diag.join import join
-from diag.load import load_bundle
+from diag.link.join import join
+from diag.bundle.load import load_bundle
 from diag.report.json_report import to_dict
 from diag.report.markdown import render_markdown
 from diag.report.terminal import print_report

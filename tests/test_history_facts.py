@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from diag.bundle import Bundle
-from diag.clock import Clock
+from diag.bundle.files import Bundle
+from diag.snapshot.clock import Clock
 from diag.facts import build_facts
-from diag.join import join
-from diag.load import load_bundle
+from diag.link.join import join
+from diag.bundle.load import load_bundle
 
 FIXTURES = sorted(p for p in (Path(__file__).parents[1] / "fixtures").iterdir() if (p / "expected.json").exists())
 

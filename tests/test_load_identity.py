@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 
-from diag.bundle import Bundle
-from diag.join import join
-from diag.load import load_bundle
-from diag.model import Snapshot
+from diag.bundle.files import Bundle
+from diag.link.join import join
+from diag.bundle.load import load_bundle
+from diag.snapshot.model import Snapshot
 
 CUDA_OOM = (
     "(EngineCore pid=245) ERROR 12-01 14:03:09 [core.py:937] torch.OutOfMemoryError: CUDA out of memory. "

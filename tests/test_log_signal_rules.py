@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from diag.analyze import Report, analyze_bundle
-from diag.bundle import Bundle
+from diag.bundle.files import Bundle
 from diag.facts import build_facts
-from diag.join import join
-from diag.model import GPU, Container, GPUProcess, Node, Pod, Snapshot, SourceStatus
+from diag.link.join import join
+from diag.snapshot.model import GPU, Container, GPUProcess, Node, Pod, Snapshot, SourceStatus
 from diag.parsers.logs import scan_log
-from diag.signals import builtin_signals
+from diag.parsers.signals import builtin_signals
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 

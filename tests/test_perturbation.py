@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 
 from diag.analyze import Report, analyze_bundle
-from diag.bundle import Bundle
-from diag.engine import builtin_rules_dir, load_rules
+from diag.bundle.files import Bundle
+from diag.engine.rules import builtin_rules_dir, load_rules
 from tests import perturb
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from diag.analyze import analyze_bundle
-from diag.bundle import Bundle
+from diag.bundle.files import Bundle
 from tests import perturb
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"

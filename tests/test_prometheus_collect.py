@@ -15,7 +15,7 @@ from diag.collect.base import SourceResult, Target
 from diag.collect.prometheus import RENAMED_PAIRS
 from diag.collect.prometheus_access import PASSWORD_ENV, TOKEN_ENV
 from diag.collect.runner import CollectContext, Collector, collect, default_collectors
-from diag.prometheus_queries import RANGE_QUERIES
+from diag.bundle.prometheus_queries import RANGE_QUERIES
 from tests.replay.server import ReplayCluster, ReplayServer
 from tests.replay.upstream import Answer, RecordedHttp
 

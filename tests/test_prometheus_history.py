@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from diag.clock import Clock
-from diag.engine import builtin_rules_dir, evaluate, load_rules
-from diag.rules_dir import default_settings
+from diag.snapshot.clock import Clock
+from diag.engine.rules import builtin_rules_dir, evaluate, load_rules
+from diag.core.rules_dir import default_settings
 from diag.facts import build_facts
-from diag.join import join
-from diag.model import GPU, PromResult, PromSeries, PromWindow, Scrape, Snapshot, SourceStatus, VllmServer
+from diag.link.join import join
+from diag.snapshot.model import GPU, PromResult, PromSeries, PromWindow, Scrape, Snapshot, SourceStatus, VllmServer
 from diag.parsers.engine_args import parse_engine_args
 from diag.parsers.prom_text import parse_exposition
 
@@ -298,7 +298,7 @@ def test_gpu_memory_dcgm_exporter_sees_is_the_unowned_memory_of_a_gpu_nvidia_smi
 
 
 def test_once_prometheus_was_queried_a_missing_answer_is_a_gap_and_without_it_none() -> None:
-    from diag.coverage import gaps
+    from diag.verdict.coverage import gaps
 
     history = vllm_history()
     missing = {g.source for g in gaps(snapshot(history))}
@@ -311,7 +311,7 @@ def test_the_json_report_says_which_window_of_history_it_read() -> None:
     from pathlib import Path
 
     from diag.analyze import analyze_bundle
-    from diag.bundle import Bundle
+    from diag.bundle.files import Bundle
     from diag.report.json_report import to_dict
 
     fixtures = Path(__file__).resolve().parent.parent / "fixtures"
@@ -324,7 +324,7 @@ def test_the_terminal_and_markdown_reports_say_which_window_they_read() -> None:
     from pathlib import Path
 
     from diag.analyze import analyze_bundle
-    from diag.bundle import Bundle
+    from diag.bundle.files import Bundle
     from diag.report.markdown import render_markdown
 
     fixtures = Path(__file__).resolve().parent.parent / "fixtures"

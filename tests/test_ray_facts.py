@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from diag.clock import Clock
+from diag.snapshot.clock import Clock
 from diag.facts import ray, ray_pods
-from diag.join import join
-from diag.model import (
+from diag.link.join import join
+from diag.snapshot.model import (
     Container,
     PlacementGroup,
     Pod,

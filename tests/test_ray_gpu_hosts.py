@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 
 from diag.analyze import analyze_bundle, settings_with_overrides
-from diag.bundle import Bundle
-from diag.config import Config
-from diag.diagnosis import link_causes
-from diag.engine import builtin_rules_dir, evaluate, load_rules
+from diag.bundle.files import Bundle
+from diag.engine.config import Config
+from diag.verdict.diagnosis import link_causes
+from diag.engine.rules import builtin_rules_dir, evaluate, load_rules
 from diag.facts import build_facts
-from diag.join import join
-from diag.load import load_bundle
-from diag.model import GPU, Container, GPUProcess, Node, Pod, RayActor, RayNode, RayStatus, Snapshot, SourceStatus
+from diag.link.join import join
+from diag.bundle.load import load_bundle
+from diag.snapshot.model import GPU, Container, GPUProcess, Node, Pod, RayActor, RayNode, RayStatus, Snapshot, SourceStatus
 from diag.parsers.ray_state import parse_nodes_summary
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"

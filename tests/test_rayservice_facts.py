@@ -6,15 +6,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from diag.analyze import analyze_bundle
-from diag.bundle import Bundle
-from diag.diagnosis import link_causes
-from diag.engine import Finding, load_rules
-from diag.rules_dir import builtin_rules_dir
+from diag.bundle.files import Bundle
+from diag.verdict.diagnosis import link_causes
+from diag.engine.rules import Finding, load_rules
+from diag.core.rules_dir import builtin_rules_dir
 
-from diag.clock import Clock
+from diag.snapshot.clock import Clock
 from diag.facts.kubernetes import _serve_status_facts
 from diag.facts.kubernetes import _kuberay_validation
-from diag.model import Event, RayClusterSpec, ServeStatus, Snapshot, SourceStatus
+from diag.snapshot.model import Event, RayClusterSpec, ServeStatus, Snapshot, SourceStatus
 
 NOW = datetime(2026, 12, 3, 3, 0, tzinfo=UTC)
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -99,7 +99,7 @@ def test_a_rayservice_finding_is_about_the_pods_of_the_raycluster_it_runs() -> N
 # ---------------------------------------------------------------- a replica larger than any node (RAY-215)
 
 from diag.facts.ray_pods import serve_replicas_too_big  # noqa: E402
-from diag.model import RayWorkerGroup  # noqa: E402
+from diag.snapshot.model import RayWorkerGroup  # noqa: E402
 
 
 def _serving(deployment: dict, *groups: RayWorkerGroup, head_params: dict | None = None) -> RayClusterSpec:

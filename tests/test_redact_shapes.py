@@ -10,7 +10,7 @@ import pytest
 
 from diag.collect.base import SourceResult, Target
 from diag.collect.manifest import CollectionRecord, build_manifest, write_manifest
-from diag.bundle import Bundle
+from diag.bundle.files import Bundle
 from diag.collect.redact import HIGH_ENTROPY, REDACTED, Redactor, high_entropy, redact, redact_text
 
 # A Ray job as the dashboard's /api/jobs/ lists it (JobDetails): metadata and runtime_env are the user's.

@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from diag.engine import Rule, builtin_rules_dir, load_rules
+from diag.engine.rules import Rule, builtin_rules_dir, load_rules
 
 _NULL_GUARD = re.compile(r"(?:[!=]=\s*null\b)|(?:\bnull\s*[!=]=)|\bhas\(")
 

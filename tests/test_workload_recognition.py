@@ -9,17 +9,17 @@ import json
 from pathlib import Path
 
 from diag.analyze import analyze_bundle
-from diag.bundle import Bundle
+from diag.bundle.files import Bundle
 from diag.collect.k8s import vllm_server_pods
-from diag.engine import load_rules, render
+from diag.engine.rules import load_rules, render
 from diag.facts import build_facts
-from diag.join import join
-from diag.load import load_bundle
+from diag.link.join import join
+from diag.bundle.load import load_bundle
 from diag.parsers import k8s
 from diag.parsers.logs import scan_log
 from diag.parsers.workloads import VLLM_LOG_SIGNAL
-from diag.relevance import serving_pods
-from diag.rules_dir import builtin_rules_dir
+from diag.verdict.relevance import serving_pods
+from diag.core.rules_dir import builtin_rules_dir
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 CUSTOM = "incident-vllm-custom-image-bf16"

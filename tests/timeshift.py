@@ -13,10 +13,10 @@ import re
 from datetime import timedelta
 from typing import Any
 
-from diag.bundle import Bundle
-from diag.clock import Clock, iso, parse_time
-from diag.join import join
-from diag.load import load_bundle
+from diag.bundle.files import Bundle
+from diag.snapshot.clock import Clock, iso, parse_time
+from diag.link.join import join
+from diag.bundle.load import load_bundle
 
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})?")
 _EPOCH_PREFIX = "1970-01-01"

@@ -11,10 +11,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from diag.bundle import Bundle
+from diag.bundle.files import Bundle
 from diag.collect import json_text
 from diag.collect.redact import Redactor
-from diag.model import SourceState
+from diag.snapshot.model import SourceState
 
 
 @dataclass

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from diag.collect.base import Sink, SourceResult, Target
-from diag.errors import ParseError
-from diag.model import Container, Pod
+from diag.core.errors import ParseError
+from diag.snapshot.model import Container, Pod
 from diag.parsers.k8s import RAY_CLUSTER_LABEL, RAY_NODE_TYPE_LABEL, parse_pods_document
 from diag.parsers.quantity import gpu_count, mig_total
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from diag import __version__
-from diag.bundle import Bundle
+from diag.bundle.files import Bundle
 from diag.collect.base import SourceResult, Target
 from diag.collect.prometheus_access import public_url
 from diag.collect.redact import RULES, redact

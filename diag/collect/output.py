@@ -17,8 +17,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from diag.bundle import Bundle
-from diag.errors import UserError
+from diag.bundle.files import Bundle
+from diag.core.errors import UserError
 
 TAR_SUFFIXES = (".tar.gz", ".tgz")
 MANIFEST = "manifest.json"

@@ -1,4 +1,4 @@
-"""Prometheus: the range queries of `diag.prometheus_queries` over the --since window, one file each.
+"""Prometheus: the range queries of `diag.bundle.prometheus_queries` over the --since window, one file each.
 
 Each file is the /api/v1/query_range answer as Prometheus sent it, with two top-level fields added:
 "query" (the PromQL sent) and "window" ({"start", "end", "step"}, unix seconds). Plain requests,
@@ -6,7 +6,7 @@ not prometheus-api-client (see docs/decisions.md).
 
 vLLM queries are scoped to the namespaces being triaged (`{namespace="a"}`, `{namespace=~"a|b"}`,
 nothing with --all-namespaces) plus --prometheus-selector's matchers; GPU queries are not scoped
-(see `diag.prometheus_queries`).
+(see `diag.bundle.prometheus_queries`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from urllib.parse import urlencode
 
 from diag.collect.base import SourceResult, Sink
 from diag.collect.http import REFUSED, TIMEOUT, HttpGet, Unreachable, body_excerpt
-from diag.prometheus_queries import RANGE_QUERIES, RENAMED_PAIRS, RangeQuery
+from diag.bundle.prometheus_queries import RANGE_QUERIES, RENAMED_PAIRS, RangeQuery
 
 if TYPE_CHECKING:
     from diag.collect.base import Target
@@ -80,7 +80,7 @@ def promql(query: RangeQuery, selector_of_vllm: str) -> str:
 def collect_target(target: Target, kube: KubeAccess | None, sink: Sink) -> list[SourceResult]:
     """What the runner calls: the target's Prometheus, scope and window -> prometheus/<stem>.json."""
     from diag.collect.prometheus_access import prometheus_access
-    from diag.errors import UserError
+    from diag.core.errors import UserError
 
     window = window_ending(time.time(), target.since_s or DEFAULT_WINDOW_S)
     try:

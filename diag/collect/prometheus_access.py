@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 from diag.collect.bounds import DEFAULT_MAX_ANSWER_BYTES
-from diag.errors import UserError
+from diag.core.errors import UserError
 
 if TYPE_CHECKING:
     from diag.collect.base import Target

@@ -25,11 +25,11 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Self, cast
 
-from diag.bundle import Bundle
+from diag.bundle.files import Bundle
 from diag.collect.base import Sink, SourceResult, Target
 from diag.collect.manifest import CollectionRecord, write_manifest
 from diag.collect.redact import Redactor, redact_text
-from diag.model import Pod, SourceState
+from diag.snapshot.model import Pod, SourceState
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -15,12 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
-from diag.clock import Clock, iso
+from diag.snapshot.clock import Clock, iso
 from diag.facts import gpu, k8s_events, kubernetes, ray, vllm
-from diag.errors import unexpected
-from diag.model import Snapshot, SourceStatus
-from diag.prometheus_join import history_window
-from diag.rules_dir import default_settings
+from diag.core.errors import unexpected
+from diag.snapshot.model import Snapshot, SourceStatus
+from diag.link.prometheus_join import history_window
+from diag.core.rules_dir import default_settings
 
 T = TypeVar("T")
 

@@ -7,8 +7,8 @@ import typing
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from diag.clock import Clock
-from diag.model import JSON_ONLY, Event, Pod
+from diag.snapshot.clock import Clock
+from diag.snapshot.model import JSON_ONLY, Event, Pod
 
 
 def plain(obj: Any, drop: tuple[str, ...] = ()) -> dict:

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from diag.clock import Clock, age_text, iso_time
-from diag.model import History
+from diag.snapshot.clock import Clock, age_text, iso_time
+from diag.snapshot.model import History
 
 Values = dict[str, float]  # one time's values, by the name the caller gave each stem
 

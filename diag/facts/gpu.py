@@ -7,16 +7,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from diag.clock import Clock
+from diag.snapshot.clock import Clock
 from diag.facts.gpu_episodes import GpuHistory, gpu_history
-from diag.prometheus_join import history_window
+from diag.link.prometheus_join import history_window
 from diag.facts.common import link, plain
-from diag.join import xid_lines_by_node
-from diag.model import GPU, GPUProcess, Node, RayNode, Snapshot
+from diag.link.join import xid_lines_by_node
+from diag.snapshot.model import GPU, GPUProcess, Node, RayNode, Snapshot
 from diag.parsers.gpu_common import pci_address
 from diag.parsers.logs import xid_device, xids_in
 from diag.parsers.xid_catalogue import builtin_catalogue
-from diag.signals import looked_for
+from diag.parsers.signals import looked_for
 from diag.parsers.quantity import GPU_RESOURCE, gpu_count
 
 # Clocks-event reasons that mean something holds the clocks down against the workload (names as in

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from diag.clock import Clock
+from diag.snapshot.clock import Clock
 from diag.facts.episodes import Timeline
-from diag.model import GPU, PromWindow
+from diag.snapshot.model import GPU, PromWindow
 
 SIGNALS: dict[str, tuple[str, ...]] = {
     "xid": ("dcgm_xid_errors",),

@@ -6,9 +6,9 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 
-from diag.clock import Clock
+from diag.snapshot.clock import Clock
 from diag.facts.common import aged
-from diag.model import Container, Event, Pod, Probe
+from diag.snapshot.model import Container, Event, Pod, Probe
 from diag.parsers import workloads
 from diag.parsers.decisive import Decisive, decisive_line
 
@@ -136,7 +136,7 @@ def failed_mounts(events: list[Event]) -> list[str]:
 def crash_loops(pod: Pod, cause_signals: Sequence[str]) -> list[dict]:
     """Crash-looping containers, init containers included, not OOMKilled (K8S-210 names that), each with the known failure lines
     its current or previous log holds: the last line of each of `cause_signals` (the catalogue's signals
-    that name why a container exits, diag.signals) it matched, else the decisive line of its log
+    that name why a container exits, diag.parsers.signals) it matched, else the decisive line of its log
     (diag.parsers.decisive) with the layer it points at. A rule that names such a cause explains the crash loop."""
     crashes = []
     for c in pod.containers + pod.init_containers:  # an init container that crash-loops keeps the pod from starting

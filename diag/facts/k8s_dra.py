@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from diag.model import Event
+from diag.snapshot.model import Event
 
 # kind -> the scheduler's wording; named groups carry the claim, device class or request it names
 SCHEDULER_REASONS: tuple[tuple[str, re.Pattern[str]], ...] = (

@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 
 from diag.facts.common import link
-from diag.model import Event, Snapshot
+from diag.snapshot.model import Event, Snapshot
 
 SCOPE = "unlisted_object"
 LIST_OF_KIND = {"Pod": "k8s/pods.json", "Node": "k8s/nodes.json"}

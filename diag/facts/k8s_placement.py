@@ -7,7 +7,7 @@ does not tolerate, or the GPU resource no node offers.
 
 from __future__ import annotations
 
-from diag.model import Node, Pod
+from diag.snapshot.model import Node, Pod
 from diag.parsers.quantity import GPU_RESOURCE, MIG_RESOURCE_PREFIX, gpu_count
 
 # Labels that mark a node as having NVIDIA GPUs even when the device plugin advertises none: GPU

@@ -13,9 +13,9 @@ from diag.facts import k8s_events
 from diag.facts import ray_pods
 from diag.facts.vllm_episodes import queue_per_scrape
 from diag.facts import k8s_placement as placement
-from diag.clock import Clock
+from diag.snapshot.clock import Clock
 from diag.facts.common import aged, aged_events, current_events, event_facts, link, plain, pod_window_times
-from diag.model import (
+from diag.snapshot.model import (
     HPA,
     DaemonSet,
     EngineArgs,
@@ -33,7 +33,7 @@ from diag.model import (
 from diag.parsers.logs import model_load_seconds
 from diag.parsers.quantity import gpu_count, mig_counts
 from diag.parsers.scheduler import parse_fit_error
-from diag.signals import LogSignals, builtin_signals, looked_for
+from diag.parsers.signals import LogSignals, builtin_signals, looked_for
 
 T = TypeVar("T")
 TERMINAL_PHASES = ("Succeeded", "Failed")

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from diag.clock import Clock
+from diag.snapshot.clock import Clock
 from diag.facts import ray_pods
 from diag.facts.common import aged, link, plain
-from diag.model import PlacementGroup, Pod, RayActor, RayNode, Snapshot
+from diag.snapshot.model import PlacementGroup, Pod, RayActor, RayNode, Snapshot
 from diag.parsers.quantity import gpu_count
 
 PENDING_ACTOR_STATES = ("PENDING_CREATION",)  # DEPENDENCIES_UNREADY waits for its arguments, not resources

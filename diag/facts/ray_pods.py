@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from diag.facts.k8s_containers import GPU_VISIBILITY_ENV, NO_GPU_VALUES
-from diag.model import Container, Pod, RayClusterSpec, Snapshot
+from diag.snapshot.model import Container, Pod, RayClusterSpec, Snapshot
 
 # KubeRay starts Ray in the pod's first container (utils.RayContainerIndex): its bash -c argument is the
 # `ray start` line KubeRay generated, or the user's own when the command already runs ray start.

@@ -5,15 +5,15 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from diag.clock import Clock
+from diag.snapshot.clock import Clock
 from diag.facts.common import link, plain
 from diag.facts.vllm_engine_death import dead_engine_serving
 from diag.facts.vllm_episodes import ScrapeView, episode_facts, per_scrape_total, queue_per_scrape
-from diag.prometheus_join import history_window
+from diag.link.prometheus_join import history_window
 from diag.facts.k8s_containers import vllm_container
 from diag.facts.kubernetes import pod_gpu_request
 from diag.parsers.quantity import mig_total
-from diag.model import (
+from diag.snapshot.model import (
     GPU,
     EngineArgs,
     Pod,
@@ -25,7 +25,7 @@ from diag.model import (
     VllmServer,
 )
 from diag.parsers.logs import gpu_memory_shortfall
-from diag.signals import looked_for
+from diag.parsers.signals import looked_for
 from diag.parsers.vllm_metrics import (
     ITL,
     KV_CACHE_USAGE,

@@ -14,10 +14,10 @@ import functools
 import re
 
 from diag.facts.k8s_containers import vllm_container
-from diag.model import Container, Pod
+from diag.snapshot.model import Container, Pod
 from diag.parsers.log_gate import LineGate
 from diag.parsers.logs import scan_rules_out
-from diag.signals import LogSignals, builtin_signals
+from diag.parsers.signals import LogSignals, builtin_signals
 
 # uvicorn's access log: `INFO:     10.0.0.1:5123 - "POST /v1/chat/completions HTTP/1.1" 500 Internal Server Error`
 _ACCESS = re.compile(r'"(?P<method>[A-Z]+) (?P<path>\S+) HTTP/[\d.]+" (?P<status>\d{3})')

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from diag.clock import Clock
+from diag.snapshot.clock import Clock
 from diag.facts.episodes import Span, Timeline
-from diag.model import PromWindow, Scrape, VllmServer
+from diag.snapshot.model import PromWindow, Scrape, VllmServer
 from diag.parsers.vllm_metrics import REQUESTS_RUNNING, REQUESTS_WAITING, VllmMetrics
 
 SIGNALS: dict[str, tuple[str, ...]] = {

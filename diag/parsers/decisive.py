@@ -21,9 +21,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from diag.errors import UserError
-from diag.model import LAYERS
-from diag.rules_dir import builtin_rules_dir, load_yaml
+from diag.core.errors import UserError
+from diag.snapshot.model import LAYERS
+from diag.core.rules_dir import builtin_rules_dir, load_yaml
 
 TAIL_BYTES = 64 * 1024
 MAX_LINE = 400  # characters of the decisive line kept: an exception message can be a whole request

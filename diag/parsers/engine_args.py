@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
-from diag.model import EngineArgs
+from diag.snapshot.model import EngineArgs
 
 REDACTED = "<redacted>"
 

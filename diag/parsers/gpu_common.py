@@ -10,7 +10,7 @@ import functools
 import re
 from dataclasses import dataclass
 
-from diag.errors import ParseError
+from diag.core.errors import ParseError
 
 # What nvidia-smi prints where it has no value. In CSV every such answer is in brackets ("[N/A]",
 # "[Not Supported]", "[Requested functionality has been deprecated]"); the XML prints the bare words.

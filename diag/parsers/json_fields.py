@@ -11,7 +11,7 @@ import json
 import math
 from typing import Any
 
-from diag.errors import ParseError
+from diag.core.errors import ParseError
 
 _TYPE_NAMES: dict[type, str] = {
     str: "a string", int: "an integer", float: "a number", bool: "a boolean", list: "a list", dict: "an object",

@@ -14,8 +14,8 @@ from typing import Any
 
 import yaml
 
-from diag.errors import ParseError
-from diag.model import (
+from diag.core.errors import ParseError
+from diag.snapshot.model import (
     HPA,
     Container,
     DaemonSet,

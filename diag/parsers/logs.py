@@ -1,6 +1,6 @@
 """Known failure lines in container logs, Xid codes, and how long vLLM took to start.
 
-Which lines name a cause is data: the signals of rules/signals/*.yaml (diag.signals), each pattern
+Which lines name a cause is data: the signals of rules/signals/*.yaml (diag.parsers.signals), each pattern
 with the source of its wording. Signal names are a contract with the rules (`log_signals.<name>`).
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from diag.parsers.log_gate import LineGate, candidate_lines
-from diag.signals import LogSignals, builtin_signals
+from diag.parsers.signals import LogSignals, builtin_signals
 
 MAX_LINES_PER_SIGNAL = 5
 

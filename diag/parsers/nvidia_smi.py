@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from itertools import count
 from typing import Any
 
-from diag.errors import ParseError
-from diag.model import GPU, GPUProcess
+from diag.core.errors import ParseError
+from diag.snapshot.model import GPU, GPUProcess
 from diag.parsers.gpu_common import (
     NO_DEVICE_HANDLE,
     UnopenedGpu,

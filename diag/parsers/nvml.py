@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from diag.errors import ParseError
-from diag.model import GPU, GPUProcess
+from diag.core.errors import ParseError
+from diag.snapshot.model import GPU, GPUProcess
 from diag.parsers.gpu_common import clocks_event_reason_names, in_reason_order
 from diag.parsers.json_fields import Fields, load_json, type_name
 

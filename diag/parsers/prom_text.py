@@ -19,8 +19,8 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from diag.errors import ParseError
-from diag.model import MetricSample
+from diag.core.errors import ParseError
+from diag.snapshot.model import MetricSample
 
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")

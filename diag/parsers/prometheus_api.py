@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from diag.errors import ParseError
-from diag.model import PromResult, PromSeries, PromWindow
+from diag.core.errors import ParseError
+from diag.snapshot.model import PromResult, PromSeries, PromWindow
 from diag.parsers.json_fields import Fields, load_json, type_name
 
 _RESULT_TYPES = ("vector", "matrix", "scalar", "string")

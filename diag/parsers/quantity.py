@@ -7,7 +7,7 @@ import math
 import re
 from collections.abc import Mapping
 
-from diag.errors import ParseError
+from diag.core.errors import ParseError
 
 GPU_RESOURCE = "nvidia.com/gpu"
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"  # nvidia.com/mig-1g.10gb, ... (device plugin, mixed MIG strategy)

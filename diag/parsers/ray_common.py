@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from diag.errors import ParseError
+from diag.core.errors import ParseError
 from diag.parsers.json_fields import Fields, load_json
 
 _QUANTITY = re.compile(r"^(?P<value>\d+(?:\.\d+)?(?:[eE][+-]?\d+)?) ?(?P<unit>[KMGT]iB|B)?$")

@@ -11,9 +11,9 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from diag.clock import iso, parse_time
-from diag.errors import ParseError
-from diag.model import PlacementGroup, RayActor, RayNode
+from diag.snapshot.clock import iso, parse_time
+from diag.core.errors import ParseError
+from diag.snapshot.model import PlacementGroup, RayActor, RayNode
 from diag.parsers.json_fields import Fields, type_name
 from diag.parsers.ray_common import (
     dashboard_data,

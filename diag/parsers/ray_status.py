@@ -10,8 +10,8 @@ import re
 from datetime import datetime, timezone
 from typing import Any
 
-from diag.errors import ParseError
-from diag.model import RayDemand, RayStatus
+from diag.core.errors import ParseError
+from diag.snapshot.model import RayDemand, RayStatus
 from diag.parsers.json_fields import Fields, type_name
 from diag.parsers.ray_common import (
     dashboard_data,

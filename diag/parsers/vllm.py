@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from diag.errors import ParseError
+from diag.core.errors import ParseError
 from diag.parsers.json_fields import Fields, load_json
 
 _STATUS_LINE = re.compile(r"^HTTP/\d(?:\.\d)?\s+(\d{3})(?:\s|$)")  # "HTTP/1.1 503 Service Unavailable"

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from diag.model import MetricSample, Scrape, VllmMetrics
+from diag.snapshot.model import MetricSample, Scrape, VllmMetrics
 
 # Alternative names of one quantity, the current (V1) name first; the first one exposed is used.
 KV_CACHE_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")

@@ -33,7 +33,7 @@ from __future__ import annotations
 import functools
 from pathlib import PurePosixPath
 
-from diag.model import Container, EngineArgs, Pod
+from diag.snapshot.model import Container, EngineArgs, Pod
 from diag.parsers import engine_args
 
 VLLM_LOG_SIGNAL = "vllm_process"  # rules/signals/vllm.yaml

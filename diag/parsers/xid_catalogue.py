@@ -7,8 +7,8 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-from diag.errors import UserError
-from diag.rules_dir import builtin_rules_dir, load_yaml
+from diag.core.errors import UserError
+from diag.core.rules_dir import builtin_rules_dir, load_yaml
 
 CATALOGUE_FILE = Path("data") / "xid-catalogue.yaml"
 

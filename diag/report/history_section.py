@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.text import Text
 
 from diag.analyze import Report
-from diag.history import HistoryItem
+from diag.verdict.history import HistoryItem
 from diag.report.safe import code, md, plain
 
 MAX_ITEMS_SHOWN = 3  # aged events / terminations / deaths listed under one history line

@@ -10,8 +10,8 @@ import json
 
 from diag import __version__
 from diag.analyze import Report
-from diag.clock import iso_time
-from diag.context import AnalysisContext
+from diag.snapshot.clock import iso_time
+from diag.verdict.context import AnalysisContext
 from diag.report import history_section
 
 SCHEMA = "llmdiag/report/v1"

@@ -6,7 +6,7 @@ span (`code`) or as a fenced block (`fence`), so that none of its characters ope
 from __future__ import annotations
 
 from diag.analyze import Report
-from diag.engine import Finding
+from diag.engine.rules import Finding
 from diag.report import history_section
 from diag.report.safe import code, fence, md, plain
 from diag.report.view import rule_names, view

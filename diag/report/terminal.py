@@ -18,8 +18,8 @@ from rich.table import Table
 from rich.text import Text
 
 from diag.analyze import Report
-from diag.diagnosis import Verdict
-from diag.engine import Finding
+from diag.verdict.diagnosis import Verdict
+from diag.engine.rules import Finding
 from diag.report import history_section
 from diag.report.safe import block, plain
 from diag.report.view import rule_names, view

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from diag.analyze import Report
-from diag.engine import SEVERITIES, Finding
-from diag.model import LAYERS, PromWindow
+from diag.engine.rules import SEVERITIES, Finding
+from diag.snapshot.model import LAYERS, PromWindow
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-from diag.bundle import Bundle
+from diag.bundle.files import Bundle
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 BUNDLES = sorted(p.parent for p in FIXTURES.rglob("expected.json"))

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from diag.analyze import Report, analyze_bundle
-from diag.bundle import Bundle
+from diag.bundle.files import Bundle
 from diag.report.json_report import render_json
 from diag.report.markdown import render_markdown
 from diag.report.terminal import print_report

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from diag.analyze import Report, analyze_bundle
-from diag.bundle import Bundle
+from diag.bundle.files import Bundle
 
 HEALTHY = Path(__file__).resolve().parents[2] / "fixtures" / "healthy-k8s-vllm"
 SCRAPE = "vllm/llama-70b-7f8d9c6b5d-8q7hc.metrics.txt"
@@ -127,7 +127,7 @@ def test_a_fact_builder_that_raises_costs_its_part_only(monkeypatch: pytest.Monk
 
 
 def test_a_rule_that_cannot_be_evaluated_is_a_gap_never_healthy(monkeypatch: pytest.MonkeyPatch) -> None:
-    from diag import engine
+    from diag.engine import rules as engine
 
     def broken(rule: engine.Rule, subject: dict, env: object) -> engine.Finding:
         raise OverflowError("cannot convert float infinity to integer")

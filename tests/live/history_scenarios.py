@@ -174,7 +174,7 @@ EXPECTED = {
 def collect_history_into(folder: Path, prometheus_url: str) -> list[str]:
     """`llmdiag collect`'s Prometheus source, scoped to NAMESPACE, into folder/prometheus/; the lines of
     sources that were not ok."""
-    from diag.bundle import Bundle
+    from diag.bundle.files import Bundle
     from diag.collect.base import Sink, Target
     from diag.collect.prometheus import collect_target
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from diag.bundle import Bundle
+from diag.bundle.files import Bundle
 from k8s_cluster import ControlPlane, wait_for
 from k8s_scenarios import (
     apply,
@@ -61,7 +61,7 @@ def test_a_cluster_info_dump_gives_the_verdict_of_llmdiag_collect(gpu_cluster: C
     assert collected.is_dir(), f"collect wrote no bundle (exit {result.returncode}): {result.stderr[-2000:]}"
     free_gpus(gpu_cluster, ns)
 
-    # kubectl's layout, as diag/cluster_dump.py reads it
+    # kubectl's layout, as diag/bundle/cluster_dump.py reads it
     phases = {p["metadata"]["name"]: p["status"]["phase"] for p in json.loads((dump / ns / "pods.json").read_text())["items"]}
     assert sorted(phases.values()) == ["Pending", "Running"] and (dump / "nodes.json").is_file()
     bundle = Bundle.open(dump)

@@ -19,7 +19,7 @@ from history_scenarios import CLUSTER_FIXTURE, EXPECTED, FOREIGN, NAMESPACE, SCE
 from conftest import _enter
 from live_services import running_prometheus
 from diag.analyze import analyze_bundle
-from diag.bundle import Bundle
+from diag.bundle.files import Bundle
 
 pytestmark = pytest.mark.live
 REPO = Path(__file__).resolve().parents[2]

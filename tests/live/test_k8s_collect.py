@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import diag.collect.kube as kube_module
-from diag.bundle import Bundle
+from diag.bundle.files import Bundle
 from diag.collect.base import SourceResult, Target
 from diag.collect.gpu import NVIDIA_SMI_CSV, NVIDIA_SMI_XML
 from diag.collect.kube import KubeAccess, KubeError, KubeTimeout
@@ -29,7 +29,7 @@ from diag.collect.runner import (
     collect,
     default_collectors,
 )
-from diag.load import load_bundle
+from diag.bundle.load import load_bundle
 from tests.replay.harness import (
     CLUSTER,
     GPU_PODS,

@@ -19,11 +19,11 @@ from live_services import (
     PromServer,
     free_port,
 )
-from diag.bundle import Bundle
+from diag.bundle.files import Bundle
 from diag.collect.base import Sink, SourceResult, Target
 from diag.collect.prometheus import DEFAULT_WINDOW_S, collect_prometheus, collect_target, window_ending
 from diag.collect.prometheus_access import PASSWORD_ENV, TOKEN_ENV, PromAccess, prometheus_access
-from diag.prometheus_queries import RANGE_QUERIES, RangeQuery
+from diag.bundle.prometheus_queries import RANGE_QUERIES, RangeQuery
 
 pytestmark = pytest.mark.live
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from diag.bundle import Bundle
+from diag.bundle.files import Bundle
 from diag.collect.base import Sink
 from diag.collect.kube import KubeAccess
 from diag.collect.ray import CLI_FILES, DASHBOARD_FILES, DASHBOARD_PORT, RayHead, collect_ray_address, collect_ray_head
@@ -209,7 +209,7 @@ def test_the_analyzer_names_the_ray_layer_with_the_infeasible_actor_and_placemen
 
 
 def test_collected_files_load_into_a_snapshot(dashboard_bundle, tmp_path: Path) -> None:
-    from diag.load import load_bundle
+    from diag.bundle.load import load_bundle
 
     bundle, _ = dashboard_bundle
     snapshot = load_bundle(Bundle.open(bundle.save(tmp_path / "bundle")))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from diag.bundle import Bundle
+from diag.bundle.files import Bundle
 from diag.collect.base import Sink, Target
 from diag.collect.redact import redact
 from diag.collect.vllm import collect_vllm, listening_pid, process_argv, url_endpoint
@@ -150,7 +150,7 @@ def test_secret_flags_in_the_argv_do_not_reach_the_bundle(vllm_standin) -> None:
 
 
 def test_collected_files_load_into_a_snapshot_with_engine_flags_from_the_argv(vllm_standin, tmp_path: Path) -> None:
-    from diag.load import load_bundle
+    from diag.bundle.load import load_bundle
 
     server = vllm_standin("max-num-seqs-2")
     bundle = Bundle()

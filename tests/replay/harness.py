@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from diag.bundle import Bundle
+from diag.bundle.files import Bundle
 from diag.collect.base import SourceResult, Target
 from diag.collect.gpu import NVIDIA_SMI_CSV, NVIDIA_SMI_XML
 from diag.collect.ray import CLI_FILES

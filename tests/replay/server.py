@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Self
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from diag.bundle import Bundle
+from diag.bundle.files import Bundle
 from tests.replay import websocket
 from tests.replay.selectors import SelectorError, matches_fields, matches_labels
 

@@ -1,0 +1,1 @@
+"""The ground floor: errors, timing, and where the rule files and their settings are."""

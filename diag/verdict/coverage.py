@@ -1,0 +1,414 @@
+"""What the analysis could not see: the gaps that forbid calling a bundle healthy.
+
+"Healthy" is said only when the sources that decide were read. A layer the bundle speaks of is
+relevant; each relevant layer needs its deciding sources:
+  kubernetes  every list `llmdiag collect` reads: pods (at least one), nodes, events, services and
+              their endpoints, deployments, statefulsets, HPAs, the GPU daemonsets; the KubeRay lists
+              where Ray runs
+  ray         the cluster status, its nodes, actors and placement groups
+  vllm        two /metrics reads of every server that runs, for counter rates (a pending or crashing
+              pod has none to give: its own state is the evidence); its engine flags when requests wait (the cap
+              that may hold them); the scrapes' times when its counters stood still (a hang or a
+              short interval)
+  gpu         once any GPU data was collected, the GPUs of every node that runs a serving pod; once
+              GPUs were captured outside Kubernetes, the machine of every live Ray node with GPUs
+  logs        the log of a serving container that crashed or restarted (the cause is in it)
+  history     once Prometheus was queried (any prometheus/ answer of diag.bundle.prometheus_queries in the
+              bundle), every one of those answers: a fault that only the history shows is a fault
+A source that failed (damaged file, collector error) is a gap whatever its layer: what it would have
+shown is unknown. Every gap names what is missing and the command that gets it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from diag.snapshot.clock import Clock
+from diag.engine.rules import Rule, RuleOutcome
+from diag.facts.k8s_placement import is_gpu_node
+from diag.snapshot.model import Container, RayNode, Snapshot
+from diag.bundle.prometheus_queries import RANGE_QUERIES
+from diag.verdict.relevance import serving_pods
+
+
+@dataclass(frozen=True)
+class Gap:
+    source: str  # bundle path or collector name
+    problem: str  # one line: what is missing or wrong
+    remedy: str  # the command (or step) that gets it
+    # deciding: a fault the source would show could be the root cause (pods, nodes, events, the Ray
+    # state, GPUs, vLLM metrics, Prometheus' history); other lists (HPAs, Services, KubeRay objects)
+    # only add detail
+    deciding: bool = True
+    links: tuple[str, ...] = ()  # the subjects whose data is missing ("node:gpu-2"), when known
+    source_layer: str | None = None  # where the source's path does not say it (manifest.json ...)
+    # a root finding on one of `links` whose rule explains this rule is why the data is not needed
+    # (a known cause of a crash makes its log a repetition)
+    moot_if_root_explains: str | None = None
+
+    @property
+    def layer(self) -> str | None:
+        """The layer whose faults this source would show; None where a fault of any layer could hide
+        (a crash log, the whole bundle)."""
+        if self.source_layer is not None:
+            return self.source_layer
+        if self.source.startswith("k8s/logs/"):
+            return None
+        for prefix, layer in _LAYER_OF_SOURCE:
+            if self.source == prefix.rstrip("/") or self.source.startswith(prefix):
+                return layer
+        return None
+
+
+RAY_DASHBOARD = "ray/dashboard"  # failed when the dashboard could not be reached (llmdiag collect)
+_LAYER_OF_SOURCE = (
+    ("k8s/", "kubernetes"), ("kubernetes", "kubernetes"), ("ray/", "ray"), ("ray", "ray"), ("gpu/", "gpu"), ("vllm/", "vllm"),
+    ("prometheus/vllm_", "vllm"), ("prometheus/dcgm_", "gpu"),
+)
+
+
+_KUBERNETES_SOURCES = {
+    "k8s/pods.json": "kubectl get pods {ns} -o json > k8s/pods.json",
+    "k8s/nodes.json": "kubectl get nodes -o json > k8s/nodes.json",
+    "k8s/events.json": "kubectl get events {ns} -o json > k8s/events.json",
+    "k8s/services.json": "kubectl get services {ns} -o json > k8s/services.json",
+    "k8s/deployments.json": "kubectl get deployments {ns} -o json > k8s/deployments.json",
+    "k8s/statefulsets.json": "kubectl get statefulsets {ns} -o json > k8s/statefulsets.json",
+    "k8s/hpa.json": "kubectl get hpa {ns} -o json > k8s/hpa.json",
+    "k8s/daemonsets.json": "kubectl get daemonsets -A -o json > k8s/daemonsets.json",
+}
+CRASH_LOOP_RULE = "K8S-213"  # a container in CrashLoopBackOff, its cause not known
+_ENDPOINTS = ("k8s/endpoints.json", "k8s/endpointslices.json")
+# Read where Ray runs on Kubernetes; "skipped" (the CRDs are not installed) is an answer too.
+_KUBERAY_SOURCES = {
+    "k8s/rayclusters.json": "kubectl get rayclusters.ray.io {ns} -o json > k8s/rayclusters.json",
+    "k8s/rayservices.json": "kubectl get rayservices.ray.io {ns} -o json > k8s/rayservices.json",
+}
+# Each Ray need is met by any one of its files (the `ray` CLI's output or the dashboard's answer).
+_RAY_SOURCES = {
+    ("ray/status.txt", "ray/cluster_status.json"): "kubectl exec <ray-head-pod> -- ray status > ray/status.txt",
+    ("ray/nodes.json", "ray/nodes_summary.json"): "kubectl exec <ray-head-pod> -- ray list nodes --detail --format json > ray/nodes.json",
+    ("ray/actors.json",): "kubectl exec <ray-head-pod> -- ray list actors --detail --format json > ray/actors.json",
+    ("ray/placement_groups.json",): "kubectl exec <ray-head-pod> -- ray list placement-groups --detail --format json > ray/placement_groups.json",
+}
+_REMEDY_BY_PREFIX = {
+    "facts/": "llmdiag could not read this content (a bug): report it with the bundle; the sources above say which files were read",
+    "bundle": "check the bundle (what it holds: tar tzvf, ls -lR); raise settings.bundle_max_* in .llmdiag.yaml only for a bundle you trust",
+    "kubernetes": "check the kubeconfig and its context: kubectl config current-context; kubectl get pods -n <namespace>",
+    "k8s/": "collect it again: kubectl get <kind> -o json",
+    "ray/": "collect it again on the Ray head (ray status; ray list ... --format json)",
+    "gpu/": "collect it again: nvidia-smi -q -x on the node",
+    "vllm/": "scrape it again: curl -s http://<pod>:8000/metrics",
+    "prometheus/": "query Prometheus again (llmdiag triage --prometheus-url ...)",
+}
+
+
+def gaps(snap: Snapshot, clock: Clock | None = None) -> list[Gap]:
+    """`clock`: what counts as current; a serving container that last restarted before the history
+    window needs no log of that run (its restart is history, not this incident)."""
+    found: list[Gap] = []
+    found += _failed_sources(snap)
+    if _kubernetes_relevant(snap):
+        found += _kubernetes_gaps(snap)
+    if _ray_relevant(snap):
+        found += _ray_gaps(snap)
+    found += _vllm_gaps(snap)
+    found += _gpu_gaps(snap)
+    found += _ray_gpu_join_gaps(snap)
+    found += _log_gaps(snap, clock)
+    found += _history_gaps(snap)
+    if not any(s.status == "ok" for s in snap.sources.values()):
+        found.append(Gap("bundle", "no source could be read", "run `llmdiag collect` against the cluster, or check the bundle's path"))
+    unique: dict[str, Gap] = {}
+    for gap in found:
+        unique.setdefault(gap.source, gap)
+    return list(unique.values())
+
+
+def rule_gaps(outcomes: dict[str, RuleOutcome], rules: dict[str, Rule]) -> list[Gap]:
+    """A rule that could not be evaluated (a value CEL cannot hold, a bug) decided nothing: a gap."""
+    return [
+        Gap(
+            f"rule {rule_id}", f"rule {rule_id} could not be evaluated on this bundle: {outcome.detail}",
+            "report it with the bundle (llmdiag rules show " + rule_id + " names what it reads)",
+            source_layer=rules[rule_id].layer if rule_id in rules else None,
+        )
+        for rule_id, outcome in sorted(outcomes.items())
+        if outcome.status == "error"
+    ]
+
+
+_DECIDING = (
+    "kubernetes", *_KUBERNETES_SOURCES, *_ENDPOINTS, "ray", "ray/status.txt", "ray/cluster_status.json", "ray/nodes.json",
+    "ray/nodes_summary.json", "ray/actors.json", "ray/placement_groups.json", RAY_DASHBOARD, "gpu", "gpu/", "vllm", "vllm/",
+    "prometheus/",
+)
+
+
+def _failed_sources(snap: Snapshot) -> list[Gap]:
+    subjects = _Subjects.of(snap)
+    ns = _namespace_flag(snap)
+    return [
+        Gap(name, status.detail or f"{name}: could not be read", _remedy_for(name, ns), name.startswith(_DECIDING), subjects.links_of(name))
+        for name, status in sorted(snap.sources.items())
+        if status.status == "failed" and not (name == RAY_DASHBOARD and _ray_read_anyway(snap))
+    ]
+
+
+def _history_gaps(snap: Snapshot) -> list[Gap]:
+    answers = {f"prometheus/{q.stem}.json" for q in RANGE_QUERIES}
+    if not any(name in snap.sources for name in answers):
+        return []  # Prometheus was not part of this bundle: history is extra, not a deciding source
+    return [
+        Gap(name, f"{name}: not in the bundle, though Prometheus was queried", _remedy_for("prometheus/"))
+        for name in sorted(answers) if name not in snap.sources
+    ]
+
+
+def _ray_read_anyway(snap: Snapshot) -> bool:
+    """The `ray` CLI in the head pod gave what the unreachable dashboard would have (RAY-106 says it is
+    unreachable): nothing is missing."""
+    return all(any(_read(snap, n) for n in names) for names in _RAY_SOURCES)
+
+
+@dataclass(frozen=True)
+class _Subjects:
+    """Nodes and pods by name: a fleet can fail one GPU source per node (nvidia-smi exec refused)."""
+
+    nodes: dict[str, list[str]]
+    pods: dict[str, list[str]]
+
+    @classmethod
+    def of(cls, snap: Snapshot) -> _Subjects:
+        nodes: dict[str, list[str]] = {}
+        pods: dict[str, list[str]] = {}
+        for node in snap.nodes:
+            nodes.setdefault(node.name, []).append(f"node:{node.name}")
+        for pod in snap.pods:
+            pods.setdefault(pod.name, []).append(f"pod:{pod.key}")
+        return cls(nodes, pods)
+
+    def links_of(self, name: str) -> tuple[str, ...]:
+        """gpu/<host-or-pod>.* is about that node or pod; vllm/<server>.* about that server."""
+        if name.startswith("gpu/"):
+            stem = name.removeprefix("gpu/").split(".", 1)[0]
+            return tuple(self.nodes.get(stem, []) + self.pods.get(stem, []))
+        if name.startswith("vllm/"):
+            return (f"vllm:{name.removeprefix('vllm/').split('.', 1)[0]}",)
+        return ()
+
+
+def _remedy_for(name: str, ns: str = "-n <namespace>") -> str:
+    """The command that writes this file again where one is known, else what to do for its kind."""
+    command = {**_KUBERNETES_SOURCES, **_KUBERAY_SOURCES}.get(name) or next(
+        (command for names, command in _RAY_SOURCES.items() if name in names), None
+    )
+    if command is not None:
+        return f"collect it again: {command.format(ns=ns)}"
+    for prefix, remedy in _REMEDY_BY_PREFIX.items():
+        if name.startswith(prefix):
+            return remedy
+    return f"check the {name} collector's access (llmdiag collect prints why it failed)"
+
+
+def _read(snap: Snapshot, name: str) -> bool:
+    return snap.sources.get(name) is not None and snap.sources[name].status == "ok"
+
+
+def _kubernetes_relevant(snap: Snapshot) -> bool:
+    kubernetes = snap.manifest.get("kubernetes")
+    asked_live = isinstance(kubernetes, dict) and bool(kubernetes.get("context"))
+    attempted = any(
+        (name.startswith("k8s/") or name == "kubernetes") and s.status in ("ok", "failed") for name, s in snap.sources.items()
+    )
+    return asked_live or attempted
+
+
+def _kubernetes_gaps(snap: Snapshot) -> list[Gap]:
+    ns = _namespace_flag(snap)
+    found = [
+        Gap(name, f"{name}: {_state(snap, name)}", command.format(ns=ns))
+        for name, command in _KUBERNETES_SOURCES.items()
+        if not _read(snap, name)
+    ]
+    if snap.services and not any(_read(snap, name) for name in _ENDPOINTS):
+        found.append(Gap(_ENDPOINTS[0], f"{_ENDPOINTS[0]}: {_state(snap, _ENDPOINTS[0])}", f"kubectl get endpoints {ns} -o json > k8s/endpoints.json"))
+    if _ray_relevant(snap):
+        found += [
+            Gap(name, f"{name}: {_state(snap, name)}", command.format(ns=ns), deciding=False)
+            for name, command in _KUBERAY_SOURCES.items()
+            if not _read(snap, name) and getattr(snap.sources.get(name), "status", None) != "skipped"
+        ]
+    if _read(snap, "k8s/pods.json") and not snap.pods:
+        found.append(Gap("k8s/pods.json", f"no pod matched {_target_words(snap)}", "check the namespace (-n), the selector (-l) and the kube context"))
+    return found
+
+
+def _ray_relevant(snap: Snapshot) -> bool:
+    attempted = any((name.startswith("ray/") or name == "ray") and s.status in ("ok", "failed") for name, s in snap.sources.items())
+    return attempted or bool(snap.ray_clusters) or any(p.ray_cluster for p in snap.pods)
+
+
+def _ray_gaps(snap: Snapshot) -> list[Gap]:
+    return [
+        Gap(names[0], f"{' / '.join(names)}: {_state(snap, names[0])}", command)
+        for names, command in _RAY_SOURCES.items()
+        if not any(_read(snap, n) for n in names)
+    ]
+
+
+def _vllm_gaps(snap: Snapshot) -> list[Gap]:
+    found = []
+    for server in snap.vllm_servers:
+        link = (f"vllm:{server.name}",)
+        if not server.scrapes:
+            pod = snap.pod(server.pod) if server.pod else None
+            if pod is not None and pod.phase != "Running":
+                continue  # nothing to scrape yet: the pod's own state speaks
+            where = server.url or (f"http://<{server.pod} IP>:8000/metrics" if server.pod else f"{server.name}:8000/metrics")
+            found.append(Gap(f"vllm/{server.name}.metrics.txt", f"no /metrics read of vLLM server {server.name}", f"curl -s {where}", links=link))
+            continue
+        if len(server.scrapes) == 1:
+            found.append(Gap(
+                f"vllm/{server.name}.metrics.1.txt",
+                f"one /metrics read of vLLM server {server.name}: its counter rates (preemptions, tokens) and whether its queue grows are unknown",
+                "llmdiag triage ... --scrapes 3 (or a second curl of /metrics a few seconds later, saved as <name>.metrics.1.txt)",
+                links=link,
+            ))
+        summary = server.summary
+        if summary is None:  # a snapshot not joined
+            continue
+        if server.engine_args is None and (summary.waiting_max or 0) > 0:
+            found.append(Gap(
+                f"vllm/{server.name}.cmdline.txt",
+                f"requests wait at vLLM server {server.name}, and its engine flags (--max-num-seqs ...) are unknown",
+                "tr '\\0' '\\n' < /proc/<vllm pid>/cmdline > vllm/<server>.cmdline.txt (or read the pod spec)",
+                links=link,
+            ))
+        if len(server.scrapes) > 1 and summary.interval_seconds is None and summary.generation_tokens_delta == 0:
+            found.append(Gap(
+                "manifest.json",
+                f"the tokens counters of vLLM server {server.name} stood still between scrapes taken at unknown times (a hang, or reads a moment apart)",
+                "llmdiag triage --vllm-url ... --scrapes 3 --scrape-interval 10 (the manifest records when each scrape was taken)",
+                links=link,
+                source_layer="vllm",
+            ))
+    return found
+
+
+def _gpu_gaps(snap: Snapshot) -> list[Gap]:
+    """Once GPUs were collected at all, every GPU node a serving pod runs on must be among them."""
+    if not any(name.startswith("gpu/") for name in snap.sources):
+        return []
+    seen = {g.node or g.host for g in snap.gpus}
+    gpu_nodes = {n.name for n in snap.nodes if is_gpu_node(n)}
+    wanted = sorted({p.node_name for p in serving_pods(snap) if p.node_name in gpu_nodes} - seen)
+    return [
+        Gap(f"gpu/{node}.xml", f"no GPU data of node {node}, where serving pods run", f"kubectl debug node/{node} -- nvidia-smi -q -x (or exec it in a GPU pod there)", links=(f"node:{node}",))
+        for node in wanted
+    ]
+
+
+def _ray_gpu_join_gaps(snap: Snapshot) -> list[Gap]:
+    """Once GPUs were captured outside Kubernetes, every live Ray node with GPUs and no pod must be joined
+    to its machine's capture: without it, whose memory Ray's workers hold on its GPUs is undecided
+    (GPU-106), and a healthy verdict would rest on a join not made."""
+    kubernetes_nodes = {n.name for n in snap.nodes}
+    if not any(g.host not in kubernetes_nodes and not g.serving_pods for g in snap.gpus):
+        return []
+    return [
+        Gap(
+            f"gpu/{node.hostname or node.node_name or node.node_ip or node.node_id}.json",
+            f"Ray node {node.node_ip or node.node_id} ({_gpus(node)} GPU) could not be joined to a GPU capture "
+            "by its name or address, so which process holds its GPUs' memory is unknown",
+            "on that machine: llmdiag collect --local-gpu --out gpu-<host>.tar.gz (or nvidia-smi -q -x > gpu/<host>.xml)",
+            links=(f"ray_node:{node.node_id}",),
+            source_layer="gpu",
+            moot_if_root_explains="GPU-106",
+        )
+        for node in snap.ray_nodes
+        if node.pod is None and node.gpu_host is None and node.state != "DEAD" and _gpus(node)
+    ]
+
+
+def _gpus(node: RayNode) -> int:
+    return int(node.resources_total.get("GPU", 0) or 0)
+
+
+def _log_gaps(snap: Snapshot, clock: Clock | None) -> list[Gap]:
+    """A serving container that crashed says why in its log: without it the cause could be in any layer."""
+    found = []
+    for pod in serving_pods(snap):
+        for container in pod.containers:
+            if (missing := _missing_log(container, clock)) is not None:
+                flag = " --previous" if missing.endswith(".previous.log") else ""
+                found.append(Gap(
+                    f"k8s/logs/{pod.namespace}.{pod.name}.{container.name}{missing}",
+                    f"container {container.name} of pod {pod.key} {_crash_words(container)}, and its log was not collected",
+                    f"kubectl -n {pod.namespace} logs {pod.name} -c {container.name}{flag} --tail=200",
+                    links=(f"pod:{pod.key}",),
+                    moot_if_root_explains=CRASH_LOOP_RULE,
+                ))
+    return found
+
+
+def _missing_log(container: Container, clock: Clock | None = None) -> str | None:
+    crashing = container.state_reason in ("CrashLoopBackOff", "Error") or (container.state == "terminated" and container.last_exit_code not in (None, 0))
+    restarted = (
+        container.restart_count > 0 and container.last_terminated_reason != "OOMKilled"
+        and (clock is None or clock.current(container.last_finished_at))
+    )
+    if crashing and not _has_text(container.logs) and not _has_text(container.previous_logs):
+        return ".log"
+    if restarted and not crashing and not _has_text(container.previous_logs):
+        return ".previous.log"
+    return None
+
+
+def _has_text(log: str | None) -> bool:
+    return log is not None and log.strip() != ""
+
+
+def _crash_words(container: Container) -> str:
+    state = container.state_reason or container.state or "restarted"
+    return f"is {state} after {container.restart_count} restarts (last exit code {container.last_exit_code})"
+
+
+def _state(snap: Snapshot, name: str) -> str:
+    status = snap.sources.get(name)
+    if status is None or status.status == "missing":
+        return "not in the bundle"
+    return status.detail or status.status
+
+
+def _namespace_flag(snap: Snapshot) -> str:
+    """The namespaces to collect again: those the manifest says were collected; without a manifest
+    that says, those the bundle's pods, workloads, Services and pod events are in (-A for several,
+    as kubectl lists one namespace or all)."""
+    namespaces = (snap.manifest.get("kubernetes") or {}).get("namespaces") if isinstance(snap.manifest.get("kubernetes"), dict) else None
+    if not isinstance(namespaces, list) or not namespaces:
+        namespaces = sorted(_namespaces_seen(snap))
+    if namespaces == ["*"] or len(namespaces) > 1:
+        return "-A"
+    if len(namespaces) == 1:
+        return f"-n {namespaces[0]}"
+    return "-n <namespace>"
+
+
+def _namespaces_seen(snap: Snapshot) -> set[str]:
+    # events about nodes carry the namespace "default", which says nothing of what was collected
+    pod_events = (e.namespace for e in snap.events if e.involved_kind == "Pod")
+    objects = (o.namespace for kind in (snap.pods, snap.workloads, snap.services) for o in kind)
+    return {namespace for namespace in (*pod_events, *objects) if namespace}
+
+
+def _target_words(snap: Snapshot) -> str:
+    kubernetes = snap.manifest.get("kubernetes") if isinstance(snap.manifest.get("kubernetes"), dict) else {}
+    selectors = snap.manifest.get("selectors") if isinstance(snap.manifest.get("selectors"), dict) else {}
+    namespaces = kubernetes.get("namespaces") or []
+    words = [f"namespace {', '.join(map(str, namespaces))}" if namespaces else "the namespace"]
+    for key, label in (("label", "selector"), ("pod", "pod"), ("ray_cluster", "Ray cluster")):
+        if selectors.get(key):
+            words.append(f"{label} {selectors[key]}")
+    context = kubernetes.get("context")
+    return " and ".join(words) + (f" (context {context})" if context else "")

@@ -1,0 +1,57 @@
+"""The serving path: which subjects the verdict is about.
+
+A namespace rarely holds only the inference service. The serving path is what a request or a GPU of
+the service passes through: vLLM servers and their pods, Ray clusters (nodes, actors, placement
+groups, their pods), GPUs and the pods that ask for them, the NVIDIA daemonsets that hand GPUs out, the
+nodes these run on or could run on (GPU nodes), and the Services, workloads and HPAs of those pods.
+A finding about anything else is an "other problem": reported, never the verdict, never the cause of
+a serving-path finding. A bundle with no serving subject at all cannot tell them apart, so there
+every finding counts.
+"""
+
+from __future__ import annotations
+
+from diag.engine.rules import Finding
+from diag.facts.k8s_placement import is_gpu_node
+from diag.facts.kubernetes import GPU_COMPONENTS, wants_gpus
+from diag.snapshot.model import Pod, Snapshot
+
+# Links of these kinds are on the serving path wherever they appear.
+_SERVING_KINDS = ("vllm:", "ray_node:", "actor:", "placement_group:", "gpu:", "raycluster:")
+
+
+def serving_links(snap: Snapshot) -> set[str] | None:
+    """The link keys of the serving path; None when the bundle shows no serving subject at all."""
+    pods = serving_pods(snap)
+    links = {f"pod:{p.key}" for p in pods}
+    links |= {f"workload:{p.namespace}/{p.workload_name}" for p in pods if p.workload_name}
+    links |= {f"workload:{w.namespace}/{w.name}" for w in snap.workloads if w.template_gpus > 0}  # even with no pod yet
+    links |= {f"node:{p.node_name}" for p in pods if p.node_name}
+    links |= {f"node:{n.name}" for n in snap.nodes if is_gpu_node(n)}
+    if not links and not (snap.vllm_servers or snap.ray_nodes or snap.ray_actors or snap.gpus or snap.ray_clusters):
+        return None
+    return links
+
+
+def serving_pods(snap: Snapshot) -> list[Pod]:
+    return [p for p in snap.pods if _serves(p)]
+
+
+def on_serving_path(finding: Finding, serving: set[str] | None) -> bool:
+    if serving is None or finding.subject == "cluster":
+        return True
+    return any(link.startswith(_SERVING_KINDS) or link in serving for link in finding.links)
+
+
+def _serves(pod: Pod) -> bool:
+    return (
+        pod.vllm_server is not None
+        or pod.ray_cluster is not None
+        or pod.ray_node_type is not None
+        or wants_gpus(pod)
+        or (pod.owner_kind == "DaemonSet" and _is_gpu_daemonset(pod.owner_name or ""))
+    )
+
+
+def _is_gpu_daemonset(name: str) -> bool:
+    return any(mark in name for marks in GPU_COMPONENTS.values() for mark in marks)
