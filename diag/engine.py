@@ -455,7 +455,18 @@ def render(template: str, env: dict | cel.Context, shell_env: dict | cel.Context
     if shell_env is None or "{{" not in template:
         return _HOLE.sub(filler(env), template)
     prose, command = filler(env), filler(shell_env)
-    return "\n".join(_HOLE.sub(command if shell.COMMAND_LINE.match(line) else prose, line) for line in template.split("\n"))
+
+    def command_line(line: str) -> str:
+        out: list[str] = []
+        last = 0
+        for match in _HOLE.finditer(line):
+            out.append(line[last : match.start()])
+            state = shell.quote_state("".join(out))
+            out.append(command(match) if state == "plain" else shell.inside(state, prose(match)))
+            last = match.end()
+        return "".join(out) + line[last:]
+
+    return "\n".join(command_line(line) if shell.COMMAND_LINE.match(line) else _HOLE.sub(prose, line) for line in template.split("\n"))
 
 
 def _text(value: Any) -> str:

@@ -73,3 +73,4 @@ def test_the_collection_read_what_was_planted(collected: tuple[Corpus, dict[str,
     assert b"serialized_runtime_env" in files["ray/actors.json"]
     assert any(name.startswith("prometheus/") for name in files)
     assert any(name.startswith("vllm/127.0.0.1_") for name in files)
+    assert any(name.startswith("vllm/") and b"vllm:cache_config_info{" in data for name, data in files.items())

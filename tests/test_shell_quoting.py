@@ -80,3 +80,19 @@ def test_a_line_break_in_a_value_cannot_start_a_line() -> None:
     out = render("Pod {{ pod.name }}", env)
     assert out == "Pod a\\n  rm -rf ~"
     assert escaped("a\u202eb\x1bc") == "a\\u202eb\\x1bc"
+
+
+@pytest.mark.parametrize(
+    ("template", "printed"),
+    [
+        ('  printf %s "/api/v1/namespaces/{{ ns }}/pods"', 'printf %s "/api/v1/namespaces/ml\\$(echo INJECTED)\\"\\`x\\`/pods"'),
+        ("  printf %s '/namespaces/{{ ns }}'", "printf %s '/namespaces/ml$(echo INJECTED)\"`x`'"),
+        ("  printf %s {{ ns }}", "printf %s 'ml$(echo INJECTED)\"`x`'"),
+    ],
+)
+def test_a_hole_inside_the_rules_own_quotes_is_escaped_for_them(template: str, printed: str) -> None:
+    name = 'ml$(echo INJECTED)"`x`'
+    out = render(template, {"ns": name}, {"ns": word(name)}).strip()
+    assert out == printed
+    ran = subprocess.run(["sh", "-c", out], capture_output=True, text=True, check=True).stdout
+    assert name in ran and "INJECTED" not in ran.replace(name, "")
