@@ -23,7 +23,7 @@ COMMAND_LINE = re.compile(r"^ {2,}(?!- )\S")
 # each value it took from the bundle.
 PREPARED = frozenset({"exec_prefix", "ray_head_exec", "logs_command", "edit_hint"})
 
-_UNSHOWABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+_UNSHOWABLE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
 
 
 def word(value: str) -> str:
