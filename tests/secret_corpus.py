@@ -79,7 +79,42 @@ def log_lines(c: Corpus) -> list[str]:
         *c.plant("pem-private-key", PEM_BODY).splitlines(),
         "-----END RSA PRIVATE KEY-----",
         "INFO using openai key " + c.plant("openai-key", "sk-proj-plantOpenAi0023abcdefghijklmnop"),
+        # vLLM before 0.6 printed its arguments as an argparse Namespace
+        "INFO 12-01 14:13:12 api_server.py:528] args: Namespace(host=None, port=8000, api_key='"
+        + c.plant("vllm-namespace-api-key", "plantNamespaceApiKey0024")
+        + "', model='meta-llama/Meta-Llama-3-8B-Instruct', hf_token='"
+        + c.plant("vllm-namespace-hf-token", "hf_plantNamespaceHfToken0025abcdefg")
+        + "', max_model_len=8192)",
+        "(APIServer pid=1) INFO 12-01 14:13:12 [api_server.py:1880] vLLM API server version 0.10.1.1 "
+        "started with: vllm serve meta-llama/Meta-Llama-3-8B-Instruct --api-key "
+        + c.plant("vllm-cli-api-key", "plantCliApiKey0026abc"),
+        'curl -s -H "Authorization: Bearer ' + c.plant("curl-bearer", "plantCurlBearer0027xyz") + '" http://vllm:8000/v1/models',
+        "DEBUG sending x-api-key: " + c.plant("x-api-key-header", "plantXApiKeyHeader0028"),
+        "ERROR token refresh failed: bearer " + c.plant("lowercase-bearer", "plantLowerBearer0029abc"),
+        "INFO using DefaultEndpointsProtocol=https;AccountName=llmweights;AccountKey="
+        + c.plant("azure-account-key", "cGxhbnRBenVyZUFjY291bnRLZXkwMDM2YWJjZGVmZ2hpams=")
+        + ";EndpointSuffix=core.windows.net",
+        "INFO reading gs://weights/llama/config.json?X-Goog-Algorithm=GOOG4-RSA-SHA256&X-Goog-Signature="
+        + c.plant("goog-signature", "5c0ffee0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c"),
+        # a service account key file printed as JSON: the key's lines are `\\n` escapes
+        '{"type": "service_account", "private_key": "-----BEGIN PRIVATE KEY-----\\n'
+        + c.plant("gcp-private-key", "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQCplantedGcpKey0048")
+        + '\\n-----END PRIVATE KEY-----\\n", "client_email": "llm@proj.iam.gserviceaccount.com"}',
+        "AWS_SESSION_TOKEN=" + c.plant("aws-session-token", "IQoJb3JpZ2luX2VjEPlantedSessionToken0037abcdefgh"),
+        "export GITHUB_TOKEN=" + c.plant("github-token", "ghp_PlantedGithubToken0038abcdefghijklmnopq"),
     ]
+
+
+def metrics_lines(c: Corpus) -> str:
+    """Series whose labels carry a secret, as exporters write them when they turn config into labels."""
+    return (
+        '# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n'
+        '# TYPE vllm:cache_config_info gauge\n'
+        'vllm:cache_config_info{block_size="16",api_key="' + c.plant("metrics-label-api-key", "plantMetricsLabelKey0060")
+        + '",gpu_memory_utilization="0.9"} 1.0\n'
+        'vllm:lora_requests_info{endpoint="https://hooks.example.com/x?token='
+        + c.plant("metrics-label-url-token", "plantMetricsUrlToken0061") + '"} 1.0\n'
+    )
 
 
 def plant_cluster(cluster: ReplayCluster, c: Corpus) -> None:
@@ -103,6 +138,7 @@ def plant_cluster(cluster: ReplayCluster, c: Corpus) -> None:
     ]
     container.setdefault("envFrom", []).append({"secretRef": {"name": "llm-credentials"}})
     container["args"] += ["--hf-token=" + c.plant("arg-hf-token", "plantArgHfToken0035")]
+    container["args"] += ["--api-key", c.plant("arg-api-key-separate", "plantArgApiKey0047"), "--max-model-len", "8192"]
     for key in [k for k in cluster.logs if k[:2] == (namespace, name)]:
         cluster.logs[key] += "\n".join(log_lines(c)) + "\n"
     _plant_ray(cluster, c)
@@ -129,6 +165,11 @@ def _plant_ray(cluster: ReplayCluster, c: Corpus) -> None:
             "DB_CONN": "postgresql://u:" + c.plant("ray-env-conn", "plantRayConnPass0041") + "@db/x",
             "OPAQUE_SETTING": c.plant("ray-env-entropy", "Zq8xV2mN7pL4kR9tW3yB6cF1hJ5sD0gA"),
             "OMP_NUM_THREADS": "8",
+            "AWS_SECRET_ACCESS_KEY": c.plant("ray-env-aws-secret", "plantRayAwsSecret0042/abcdefghijKLMNOPqrs"),
+            "WANDB_API_KEY": c.plant("ray-env-wandb", "plantRayWandbKey0043abcdef"),
+            "HUGGING_FACE_HUB_TOKEN": c.plant("ray-env-hub-token", "hf_PlantedRayHubToken0044abcdefgh"),
+            "VLLM_API_KEY": c.plant("ray-env-vllm-key", "plantRayVllmKey0045"),
+            "DATABASE_URL": "postgres://u:" + c.plant("ray-env-db-url", "plantRayDbUrlPass0046") + "@db:5432/x",
         },
         "pip": ["vllm==0.6.3"],
     }

@@ -14,7 +14,7 @@ from diag.collect.runner import collect, default_collectors
 from tests.replay.harness import NAMESPACE, VLLM_POD, live_target, recorded_cluster
 from tests.replay.server import ReplayServer
 from tests.replay.upstream import Answer, RecordedHttp, vllm_routes
-from tests.secret_corpus import Corpus, plant_cluster
+from tests.secret_corpus import Corpus, metrics_lines, plant_cluster
 
 PROMETHEUS_ANSWER = json.dumps({"status": "success", "data": {"resultType": "matrix", "result": []}}).encode()
 
@@ -26,8 +26,10 @@ def collected(tmp_path_factory: pytest.TempPathFactory) -> tuple[Corpus, dict[st
     plant_cluster(cluster, corpus)
     prom_token = corpus.plant("prometheus-url-token", "plantPromUrlToken0050")
     vllm_password = corpus.plant("vllm-url-password", "plantVllmUrlPass0051")
+    routes = vllm_routes()
+    routes["/metrics"] = [Answer(200, answer.body + metrics_lines(corpus).encode(), answer.content_type) for answer in routes["/metrics"]]
     with (
-        RecordedHttp(vllm_routes()) as vllm,
+        RecordedHttp(routes) as vllm,
         RecordedHttp({"/api/v1/query_range": [Answer(200, PROMETHEUS_ANSWER)]}) as prom,
     ):
         cluster.upstreams[("pods", *VLLM_POD)] = vllm.url
@@ -71,3 +73,4 @@ def test_the_collection_read_what_was_planted(collected: tuple[Corpus, dict[str,
     assert b"serialized_runtime_env" in files["ray/actors.json"]
     assert any(name.startswith("prometheus/") for name in files)
     assert any(name.startswith("vllm/127.0.0.1_") for name in files)
+    assert any(name.startswith("vllm/") and b"vllm:cache_config_info{" in data for name, data in files.items())

@@ -147,3 +147,9 @@ def test_a_document_in_hand_is_written_as_its_text_would_be(fixture: str) -> Non
         assert in_hand.document("k8s/pods.json", doc) == written
         assert in_hand.applied == as_text.applied
     assert b"plantAnnotation0070" not in Redactor().document("k8s/pods.json", planted)
+
+
+def test_a_flag_after_a_hyphenated_model_name_is_still_a_flag() -> None:
+    """`-Llama-3-8B-Instruct` is no flag: it took `--api-key` for its value, and the key was kept."""
+    line = "vllm serve meta-llama/Meta-Llama-3-8B-Instruct --api-key plantKey0001abc --port 8000"
+    assert redact_text(line) == "vllm serve meta-llama/Meta-Llama-3-8B-Instruct --api-key <redacted> --port 8000"

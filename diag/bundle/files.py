@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import io
 import itertools
+import lzma
 import os
 import stat
 import tarfile
@@ -257,17 +260,81 @@ def _read_file(path: Path, rel: str, reader: _Reader) -> None:
 
 def _read_tar(path: Path, reader: _Reader) -> None:
     """Members one by one as a stream: nothing is decompressed past the limits, and nothing is
-    extracted to disk. Links, devices, absolute paths and `..` are refused, each with a line."""
+    extracted to disk. Links, devices, absolute paths and `..` are refused, each with a line. Every
+    compressed member or stream is read (`cat a.gz b.gz`, pigz, bgzip), as gzip and tar read them, and
+    an archive that ends before its end-of-archive blocks, or goes on after them, says so."""
     try:
-        with tarfile.open(path, "r|*") as tar:
-            for member in tar:
-                _read_member(tar, member, reader)
+        with open(path, "rb") as raw:
+            stream = _decompressed(raw, path)
+            with tarfile.open(fileobj=stream, mode="r|", tarinfo=_Header) as tar:
+                for member in tar:
+                    _read_member(tar, member, reader)
+                _check_end(tar, reader)
     except _Limit as why:
         reader.stopped = str(why)
-    except (tarfile.TarError, EOFError, OSError, zlib.error) as e:
+    except (tarfile.TarError, EOFError, OSError, zlib.error, lzma.LZMAError) as e:
         if not reader.files and not reader.refused:
             raise BundleError(f"{path}: not a readable .tar.gz ({e})") from e
         reader.stopped = f"the archive is damaged after its first {reader.seen:,} entries ({e}): the rest was not read"
+
+
+# What tar reads (GNU tar's own detection) that we do not: named, never read as something else.
+_UNREAD_COMPRESSIONS = {b"\x28\xb5\x2f\xfd": "zstd", b"\x1f\x9d": "compress (.Z)", b"LZIP": "lzip", b"\x89LZO": "lzop"}
+
+
+def _decompressed(raw: io.BufferedReader, path: Path) -> io.IOBase:
+    """The archive's tar stream, every gzip member, bzip2 stream or xz stream of it in turn."""
+    head = raw.peek(6)[:6]
+    if head.startswith(b"\x1f\x8b"):
+        return gzip.GzipFile(fileobj=raw, mode="rb")
+    if head.startswith(b"BZh"):
+        return bz2.BZ2File(raw)
+    if head.startswith(b"\xfd7zXZ\x00"):
+        return lzma.LZMAFile(raw)
+    for magic, name in _UNREAD_COMPRESSIONS.items():
+        if head.startswith(magic):
+            raise BundleError(f"{path}: a {name}-compressed archive, which llmdiag does not read; "
+                              "decompress it (or pack it again with `tar czf`) and give the .tar")
+    return raw
+
+
+class _Header(tarfile.TarInfo):
+    """A tar header that notes on its archive why the reading ended: tarfile ends the iteration alike
+    on the end-of-archive blocks, on a stream that stops, and on a damaged header."""
+
+    @classmethod
+    def fromtarfile(cls, tarfile_: tarfile.TarFile) -> tarfile.TarInfo:
+        try:
+            return super().fromtarfile(tarfile_)
+        except tarfile.EOFHeaderError:
+            tarfile_.llmdiag_end = None  # type: ignore[attr-defined]
+            raise
+        except tarfile.EmptyHeaderError:
+            tarfile_.llmdiag_end = "it ends without the end-of-archive blocks (cut short?)"  # type: ignore[attr-defined]
+            raise
+        except tarfile.HeaderError as e:
+            tarfile_.llmdiag_end = f"a damaged header ({e})"  # type: ignore[attr-defined]
+            raise
+
+
+def _check_end(tar: tarfile.TarFile, reader: _Reader) -> None:
+    """An archive read to its end-of-archive blocks holds nothing after them but zeros; what it holds
+    after them (a second archive appended) is not read, and said."""
+    end = getattr(tar, "llmdiag_end", "")
+    if end:
+        reader.stopped = f"the archive is damaged after its first {reader.seen:,} entries: {end}; the rest was not read"
+        return
+    while chunk := tar.fileobj.read(_CHUNK):  # type: ignore[union-attr]
+        reader.spend("the end of the archive", len(chunk))
+        if chunk.count(0) != len(chunk):
+            reader.stopped = (
+                f"the archive goes on after its end-of-archive blocks (archives appended to one another?): "
+                f"what follows its first {reader.seen:,} entries was not read"
+            )
+            return
+
+
+_CHUNK = 64 * 1024
 
 
 def _read_member(tar: tarfile.TarFile, member: tarfile.TarInfo, reader: _Reader) -> None:

@@ -122,7 +122,15 @@ class _Loader:
         """A `kubectl get -o json` list; one cut off part-way still gives its complete items, and the
         source stays "failed" so that nobody reads it as the whole list."""
         self.run(rel, lambda: use(text))
-        if self.snap.sources[rel].status == "ok" or (cut := k8s.recover_truncated_list(text)) is None:
+        if self.snap.sources[rel].status == "ok":
+            return
+        try:
+            cut = k8s.recover_truncated_list(text)
+        except MemoryError:
+            raise
+        except Exception:  # noqa: BLE001 - the recovery is a second chance: the first read's failure stands
+            cut = None
+        if cut is None:
             return
         self.run(rel, lambda: use(cut.text))
         if self.snap.sources[rel].status == "ok":

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlsplit
 
+from diag.collect import exec_credential
 from diag.collect.bounds import (
     DEFAULT_MAX_ANSWER_BYTES, MAX_ATTEMPTS, RETRY_STATUSES, AnswerTooLarge, AnswerTooSlow, read_capped, retry_after_s,
 )
@@ -100,6 +101,7 @@ class KubeAccess:
         max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
         impersonate_user: str | None = None,
         impersonate_groups: tuple[str, ...] = (),
+        credential_timeout_s: float | None = None,
     ) -> None:
         import urllib3
         import websocket
@@ -120,9 +122,12 @@ class KubeAccess:
                 self.context: str | None = None
                 self._namespace = _in_cluster_namespace()
             else:
+                exec_credential.install(credential_timeout_s or request_timeout_s)
                 config.load_kube_config(
                     config_file=kubeconfig, context=context, client_configuration=self._configuration
                 )
+                if (failed := exec_credential.failure()) is not None:
+                    raise KubeError(f"cannot load Kubernetes configuration: {failed}")
                 self.context, self._namespace = _kubeconfig_context(kubeconfig, context)
         except (config.ConfigException, OSError, ValueError, TypeError) as e:
             raise KubeError(f"cannot load Kubernetes configuration: {_one_line(e)}") from e

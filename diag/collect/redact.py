@@ -107,7 +107,9 @@ _YAML_BLOCK = re.compile(
 _BLOCK_INDICATOR = re.compile(r"[|>][-+0-9]*")
 _UUID = re.compile(r"(?:[A-Z]{2,4}-)?[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _RANDOM_LOOKING = re.compile(r"[A-Za-z0-9+=_\-]{16,}")
-_FLAG = re.compile(r"(?P<flag>--?[A-Za-z][A-Za-z0-9_\-]*)(?P<sep>=|[ \t]+)(?P<value>\"[^\"]*\"|'[^']*'|[^\s\"']+)")
+# a flag starts a word: the "-Llama-3-8B-Instruct" of a model name is none, and must not take the
+# `--api-key` after it for its value
+_FLAG = re.compile(r"(?<![^\s\"'=(\[,])(?P<flag>--?[A-Za-z][A-Za-z0-9_\-]*)(?P<sep>=|[ \t]+)(?P<value>\"[^\"]*\"|'[^']*'|[^\s\"']+)")
 _ASSIGNMENT = re.compile(
     r"(?P<name>\b[A-Za-z_][A-Za-z0-9_.\-]*)(?P<sep>[ \t]*[=:][ \t]*)(?P<value>\"[^\"]*\"|'[^']*'|(?!//)[^\s,;&\"'}\]]+)"
 )

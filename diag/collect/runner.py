@@ -139,6 +139,7 @@ def _connect(target: Target, collectors: list[Collector]) -> tuple[KubeAccess | 
             max_answer_bytes=target.max_answer_bytes,
             impersonate_user=target.impersonate_user,
             impersonate_groups=tuple(target.impersonate_groups),
+            credential_timeout_s=min(target.source_timeout_s, target.total_timeout_s),
         )
         return kube, []
     except KubeError as e:

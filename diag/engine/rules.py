@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from diag.core import shell
 from diag.engine import precheck
 from diag.engine.cel_evaluator import cel
 from diag.core.errors import UserError, unexpected
@@ -243,7 +244,7 @@ def evaluate(rules: list[Rule], facts: Facts, settings: dict[str, Any], stopwatc
                 continue
             if stopwatch is not None:
                 stopwatch.add(stopwatch.rules, f"({scope} facts to CEL)", time.perf_counter() - started)
-            shown_env = functools.cache(functools.partial(shown.context, scope, subject))  # made once a rule fires
+            shown_env = functools.cache(functools.partial(shown.contexts, scope, subject))  # made once a rule fires
             for rule in left_to_cel:
                 started = time.perf_counter()
                 _run(rule, subject, env, shown_env, tallies[rule.id], findings)
@@ -293,17 +294,26 @@ class _Reads:
         return cls(_paths_read(scope, texts), _view(facts.cluster, cluster_paths), read_settings)
 
     def context(self, scope: str, subject: dict) -> cel.Context:
-        return cel.Context({"cluster": self.cluster, "settings": self.settings, scope: _view(subject, self.subject_paths)})
+        return cel.Context(self._values(scope, subject))
+
+    def contexts(self, scope: str, subject: dict) -> tuple[cel.Context, cel.Context]:
+        """The context as it is, for prose, and with every string a shell word, for commands."""
+        values = self._values(scope, subject)
+        return cel.Context(values), cel.Context(shell.quoted_view(values))
+
+    def _values(self, scope: str, subject: dict) -> dict[str, Any]:
+        return {"cluster": self.cluster, "settings": self.settings, scope: _view(subject, self.subject_paths)}
 
 
 def _run(
-    rule: Rule, subject: dict, env: cel.Context, shown_env: Callable[[], cel.Context], tally: _Tally, findings: list[Finding]
+    rule: Rule, subject: dict, env: cel.Context, shown_env: Callable[[], tuple[cel.Context, cel.Context]], tally: _Tally,
+    findings: list[Finding],
 ) -> None:
     """One rule on one subject: a finding when it fires (its evidence rendered from `shown_env`),
     counted as unknown when it reads null."""
     try:
         if rule.program.execute(env) is True:
-            findings.append(_finding(rule, subject, shown_env()))
+            findings.append(_finding(rule, subject, *shown_env()))
             tally.fired += 1
     except MemoryError:
         raise
@@ -405,12 +415,12 @@ def _present_sources(sources: dict[str, str]) -> Callable[[str], bool]:
     return functools.cache(lambda prefix: any(name.startswith(prefix) for name in read))
 
 
-def _finding(rule: Rule, subject: dict, env: cel.Context) -> Finding:
+def _finding(rule: Rule, subject: dict, env: cel.Context, shell_env: cel.Context) -> Finding:
     return Finding(
         rule=rule.id, layer=rule.layer, severity=rule.severity, title=rule.title,
         subject=subject.get("_subject", rule.scope),
         evidence=[line for text in rule.evidence if (line := render(text, env).strip())],
-        remediation=render(rule.remediation, env), references=rule.references,
+        remediation=render(rule.remediation, env, shell_env), references=rule.references,
         links=list(subject.get("_links", [])) + _rule_links(rule, env),
     )
 
@@ -430,16 +440,34 @@ def _rule_links(rule: Rule, env: cel.Context) -> list[str]:
 LISTED_ITEMS = 10
 
 
-def render(template: str, env: dict | cel.Context) -> str:
-    """Fill each {{ expr }} with the value of the CEL expression; "?" where it cannot be known."""
+def render(template: str, env: dict | cel.Context, shell_env: dict | cel.Context | None = None) -> str:
+    """Fill each {{ expr }} with the value of the CEL expression; "?" where it cannot be known. On a
+    command line (diag/core/shell.py) the holes read `shell_env`, where every string is a shell word."""
 
-    def fill(match: re.Match) -> str:
-        try:
-            return _text(compiled(match.group(1).strip()).execute(env))
-        except (TypeError, KeyError, ValueError, RuntimeError):
-            return "?"
+    def filler(values: dict | cel.Context) -> Callable[[re.Match], str]:
+        def fill(match: re.Match) -> str:
+            try:
+                return shell.escaped(_text(compiled(match.group(1).strip()).execute(values)))
+            except (TypeError, KeyError, ValueError, RuntimeError):
+                return "?"
 
-    return _HOLE.sub(fill, template)
+        return fill
+
+    if shell_env is None or "{{" not in template:
+        return _HOLE.sub(filler(env), template)
+    prose, command = filler(env), filler(shell_env)
+
+    def command_line(line: str) -> str:
+        out: list[str] = []
+        last = 0
+        for match in _HOLE.finditer(line):
+            out.append(line[last : match.start()])
+            state = shell.quote_state("".join(out))
+            out.append(command(match) if state == "plain" else shell.inside(state, prose(match)))
+            last = match.end()
+        return "".join(out) + line[last:]
+
+    return "\n".join(command_line(line) if shell.COMMAND_LINE.match(line) else _HOLE.sub(prose, line) for line in template.split("\n"))
 
 
 def _text(value: Any) -> str:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from diag.snapshot.clock import Clock
 from diag.facts.gpu_episodes import GpuHistory, gpu_history
 from diag.link.prometheus_join import history_window
+from diag.core.shell import word
 from diag.facts.common import link, plain
 from diag.link.join import xid_lines_by_node
 from diag.snapshot.model import GPU, GPUProcess, Node, RayNode, Snapshot
@@ -113,7 +114,7 @@ def _gpu_facts(
         "ray_counts_free": _ray_counts_free(gpu, ray_node, ray),
         "oom_from_unowned": oom_from_unowned,
         # what `remediation` runs the commands through: the Ray pod that holds the GPU, or nothing on a bare machine
-        "exec_prefix": f"kubectl -n {pod['namespace']} exec {pod['name']} -- " if (pod := _pod_ref(ray_node.pod if ray_node else None)) else "",
+        "exec_prefix": f"kubectl -n {word(pod['namespace'])} exec {word(pod['name'])} -- " if (pod := _pod_ref(ray_node.pod if ray_node else None)) else "",
         "_subject": f"gpu/{gpu.host}/{gpu.index}",
         "_links": link("gpu", gpu.uuid or f"{gpu.host}/{gpu.index}") + link("node", gpu.node)
         + [f"pod:{p}" for p in gpu.serving_pods] + link("ray_node", ray_node.node_id if ray_node else None),

@@ -15,6 +15,7 @@ from diag.facts import ray_pods
 from diag.facts.common import aged, link, plain
 from diag.snapshot.model import PlacementGroup, Pod, RayActor, RayNode, Snapshot
 from diag.parsers.quantity import gpu_count
+from diag.core.shell import word
 
 PENDING_ACTOR_STATES = ("PENDING_CREATION",)  # DEPENDENCIES_UNREADY waits for its arguments, not resources
 PENDING_PG_STATES = ("PENDING", "RESCHEDULING")
@@ -108,7 +109,7 @@ def cluster_facts(snap: Snapshot) -> dict:
     return {
         "ray_offers": _offers(snap, nodes),
         # what `kubectl exec` needs to reach the head, for remediation commands
-        "ray_head_exec": f"-n {head.namespace} {head.name}" if head else "<head pod>",
+        "ray_head_exec": f"-n {word(head.namespace)} {word(head.name)}" if head else "<head pod>",
         "infeasible_actors": _infeasible_actors(snap, capacity),
         "infeasible_demands": _infeasible_demands(snap, capacity),
         "unschedulable_log_lines": [

@@ -13,6 +13,7 @@ from diag.link.prometheus_join import history_window
 from diag.facts.k8s_containers import vllm_container
 from diag.facts.kubernetes import pod_gpu_request
 from diag.parsers.quantity import mig_total
+from diag.core.shell import word
 from diag.snapshot.model import (
     GPU,
     EngineArgs,
@@ -282,20 +283,20 @@ def _logs_command(server: VllmServer, pod: Pod | None) -> str:
     """Where this server's own log is read."""
     if pod is not None:
         container = vllm_container(pod)
-        name = f" -c {container.name}" if container is not None and len(pod.containers) > 1 else ""
-        return f"kubectl -n {pod.namespace} logs {pod.name}{name} --tail=500"
-    return f"the log of the process that serves {server.name} (journalctl or its log file on that host)"
+        name = f" -c {word(container.name)}" if container is not None and len(pod.containers) > 1 else ""
+        return f"kubectl -n {word(pod.namespace)} logs {word(pod.name)}{name} --tail=500"
+    return f"the log of the process that serves {word(server.name)} (journalctl or its log file on that host)"
 
 
 def _edit_hint(server: VllmServer, pod: Pod | None) -> str:
     """Where a flag of this server is changed."""
     if pod is not None and pod.workload_kind in ("Deployment", "StatefulSet"):
-        return f"kubectl -n {pod.namespace} edit {pod.workload_kind.lower()}/{pod.workload_name}   # spec.template.spec.containers[].args"
+        return f"kubectl -n {word(pod.namespace)} edit {word(pod.workload_kind.lower() + '/' + pod.workload_name)}   # spec.template.spec.containers[].args"
     if pod is not None and pod.ray_cluster:
-        return f"kubectl -n {pod.namespace} edit raycluster/{pod.ray_cluster}   # the vLLM container's args, or the Serve app's engine_kwargs"
+        return f"kubectl -n {word(pod.namespace)} edit {word('raycluster/' + pod.ray_cluster)}   # the vLLM container's args, or the Serve app's engine_kwargs"
     if pod is not None:
-        return f"kubectl -n {pod.namespace} get pod {pod.name} -o yaml   # change the args in whatever created this pod"
-    return f"the command line that starts {server.name} (see vllm/{server.name}.cmdline.txt)"
+        return f"kubectl -n {word(pod.namespace)} get pod {word(pod.name)} -o yaml   # change the args in whatever created this pod"
+    return f"the command line that starts {word(server.name)} (see {word('vllm/' + server.name + '.cmdline.txt')})"
 
 
 # --------------------------------------------------------------------------- GPUs and Services

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from typing import Any
 
 from diag.core.errors import ParseError
@@ -27,6 +28,10 @@ def load_json(text: str) -> Any:
         return json.loads(text.removeprefix("\ufeff"), parse_constant=_not_json, parse_float=_finite, object_pairs_hook=_unique)
     except json.JSONDecodeError as e:
         raise ParseError(f"not valid JSON: {e}") from None
+    except ValueError as e:  # the decoder's one other error: an integer longer than Python converts
+        if "digits" not in str(e):
+            raise
+        raise ParseError(f"not valid JSON: an integer of more than {sys.get_int_max_str_digits():,} digits") from None
     except RecursionError:
         raise ParseError("not valid JSON: nested too deeply") from None
 

@@ -350,6 +350,8 @@ class _ListReader:
             value, self.pos = self.decoder.raw_decode(self.text, self.pos)
         except json.JSONDecodeError as e:
             raise _Ended() if _cut_short(self.text, e) else _Damaged() from None
+        except ValueError:  # an integer of more digits than Python converts: the whole read said so
+            raise _Damaged() from None
         return value
 
     def _peek(self) -> str:

@@ -23,12 +23,13 @@ from diag.engine.rules import Finding
 from diag.report import history_section
 from diag.report.safe import block, plain
 from diag.report.view import rule_names, view
+from diag.core.shell import COMMAND_LINE
 
 _STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 _RULE_ID = "bold blue"  # every rule id, wherever it is printed
 # In a rule's remediation, a line indented by two or more spaces that is not a list item is a command
 # (or a manifest field to paste); prose and "- " items start at the first column.
-_COMMAND = re.compile(r"^ {2,}(?!- )\S")
+_COMMAND = COMMAND_LINE
 _ITEM = re.compile(r"^ *- ")
 
 

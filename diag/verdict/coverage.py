@@ -29,6 +29,7 @@ from diag.facts.k8s_placement import is_gpu_node
 from diag.snapshot.model import Container, RayNode, Snapshot
 from diag.bundle.prometheus_queries import RANGE_QUERIES
 from diag.verdict.relevance import serving_pods
+from diag.core.shell import word
 
 
 @dataclass(frozen=True)
@@ -265,7 +266,7 @@ def _vllm_gaps(snap: Snapshot) -> list[Gap]:
             pod = snap.pod(server.pod) if server.pod else None
             if pod is not None and pod.phase != "Running":
                 continue  # nothing to scrape yet: the pod's own state speaks
-            where = server.url or (f"http://<{server.pod} IP>:8000/metrics" if server.pod else f"{server.name}:8000/metrics")
+            where = word(server.url) if server.url else (f"http://<{word(server.pod)} IP>:8000/metrics" if server.pod else word(f"{server.name}:8000/metrics"))
             found.append(Gap(f"vllm/{server.name}.metrics.txt", f"no /metrics read of vLLM server {server.name}", f"curl -s {where}", links=link))
             continue
         if len(server.scrapes) == 1:
@@ -304,7 +305,7 @@ def _gpu_gaps(snap: Snapshot) -> list[Gap]:
     gpu_nodes = {n.name for n in snap.nodes if is_gpu_node(n)}
     wanted = sorted({p.node_name for p in serving_pods(snap) if p.node_name in gpu_nodes} - seen)
     return [
-        Gap(f"gpu/{node}.xml", f"no GPU data of node {node}, where serving pods run", f"kubectl debug node/{node} -- nvidia-smi -q -x (or exec it in a GPU pod there)", links=(f"node:{node}",))
+        Gap(f"gpu/{node}.xml", f"no GPU data of node {node}, where serving pods run", f"kubectl debug {word('node/' + node)} -- nvidia-smi -q -x (or exec it in a GPU pod there)", links=(f"node:{node}",))
         for node in wanted
     ]
 
@@ -345,7 +346,7 @@ def _log_gaps(snap: Snapshot, clock: Clock | None) -> list[Gap]:
                 found.append(Gap(
                     f"k8s/logs/{pod.namespace}.{pod.name}.{container.name}{missing}",
                     f"container {container.name} of pod {pod.key} {_crash_words(container)}, and its log was not collected",
-                    f"kubectl -n {pod.namespace} logs {pod.name} -c {container.name}{flag} --tail=200",
+                    f"kubectl -n {word(pod.namespace)} logs {word(pod.name)} -c {word(container.name)}{flag} --tail=200",
                     links=(f"pod:{pod.key}",),
                     moot_if_root_explains=CRASH_LOOP_RULE,
                 ))
@@ -391,7 +392,7 @@ def _namespace_flag(snap: Snapshot) -> str:
     if namespaces == ["*"] or len(namespaces) > 1:
         return "-A"
     if len(namespaces) == 1:
-        return f"-n {namespaces[0]}"
+        return f"-n {word(namespaces[0])}"
     return "-n <namespace>"
 
 
