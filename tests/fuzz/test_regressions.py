@@ -129,7 +129,7 @@ def test_a_fact_builder_that_raises_costs_its_part_only(monkeypatch: pytest.Monk
 def test_a_rule_that_cannot_be_evaluated_is_a_gap_never_healthy(monkeypatch: pytest.MonkeyPatch) -> None:
     from diag.engine import rules as engine
 
-    def broken(rule: engine.Rule, subject: dict, env: object) -> engine.Finding:
+    def broken(rule: engine.Rule, subject: dict, *env: object) -> engine.Finding:
         raise OverflowError("cannot convert float infinity to integer")
 
     monkeypatch.setattr(engine, "_finding", broken)
