@@ -76,15 +76,22 @@ def main() -> None:
     # The package's bytecode, as an install has it (pip compiles at install time): with
     # PYTHONDONTWRITEBYTECODE set, as on the CI machines, every run would compile diag/ again.
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "diag")], check=True)
-    print(f"{'size':>4} {'MB':>7} {'bare s':>8} {'analyze s':>10} {'ratio':>6} {'growth':>7} {'RSS MB':>7} {'xbundle':>7}  faults")
+    print(
+        f"{'size':>4} {'MB':>7} {'bare s':>8} {'analyze s':>10} {'ratio':>6} {'growth':>7} {'RSS MB':>7} {'xbundle':>7}  faults"
+    )
     previous: tuple[float, float] | None = None
     for size in sizes:
         bundle = args.work / size
         if not (args.keep and bundle.is_dir()):
             generate(bundle, SIZES[size])
         megabytes = bundle_bytes(bundle) / 1e6
-        bare = statistics.median(measured([sys.executable, "-c", BARE_PARSE, str(bundle)]).cpu_s for _ in range(args.runs))
-        runs = [measured([sys.executable, "-m", "diag.cli", "analyze", str(bundle), "--output", "json"]) for _ in range(args.runs)]
+        bare = statistics.median(
+            measured([sys.executable, "-c", BARE_PARSE, str(bundle)]).cpu_s for _ in range(args.runs)
+        )
+        runs = [
+            measured([sys.executable, "-m", "diag.cli", "analyze", str(bundle), "--output", "json"])
+            for _ in range(args.runs)
+        ]
         analyze = statistics.median(r.cpu_s for r in runs)
         report = json.loads(runs[-1].stdout)
         fired = {f["rule"] for f in report["findings"]}

@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import argparse
 import copy
-from collections import Counter
 import time
+from collections import Counter
 from pathlib import Path
 
 from diag.bundle.files import Bundle
-from diag.engine.rules import builtin_rules_dir, load_rules
+from diag.bundle.load import load_bundle
+from diag.core.rules_dir import builtin_rules_dir
+from diag.engine.rules import load_rules
 from diag.facts import build_facts
 from diag.link.join import join
-from diag.bundle.load import load_bundle
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -88,7 +88,9 @@ def measure(address: str, runs: int) -> dict[str, list[float]]:
         state = json.loads(out.strip().splitlines()[-1])
         add("ray.util.state: whole process (import + 3 lists)", wall)
         add("ray.util.state: import", state["import_s"])
-        samples.setdefault("ray.util.state: peak RSS of the process (MiB, not ms)", []).append(state["peak_rss_kib"] / 1024)
+        samples.setdefault("ray.util.state: peak RSS of the process (MiB, not ms)", []).append(
+            state["peak_rss_kib"] / 1024
+        )
         for name, seconds in state["calls_s"].items():
             add(f"ray.util.state: list_{name}", seconds)
 
@@ -100,7 +102,9 @@ def measure(address: str, runs: int) -> dict[str, list[float]]:
         for name, seconds in plain["calls_s"].items():
             add(f"plain HTTP: GET {name}", seconds)
 
-        wall, _ = timed_process([ray_cli, "list", "actors", "--detail", "--format", "json", "--address", address], ray_env())
+        wall, _ = timed_process(
+            [ray_cli, "list", "actors", "--detail", "--format", "json", "--address", address], ray_env()
+        )
         add("ray CLI: `ray list actors --detail --format json`", wall)
     return samples
 
@@ -108,7 +112,9 @@ def measure(address: str, runs: int) -> dict[str, list[float]]:
 def table(samples: dict[str, list[float]]) -> str:
     lines = ["| operation | median ms | min–max ms | runs |", "| --- | ---: | ---: | ---: |"]
     for name, values in samples.items():
-        lines.append(f"| {name} | {statistics.median(values):.1f} | {min(values):.1f}–{max(values):.1f} | {len(values)} |")
+        lines.append(
+            f"| {name} | {statistics.median(values):.1f} | {min(values):.1f}–{max(values):.1f} | {len(values)} |"
+        )
     return "\n".join(lines)
 
 

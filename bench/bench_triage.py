@@ -62,8 +62,10 @@ FIXTURE = REPO / "fixtures" / "healthy-k8s-vllm" / "vllm" / "llama-70b-7f8d9c6b5
 FIXTURE_ARGS = ["meta-llama/Llama-3.3-70B-Instruct", "--served-model-name", "llama-70b", "--max-model-len", "32768",
                 "--gpu-memory-utilization", "0.92", "--enable-prefix-caching", "--port", str(SERVED_PORT)]  # fmt: skip
 # what triage imports before its first request and for its report: start-up, in no chain of requests
-STARTUP_IMPORTS = ("import diag.cli, diag.collect.runner, diag.collect.kube, diag.collect.k8s, diag.collect.vllm, "
-                   "kubernetes.client, kubernetes.stream, diag.analyze, diag.report.json_report")
+STARTUP_IMPORTS = (
+    "import diag.cli, diag.collect.runner, diag.collect.kube, diag.collect.k8s, diag.collect.vllm, "
+    "kubernetes.client, kubernetes.stream, diag.analyze, diag.report.json_report"
+)
 PAGE = 500  # diag/collect/kube.py PAGE_SIZE
 MAX_ITEMS = 5000  # diag/collect/kube.py MAX_ITEMS
 NAMESPACED_KINDS = {  # diag/collect/k8s.py NAMESPACED_KINDS, as API paths
@@ -75,7 +77,7 @@ NAMESPACED_KINDS = {  # diag/collect/k8s.py NAMESPACED_KINDS, as API paths
 }  # fmt: skip
 
 # One stdlib HTTP server in the test's network namespace, on SERVED_PORT of every address it owns.
-METRICS_SERVER = textwrap.dedent('''
+METRICS_SERVER = textwrap.dedent("""
     import sys, threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
     stem, port = sys.argv[1], int(sys.argv[2])
@@ -106,12 +108,12 @@ METRICS_SERVER = textwrap.dedent('''
             pass
     ThreadingHTTPServer.daemon_threads = True
     ThreadingHTTPServer(("0.0.0.0", port), Handler).serve_forever()
-''')
+""")
 
 
 # --phases: one more `llmdiag triage`, after every timing, with a timestamp around each collector and
 # each step of collect_objects (wrapped in the process), and around the analysis; printed on stderr.
-PHASES = textwrap.dedent('''
+PHASES = textwrap.dedent("""
     import gc, sys, threading, time
     import diag.analyze, diag.collect.k8s as k8s, diag.collect.runner as runner
     from diag.cli import app
@@ -141,13 +143,15 @@ PHASES = textwrap.dedent('''
     print(f"whole run: {time.monotonic() - t0:.2f} s", file=sys.stderr)
     for began, ended, what in sorted(marks):
         print(f"phase {began:7.2f} .. {ended:7.2f} s  ({ended - began:6.2f} s)  {what}", file=sys.stderr)
-''')
+""")
 
 
 def _served_pod(i: int, nodes: int) -> dict:
     pod = _pod(i, nodes)
     container = pod["spec"]["containers"][0]
-    container.update(command=["vllm", "serve"], args=FIXTURE_ARGS, ports=[{"name": "http", "containerPort": SERVED_PORT}])
+    container.update(
+        command=["vllm", "serve"], args=FIXTURE_ARGS, ports=[{"name": "http", "containerPort": SERVED_PORT}]
+    )
     return pod
 
 
@@ -251,12 +255,18 @@ def critical_path(api: Api, served_pod: str | None, interval_s: float) -> Chain:
     # collect_objects: the pods are listed once the Ray lists are in, the events once every list is in
     t["list rayclusters | rayservices (the longer)"] = ray
     t[f"list pods ({pod_pages} pages)"] = pods
-    events_branch["the other lists beyond ray+pods (max(others) - ray - pods, if > 0)"] = max(0.0, max(beside.values()) - ray - pods)
+    events_branch["the other lists beyond ray+pods (max(others) - ray - pods, if > 0)"] = max(
+        0.0, max(beside.values()) - ray - pods
+    )
     events, event_pages, items, capped = api.list_all(f"/api/v1/namespaces/{ns}/events")
     events_branch[f"list events ({event_pages} pages, {items} items)"] = events
     if capped:  # more exist: the Warnings again, on their own
-        events_branch["list events type=Warning"] = api.list_all(f"/api/v1/namespaces/{ns}/events", fieldSelector="type=Warning")[0]
-    events_branch["list events of nodes (all namespaces)"] = api.list_all("/api/v1/events", fieldSelector="involvedObject.kind=Node")[0]
+        events_branch["list events type=Warning"] = api.list_all(
+            f"/api/v1/namespaces/{ns}/events", fieldSelector="type=Warning"
+        )[0]
+    events_branch["list events of nodes (all namespaces)"] = api.list_all(
+        "/api/v1/events", fieldSelector="involvedObject.kind=Node"
+    )[0]
     # phase 2: the vLLM reads of one served pod (logs: one request each, 8 at a time, no chain)
     log_s = api.get(f"/api/v1/namespaces/{ns}/pods/vllm-00000/log", {"container": "vllm", "tailLines": "500"})[0]
     if served_pod is None:  # every /metrics refused: the reads stop there, no second scrape
@@ -272,7 +282,8 @@ def critical_path(api: Api, served_pod: str | None, interval_s: float) -> Chain:
     second = api.get(f"{proxy}/metrics")[0]
     reads = sum(s for s, _, _ in first)
     vllm_branch[f"vLLM: max(scrape interval {interval_s:g} s, /metrics + /health + /v1/models = {reads:.3f} s)"] = max(
-        interval_s, reads, log_s)
+        interval_s, reads, log_s
+    )
     vllm_branch["vLLM: the second /metrics"] = second
     return Chain(t, events_branch, vllm_branch)
 
@@ -314,13 +325,19 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=500)
     parser.add_argument("--pods", type=int, default=5000)
     parser.add_argument("--events", type=int, default=50000)
-    parser.add_argument("--vllm-every", type=int, default=10,
-                        help="every N-th pod is a vLLM server (10: the issue's 500 of 5,000; 1: every pod)")
+    parser.add_argument(
+        "--vllm-every",
+        type=int,
+        default=10,
+        help="every N-th pod is a vLLM server (10: the issue's 500 of 5,000; 1: every pod)",
+    )
     parser.add_argument("--served", type=int, default=10, help="vLLM pods whose /metrics really answers (port 8001)")
     parser.add_argument("--phases", action="store_true", help="then one more triage, timed collector by collector")
     parser.add_argument("--scrapes", type=int, default=2)
     parser.add_argument("--scrape-interval", type=float, default=5.0)
-    parser.add_argument("--timeout", type=float, default=900, help="triage's --timeout (its default, 120, may cut L short)")
+    parser.add_argument(
+        "--timeout", type=float, default=900, help="triage's --timeout (its default, 120, may cut L short)"
+    )
     parser.add_argument("--source-timeout", type=float, default=600, help="triage's --source-timeout (default 20)")
     args = parser.parse_args()
     if args.vllm_every < 1:
@@ -379,15 +396,21 @@ def main() -> None:
             startup_s, _ = _run([sys.executable, "-c", STARTUP_IMPORTS])
             if args.phases:
                 _, phased = _run([sys.executable, "-c", PHASES, "triage", *common, "--output=json", "--fail-on=never"])
-                print("\n".join(line for line in phased.stderr.splitlines() if line.startswith(("phase", "whole"))),
-                      flush=True)
+                print(
+                    "\n".join(line for line in phased.stderr.splitlines() if line.startswith(("phase", "whole"))),
+                    flush=True,
+                )
         finally:
             stop_process_group(server, 5)
 
     report = json.loads(triage.stdout)
     failed = _failed_sources(report)
     twice = [n for n, s in report["sources"].items() if n.endswith(".metrics.1.txt") and s["status"] == "ok"]
-    read = {n.split("/", 1)[1].rsplit(".metrics", 1)[0] for n in report["sources"] if n.startswith("vllm/") and ".metrics" in n}
+    read = {
+        n.split("/", 1)[1].rsplit(".metrics", 1)[0]
+        for n in report["sources"]
+        if n.startswith("vllm/") and ".metrics" in n
+    }
     if len(read) != servers:  # the app pods must not be taken for vLLM servers, nor a server missed
         print(f"WARNING: triage read {len(read)} vLLM servers, the bench made {servers}")
     analysis = float(re.search(r"^analysis: ([0-9.]+) s", analyzed.stderr, re.M).group(1))
@@ -400,15 +423,21 @@ def main() -> None:
     for (step, a), b in zip(before.steps().items(), after.steps().values()):
         print(f"  {step}: {a:.3f} | {b:.3f} s")
     path = (before.seconds + after.seconds) / 2
-    print(f"critical path, trunk + the longer of the events and phase-2 branches, scrape interval included"
-          f" (mean of the two passes): {path:.1f} s ({before.seconds:.1f} | {after.seconds:.1f})")
-    print(f"analysis of the collected bundle (analyze --profile's 'analysis'): {analysis:.1f} s"
-          f" (llmdiag analyze wall, load and JSON included: {analyze_s:.1f} s)")
+    print(
+        f"critical path, trunk + the longer of the events and phase-2 branches, scrape interval included"
+        f" (mean of the two passes): {path:.1f} s ({before.seconds:.1f} | {after.seconds:.1f})"
+    )
+    print(
+        f"analysis of the collected bundle (analyze --profile's 'analysis'): {analysis:.1f} s"
+        f" (llmdiag analyze wall, load and JSON included: {analyze_s:.1f} s)"
+    )
     print(f"llmdiag collect, same options (for reference): {collect_s:.1f} s")
     print(f"python start-up, the modules triage imports: {startup_s:.1f} s")
     print(f"llmdiag triage -o json: {triage_s:.1f} s")
     print(f"ratio triage / critical path without the analysis: {triage_s / path:.2f}x")
-    print(f"ratio triage / critical path with the analysis ({path + analysis:.1f} s): {triage_s / (path + analysis):.2f}x")
+    print(
+        f"ratio triage / critical path with the analysis ({path + analysis:.1f} s): {triage_s / (path + analysis):.2f}x"
+    )
 
 
 if __name__ == "__main__":

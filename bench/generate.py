@@ -42,7 +42,13 @@ _SERVING_FROM = "Application startup complete."
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 # Renamed per copy; daemonsets are not: a cluster has one of each, on every node (see _merged_daemonsets).
 _NAMED_LISTS = ("pods", "nodes", "services", "deployments", "statefulsets", "hpa", "endpoints", "events")
-_DAEMONSET_COUNTS = ("desiredNumberScheduled", "currentNumberScheduled", "numberReady", "numberAvailable", "updatedNumberScheduled")
+_DAEMONSET_COUNTS = (
+    "desiredNumberScheduled",
+    "currentNumberScheduled",
+    "numberReady",
+    "numberAvailable",
+    "updatedNumberScheduled",
+)
 
 
 @dataclass(frozen=True)
@@ -161,7 +167,8 @@ def nvidia_smi_xml(csv_text: str) -> str:
             r"<fb_memory_usage>.*?</fb_memory_usage>",
             f"<fb_memory_usage>\n\t\t\t<total>{total_mib} MiB</total>\n\t\t\t<reserved>0 MiB</reserved>\n"
             f"\t\t\t<used>{used_mib} MiB</used>\n\t\t\t<free>{total_mib - used_mib} MiB</free>\n\t\t</fb_memory_usage>",
-            gpu, flags=re.DOTALL,
+            gpu,
+            flags=re.DOTALL,
         )
         gpus.append(gpu)
     head = re.sub(r"<attached_gpus>\d+</attached_gpus>", f"<attached_gpus>{len(rows)}</attached_gpus>", head)
@@ -220,7 +227,10 @@ def make_pending(bundle: Path, every: int) -> int:
     pending = pods["items"][::every]
     for pod in pending:
         pod["spec"].pop("nodeName", None)
-        pod["status"] = {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
+        pod["status"] = {
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+        }
     path.write_text(json.dumps(pods))
     return len(pending)
 
@@ -229,7 +239,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
     parser.add_argument("--size", action="append", choices=list(SIZES), help="default: all")
-    parser.add_argument("--pending-every", type=int, metavar="N", help="then make every N-th pod pending (make_pending)")
+    parser.add_argument(
+        "--pending-every", type=int, metavar="N", help="then make every N-th pod pending (make_pending)"
+    )
     args = parser.parse_args()
     for size in args.size or SIZES:
         generate(args.out / size, SIZES[size])

@@ -9,23 +9,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from diag.bundle.files import Bundle
-from diag.snapshot.clock import Clock
+from diag.bundle.load import load_bundle
+from diag.core.errors import EXIT_CANNOT_ANALYZE
+from diag.core.rules_dir import builtin_rules_dir, load_settings
+from diag.core.stopwatch import Stopwatch
 from diag.engine.config import Config, ConfigError
+from diag.engine.rules import Finding, Rule, RuleOutcome, evaluate, load_rules
+from diag.facts import build_facts
+from diag.link.join import join
+from diag.link.prometheus_join import history_window
+from diag.parsers.signals import load_signals
+from diag.snapshot.clock import Clock
+from diag.snapshot.model import PromWindow, Snapshot, SourceStatus
 from diag.verdict.context import AnalysisContext
 from diag.verdict.coverage import gaps, rule_gaps
 from diag.verdict.diagnosis import Verdict, link_causes, verdict
-from diag.engine.rules import Finding, Rule, RuleOutcome, builtin_rules_dir, evaluate, load_rules
-from diag.core.rules_dir import load_settings
-from diag.core.errors import EXIT_CANNOT_ANALYZE
-from diag.facts import build_facts
 from diag.verdict.history import History, find_history
-from diag.link.join import join
-from diag.bundle.load import load_bundle
-from diag.snapshot.model import PromWindow, Snapshot, SourceStatus
-from diag.link.prometheus_join import history_window
-from diag.core.stopwatch import Stopwatch
 from diag.verdict.relevance import on_serving_path, serving_links
-from diag.parsers.signals import load_signals
 
 # Exit codes, as Nagios-style checks use them, so runbooks can branch on them.
 EXIT_HEALTHY, EXIT_WARNING, EXIT_CRITICAL = 0, 1, 2
@@ -81,7 +81,10 @@ def _without_cycle_collection() -> Iterator[None]:
 
 
 def analyze_bundle(
-    bundle: Bundle, config: Config | None = None, extra_rule_dirs: list[Path] | None = None, stopwatch: Stopwatch | None = None,
+    bundle: Bundle,
+    config: Config | None = None,
+    extra_rule_dirs: list[Path] | None = None,
+    stopwatch: Stopwatch | None = None,
     held: list[object] | None = None,
 ) -> Report:
     """The analysis of `bundle`. Its bytes are not held past the parse: a bundle only this call holds
@@ -104,7 +107,13 @@ def analyze_bundle(
 
 
 def _analyze(
-    loaded: Snapshot, origin: str, rules: list[Rule], settings: dict, config: Config, watch: Stopwatch, held: list[object] | None
+    loaded: Snapshot,
+    origin: str,
+    rules: list[Rule],
+    settings: dict,
+    config: Config,
+    watch: Stopwatch,
+    held: list[object] | None,
 ) -> Report:
     with watch.phase("join"):
         snap = join(loaded)
@@ -117,7 +126,9 @@ def _analyze(
         suppressed = sum(1 for f in result.findings if config.suppresses(f, pod_labels))
         findings = config.apply(result.findings, pod_labels)
     with watch.phase("history"):
-        history = find_history(snap, clock, facts, findings, rules, settings, lambda found: config.apply(found, pod_labels))
+        history = find_history(
+            snap, clock, facts, findings, rules, settings, lambda found: config.apply(found, pod_labels)
+        )
     with watch.phase("diagnosis"):
         serving = serving_links(snap)
         for finding in findings:
@@ -126,12 +137,20 @@ def _analyze(
         link_causes(findings, by_id)
         checked = sum(1 for o in result.outcomes.values() if o.status in ("fired", "silent"))
         undecided = sum(1 for o in result.outcomes.values() if o.status in ("unknown", "skipped"))
-        diagnosis = verdict(findings, checked, undecided, gaps(snap, clock) + rule_gaps(result.outcomes, by_id), by_id, result.outcomes)
+        diagnosis = verdict(
+            findings, checked, undecided, gaps(snap, clock) + rule_gaps(result.outcomes, by_id), by_id, result.outcomes
+        )
     if held is not None:
         held.append((loaded, snap, facts, result))
     return Report(
-        diagnosis, findings, snap.sources, result.outcomes, origin=origin, history=history,
+        diagnosis,
+        findings,
+        snap.sources,
+        result.outcomes,
+        origin=origin,
+        history=history,
         prometheus_window=history_window(snap),
-        config_file=str(config.path) if config.path is not None else None, suppressed=suppressed,
+        config_file=str(config.path) if config.path is not None else None,
+        suppressed=suppressed,
         context=AnalysisContext.of(snap.manifest, clock),
     )

@@ -55,8 +55,12 @@ def _print_version(asked: bool) -> None:
 
 @app.callback()
 def _options(
-    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
-    no_color: bool = typer.Option(False, "--no-color", help="No colour (also: NO_COLOR set, or output that is not a terminal)."),
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+    ),
+    no_color: bool = typer.Option(
+        False, "--no-color", help="No colour (also: NO_COLOR set, or output that is not a terminal)."
+    ),
 ) -> None:
     """The app's help says what llmdiag does; this callback carries the options every command shares."""
     global stdout, stderr
@@ -87,10 +91,16 @@ class FailOn(str, enum.Enum):
 
 # ----------------------------------------------------------------------------- shared options
 
-OutputOpt = typer.Option(Output.terminal, "--output", "-o", help="terminal, json or markdown (json and markdown: stdout holds the report only).")
+OutputOpt = typer.Option(
+    Output.terminal,
+    "--output",
+    "-o",
+    help="terminal, json or markdown (json and markdown: stdout holds the report only).",
+)
 QuietOpt = typer.Option(False, "--quiet", "-q", help="Nothing on stderr but errors: no progress, no summary.")
 FailOnOpt = typer.Option(
-    FailOn.warning, "--fail-on",
+    FailOn.warning,
+    "--fail-on",
     help="warning (default): exit 2 on a critical finding, 1 on warnings only; critical: warnings exit 0; "
     "never: findings exit 0. Exit 3 (could not analyze, or inconclusive) is kept whatever this says.",
 )
@@ -99,19 +109,18 @@ RulesOpt = typer.Option(None, "--rules", metavar="<folder>", help="Extra folder 
 ConfigOpt = typer.Option(None, "--config", help="Suppressions and overrides (default: ./.llmdiag.yaml).")
 MinSeverityOpt = typer.Option(None, "--min-severity", help="Hide findings below info|warning|critical.")
 SinceOpt = typer.Option(
-    None, "--since",
+    None,
+    "--since",
     help="History window, e.g. 30m, 1h, 2d: events, container terminations and Ray deaths older than this at "
     "collection time are reported as history, not as current faults (default: setting history_window_seconds, 1h). "
     "In triage it is also the Prometheus window (default 30m).",
 )
-CollectSinceOpt = typer.Option(
-    None, "--since", help="The Prometheus window, e.g. 30m, 6h, 7d (default 30m)."
-)
+CollectSinceOpt = typer.Option(None, "--since", help="The Prometheus window, e.g. 30m, 6h, 7d (default 30m).")
 
 
-def _config(path: Optional[Path], min_severity: Optional[str], since: Optional[str] = None) -> Config:
-    from diag.snapshot.clock import parse_duration
+def _config(path: Path | None, min_severity: str | None, since: str | None = None) -> Config:
     from diag.engine.config import HISTORY_WINDOW_SETTING, Config
+    from diag.snapshot.clock import parse_duration
 
     config = Config.load(path)
     if min_severity is not None:
@@ -194,11 +203,13 @@ def _exit_for(report: Report, fail_on: FailOn, exit_zero: bool) -> None:
 def analyze(
     bundle: Path = typer.Argument(..., help="A bundle folder or .tar.gz (layout: docs/bundle-format.md)."),
     output: Output = OutputOpt,
-    rules: Optional[list[Path]] = RulesOpt,
-    config: Optional[Path] = ConfigOpt,
-    min_severity: Optional[str] = MinSeverityOpt,
-    since: Optional[str] = SinceOpt,
-    profile: bool = typer.Option(False, "--profile", help="Print where the time went (phases, parsers, rules) on stderr."),
+    rules: list[Path] | None = RulesOpt,
+    config: Path | None = ConfigOpt,
+    min_severity: str | None = MinSeverityOpt,
+    since: str | None = SinceOpt,
+    profile: bool = typer.Option(
+        False, "--profile", help="Print where the time went (phases, parsers, rules) on stderr."
+    ),
     quiet: bool = QuietOpt,
     fail_on: FailOn = FailOnOpt,
     exit_zero: bool = ExitZeroOpt,
@@ -206,7 +217,7 @@ def analyze(
     """Analyze a saved bundle (a customer's, or one `llmdiag collect` wrote)."""
     from diag.analyze import analyze_bundle, settings_with_overrides
     from diag.bundle.files import Bundle, BundleLimits
-    from diag.engine.rules import builtin_rules_dir
+    from diag.core.rules_dir import builtin_rules_dir
     from diag.core.stopwatch import Stopwatch
 
     stopwatch = Stopwatch(times_rules=profile)
@@ -236,40 +247,98 @@ _TARGET_OPTIONS: dict[str, tuple[object, object]] = {
     "selector": (Optional[str], typer.Option(None, "--selector", "-l", help="Label selector for the serving pods.")),
     "ray_cluster": (Optional[str], typer.Option(None, "--ray-cluster", help="A RayCluster or RayService by name.")),
     "pod": (Optional[str], typer.Option(None, "--pod", help="One pod by name.")),
-    "vllm_urls": (Optional[list[str]], typer.Option(None, "--vllm-url", help="A vLLM server outside Kubernetes (repeatable).")),
-    "ray_address": (Optional[str], typer.Option(None, "--ray-address", help="Dashboard URL of a Ray cluster outside Kubernetes.")),
-    "prometheus_url": (Optional[str], typer.Option(None, "--prometheus-url", help="Prometheus to read history from (its base URL).")),
-    "prometheus_service": (Optional[str], typer.Option(
-        None, "--prometheus-service", metavar="NS/NAME[:PORT]",
-        help="A Prometheus Service in the cluster, read through the API server's service proxy (port default 9090).",
-    )),
-    "prometheus_selector": (Optional[str], typer.Option(
-        None, "--prometheus-selector", help='Label matchers added to every vLLM query, e.g. \'job="vllm"\' (comma-separated).'
-    )),
-    "prometheus_token": (Optional[str], typer.Option(
-        None, "--prometheus-token", help="Bearer token for Prometheus (or env LLMDIAG_PROMETHEUS_TOKEN)."
-    )),
+    "vllm_urls": (
+        Optional[list[str]],
+        typer.Option(None, "--vllm-url", help="A vLLM server outside Kubernetes (repeatable)."),
+    ),
+    "ray_address": (
+        Optional[str],
+        typer.Option(None, "--ray-address", help="Dashboard URL of a Ray cluster outside Kubernetes."),
+    ),
+    "prometheus_url": (
+        Optional[str],
+        typer.Option(None, "--prometheus-url", help="Prometheus to read history from (its base URL)."),
+    ),
+    "prometheus_service": (
+        Optional[str],
+        typer.Option(
+            None,
+            "--prometheus-service",
+            metavar="NS/NAME[:PORT]",
+            help="A Prometheus Service in the cluster, read through the API server's service proxy (port default 9090).",
+        ),
+    ),
+    "prometheus_selector": (
+        Optional[str],
+        typer.Option(
+            None,
+            "--prometheus-selector",
+            help="Label matchers added to every vLLM query, e.g. 'job=\"vllm\"' (comma-separated).",
+        ),
+    ),
+    "prometheus_token": (
+        Optional[str],
+        typer.Option(None, "--prometheus-token", help="Bearer token for Prometheus (or env LLMDIAG_PROMETHEUS_TOKEN)."),
+    ),
     "prometheus_user": (Optional[str], typer.Option(None, "--prometheus-user", help="Basic-auth user for Prometheus.")),
-    "prometheus_password": (Optional[str], typer.Option(
-        None, "--prometheus-password", help="Basic-auth password (or env LLMDIAG_PROMETHEUS_PASSWORD)."
-    )),
-    "prometheus_ca_file": (Optional[str], typer.Option(None, "--prometheus-ca-file", help="CA bundle for Prometheus' TLS.")),
-    "prometheus_headers": (Optional[list[str]], typer.Option(
-        None, "--prometheus-header", help="'Name: value' sent to Prometheus (repeatable), e.g. 'X-Scope-OrgID: team-a'."
-    )),
-    "local_gpu": (Optional[bool], typer.Option(None, "--local-gpu/--no-local-gpu", help="Read this host's GPUs through NVML (default: when NVML loads).")),
-    "scrapes": (int, typer.Option(2, "--scrapes", min=1, help="/metrics reads per vLLM server (2+ give counter rates).")),
-    "scrape_interval_s": (float, typer.Option(5.0, "--scrape-interval", min=0.0, help="Seconds between /metrics reads.")),
+    "prometheus_password": (
+        Optional[str],
+        typer.Option(None, "--prometheus-password", help="Basic-auth password (or env LLMDIAG_PROMETHEUS_PASSWORD)."),
+    ),
+    "prometheus_ca_file": (
+        Optional[str],
+        typer.Option(None, "--prometheus-ca-file", help="CA bundle for Prometheus' TLS."),
+    ),
+    "prometheus_headers": (
+        Optional[list[str]],
+        typer.Option(
+            None,
+            "--prometheus-header",
+            help="'Name: value' sent to Prometheus (repeatable), e.g. 'X-Scope-OrgID: team-a'.",
+        ),
+    ),
+    "local_gpu": (
+        Optional[bool],
+        typer.Option(
+            None, "--local-gpu/--no-local-gpu", help="Read this host's GPUs through NVML (default: when NVML loads)."
+        ),
+    ),
+    "scrapes": (
+        int,
+        typer.Option(2, "--scrapes", min=1, help="/metrics reads per vLLM server (2+ give counter rates)."),
+    ),
+    "scrape_interval_s": (
+        float,
+        typer.Option(5.0, "--scrape-interval", min=0.0, help="Seconds between /metrics reads."),
+    ),
     "total_timeout_s": (float, typer.Option(120.0, "--timeout", help="Seconds for the whole collection.")),
     "source_timeout_s": (float, typer.Option(20.0, "--source-timeout", help="Seconds for each source.")),
-    "max_answer_bytes": (int, typer.Option(64 * 1024 * 1024, "--max-answer-bytes", min=1024, help="Largest HTTP answer read from any source (default 64 MiB); a larger one fails that source.")),
-    "request_timeout": (Optional[str], typer.Option(
-        None, "--request-timeout",
-        help="Each request to the API server, as kubectl's flag: 10s, 1m (default 30s); the reachability check before "
-        "collecting waits at most 5s or this, if shorter.",
-    )),
-    "impersonate_user": (Optional[str], typer.Option(None, "--as", help="Act as this user (Kubernetes impersonation); llmdiag still only reads.")),
-    "impersonate_groups": (Optional[list[str]], typer.Option(None, "--as-group", help="Act as this group (with --as).")),
+    "max_answer_bytes": (
+        int,
+        typer.Option(
+            64 * 1024 * 1024,
+            "--max-answer-bytes",
+            min=1024,
+            help="Largest HTTP answer read from any source (default 64 MiB); a larger one fails that source.",
+        ),
+    ),
+    "request_timeout": (
+        Optional[str],
+        typer.Option(
+            None,
+            "--request-timeout",
+            help="Each request to the API server, as kubectl's flag: 10s, 1m (default 30s); the reachability check before "
+            "collecting waits at most 5s or this, if shorter.",
+        ),
+    ),
+    "impersonate_user": (
+        Optional[str],
+        typer.Option(None, "--as", help="Act as this user (Kubernetes impersonation); llmdiag still only reads."),
+    ),
+    "impersonate_groups": (
+        Optional[list[str]],
+        typer.Option(None, "--as-group", help="Act as this group (with --as)."),
+    ),
 }
 
 
@@ -284,7 +353,6 @@ def with_target(command: Callable) -> Callable:
     @functools.wraps(command)
     def wrapper(**kwargs):
         from diag.collect.base import Target
-
         from diag.collect.prometheus_access import prometheus_access
 
         given = {name: kwargs.pop(name) for name in _TARGET_OPTIONS}
@@ -304,7 +372,7 @@ def with_target(command: Callable) -> Callable:
     return wrapper
 
 
-def _seconds(flag: str, text: Optional[str], what: str) -> Optional[float]:
+def _seconds(flag: str, text: str | None, what: str) -> float | None:
     """A duration flag (--since, --request-timeout) in seconds; None when not given."""
     from diag.snapshot.clock import parse_duration
 
@@ -327,10 +395,10 @@ def _collect_live(target, quiet: bool = False) -> Bundle:
 def triage(
     target,
     output: Output = OutputOpt,
-    rules: Optional[list[Path]] = RulesOpt,
-    config: Optional[Path] = ConfigOpt,
-    min_severity: Optional[str] = MinSeverityOpt,
-    since: Optional[str] = SinceOpt,
+    rules: list[Path] | None = RulesOpt,
+    config: Path | None = ConfigOpt,
+    min_severity: str | None = MinSeverityOpt,
+    since: str | None = SinceOpt,
     quiet: bool = QuietOpt,
     fail_on: FailOn = FailOnOpt,
     exit_zero: bool = ExitZeroOpt,
@@ -349,10 +417,12 @@ def triage(
 @with_target
 def collect(
     target,
-    out: Optional[Path] = typer.Option(None, "--out", help="Where to write the bundle: a folder, or FILE.tar.gz."),
-    old_out: Optional[Path] = typer.Option(None, "-o", hidden=True, help="Deprecated: --out."),
-    force: bool = typer.Option(False, "--force", help="Replace an earlier bundle (a folder holding manifest.json) at --out."),
-    since: Optional[str] = CollectSinceOpt,
+    out: Path | None = typer.Option(None, "--out", help="Where to write the bundle: a folder, or FILE.tar.gz."),
+    old_out: Path | None = typer.Option(None, "-o", hidden=True, help="Deprecated: --out."),
+    force: bool = typer.Option(
+        False, "--force", help="Replace an earlier bundle (a folder holding manifest.json) at --out."
+    ),
+    since: str | None = CollectSinceOpt,
     quiet: bool = QuietOpt,
 ) -> None:
     """Collect the raw bundle (secrets redacted, files 0600) to attach to a ticket; analyze it later.
@@ -367,7 +437,11 @@ def collect(
     if old_out is not None:
         if out is not None:
             raise UserError("collect: give the path once, with --out")
-        stderr.print(f"{PROGRAM}: collect -o is deprecated and goes in the next release: use --out", markup=False, highlight=False)
+        stderr.print(
+            f"{PROGRAM}: collect -o is deprecated and goes in the next release: use --out",
+            markup=False,
+            highlight=False,
+        )
         out = old_out
     if out is None:
         raise UserError("collect: missing --out PATH (a folder, or FILE.tar.gz)")
@@ -389,7 +463,11 @@ def _why_nothing(bundle: Bundle) -> str:
         sources = json.loads(bundle.files["manifest.json"]).get("sources", {})
     except (KeyError, ValueError, AttributeError):
         return "no source answered"
-    reasons = [f"{name}: {entry.get('detail') or entry.get('status')}" for name, entry in sources.items() if entry.get("status") == "failed"]
+    reasons = [
+        f"{name}: {entry.get('detail') or entry.get('status')}"
+        for name, entry in sources.items()
+        if entry.get("status") == "failed"
+    ]
     return "; ".join(reasons[:3]) or "no source answered"
 
 
@@ -397,7 +475,7 @@ def _why_nothing(bundle: Bundle) -> str:
 
 
 @rules_app.command("list")
-def rules_list(rules: Optional[list[Path]] = RulesOpt) -> None:
+def rules_list(rules: list[Path] | None = RulesOpt) -> None:
     """Every rule: id, layer, severity, title."""
     from diag.engine.catalogue import rule_table
 
@@ -405,7 +483,7 @@ def rules_list(rules: Optional[list[Path]] = RulesOpt) -> None:
 
 
 @rules_app.command("show")
-def rules_show(rule_id: str = typer.Argument(..., help="e.g. VLLM-101"), rules: Optional[list[Path]] = RulesOpt) -> None:
+def rules_show(rule_id: str = typer.Argument(..., help="e.g. VLLM-101"), rules: list[Path] | None = RulesOpt) -> None:
     """One rule in full: condition, evidence, fix, references, what it explains."""
     from diag.engine.catalogue import rule_markdown
 
@@ -413,7 +491,7 @@ def rules_show(rule_id: str = typer.Argument(..., help="e.g. VLLM-101"), rules: 
 
 
 @rules_app.command("docs")
-def rules_docs(rules: Optional[list[Path]] = RulesOpt) -> None:
+def rules_docs(rules: list[Path] | None = RulesOpt) -> None:
     """The catalogue as Markdown, generated from the rule files (docs/rules.md is this output)."""
     from diag.engine.catalogue import catalogue_markdown
 

@@ -44,7 +44,9 @@ def write_dump(bundle: Path, dest: Path, namespaces: list[str] | None = None, lo
     lists = {name: json.loads((k8s / f"{name}.json").read_text())["items"] if (k8s / f"{name}.json").exists() else []
              for name, _, _ in NAMESPACED}  # fmt: skip
     dest.mkdir(parents=True)
-    (dest / "nodes.json").write_text(typed_list("NodeList", "v1", json.loads((k8s / "nodes.json").read_text())["items"]))
+    (dest / "nodes.json").write_text(
+        typed_list("NodeList", "v1", json.loads((k8s / "nodes.json").read_text())["items"])
+    )
     if namespaces is None:
         namespaces = sorted({i["metadata"]["namespace"] for items in lists.values() for i in items})
     log_of = log_of or (lambda ns, pod, container: _fixture_log(k8s / "logs", pod, container))

@@ -12,7 +12,14 @@ from typing import Any
 from diag.bundle.files import Bundle
 
 MARK = "PWNED"
-PAYLOADS = (f"$(touch {MARK})", f"`touch {MARK}`", f";touch {MARK};", f"'\"{MARK}", f"\ntouch {MARK}\n", f" && touch {MARK} #")
+PAYLOADS = (
+    f"$(touch {MARK})",
+    f"`touch {MARK}`",
+    f";touch {MARK};",
+    f"'\"{MARK}",
+    f"\ntouch {MARK}\n",
+    f" && touch {MARK} #",
+)
 
 
 def hostile_bundle(folder: Path, payload: str) -> Bundle | None:

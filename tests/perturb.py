@@ -101,10 +101,18 @@ def _healthy_twin(pod: dict) -> dict | None:
     status["phase"] = "Running"
     status.pop("reason", None)
     status.pop("message", None)
-    status["conditions"] = [{"type": t, "status": "True"} for t in ("Initialized", "Ready", "ContainersReady", "PodScheduled")]
+    status["conditions"] = [
+        {"type": t, "status": "True"} for t in ("Initialized", "Ready", "ContainersReady", "PodScheduled")
+    ]
     status["containerStatuses"] = [
-        {"name": c.get("name"), "image": c.get("image", ""), "ready": True, "restartCount": 0, "started": True,
-         "state": {"running": {"startedAt": "2026-11-28T09:14:30Z"}}}
+        {
+            "name": c.get("name"),
+            "image": c.get("image", ""),
+            "ready": True,
+            "restartCount": 0,
+            "started": True,
+            "state": {"running": {"startedAt": "2026-11-28T09:14:30Z"}},
+        }
         for c in twin["spec"].get("containers") or []
     ]
     return twin
@@ -121,20 +129,58 @@ def _crashlooping_web_pod() -> dict:
             "uid": "5b0e3c1a-77d2-4a4f-9c1e-0d6b2f8e41aa",
             "labels": {"app": "web-frontend", "pod-template-hash": "6d4cf56db6"},
             "creationTimestamp": "2026-11-28T09:10:02Z",
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-frontend-6d4cf56db6", "controller": True, "uid": "9f1d2c3b-1111-4a4f-8c1e-0d6b2f8e4100"}],
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "name": "web-frontend-6d4cf56db6",
+                    "controller": True,
+                    "uid": "9f1d2c3b-1111-4a4f-8c1e-0d6b2f8e4100",
+                }
+            ],
         },
         "spec": {
-            "containers": [{"name": "web", "image": "nginx:1.27", "resources": {"limits": {"cpu": "500m", "memory": "256Mi"}, "requests": {"cpu": "100m", "memory": "128Mi"}}}],
+            "containers": [
+                {
+                    "name": "web",
+                    "image": "nginx:1.27",
+                    "resources": {
+                        "limits": {"cpu": "500m", "memory": "256Mi"},
+                        "requests": {"cpu": "100m", "memory": "128Mi"},
+                    },
+                }
+            ],
             "nodeName": "cpu-pool-7",
         },
         "status": {
             "phase": "Running",
-            "conditions": [{"type": "Ready", "status": "False", "reason": "ContainersNotReady"}, {"type": "PodScheduled", "status": "True"}],
-            "containerStatuses": [{
-                "name": "web", "image": "nginx:1.27", "ready": False, "restartCount": 14, "started": False,
-                "state": {"waiting": {"reason": "CrashLoopBackOff", "message": f"back-off 5m0s restarting failed container=web pod={name}_{UNRELATED_NAMESPACE}(5b0e3c1a-77d2-4a4f-9c1e-0d6b2f8e41aa)"}},
-                "lastState": {"terminated": {"exitCode": 1, "reason": "Error", "startedAt": "2026-11-28T10:01:10Z", "finishedAt": "2026-11-28T10:01:11Z"}},
-            }],
+            "conditions": [
+                {"type": "Ready", "status": "False", "reason": "ContainersNotReady"},
+                {"type": "PodScheduled", "status": "True"},
+            ],
+            "containerStatuses": [
+                {
+                    "name": "web",
+                    "image": "nginx:1.27",
+                    "ready": False,
+                    "restartCount": 14,
+                    "started": False,
+                    "state": {
+                        "waiting": {
+                            "reason": "CrashLoopBackOff",
+                            "message": f"back-off 5m0s restarting failed container=web pod={name}_{UNRELATED_NAMESPACE}(5b0e3c1a-77d2-4a4f-9c1e-0d6b2f8e41aa)",
+                        }
+                    },
+                    "lastState": {
+                        "terminated": {
+                            "exitCode": 1,
+                            "reason": "Error",
+                            "startedAt": "2026-11-28T10:01:10Z",
+                            "finishedAt": "2026-11-28T10:01:11Z",
+                        }
+                    },
+                }
+            ],
         },
     }
 
@@ -145,7 +191,12 @@ def _backoff_event() -> dict:
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {"name": f"{name}.17f3c2a1b2c3d4e5", "namespace": UNRELATED_NAMESPACE},
-        "involvedObject": {"kind": "Pod", "name": name, "namespace": UNRELATED_NAMESPACE, "uid": "5b0e3c1a-77d2-4a4f-9c1e-0d6b2f8e41aa"},
+        "involvedObject": {
+            "kind": "Pod",
+            "name": name,
+            "namespace": UNRELATED_NAMESPACE,
+            "uid": "5b0e3c1a-77d2-4a4f-9c1e-0d6b2f8e41aa",
+        },
         "reason": "BackOff",
         "message": f"Back-off restarting failed container web in pod {name}_{UNRELATED_NAMESPACE}(5b0e3c1a-77d2-4a4f-9c1e-0d6b2f8e41aa)",
         "type": "Warning",
@@ -226,7 +277,10 @@ def kv_jittered(files: Files, amplitude: float = 0.04) -> Files | None:
         if answer is None:
             continue
         for series in answer.get("data", {}).get("result", []):
-            series["values"] = [[t, str(_kv(float(v), amplitude if k % 2 == 0 else -amplitude))] for k, (t, v) in enumerate(series.get("values", []))]
+            series["values"] = [
+                [t, str(_kv(float(v), amplitude if k % 2 == 0 else -amplitude))]
+                for k, (t, v) in enumerate(series.get("values", []))
+            ]
         changed[name] = json.dumps(answer).encode()
         touched = True
     return changed if touched else None
@@ -280,12 +334,21 @@ def restarted_long_ago(files: Files, days: int = 3) -> Files | None:
     if pods is None:
         return None
     servers = set(scrapes_by_server(files))
-    running = [p for p in pods["items"] if (p.get("status") or {}).get("phase") == "Running" and (p.get("status") or {}).get("containerStatuses")]
+    running = [
+        p
+        for p in pods["items"]
+        if (p.get("status") or {}).get("phase") == "Running" and (p.get("status") or {}).get("containerStatuses")
+    ]
     pod = next((p for p in running if p["metadata"].get("name") in servers), running[0] if running else None)
     if pod is None:
         return None
     newest = max(
-        (datetime.fromisoformat(m.group(1).decode().replace("Z", "+00:00")) for name in bundle_files(files) if name.startswith("k8s/") for m in _TIMESTAMP.finditer(files[name])),
+        (
+            datetime.fromisoformat(m.group(1).decode().replace("Z", "+00:00"))
+            for name in bundle_files(files)
+            if name.startswith("k8s/")
+            for m in _TIMESTAMP.finditer(files[name])
+        ),
         default=None,
     )
     if newest is None:
@@ -294,7 +357,14 @@ def restarted_long_ago(files: Files, days: int = 3) -> Files | None:
     stamp = lambda t: t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")  # noqa: E731
     status = pod["status"]["containerStatuses"][0]
     status["restartCount"] = 1
-    status["lastState"] = {"terminated": {"exitCode": 137, "reason": "Error", "startedAt": stamp(finished - timedelta(days=1)), "finishedAt": stamp(finished)}}
+    status["lastState"] = {
+        "terminated": {
+            "exitCode": 137,
+            "reason": "Error",
+            "startedAt": stamp(finished - timedelta(days=1)),
+            "finishedAt": stamp(finished),
+        }
+    }
     status["state"] = {"running": {"startedAt": stamp(finished + timedelta(seconds=31))}}
     created = pod["metadata"].get("creationTimestamp")
     if created is None or datetime.fromisoformat(created.replace("Z", "+00:00")) > finished - timedelta(days=1):

@@ -65,7 +65,9 @@ def log_lines(c: Corpus) -> list[str]:
         + "&X-Amz-Date=20261201T000000Z&X-Amz-Expires=3600&X-Amz-SignedHeaders=host&X-Amz-Signature="
         + c.plant("amz-signature", "a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f12"),
         "INFO connecting to postgres://llm:" + c.plant("url-password", "plantUrlPass0013") + "@db.example.com:5432/app",
-        "INFO cloning https://" + c.plant("url-user-token", "ghp_plantUserinfoTokenOnly0014abcdefghijk") + "@github.com/org/repo",
+        "INFO cloning https://"
+        + c.plant("url-user-token", "ghp_plantUserinfoTokenOnly0014abcdefghijk")
+        + "@github.com/org/repo",
         "export S3_CREDS=" + c.plant("creds-var", "plantCredsValue0015"),
         "DB_TOKEN=" + c.plant("token-var", "plantTokenVar0016"),
         "APP_SECRET='" + c.plant("secret-var", "plantSecretVar0017") + "'",
@@ -88,7 +90,9 @@ def log_lines(c: Corpus) -> list[str]:
         "(APIServer pid=1) INFO 12-01 14:13:12 [api_server.py:1880] vLLM API server version 0.10.1.1 "
         "started with: vllm serve meta-llama/Meta-Llama-3-8B-Instruct --api-key "
         + c.plant("vllm-cli-api-key", "plantCliApiKey0026abc"),
-        'curl -s -H "Authorization: Bearer ' + c.plant("curl-bearer", "plantCurlBearer0027xyz") + '" http://vllm:8000/v1/models',
+        'curl -s -H "Authorization: Bearer '
+        + c.plant("curl-bearer", "plantCurlBearer0027xyz")
+        + '" http://vllm:8000/v1/models',
         "DEBUG sending x-api-key: " + c.plant("x-api-key-header", "plantXApiKeyHeader0028"),
         "ERROR token refresh failed: bearer " + c.plant("lowercase-bearer", "plantLowerBearer0029abc"),
         "INFO using DefaultEndpointsProtocol=https;AccountName=llmweights;AccountKey="
@@ -108,12 +112,14 @@ def log_lines(c: Corpus) -> list[str]:
 def metrics_lines(c: Corpus) -> str:
     """Series whose labels carry a secret, as exporters write them when they turn config into labels."""
     return (
-        '# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n'
-        '# TYPE vllm:cache_config_info gauge\n'
-        'vllm:cache_config_info{block_size="16",api_key="' + c.plant("metrics-label-api-key", "plantMetricsLabelKey0060")
+        "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n"
+        "# TYPE vllm:cache_config_info gauge\n"
+        'vllm:cache_config_info{block_size="16",api_key="'
+        + c.plant("metrics-label-api-key", "plantMetricsLabelKey0060")
         + '",gpu_memory_utilization="0.9"} 1.0\n'
         'vllm:lora_requests_info{endpoint="https://hooks.example.com/x?token='
-        + c.plant("metrics-label-url-token", "plantMetricsUrlToken0061") + '"} 1.0\n'
+        + c.plant("metrics-label-url-token", "plantMetricsUrlToken0061")
+        + '"} 1.0\n'
     )
 
 
@@ -133,7 +139,10 @@ def plant_cluster(cluster: ReplayCluster, c: Corpus) -> None:
     container["env"] += [
         {"name": "S3_CREDS", "value": c.plant("env-creds", "plantEnvCreds0032")},
         {"name": "WANDB_API_KEY", "value": c.plant("env-api-key", "plantEnvApiKey0033abcdef")},
-        {"name": "HOOK_URL", "value": "https://hooks.example.com/x?token=" + c.plant("env-url-token", "plantEnvUrlToken0034")},
+        {
+            "name": "HOOK_URL",
+            "value": "https://hooks.example.com/x?token=" + c.plant("env-url-token", "plantEnvUrlToken0034"),
+        },
         {"name": "NVIDIA_VISIBLE_DEVICES", "value": "GPU-4b794de7-279f-721d-5fe5-8f6fcbfb3cf4"},
     ]
     container.setdefault("envFrom", []).append({"secretRef": {"name": "llm-credentials"}})

@@ -6,8 +6,8 @@ from __future__ import annotations
 import gzip
 import io
 import json
-import tarfile
 import subprocess
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -86,7 +86,9 @@ def test_archives_appended_to_one_another_are_named(tmp_path: Path) -> None:
     assert analyze_bundle(opened).verdict.status != "healthy"
 
 
-@pytest.mark.parametrize(("magic", "name"), [(b"\x28\xb5\x2f\xfd", "zstd"), (b"\x1f\x9d", "compress"), (b"LZIP", "lzip")])
+@pytest.mark.parametrize(
+    ("magic", "name"), [(b"\x28\xb5\x2f\xfd", "zstd"), (b"\x1f\x9d", "compress"), (b"LZIP", "lzip")]
+)
 def test_a_compression_we_do_not_read_is_refused_by_name(tmp_path: Path, magic: bytes, name: str) -> None:
     archive = tmp_path / "case.tar.gz"
     archive.write_bytes(magic + bytes(600))

@@ -13,7 +13,8 @@ import pytest
 
 from diag.analyze import analyze_bundle
 from diag.bundle.files import Bundle
-from diag.engine.rules import builtin_rules_dir, load_rules
+from diag.core.rules_dir import builtin_rules_dir
+from diag.engine.rules import load_rules
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 SCENARIOS = sorted(p.parent for p in FIXTURES.rglob("expected.json"))

@@ -15,7 +15,9 @@ LAYERS = {"kubernetes", "ray", "vllm", "gpu", None}
 
 
 def llmdiag(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "diag.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "diag.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=120
+    )
 
 
 @pytest.fixture
@@ -115,7 +117,9 @@ def test_tar_gz_bundle_reads_like_the_folder(gpu_bundle: Path, tmp_path: Path) -
         ("vllm/llama-0.models.json", "[1, 2, 3]", ""),
     ],
 )
-def test_a_damaged_file_is_one_line_and_the_rest_is_analyzed(gpu_bundle: Path, rel: str, content: str, says: str) -> None:
+def test_a_damaged_file_is_one_line_and_the_rest_is_analyzed(
+    gpu_bundle: Path, rel: str, content: str, says: str
+) -> None:
     target = gpu_bundle / rel
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(content)
@@ -167,7 +171,9 @@ def test_bundle_with_nothing_readable_cannot_be_analyzed(tmp_path: Path) -> None
 
 
 def test_markdown_report_leads_with_the_verdict(gpu_bundle: Path, tmp_path: Path) -> None:
-    out = llmdiag("analyze", str(gpu_bundle), "--rules", str(user_rule(tmp_path, "critical")), "--output", "markdown").stdout
+    out = llmdiag(
+        "analyze", str(gpu_bundle), "--rules", str(user_rule(tmp_path, "critical")), "--output", "markdown"
+    ).stdout
     lines = out.splitlines()
     assert lines[0] == "# llmdiag report"
     assert lines[2].startswith("**Verdict: gpu layer**")
@@ -195,10 +201,31 @@ def test_triage_returns_at_its_deadline_when_a_server_never_answers(tmp_path: Pa
     try:
         started = time.monotonic()
         result = subprocess.run(
-            [sys.executable, "-m", "diag.cli", "triage", "--vllm-url", f"http://127.0.0.1:{port}", "--no-local-gpu",
-             "--kubeconfig", str(tmp_path / "none"), "--scrapes", "3", "--scrape-interval", "1",
-             "--timeout", "3", "--source-timeout", "15", "--output", "json"],
-            capture_output=True, text=True, timeout=120, env={**__import__("os").environ, "KUBECONFIG": str(tmp_path / "none")},
+            [
+                sys.executable,
+                "-m",
+                "diag.cli",
+                "triage",
+                "--vllm-url",
+                f"http://127.0.0.1:{port}",
+                "--no-local-gpu",
+                "--kubeconfig",
+                str(tmp_path / "none"),
+                "--scrapes",
+                "3",
+                "--scrape-interval",
+                "1",
+                "--timeout",
+                "3",
+                "--source-timeout",
+                "15",
+                "--output",
+                "json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**__import__("os").environ, "KUBECONFIG": str(tmp_path / "none")},
         )
         elapsed = time.monotonic() - started
     finally:
@@ -218,11 +245,23 @@ def _no_cluster_env(tmp_path: Path) -> dict[str, str]:
 
 def test_triage_against_nothing_is_inconclusive_and_says_which(tmp_path: Path) -> None:
     args = ["triage", "--kubeconfig", str(tmp_path / "none"), "--no-local-gpu", "--timeout", "10"]
-    terminal = subprocess.run([sys.executable, "-m", "diag.cli", *args], capture_output=True, text=True, timeout=120, env=_no_cluster_env(tmp_path))
+    terminal = subprocess.run(
+        [sys.executable, "-m", "diag.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_no_cluster_env(tmp_path),
+    )
     assert terminal.returncode == 3
     assert "healthy" not in terminal.stdout.lower() and "inconclusive" in terminal.stdout
     assert "cannot load Kubernetes configuration" in terminal.stdout
-    as_json = subprocess.run([sys.executable, "-m", "diag.cli", *args, "-o", "json"], capture_output=True, text=True, timeout=120, env=_no_cluster_env(tmp_path))
+    as_json = subprocess.run(
+        [sys.executable, "-m", "diag.cli", *args, "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_no_cluster_env(tmp_path),
+    )
     report = json.loads(as_json.stdout)
     assert_report_contract(report)
     assert report["verdict"]["status"] == "inconclusive" and report["exit_code"] == 3
@@ -232,8 +271,23 @@ def test_triage_against_nothing_is_inconclusive_and_says_which(tmp_path: Path) -
 def test_collect_that_gathered_nothing_exits_3_with_one_line(tmp_path: Path) -> None:
     out = tmp_path / "case"
     result = subprocess.run(
-        [sys.executable, "-m", "diag.cli", "collect", "--kubeconfig", str(tmp_path / "none"), "--no-local-gpu", "--timeout", "10", "--out", str(out)],
-        capture_output=True, text=True, timeout=120, env=_no_cluster_env(tmp_path),
+        [
+            sys.executable,
+            "-m",
+            "diag.cli",
+            "collect",
+            "--kubeconfig",
+            str(tmp_path / "none"),
+            "--no-local-gpu",
+            "--timeout",
+            "10",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_no_cluster_env(tmp_path),
     )
     assert result.returncode == 3
     last = result.stderr.strip().splitlines()[-1]
@@ -278,7 +332,9 @@ def _run_loading(argv: list[str], then: str = "") -> tuple[subprocess.CompletedP
         "    pass\n"
         "print(' '.join(sorted(sys.modules)), file=sys.stderr)\n"
     ) + then
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=REFERENCE.parents[2])
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=REFERENCE.parents[2]
+    )
     return done, set(done.stderr.split())
 
 
@@ -288,7 +344,17 @@ def test_help_and_version_paths_load_nothing_heavy(flag: str) -> None:
     and the collectors' clients load when a command runs."""
     done, loaded = _run_loading([flag])
     assert ("analyze" if flag == "--help" else "llmdiag 0.") in done.stdout
-    heavy = {"cel", "yaml", "kubernetes", "ray", "pynvml", "prometheus_api_client", "requests", "diag.engine.rules", "diag.collect"}
+    heavy = {
+        "cel",
+        "yaml",
+        "kubernetes",
+        "ray",
+        "pynvml",
+        "prometheus_api_client",
+        "requests",
+        "diag.engine.rules",
+        "diag.collect",
+    }
     assert sorted(loaded & heavy) == []
 
 
@@ -309,13 +375,43 @@ def test_an_analysis_loads_the_cel_evaluator_without_its_repl() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--prometheus-url", "http://127.0.0.1:9", "--prometheus-selector", "job=vllm"], "llmdiag: --prometheus-selector: 'job=vllm' is not"),
-        (["--prometheus-selector", 'job="vllm"'], "llmdiag: --prometheus-selector needs --prometheus-url or --prometheus-service"),
-        (["--prometheus-service", "monitoring"], "llmdiag: --prometheus-service: 'monitoring' is not NAMESPACE/NAME[:PORT]"),
-        (["--prometheus-url", "http://127.0.0.1:9", "--prometheus-service", "mon/prom"], "llmdiag: give --prometheus-url or --prometheus-service, not both"),
-        (["--prometheus-url", "http://127.0.0.1:9", "--prometheus-user", "u", "--prometheus-token", "tok-s3cr3t", "--prometheus-password", "pw-s3cr3t"], "llmdiag: give a bearer token (--prometheus-token) or a user"),
-        (["--prometheus-url", "http://127.0.0.1:9", "--prometheus-header", "X-Scope-OrgID"], "llmdiag: --prometheus-header: expected 'Name: value'"),
-        (["--prometheus-url", "http://127.0.0.1:9", "--since", "a while"], "llmdiag: --since: 'a while' is not a duration"),
+        (
+            ["--prometheus-url", "http://127.0.0.1:9", "--prometheus-selector", "job=vllm"],
+            "llmdiag: --prometheus-selector: 'job=vllm' is not",
+        ),
+        (
+            ["--prometheus-selector", 'job="vllm"'],
+            "llmdiag: --prometheus-selector needs --prometheus-url or --prometheus-service",
+        ),
+        (
+            ["--prometheus-service", "monitoring"],
+            "llmdiag: --prometheus-service: 'monitoring' is not NAMESPACE/NAME[:PORT]",
+        ),
+        (
+            ["--prometheus-url", "http://127.0.0.1:9", "--prometheus-service", "mon/prom"],
+            "llmdiag: give --prometheus-url or --prometheus-service, not both",
+        ),
+        (
+            [
+                "--prometheus-url",
+                "http://127.0.0.1:9",
+                "--prometheus-user",
+                "u",
+                "--prometheus-token",
+                "tok-s3cr3t",
+                "--prometheus-password",
+                "pw-s3cr3t",
+            ],
+            "llmdiag: give a bearer token (--prometheus-token) or a user",
+        ),
+        (
+            ["--prometheus-url", "http://127.0.0.1:9", "--prometheus-header", "X-Scope-OrgID"],
+            "llmdiag: --prometheus-header: expected 'Name: value'",
+        ),
+        (
+            ["--prometheus-url", "http://127.0.0.1:9", "--since", "a while"],
+            "llmdiag: --since: 'a while' is not a duration",
+        ),
     ],
 )
 @pytest.mark.parametrize("command", ["collect", "triage"])
@@ -338,7 +434,11 @@ def test_prometheus_flag_mistakes_are_one_line_before_anything_is_collected(
 @pytest.mark.parametrize("command", ["collect", "triage"])
 def test_help_lists_the_prometheus_flags(tmp_path: Path, command: str) -> None:
     shown = subprocess.run(
-        [sys.executable, "-m", "diag.cli", command, "--help"], capture_output=True, text=True, timeout=120, env=_no_cluster_env(tmp_path)
+        [sys.executable, "-m", "diag.cli", command, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_no_cluster_env(tmp_path),
     ).stdout
     for flag in ("--prometheus-url", "--prometheus-service", "--prometheus-selector", "--prometheus-token", "--prometheus-user",
                  "--prometheus-password", "--prometheus-ca-file", "--prometheus-header", "--since"):  # fmt: skip

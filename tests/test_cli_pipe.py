@@ -30,7 +30,9 @@ ROOT = Path(__file__).resolve().parent.parent
         ("critical", ["--exit-zero"], 0),
     ],
 )
-def test_fail_on_decides_which_findings_fail(gpu_bundle: Path, tmp_path: Path, severity: str, flags: list[str], code: int) -> None:  # noqa: F811
+def test_fail_on_decides_which_findings_fail(
+    gpu_bundle: Path, tmp_path: Path, severity: str, flags: list[str], code: int
+) -> None:  # noqa: F811
     result = llmdiag("analyze", str(gpu_bundle), "--rules", str(user_rule(tmp_path, severity)), "-o", "json", *flags)
     assert result.returncode == code, result.stderr
     report = json.loads(result.stdout)
@@ -66,7 +68,11 @@ def test_profile_times_phases_parsers_and_each_rule(gpu_bundle: Path) -> None:  
     for part in ("read", "parse", "join", "facts", "rules (evaluate)", "report", "slowest parsers", "slowest rules"):
         assert part in shown
     rules_table = shown.split("slowest rules:", 1)[1]
-    assert any(line.split()[0].startswith(("GPU-", "K8S-", "VLLM-", "RAY-")) for line in rules_table.splitlines() if line.strip())
+    assert any(
+        line.split()[0].startswith(("GPU-", "K8S-", "VLLM-", "RAY-"))
+        for line in rules_table.splitlines()
+        if line.strip()
+    )
 
 
 def test_each_rule_is_timed_only_when_asked() -> None:
@@ -103,29 +109,49 @@ def test_shell_completion_is_offered() -> None:
     # In a terminal typer finds the shell among the process' ancestors; a test may have none (a job in
     # the background), so it names the shell, the way typer's own tests do.
     env = {**os.environ, "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"}
-    script = subprocess.run([sys.executable, "-m", "diag.cli", "--show-completion", "bash"], capture_output=True, text=True, cwd=ROOT, timeout=60, env=env)
+    script = subprocess.run(
+        [sys.executable, "-m", "diag.cli", "--show-completion", "bash"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        env=env,
+    )
     assert script.returncode == 0 and "_LLMDIAG_COMPLETE" in script.stdout and "complete -o" in script.stdout
 
 
 def test_completion_answers_with_the_commands() -> None:
     env = {**os.environ, "_LLMDIAG_COMPLETE": "complete_bash", "COMP_WORDS": "llmdiag tri", "COMP_CWORD": "1"}
-    done = subprocess.run([sys.executable, "-m", "diag.cli"], capture_output=True, text=True, cwd=ROOT, timeout=60, env=env)
+    done = subprocess.run(
+        [sys.executable, "-m", "diag.cli"], capture_output=True, text=True, cwd=ROOT, timeout=60, env=env
+    )
     assert "triage" in done.stdout.split()
 
 
 def test_as_a_kubectl_plugin_it_names_itself_kubectl_llmdiag() -> None:
     assert program_name("/usr/local/bin/kubectl-llmdiag") == "kubectl llmdiag"
     assert program_name("/usr/local/bin/llmdiag") == "llmdiag"
-    probe = "import sys\nsys.argv = ['/usr/local/bin/kubectl-llmdiag', *sys.argv[1:]]\nfrom diag.cli import main\nmain()\n"
-    run = lambda *args: subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, cwd=ROOT, timeout=60)  # noqa: E731
+    probe = (
+        "import sys\nsys.argv = ['/usr/local/bin/kubectl-llmdiag', *sys.argv[1:]]\nfrom diag.cli import main\nmain()\n"
+    )
+    run = lambda *args: subprocess.run(
+        [sys.executable, "-c", probe, *args], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )  # noqa: E731
     assert "Usage: kubectl llmdiag triage" in run("triage", "--help").stdout
     failed = run("analyze")
-    assert failed.returncode == 3 and failed.stderr.startswith("kubectl llmdiag: ") and "`kubectl llmdiag --help`" in failed.stderr
+    assert (
+        failed.returncode == 3
+        and failed.stderr.startswith("kubectl llmdiag: ")
+        and "`kubectl llmdiag --help`" in failed.stderr
+    )
 
 
 def test_collect_out_is_the_path_and_o_a_deprecated_alias(tmp_path: Path) -> None:
     missing = llmdiag("collect", "--kubeconfig", str(tmp_path / "none"))
-    assert missing.returncode == 3 and missing.stderr.strip() == "llmdiag: collect: missing --out PATH (a folder, or FILE.tar.gz)"
+    assert (
+        missing.returncode == 3
+        and missing.stderr.strip() == "llmdiag: collect: missing --out PATH (a folder, or FILE.tar.gz)"
+    )
     both = llmdiag("collect", "-o", str(tmp_path / "a"), "--out", str(tmp_path / "b"))
     assert both.returncode == 3 and "give the path once, with --out" in both.stderr
     full = tmp_path / "full"

@@ -72,7 +72,12 @@ def test_the_crash_log_of_a_dump_names_the_cause(tmp_path: Path) -> None:
 def test_files_of_the_bundle_layout_added_beside_a_dump_are_read(tmp_path: Path) -> None:
     """What the gaps of a dump ask for (k8s/statefulsets.json, vllm/ scrapes) may be added to it."""
     dump = write_dump(CRASHLOOP, tmp_path / "dump", log_of=_crash_log(CRASHLOOP))
-    for rel in ("k8s/statefulsets.json", "k8s/hpa.json", "k8s/endpoints.json", "vllm/llama-70b-7f8d9c6b5d-zhgh9.health.txt"):
+    for rel in (
+        "k8s/statefulsets.json",
+        "k8s/hpa.json",
+        "k8s/endpoints.json",
+        "vllm/llama-70b-7f8d9c6b5d-zhgh9.health.txt",
+    ):
         (dump / rel).parent.mkdir(exist_ok=True)
         (dump / rel).write_bytes((CRASHLOOP / rel).read_bytes())
     report = analyze_bundle(Bundle.open(dump))
@@ -86,13 +91,20 @@ def test_every_namespace_list_is_merged_and_says_where_it_came_from(tmp_path: Pa
     bundle = Bundle.open(dump)
     snap = load_bundle(bundle)
     fixture_pods = json.loads((TOO_LARGE / "k8s" / "pods.json").read_text())["items"]
-    assert sorted(p.key for p in snap.pods) == sorted(f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in fixture_pods)
+    assert sorted(p.key for p in snap.pods) == sorted(
+        f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in fixture_pods
+    )
     assert len(snap.events) == len(json.loads((TOO_LARGE / "k8s" / "events.json").read_text())["items"])
-    assert {n.name for n in snap.nodes} == {n["metadata"]["name"] for n in json.loads((TOO_LARGE / "k8s" / "nodes.json").read_text())["items"]}
+    assert {n.name for n in snap.nodes} == {
+        n["metadata"]["name"] for n in json.loads((TOO_LARGE / "k8s" / "nodes.json").read_text())["items"]
+    }
     assert {w.name for w in snap.workloads} == {"llama-70b", "llama-405b"}
     pods = snap.sources["k8s/pods.json"]
     assert pods.status == "ok"
-    assert pods.detail == "from kubectl cluster-info dump's gpu-operator/pods.json, kube-system/pods.json, llm/pods.json and 2 more"
+    assert (
+        pods.detail
+        == "from kubectl cluster-info dump's gpu-operator/pods.json, kube-system/pods.json, llm/pods.json and 2 more"
+    )
     assert snap.sources["k8s/nodes.json"].detail == "from kubectl cluster-info dump's nodes.json"
     assert snap.sources["*/replicasets.json"].status == "skipped"
     assert "k8s/statefulsets.json" not in bundle.files and "k8s/hpa.json" not in bundle.files  # not in a dump
@@ -133,8 +145,12 @@ def test_each_container_of_a_pod_gets_its_own_log(tmp_path: Path) -> None:
     containers = {c.name: c for c in snap.pod(f"llm/{name}").containers + snap.pod(f"llm/{name}").init_containers}
     assert containers["fetch-weights"].logs.startswith("download: s3://weights")
     assert containers["vllm"].logs == vllm_log
-    assert snap.sources[f"k8s/logs/llm.{name}.vllm.log"].detail == f"from kubectl cluster-info dump's llm/{name}/logs.txt"
-    assert snap.sources[f"k8s/logs/llm.{name}.proxy.log"].status == "failed"  # cut off mid-line, as `kubectl logs` would be
+    assert (
+        snap.sources[f"k8s/logs/llm.{name}.vllm.log"].detail == f"from kubectl cluster-info dump's llm/{name}/logs.txt"
+    )
+    assert (
+        snap.sources[f"k8s/logs/llm.{name}.proxy.log"].status == "failed"
+    )  # cut off mid-line, as `kubectl logs` would be
     skipped = snap.sources[f"k8s/logs/llm.{pending}.vllm.log"]
     assert (skipped.status, skipped.detail.endswith(error.strip())) == ("skipped", True)
     assert snap.pod(f"llm/{pending}").containers[0].logs is None
@@ -173,7 +189,9 @@ def test_the_reading_rules_of_a_bundle_hold_for_a_dump(tmp_path: Path) -> None:
     assert "over the limit" in bundle.refused["llm/llama-70b-7f8d9c6b5d-pfnp5/logs.txt"]
     snap = load_bundle(bundle)
     assert snap.sources["k8s/services.json"].status == "failed"
-    assert snap.sources["k8s/nodes.json"].detail == "k8s/nodes.json: nodes.json: a symbolic link: not followed, not read"
+    assert (
+        snap.sources["k8s/nodes.json"].detail == "k8s/nodes.json: nodes.json: a symbolic link: not followed, not read"
+    )
     assert snap.pod("llm/llama-70b-7f8d9c6b5d-pfnp5").containers[0].logs is None
 
 

@@ -206,7 +206,9 @@ def test_a_hung_api_server_takes_no_time_from_the_sources_given_by_url(
     (api_line,) = [r for r in results if r.name == "kubernetes"]
     assert api_line.status == "failed" and f"the API server {api_url}" in api_line.detail
     assert "no answer within 2.0s" in api_line.detail, api_line.detail
-    assert not [r for r in results if r.name in ("kubernetes objects", "kubernetes logs", "gpu (nvidia-smi in pods)", "vllm")]
+    assert not [
+        r for r in results if r.name in ("kubernetes objects", "kubernetes logs", "gpu (nvidia-smi in pods)", "vllm")
+    ]
     assert not [r.detail for r in results if "-0.0s" in r.detail]
 
 
@@ -239,7 +241,10 @@ def test_an_answer_that_trickles_past_the_timeout_stops_at_the_timeout() -> None
 
 
 def test_an_answer_over_the_cap_fails_that_source_only_in_a_collection(tmp_path: Path) -> None:
-    with StreamingServer(TWO_HUNDRED_MB) as big, RecordedHttp({"/api/v1/query_range": [Answer(200, PROMETHEUS_ANSWER)]}) as prom:
+    with (
+        StreamingServer(TWO_HUNDRED_MB) as big,
+        RecordedHttp({"/api/v1/query_range": [Answer(200, PROMETHEUS_ANSWER)]}) as prom,
+    ):
         target = Target(
             kubeconfig=str(tmp_path / "none"),
             vllm_urls=[big.url],
@@ -331,7 +336,9 @@ def test_the_api_server_path_is_capped_too(tmp_path: Path) -> None:
 def test_the_api_servers_own_throttling_is_asked_again_after_retry_after(tmp_path: Path) -> None:
     from diag.collect.kube import KubeAccess, KubeError
 
-    pods = json.dumps({"apiVersion": "v1", "kind": "PodList", "metadata": {"resourceVersion": "1"}, "items": []}).encode()
+    pods = json.dumps(
+        {"apiVersion": "v1", "kind": "PodList", "metadata": {"resourceVersion": "1"}, "items": []}
+    ).encode()
     throttled = b'{"kind":"Status","apiVersion":"v1","status":"Failure","message":"Too many requests","reason":"TooManyRequests","code":429}'
     with RetryAfterServer({"/api/v1/namespaces/llm/pods": [Answer(429, throttled), Answer(200, pods)]}, "1") as api:
         kube = KubeAccess(str(_kubeconfig(tmp_path, api.url)))

@@ -113,5 +113,9 @@ def test_collect_refuses_a_symlinked_output_with_one_line(tmp_path: Path) -> Non
         capture_output=True, text=True, timeout=120, env=env,
     )  # fmt: skip
     assert result.returncode == 3
-    assert result.stderr.strip().splitlines()[-1].startswith(f"llmdiag: refusing to write the bundle to {out}: it is a symbolic link")
+    assert (
+        result.stderr.strip()
+        .splitlines()[-1]
+        .startswith(f"llmdiag: refusing to write the bundle to {out}: it is a symbolic link")
+    )
     assert victim.read_text() == "keep me\n"

@@ -67,7 +67,9 @@ def test_pods_published_before_the_phase_one_timeout_are_used() -> None:
         return [SourceResult("k8s/logs", "ok")]
 
     try:
-        _, results = collect(NO_CLUSTER, [Collector("kubernetes objects", objects, phase=1, timeout_s=0.5), Collector("logs", logs)])
+        _, results = collect(
+            NO_CLUSTER, [Collector("kubernetes objects", objects, phase=1, timeout_s=0.5), Collector("logs", logs)]
+        )
     finally:
         release.set()
     assert seen == [1]
@@ -106,7 +108,9 @@ def test_the_redactor_counts_every_hit_when_threads_redact_at_once() -> None:
     single_redactor = Redactor()
     single_redactor("k8s/pods.json", env)
     single.update(single_redactor.applied)
-    threads = [threading.Thread(target=lambda: [redactor(f"k8s/pods-{i}.json", env) for i in range(500)]) for _ in range(8)]
+    threads = [
+        threading.Thread(target=lambda: [redactor(f"k8s/pods-{i}.json", env) for i in range(500)]) for _ in range(8)
+    ]
     switch = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)  # threads change places inside any unguarded update
     try:

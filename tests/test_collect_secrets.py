@@ -27,7 +27,9 @@ def collected(tmp_path_factory: pytest.TempPathFactory) -> tuple[Corpus, dict[st
     prom_token = corpus.plant("prometheus-url-token", "plantPromUrlToken0050")
     vllm_password = corpus.plant("vllm-url-password", "plantVllmUrlPass0051")
     routes = vllm_routes()
-    routes["/metrics"] = [Answer(200, answer.body + metrics_lines(corpus).encode(), answer.content_type) for answer in routes["/metrics"]]
+    routes["/metrics"] = [
+        Answer(200, answer.body + metrics_lines(corpus).encode(), answer.content_type) for answer in routes["/metrics"]
+    ]
     with (
         RecordedHttp(routes) as vllm,
         RecordedHttp({"/api/v1/query_range": [Answer(200, PROMETHEUS_ANSWER)]}) as prom,
@@ -48,7 +50,9 @@ def collected(tmp_path_factory: pytest.TempPathFactory) -> tuple[Corpus, dict[st
     return corpus, dict(bundle.files), stderr.getvalue()
 
 
-def test_no_planted_secret_reaches_the_bundle_manifest_or_stderr(collected: tuple[Corpus, dict[str, bytes], str]) -> None:
+def test_no_planted_secret_reaches_the_bundle_manifest_or_stderr(
+    collected: tuple[Corpus, dict[str, bytes], str],
+) -> None:
     corpus, files, stderr = collected
     leaks = sorted(
         f"{label} in {where}"

@@ -109,6 +109,7 @@ def test_hung_servers_hold_up_the_others_by_the_slow_read_limit_not_their_timeou
 
     endpoints = [fleet.endpoint(f"vllm-hung-{i}", hung) for i in range(3)]
     endpoints += [fleet.endpoint(f"vllm-ok-{i}") for i in range(5)]
+
     def release_when_the_healthy_are_read() -> None:
         _wait_for(lambda: len(fleet.times("vllm-ok-4", "/metrics")) == 2)
         done.set()
@@ -148,7 +149,9 @@ def test_one_server_needs_one_thread() -> None:
     started = threading.active_count()
     seen: list[int] = []
     fleet = Fleet()
-    endpoint = fleet.endpoint("vllm-0", lambda path, timeout: (seen.append(threading.active_count()), (200, METRICS))[1])
+    endpoint = fleet.endpoint(
+        "vllm-0", lambda path, timeout: (seen.append(threading.active_count()), (200, METRICS))[1]
+    )
     collect_vllm([endpoint], Sink(Bundle()), target(interval_s=0.05))
     assert max(seen) == started + 1
 

@@ -12,8 +12,9 @@ import pytest
 
 from diag.analyze import analyze_bundle
 from diag.bundle.files import Bundle
+from diag.core.rules_dir import builtin_rules_dir
 from diag.engine.config import Config, ConfigError
-from diag.engine.rules import builtin_rules_dir, load_rules
+from diag.engine.rules import load_rules
 
 ROOT = Path(__file__).resolve().parent.parent
 RULE_IDS = [r.id for r in load_rules([builtin_rules_dir()])]
@@ -42,10 +43,16 @@ def load(tmp_path: Path, text: str) -> Config:
         ("suppress:\n  - rule: VLLM-101\n  - {}\n", r":3: suppress\[1\]: a suppression needs"),
         ("suppress:\n  - rule: VLLM-999\n", r":2: suppress\[0\].rule: 'VLLM-999' names no rule"),
         ("severity:\n  GPU-1x: info\n", r":2: severity.GPU-1x: 'GPU-1x' names no rule"),
-        ("suppress:\n  - rule: '*'\n    subject: '*'\n", r":2: suppress\[0\].rule: this suppression matches every finding"),
+        (
+            "suppress:\n  - rule: '*'\n    subject: '*'\n",
+            r":2: suppress\[0\].rule: this suppression matches every finding",
+        ),
         ("suppress:\n  - rule: '*'\n", r"matches every finding"),
         ("suppress:\n  - rule: '[A-Z]*'\n", r"matches every finding"),
-        ("suppress:\n  - subject: '**'\n    namespace: '*'\n", r":2: suppress\[0\]: this suppression matches every finding"),
+        (
+            "suppress:\n  - subject: '**'\n    namespace: '*'\n",
+            r":2: suppress\[0\]: this suppression matches every finding",
+        ),
         ("suppress:\n  - rule: VLLM-101\n    label: {}\n", r":3: suppress\[0\].label:"),
         ("suppress: VLLM-101\n", r":1: suppress: input should be a valid list"),
         ("- rule: VLLM-101\n", r":1: expected a mapping at the top level"),
@@ -72,7 +79,12 @@ def test_a_valid_file_loads(tmp_path: Path) -> None:
         "min_severity: warning\n",
     )
     assert config.suppress[0] == {"rule": "GPU-1*"}  # the reason is for people, not for matching
-    assert config.settings == {"kv_cache_high": 0.95, "gpu_util_low_pct": 25, "application_xids": [13, 31], "history_window_seconds": 7200}
+    assert config.settings == {
+        "kv_cache_high": 0.95,
+        "gpu_util_low_pct": 25,
+        "application_xids": [13, 31],
+        "history_window_seconds": 7200,
+    }
     assert config.severity == {"GPU-104": "info"} and config.min_severity == "warning"
 
 
@@ -104,7 +116,10 @@ def test_the_report_names_the_file_and_what_it_suppressed(tmp_path: Path) -> Non
     assert fired[0] not in {f.rule for f in report.findings}
     shown = subprocess.run(
         [sys.executable, "-m", "diag.cli", "analyze", str(demo), "-o", "json", "--config", str(path)],
-        capture_output=True, text=True, cwd=ROOT, timeout=120,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
     )
     assert json.loads(shown.stdout)["config"] == {"path": str(path), "suppressed": hidden}
 
@@ -113,8 +128,21 @@ def test_a_wrong_config_on_the_command_line_is_one_line_and_exit_3(tmp_path: Pat
     path = tmp_path / "c.yaml"
     path.write_text("suppress:\n  - rule: VLLM-101\n    subjet: x\n")
     run = subprocess.run(
-        [sys.executable, "-m", "diag.cli", "analyze", str(ROOT / "fixtures" / "demo"), "-o", "json", "--config", str(path)],
-        capture_output=True, text=True, cwd=ROOT, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "diag.cli",
+            "analyze",
+            str(ROOT / "fixtures" / "demo"),
+            "-o",
+            "json",
+            "--config",
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
     )
     assert run.returncode == 3 and run.stdout == ""
     assert run.stderr.strip() == f"llmdiag: {path}:3: suppress[0].subjet: unknown key (a misspelling?)"

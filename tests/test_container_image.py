@@ -114,7 +114,10 @@ def build_wheel(stage: Stage, context: Path, wheels: Path) -> Path:
     for copy in stage.all("COPY"):
         *sources, target = copy.split()
         for source in sources:
-            origin, dest = ROOT / source, context / target / Path(source).name if target.endswith("/") else context / target
+            origin, dest = (
+                ROOT / source,
+                context / target / Path(source).name if target.endswith("/") else context / target,
+            )
             if origin.is_dir():
                 shutil.copytree(origin, dest, ignore=shutil.ignore_patterns("__pycache__"))
             else:

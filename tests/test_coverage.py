@@ -1,10 +1,10 @@
-""""Healthy" only after seeing: each deciding source, taken away, turns a healthy bundle inconclusive."""
+""" "Healthy" only after seeing: each deciding source, taken away, turns a healthy bundle inconclusive."""
 
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
 import shutil
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -48,14 +48,19 @@ def test_a_deciding_kubernetes_source_lost_makes_it_inconclusive(tmp_path: Path,
     assert "kubectl get" in gap.remedy
 
 
-@pytest.mark.parametrize(("source", "command"), [
-    ("k8s/nodes.json", "kubectl get nodes -o json > k8s/nodes.json"),
-    ("k8s/pods.json", "kubectl get pods -n {ns} -o json > k8s/pods.json"),
-    ("ray/actors.json", "kubectl exec <ray-head-pod> -- ray list actors --detail --format json > ray/actors.json"),
-])
+@pytest.mark.parametrize(
+    ("source", "command"),
+    [
+        ("k8s/nodes.json", "kubectl get nodes -o json > k8s/nodes.json"),
+        ("k8s/pods.json", "kubectl get pods -n {ns} -o json > k8s/pods.json"),
+        ("ray/actors.json", "kubectl exec <ray-head-pod> -- ray list actors --detail --format json > ray/actors.json"),
+    ],
+)
 def test_a_damaged_file_is_remedied_with_the_command_that_writes_it(tmp_path: Path, source: str, command: str) -> None:
     bundle = copy_of(FIXTURES / "demo", tmp_path)
-    (bundle / "manifest.json").write_text(json.dumps({"schema": "llmdiag/manifest/v1", "kubernetes": {"namespaces": ["llm-serving"]}}))
+    (bundle / "manifest.json").write_text(
+        json.dumps({"schema": "llmdiag/manifest/v1", "kubernetes": {"namespaces": ["llm-serving"]}})
+    )
     (bundle / source).write_text("{")
     gap = next(g for g in analyze_bundle(Bundle.open(bundle)).verdict.gaps if g.source == source)
     assert gap.remedy == "collect it again: " + command.format(ns="llm-serving")
@@ -78,7 +83,10 @@ def test_a_manifest_without_namespaces_and_objects_of_one_namespace_names_it(tmp
     del manifest["kubernetes"]["namespaces"]
     (bundle / "manifest.json").write_text(json.dumps(manifest))
     # the events of nodes are in "default", which says nothing of the namespaces collected
-    assert {e["metadata"]["namespace"] for e in json.loads((bundle / "k8s/events.json").read_text())["items"]} >= {"default", "llm"}
+    assert {e["metadata"]["namespace"] for e in json.loads((bundle / "k8s/events.json").read_text())["items"]} >= {
+        "default",
+        "llm",
+    }
     (bundle / "k8s/pods.json").write_text("{")
     assert _pods_remedy(bundle) == "collect it again: kubectl get pods -n llm -o json > k8s/pods.json"
 
@@ -93,11 +101,17 @@ def test_a_bundle_that_names_no_namespace_anywhere_keeps_the_placeholder(tmp_pat
 def test_a_pod_list_that_matched_nothing_is_not_healthy(tmp_path: Path) -> None:
     bundle = copy_of(HEALTHY, tmp_path)
     (bundle / "k8s" / "pods.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": []}))
-    (bundle / "manifest.json").write_text(json.dumps({"kubernetes": {"context": "prod", "namespaces": ["llm-servng"]}, "selectors": {"label": "app=vllm"}}))
+    (bundle / "manifest.json").write_text(
+        json.dumps(
+            {"kubernetes": {"context": "prod", "namespaces": ["llm-servng"]}, "selectors": {"label": "app=vllm"}}
+        )
+    )
     report = analyze_bundle(Bundle.open(bundle))
     assert report.verdict.status == "inconclusive"
     problems = [g.problem for g in report.verdict.gaps]
-    assert any("no pod matched namespace llm-servng and selector app=vllm (context prod)" in p for p in problems), problems
+    assert any("no pod matched namespace llm-servng and selector app=vllm (context prod)" in p for p in problems), (
+        problems
+    )
 
 
 def test_a_running_vllm_server_without_metrics_is_a_gap(tmp_path: Path) -> None:
@@ -147,10 +161,14 @@ def test_the_dashboard_answer_stands_for_the_ray_cli_file(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize("cli_read", [True, False], ids=["ray CLI read", "ray CLI missing"])
-def test_an_unreachable_dashboard_is_a_gap_only_when_the_ray_cli_did_not_stand_in(tmp_path: Path, cli_read: bool) -> None:
+def test_an_unreachable_dashboard_is_a_gap_only_when_the_ray_cli_did_not_stand_in(
+    tmp_path: Path, cli_read: bool
+) -> None:
     bundle = copy_of(RAY_FAULT, tmp_path)
     detail = "service llm/vllm-ray-head-svc:dashboard GET /api/cluster_status: connection refused; read with `ray` in pod llm/head"
-    (bundle / "manifest.json").write_text(json.dumps({"sources": {"ray/dashboard": {"status": "failed", "detail": detail}}}))
+    (bundle / "manifest.json").write_text(
+        json.dumps({"sources": {"ray/dashboard": {"status": "failed", "detail": detail}}})
+    )
     if not cli_read:
         (bundle / "ray" / "actors.json").unlink()
     gaps = [g.source for g in analyze_bundle(Bundle.open(bundle)).verdict.gaps]
@@ -217,7 +235,9 @@ def test_kuberay_lists_skipped_for_want_of_the_crds_are_an_answer(tmp_path: Path
     missing = analyze_bundle(Bundle.open(bundle)).verdict.gaps
     assert {"k8s/rayclusters.json", "k8s/rayservices.json"} <= {g.source for g in missing}
     skipped = {"status": "skipped", "detail": "the ray.io/v1 CRDs are not installed"}
-    (bundle / "manifest.json").write_text(json.dumps({"sources": {"k8s/rayclusters.json": skipped, "k8s/rayservices.json": skipped}}))
+    (bundle / "manifest.json").write_text(
+        json.dumps({"sources": {"k8s/rayclusters.json": skipped, "k8s/rayservices.json": skipped}})
+    )
     answered = analyze_bundle(Bundle.open(bundle)).verdict.gaps
     assert not {"k8s/rayclusters.json", "k8s/rayservices.json"} & {g.source for g in answered}
 
@@ -234,14 +254,22 @@ def test_a_ray_node_on_another_machine_than_the_gpu_capture_is_a_gap_never_healt
     """Ray outside Kubernetes: a GPU capture that no live Ray node with GPUs can be joined to (by name or
     address) leaves GPU-106 undecided; the verdict names the node and the command, never "healthy"."""
     scenario = Path(__file__).resolve().parent.parent / "fixtures" / "ray-vm-healthy-busy"
-    files = {str(p.relative_to(scenario)): p.read_bytes() for p in scenario.rglob("*") if p.is_file() and p.suffix != ".md" and p.name != "expected.json"}
+    files = {
+        str(p.relative_to(scenario)): p.read_bytes()
+        for p in scenario.rglob("*")
+        if p.is_file() and p.suffix != ".md" and p.name != "expected.json"
+    }
     assert analyze_bundle(Bundle(dict(files))).verdict.status == "healthy"
     elsewhere = {
-        name: data.replace(b'"127.0.0.1"', b'"10.0.3.7"').replace(b'"hostname": "vm"', b'"hostname": "gpu-worker-3"') if name.startswith("ray/") else data
+        name: data.replace(b'"127.0.0.1"', b'"10.0.3.7"').replace(b'"hostname": "vm"', b'"hostname": "gpu-worker-3"')
+        if name.startswith("ray/")
+        else data
         for name, data in files.items()
     }
     # the dashboard reached by name: where the head runs is not known from the address llmdiag used
-    elsewhere["manifest.json"] = files["manifest.json"].replace(b"http://127.0.0.1:", b"http://ray-head.example.internal:")
+    elsewhere["manifest.json"] = files["manifest.json"].replace(
+        b"http://127.0.0.1:", b"http://ray-head.example.internal:"
+    )
     report = analyze_bundle(Bundle(elsewhere))
     assert report.verdict.status == "inconclusive"
     gap = next(g for g in report.verdict.gaps if g.source == "gpu/gpu-worker-3.json")
@@ -254,7 +282,11 @@ def test_a_restart_before_the_history_window_needs_no_log_of_that_run(age: str, 
     """A serving container that restarted once, days ago, is history: its previous log decides nothing
     about today. A restart within the window is asked for."""
     scenario = FIXTURES / "healthy-k8s-vllm"
-    files = {str(p.relative_to(scenario)): p.read_bytes() for p in scenario.rglob("*") if p.is_file() and p.name != "expected.json"}
+    files = {
+        str(p.relative_to(scenario)): p.read_bytes()
+        for p in scenario.rglob("*")
+        if p.is_file() and p.name != "expected.json"
+    }
     report = analyze_bundle(Bundle(dict(files)))
     assert report.verdict.status == "healthy"
     collected = datetime.fromisoformat(report.context.collected_at.replace("Z", "+00:00"))
@@ -263,7 +295,9 @@ def test_a_restart_before_the_history_window_needs_no_log_of_that_run(age: str, 
     pod = next(p for p in pods["items"] if p["metadata"]["name"].startswith("llama-70b"))
     status_of = pod["status"]["containerStatuses"][0]
     status_of["restartCount"] = 1
-    status_of["lastState"] = {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": finished.strftime("%Y-%m-%dT%H:%M:%SZ")}}
+    status_of["lastState"] = {
+        "terminated": {"exitCode": 1, "reason": "Error", "finishedAt": finished.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    }
     files["k8s/pods.json"] = json.dumps(pods).encode()
     files = {k: v for k, v in files.items() if not k.endswith(".previous.log")}
     report = analyze_bundle(Bundle(files))

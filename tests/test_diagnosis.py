@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from diag.engine.rules import Finding, Rule, RuleOutcome
 from diag.verdict.coverage import Gap
 from diag.verdict.diagnosis import link_causes, verdict
-from diag.engine.rules import Finding, Rule, RuleOutcome
 
 
 def rule(rid: str, layer: str, explains: tuple[str, ...] = ()) -> Rule:
     return Rule(rid, layer, "critical", rid, "pod", "true", [], "", explains=list(explains))
 
 
-def finding(rid: str, layer: str, severity: str = "critical", links: tuple[str, ...] = ("pod:ns/a",), subject: str = "pod/ns/a") -> Finding:
+def finding(
+    rid: str, layer: str, severity: str = "critical", links: tuple[str, ...] = ("pod:ns/a",), subject: str = "pod/ns/a"
+) -> Finding:
     return Finding(rid, layer, severity, f"title {rid}", subject, [], "", links=list(links))
 
 
@@ -35,7 +37,13 @@ def test_stacked_faults_resolve_to_the_deepest_cause() -> None:
     ]
     link_causes(findings, RULES)
     causes = {f.rule: f.explained_by for f in findings}
-    assert causes == {"VLLM-112": "K8S-101", "RAY-102": "K8S-101", "K8S-101": "K8S-103", "K8S-103": "GPU-102", "GPU-102": None}
+    assert causes == {
+        "VLLM-112": "K8S-101",
+        "RAY-102": "K8S-101",
+        "K8S-101": "K8S-103",
+        "K8S-103": "GPU-102",
+        "GPU-102": None,
+    }
     v = verdict(findings, checked=5, undecided=0)
     assert (v.layer, v.rule) == ("gpu", "GPU-102")
     assert "explains 4 other findings" in v.summary
@@ -62,14 +70,32 @@ def test_severity_before_depth_and_info_is_never_the_verdict() -> None:
 
 
 def test_no_fault_with_a_gap_is_inconclusive_and_names_it() -> None:
-    v = verdict([finding("K8S-103", "kubernetes", severity="info")], 3, 0, [Gap("k8s/events.json", "not in the bundle", "kubectl get events")])
+    v = verdict(
+        [finding("K8S-103", "kubernetes", severity="info")],
+        3,
+        0,
+        [Gap("k8s/events.json", "not in the bundle", "kubectl get events")],
+    )
     assert (v.status, v.layer, v.rule) == ("inconclusive", None, None)
     assert "k8s/events.json" in v.summary and v.gaps[0].remedy == "kubectl get events"
 
 
 def test_a_gap_no_explaining_rule_needs_is_no_caveat() -> None:
     """The over-hedge: a list none of the root's possible causes reads leaves the verdict whole."""
-    rules = RULES | {"K8S-310": Rule("K8S-310", "kubernetes", "critical", "t", "pod", "true", [], "", explains=["VLLM-101"], requires=["k8s/hpa.json"])}
+    rules = RULES | {
+        "K8S-310": Rule(
+            "K8S-310",
+            "kubernetes",
+            "critical",
+            "t",
+            "pod",
+            "true",
+            [],
+            "",
+            explains=["VLLM-101"],
+            requires=["k8s/hpa.json"],
+        )
+    }
     statefulsets = Gap("k8s/statefulsets.json", "not in the bundle", "kubectl get statefulsets -n ns -o json")
     v = verdict([finding("VLLM-101", "vllm")], 3, 0, [statefulsets], rules, {})
     assert (v.status, v.layer, v.rule, v.caveats, v.confidence) == ("fault", "vllm", "VLLM-101", [], "high")
@@ -77,7 +103,20 @@ def test_a_gap_no_explaining_rule_needs_is_no_caveat() -> None:
 
 
 def test_a_gap_an_undecided_explaining_rule_needs_is_a_caveat_not_a_shrug() -> None:
-    rules = RULES | {"K8S-310": Rule("K8S-310", "kubernetes", "critical", "t", "pod", "true", [], "", explains=["VLLM-101"], requires=["k8s/hpa.json"])}
+    rules = RULES | {
+        "K8S-310": Rule(
+            "K8S-310",
+            "kubernetes",
+            "critical",
+            "t",
+            "pod",
+            "true",
+            [],
+            "",
+            explains=["VLLM-101"],
+            requires=["k8s/hpa.json"],
+        )
+    }
     hpa = Gap("k8s/hpa.json", "not in the bundle", "kubectl get hpa -n ns -o json")
     v = verdict([finding("VLLM-101", "vllm")], 3, 0, [hpa], rules, {"K8S-310": RuleOutcome("skipped")})
     assert (v.status, v.layer, v.rule) == ("fault", "vllm", "VLLM-101")
@@ -89,18 +128,42 @@ def test_a_gap_an_undecided_explaining_rule_needs_is_a_caveat_not_a_shrug() -> N
 
 def test_explaining_rules_are_followed_through_chains() -> None:
     """GPU-102 explains K8S-103, which explains K8S-101: a missing GPU file can change a K8S-101 root."""
-    rules = {**RULES, "GPU-102": Rule("GPU-102", "gpu", "critical", "t", "node", "true", [], "", explains=["K8S-103"], requires=["gpu/"])}
+    rules = {
+        **RULES,
+        "GPU-102": Rule(
+            "GPU-102", "gpu", "critical", "t", "node", "true", [], "", explains=["K8S-103"], requires=["gpu/"]
+        ),
+    }
     xml = Gap("gpu/node-a.xml", "not XML", "nvidia-smi -q -x")
     v = verdict([finding("K8S-101", "kubernetes")], 3, 0, [xml], rules, {"GPU-102": RuleOutcome("unknown")})
     assert [c.rules for c in v.caveats] == [("GPU-102",)] and v.confidence == "low"
-    same_layer = {**rules, "K8S-103": Rule("K8S-103", "kubernetes", "critical", "t", "node", "true", [], "", explains=["K8S-101"], requires=["k8s/nodes.json"])}
+    same_layer = {
+        **rules,
+        "K8S-103": Rule(
+            "K8S-103",
+            "kubernetes",
+            "critical",
+            "t",
+            "node",
+            "true",
+            [],
+            "",
+            explains=["K8S-101"],
+            requires=["k8s/nodes.json"],
+        ),
+    }
     nodes = Gap("k8s/nodes.json", "truncated", "kubectl get nodes -o json")
     v = verdict([finding("K8S-101", "kubernetes")], 3, 0, [nodes], same_layer, {"K8S-103": RuleOutcome("skipped")})
     assert [c.rules for c in v.caveats] == [("K8S-103",)] and v.confidence == "medium"
 
 
 def test_a_certain_root_has_no_caveat() -> None:
-    rules = {**RULES, "GPU-102": Rule("GPU-102", "gpu", "critical", "t", "node", "true", [], "", explains=["VLLM-101"], requires=["gpu/"])}
+    rules = {
+        **RULES,
+        "GPU-102": Rule(
+            "GPU-102", "gpu", "critical", "t", "node", "true", [], "", explains=["VLLM-101"], requires=["gpu/"]
+        ),
+    }
     rules["VLLM-101"] = Rule("VLLM-101", "vllm", "critical", "t", "pod", "true", [], "", certain=True)
     v = verdict([finding("VLLM-101", "vllm")], 3, 0, [Gap("gpu/node-a.xml", "not XML", "nvidia-smi -q -x")], rules, {})
     assert (v.rule, v.caveats, v.confidence) == ("VLLM-101", [], "high")
@@ -108,9 +171,17 @@ def test_a_certain_root_has_no_caveat() -> None:
 
 def test_a_missing_crash_log_of_the_roots_own_pod_is_a_caveat_unless_the_root_explains_the_crash() -> None:
     crash_loop = Rule("K8S-213", "kubernetes", "critical", "t", "pod", "true", [], "", requires=["k8s/pods.json"])
-    log_rule = Rule("VLLM-201", "vllm", "critical", "t", "pod", "true", [], "", explains=["K8S-213"], requires=["k8s/logs/"])
+    log_rule = Rule(
+        "VLLM-201", "vllm", "critical", "t", "pod", "true", [], "", explains=["K8S-213"], requires=["k8s/logs/"]
+    )
     rules = {"K8S-213": crash_loop, "VLLM-201": log_rule}
-    log = Gap("k8s/logs/ns.a.vllm.log", "crashed, log not collected", "kubectl -n ns logs a -c vllm", links=("pod:ns/a",), moot_if_root_explains="K8S-213")
+    log = Gap(
+        "k8s/logs/ns.a.vllm.log",
+        "crashed, log not collected",
+        "kubectl -n ns logs a -c vllm",
+        links=("pod:ns/a",),
+        moot_if_root_explains="K8S-213",
+    )
     v = verdict([finding("K8S-213", "kubernetes")], 3, 0, [log], rules, {"VLLM-201": RuleOutcome("skipped")})
     assert (v.status, v.layer, v.rule) == ("fault", "kubernetes", "K8S-213")
     assert [c.rules for c in v.caveats] == [("VLLM-201",)] and v.confidence == "low"
@@ -154,7 +225,11 @@ def _linked_by_trying_every_pair(findings: list[Finding], rules: dict[str, Rule]
     ordered = sorted(findings, key=_rank)
     for effect in ordered:
         for cause in ordered:
-            if cause is effect or effect.rule not in rules[cause.rule].explains or (effect.serving and not cause.serving):
+            if (
+                cause is effect
+                or effect.rule not in rules[cause.rule].explains
+                or (effect.serving and not cause.serving)
+            ):
                 continue
             both_cluster_wide = cause.subject == "cluster" and effect.subject == "cluster"
             if (both_cluster_wide or set(cause.links) & set(effect.links)) and cause.explained_by != effect.rule:
@@ -169,7 +244,10 @@ def test_finding_causes_by_link_gives_what_trying_every_pair_gives() -> None:
     import copy
     import random
 
-    rules = RULES | {"VLLM-112": rule("VLLM-112", "vllm", ("K8S-101",)), "RAY-102": rule("RAY-102", "ray", ("VLLM-101",))}
+    rules = RULES | {
+        "VLLM-112": rule("VLLM-112", "vllm", ("K8S-101",)),
+        "RAY-102": rule("RAY-102", "ray", ("VLLM-101",)),
+    }
     layers = {rid: r.layer for rid, r in rules.items()}
     linked = 0
     for seed in range(300):
@@ -177,7 +255,9 @@ def test_finding_causes_by_link_gives_what_trying_every_pair_gives() -> None:
         findings = []
         for _ in range(draw.randint(1, 14)):
             rid = draw.choice(sorted(rules))
-            links = tuple(draw.sample(["pod:ns/a", "pod:ns/b", "node:gpu-1", "vllm:s", "ray_node:r"], draw.randint(0, 2)))
+            links = tuple(
+                draw.sample(["pod:ns/a", "pod:ns/b", "node:gpu-1", "vllm:s", "ray_node:r"], draw.randint(0, 2))
+            )
             subject = "cluster" if draw.random() < 0.25 else f"pod/ns/{draw.choice('ab')}"
             found = finding(rid, layers[rid], draw.choice(["critical", "warning", "info"]), links, subject)
             found.serving = draw.random() < 0.8

@@ -30,7 +30,13 @@ def write_rules(tmp_path: Path, extra: str = "", body: str = RULE) -> Path:
 
 
 def server(name: str, waiting: float | None) -> dict:
-    return {"name": name, "namespace": "llm", "metrics": {"requests_waiting": waiting}, "_subject": f"vllm/{name}", "_links": [f"vllm:{name}"]}
+    return {
+        "name": name,
+        "namespace": "llm",
+        "metrics": {"requests_waiting": waiting},
+        "_subject": f"vllm/{name}",
+        "_links": [f"vllm:{name}"],
+    }
 
 
 def test_fires_only_where_the_condition_holds_and_quotes_values(tmp_path: Path) -> None:
@@ -77,7 +83,9 @@ def test_requires_skips_a_rule_whose_sources_were_not_read(tmp_path: Path) -> No
         (("    remediation:", "    nope:"), "missing remediation"),
     ],
 )
-def test_a_bad_rule_file_is_one_line_naming_file_and_rule(tmp_path: Path, mutation: tuple[str, str], message: str) -> None:
+def test_a_bad_rule_file_is_one_line_naming_file_and_rule(
+    tmp_path: Path, mutation: tuple[str, str], message: str
+) -> None:
     body = RULE.replace(*mutation)
     with pytest.raises(RuleError) as err:
         load_rules([write_rules(tmp_path, body=body)])
@@ -137,7 +145,11 @@ def test_a_map_cut_to_the_keys_rules_read_answers_as_the_whole_one(tmp_path: Pat
     rules = load_rules([write_rules(tmp_path, body=SIGNAL_RULES)])
     signals = {f"other_{i}": ["line"] for i in range(40)}
     subjects = [
-        {"name": "a", "log_signals": signals | {"cuda_oom": ["torch.OutOfMemoryError: CUDA out of memory."]}, "_subject": "vllm/a"},
+        {
+            "name": "a",
+            "log_signals": signals | {"cuda_oom": ["torch.OutOfMemoryError: CUDA out of memory."]},
+            "_subject": "vllm/a",
+        },
         {"name": "b", "log_signals": signals | {"cuda_oom": []}, "_subject": "vllm/b"},
         {"name": "c", "log_signals": None, "_subject": "vllm/c"},
     ]

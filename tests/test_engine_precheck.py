@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from diag.engine import rules as engine
 from diag.analyze import analyze_bundle
 from diag.bundle.files import Bundle
+from diag.engine import rules as engine
 
 FIXTURES = sorted(p for p in (Path(__file__).parents[1] / "fixtures").iterdir() if (p / "expected.json").exists())
 

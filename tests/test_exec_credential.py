@@ -14,7 +14,11 @@ from diag.collect.kube import KubeAccess, KubeError
 
 LLMDIAG = str(Path(sys.executable).parent / "llmdiag")
 TOKEN = "k8s-aws-v1.aHR0cHM6Ly9zdHMuYW1hem9uYXdzLmNvbS8_QWN0aW9uPUdldENhbGxlcklkZW50aXR5"
-SECRETS = (TOKEN, "eyJhbGciOiJSUzI1NiIsImtpZCI6IjEyMyJ9.eyJzdWIiOiJhZG1pbiJ9.c2lnbmF0dXJlc2lnbmF0dXJl", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
+SECRETS = (
+    TOKEN,
+    "eyJhbGciOiJSUzI1NiIsImtpZCI6IjEyMyJ9.eyJzdWIiOiJhZG1pbiJ9.c2lnbmF0dXJlc2lnbmF0dXJl",
+    "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+)
 FAILING = f"""echo "error: refreshing credentials failed; token: {TOKEN}" >&2
 echo "Authorization: Bearer {SECRETS[1]}" >&2
 echo "aws_secret_access_key = {SECRETS[2]}" >&2
@@ -68,7 +72,9 @@ def test_a_failing_plugin_is_one_redacted_line(tmp_path: Path, capfd: pytest.Cap
 
 
 def test_a_plugin_that_answers_gives_its_token(tmp_path: Path) -> None:
-    answer = '{"apiVersion": "client.authentication.k8s.io/v1beta1", "kind": "ExecCredential", "status": {"token": "abc"}}'
+    answer = (
+        '{"apiVersion": "client.authentication.k8s.io/v1beta1", "kind": "ExecCredential", "status": {"token": "abc"}}'
+    )
     kube = KubeAccess(str(_kubeconfig(tmp_path, f"echo '{answer}'\n")), credential_timeout_s=5)
     assert kube._configuration.api_key == {"BearerToken": "Bearer abc"}
 

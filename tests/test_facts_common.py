@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from diag.bundle.files import Bundle
+from diag.bundle.load import load_bundle
 from diag.facts.common import plain
 from diag.link.join import join
-from diag.bundle.load import load_bundle
 from diag.snapshot.model import JSON_ONLY, Pod
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -40,7 +40,11 @@ def test_plain_leaves_out_the_dropped_fields_and_copies_the_rest() -> None:
 
 def _json_only_fields(cls: type) -> list[str]:
     hints = typing.get_type_hints(cls, include_extras=True)
-    return [name for name, hint in hints.items() if typing.get_origin(hint) is typing.Annotated and JSON_ONLY in hint.__metadata__]
+    return [
+        name
+        for name, hint in hints.items()
+        if typing.get_origin(hint) is typing.Annotated and JSON_ONLY in hint.__metadata__
+    ]
 
 
 def _json_types_only(value: object) -> bool:

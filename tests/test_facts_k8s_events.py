@@ -7,20 +7,38 @@ from diag.facts import k8s_events
 from diag.snapshot.model import Event, Node, Pod, Snapshot, SourceStatus
 
 FAILED_SCHEDULING = Event(
-    namespace="llm-serving", involved_kind="Pod", involved_name="vllm-1", reason="FailedScheduling",
+    namespace="llm-serving",
+    involved_kind="Pod",
+    involved_name="vllm-1",
+    reason="FailedScheduling",
     message="0/4 nodes are available: 4 Insufficient nvidia.com/gpu. preemption: 0/4 nodes are available: "
     "4 No preemption victims found for incoming pod.",
-    type="Warning", count=14, last_seen="2026-12-02T09:31:12Z", source="default-scheduler",
+    type="Warning",
+    count=14,
+    last_seen="2026-12-02T09:31:12Z",
+    source="default-scheduler",
 )
 NO_SCALE_UP = Event(
-    namespace="llm-serving", involved_kind="Pod", involved_name="vllm-1", reason="NotTriggerScaleUp",
-    message="pod didn't trigger scale-up: 1 max node group size reached", type="Normal", count=9,
-    last_seen="2026-12-02T09:30:55Z", source="cluster-autoscaler",
+    namespace="llm-serving",
+    involved_kind="Pod",
+    involved_name="vllm-1",
+    reason="NotTriggerScaleUp",
+    message="pod didn't trigger scale-up: 1 max node group size reached",
+    type="Normal",
+    count=9,
+    last_seen="2026-12-02T09:30:55Z",
+    source="cluster-autoscaler",
 )
 NODE_OOM = Event(
-    namespace="default", involved_kind="Node", involved_name="gpu-h100-3", reason="SystemOOM",
-    message="System OOM encountered, victim process: python3, pid: 48213", type="Warning", count=2,
-    last_seen="2026-12-02T09:14:52Z", source="kubelet",
+    namespace="default",
+    involved_kind="Node",
+    involved_name="gpu-h100-3",
+    reason="SystemOOM",
+    message="System OOM encountered, victim process: python3, pid: 48213",
+    type="Warning",
+    count=2,
+    last_seen="2026-12-02T09:14:52Z",
+    source="kubelet",
 )
 
 
@@ -51,7 +69,9 @@ def test_an_object_its_list_shows_is_no_subject():
         pods=[Pod(namespace="llm-serving", name="vllm-1")],
         nodes=[Node(name="gpu-h100-3")],
     )
-    snap.sources["k8s/pods.json"] = SourceStatus("failed", "k8s/pods.json: truncated after 1 complete item (those were used)")
+    snap.sources["k8s/pods.json"] = SourceStatus(
+        "failed", "k8s/pods.json: truncated after 1 complete item (those were used)"
+    )
     assert subjects(snap) == {}
 
 
@@ -64,21 +84,30 @@ def test_a_whole_list_without_the_object_means_it_is_gone():
 
 def test_a_cut_off_list_leaves_the_lost_objects_to_their_events():
     snap = Snapshot(events=[FAILED_SCHEDULING], pods=[Pod(namespace="llm-serving", name="vllm-0")])
-    snap.sources["k8s/pods.json"] = SourceStatus("failed", "k8s/pods.json: truncated after 1 complete item (those were used)")
+    snap.sources["k8s/pods.json"] = SourceStatus(
+        "failed", "k8s/pods.json: truncated after 1 complete item (those were used)"
+    )
     (pod,) = subjects(snap).values()
     assert (pod["_subject"], pod["list_status"]) == ("pod/llm-serving/vllm-1", "failed")
 
 
 def test_the_same_name_in_another_namespace_is_another_pod():
     snap = Snapshot(events=[FAILED_SCHEDULING], pods=[Pod(namespace="other-team", name="vllm-1")])
-    snap.sources["k8s/pods.json"] = SourceStatus("failed", "k8s/pods.json: truncated after 1 complete item (those were used)")
+    snap.sources["k8s/pods.json"] = SourceStatus(
+        "failed", "k8s/pods.json: truncated after 1 complete item (those were used)"
+    )
     assert list(subjects(snap)) == ["pod/llm-serving/vllm-1"]
 
 
 def test_a_pod_placed_after_the_refusals_is_no_longer_waiting():
     scheduled = Event(
-        namespace="llm-serving", involved_kind="Pod", involved_name="vllm-1", reason="Scheduled",
-        message="Successfully assigned llm-serving/vllm-1 to gpu-h100-2", type="Normal", last_seen="2026-12-02T09:40:00Z",
+        namespace="llm-serving",
+        involved_kind="Pod",
+        involved_name="vllm-1",
+        reason="Scheduled",
+        message="Successfully assigned llm-serving/vllm-1 to gpu-h100-2",
+        type="Normal",
+        last_seen="2026-12-02T09:40:00Z",
         source="default-scheduler",
     )
     (pod,) = subjects(Snapshot(events=[FAILED_SCHEDULING, NO_SCALE_UP, scheduled])).values()
@@ -90,18 +119,30 @@ def test_a_pod_placed_after_the_refusals_is_no_longer_waiting():
 
 GROUP = "https://www.googleapis.com/compute/v1/projects/acme-llm/zones/us-central1-a/instanceGroups/gke-llm-h100-pool-5f2c1a9e-grp"
 TRIGGERED = Event(
-    namespace="llm-serving", involved_kind="Pod", involved_name="vllm-1", reason="TriggeredScaleUp",
-    message=f"pod triggered scale-up: [{{{GROUP} 0->1 (max: 4)}}]", type="Normal", count=1,
-    last_seen="2026-12-02T08:02:52Z", source="cluster-autoscaler",
+    namespace="llm-serving",
+    involved_kind="Pod",
+    involved_name="vllm-1",
+    reason="TriggeredScaleUp",
+    message=f"pod triggered scale-up: [{{{GROUP} 0->1 (max: 4)}}]",
+    type="Normal",
+    count=1,
+    last_seen="2026-12-02T08:02:52Z",
+    source="cluster-autoscaler",
 )
 
 
 def group_failed(group: str) -> Event:
     return Event(
-        namespace="kube-system", involved_kind="ConfigMap", involved_name="cluster-autoscaler-status", reason="ScaleUpFailed",
+        namespace="kube-system",
+        involved_kind="ConfigMap",
+        involved_name="cluster-autoscaler-status",
+        reason="ScaleUpFailed",
         message=f"Failed adding 1 nodes to group {group} due to QUOTA_EXCEEDED; source errors: Instance 'gke-x' creation failed: "
         "Quota 'NVIDIA_H100_GPUS' exceeded.  Limit: 16.0 in region us-central1.",
-        type="Warning", count=6, last_seen="2026-12-02T09:12:31Z", source="cluster-autoscaler",
+        type="Warning",
+        count=6,
+        last_seen="2026-12-02T09:12:31Z",
+        source="cluster-autoscaler",
     )
 
 
@@ -114,9 +155,15 @@ def test_a_group_failure_counts_for_the_pod_whose_scale_up_named_that_group():
 
 def test_gke_failed_scale_up_on_the_pod_counts_while_current():
     gke = Event(
-        namespace="llm-serving", involved_kind="Pod", involved_name="vllm-1", reason="FailedScaleUp",
+        namespace="llm-serving",
+        involved_kind="Pod",
+        involved_name="vllm-1",
+        reason="FailedScaleUp",
         message="Node scale up in zones us-central1-c associated with this pod failed: GCE quota exceeded. Pod is at risk of not being scheduled.",
-        type="Warning", count=3, last_seen="2026-12-02T09:20:00Z", source="cluster-autoscaler",
+        type="Warning",
+        count=3,
+        last_seen="2026-12-02T09:20:00Z",
+        source="cluster-autoscaler",
     )
     assert [f["message"] for f in k8s_events.scale_up_failures([gke], [gke], [])] == [gke.message]
     assert k8s_events.scale_up_failures([gke], [], []) == []  # aged out of the window: history

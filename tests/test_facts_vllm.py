@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from diag.verdict.diagnosis import link_causes
-from diag.snapshot.clock import Clock
-from diag.engine.rules import Evaluation, builtin_rules_dir, evaluate, load_rules
-from diag.core.rules_dir import default_settings, load_settings
+from diag.core.rules_dir import builtin_rules_dir, default_settings, load_settings
+from diag.engine.rules import Evaluation, evaluate, load_rules
 from diag.facts import build_facts, vllm
 from diag.link.join import join
+from diag.parsers.engine_args import parse_engine_args
+from diag.parsers.prom_text import parse_exposition
+from diag.snapshot.clock import Clock
 from diag.snapshot.model import (
     Container,
     Pod,
@@ -21,8 +22,7 @@ from diag.snapshot.model import (
     SourceStatus,
     VllmServer,
 )
-from diag.parsers.engine_args import parse_engine_args
-from diag.parsers.prom_text import parse_exposition
+from diag.verdict.diagnosis import link_causes
 
 MODEL = 'model_name="llama"'
 
@@ -45,12 +45,29 @@ def v1(running: float, waiting: float, generated: float, engines: int = 1, kv: f
     return "\n".join(lines) + "\n"
 
 
-def vllm_pod(args: list[str], gpus: str = "1", name: str = "vllm-0", labels: dict | None = None, ip: str = "10.0.0.5") -> Pod:
+def vllm_pod(
+    args: list[str], gpus: str = "1", name: str = "vllm-0", labels: dict | None = None, ip: str = "10.0.0.5"
+) -> Pod:
     return Pod(
-        namespace="llm", name=name, labels=labels or {"app": "vllm"}, node_name="gpu-1", phase="Running", pod_ip=ip,
-        owner_kind="ReplicaSet", owner_name="vllm-6c9d",
-        containers=[Container(name="vllm", image="vllm/vllm-openai:v0.11.0", command=["vllm", "serve"], args=args,
-                              limits={"nvidia.com/gpu": gpus, "cpu": "8"}, ready=True, state="running")],
+        namespace="llm",
+        name=name,
+        labels=labels or {"app": "vllm"},
+        node_name="gpu-1",
+        phase="Running",
+        pod_ip=ip,
+        owner_kind="ReplicaSet",
+        owner_name="vllm-6c9d",
+        containers=[
+            Container(
+                name="vllm",
+                image="vllm/vllm-openai:v0.11.0",
+                command=["vllm", "serve"],
+                args=args,
+                limits={"nvidia.com/gpu": gpus, "cpu": "8"},
+                ready=True,
+                state="running",
+            )
+        ],
     )
 
 
@@ -93,8 +110,11 @@ def test_a_run_time_value_is_given_but_unknown() -> None:
 
 
 def test_engine_args_from_a_cmdline_file_are_named_as_such() -> None:
-    server = VllmServer(name="10.0.7.21_8000", scrapes=[scrape(v1(1, 0, 10))],
-                        engine_args=parse_engine_args(["vllm", "serve", "m", "--max-num-seqs", "8"], []))
+    server = VllmServer(
+        name="10.0.7.21_8000",
+        scrapes=[scrape(v1(1, 0, 10))],
+        engine_args=parse_engine_args(["vllm", "serve", "m", "--max-num-seqs", "8"], []),
+    )
     snap = Snapshot(vllm_servers=[server])
     snap.sources["vllm/10.0.7.21_8000.cmdline.txt"] = SourceStatus("ok")
     facts = facts_of(snap, "10.0.7.21_8000")
@@ -132,8 +152,14 @@ def test_idle_means_nothing_running_or_waiting_and_no_token_between_scrapes() ->
 
 def test_a_pod_left_out_of_its_service_endpoints_is_seen() -> None:
     pod = vllm_pod(["m"])
-    svc = Service(namespace="llm", name="vllm", selector={"app": "vllm"}, ready_addresses=[], not_ready_addresses=["vllm-0"],
-                  endpoints_seen=True)
+    svc = Service(
+        namespace="llm",
+        name="vllm",
+        selector={"app": "vllm"},
+        ready_addresses=[],
+        not_ready_addresses=["vllm-0"],
+        endpoints_seen=True,
+    )
     snap = served(pod, scrape(v1(0, 0, 1)))
     snap.services.append(svc)
     facts = facts_of(snap)
@@ -146,17 +172,23 @@ def test_a_pod_left_out_of_its_service_endpoints_is_seen() -> None:
 
 
 def test_the_first_token_time_is_split_into_queue_and_the_rest() -> None:
-    text = v1(4, 0, 10) + "\n".join([
-        f'vllm:time_to_first_token_seconds_bucket{{{MODEL},le="+Inf"}} 10',
-        f"vllm:time_to_first_token_seconds_sum{{{MODEL}}} 40",
-        f"vllm:time_to_first_token_seconds_count{{{MODEL}}} 10",
-        f'vllm:request_queue_time_seconds_bucket{{{MODEL},le="+Inf"}} 10',
-        f"vllm:request_queue_time_seconds_sum{{{MODEL}}} 10",
-        f"vllm:request_queue_time_seconds_count{{{MODEL}}} 10",
-        f'vllm:inter_token_latency_seconds_bucket{{{MODEL},le="+Inf"}} 10',
-        f"vllm:inter_token_latency_seconds_sum{{{MODEL}}} 0.5",
-        f"vllm:inter_token_latency_seconds_count{{{MODEL}}} 10",
-    ]) + "\n"
+    text = (
+        v1(4, 0, 10)
+        + "\n".join(
+            [
+                f'vllm:time_to_first_token_seconds_bucket{{{MODEL},le="+Inf"}} 10',
+                f"vllm:time_to_first_token_seconds_sum{{{MODEL}}} 40",
+                f"vllm:time_to_first_token_seconds_count{{{MODEL}}} 10",
+                f'vllm:request_queue_time_seconds_bucket{{{MODEL},le="+Inf"}} 10',
+                f"vllm:request_queue_time_seconds_sum{{{MODEL}}} 10",
+                f"vllm:request_queue_time_seconds_count{{{MODEL}}} 10",
+                f'vllm:inter_token_latency_seconds_bucket{{{MODEL},le="+Inf"}} 10',
+                f"vllm:inter_token_latency_seconds_sum{{{MODEL}}} 0.5",
+                f"vllm:inter_token_latency_seconds_count{{{MODEL}}} 10",
+            ]
+        )
+        + "\n"
+    )
     facts = facts_of(served(vllm_pod(["m"]), scrape(text)))
     slow = facts["first_token_slow"]
     assert slow["found"] is True and slow["queue_share"] == 0.25 and slow["ttft_mean"] == 4.0
@@ -164,11 +196,18 @@ def test_the_first_token_time_is_split_into_queue_and_the_rest() -> None:
 
 
 def test_an_old_server_without_the_queue_histogram_is_reported_missing_it() -> None:
-    v0 = "\n".join([
-        f"vllm:num_requests_running{{{MODEL}}} 3", f"vllm:num_requests_waiting{{{MODEL}}} 0",
-        f"vllm:gpu_cache_usage_perc{{{MODEL}}} 0.4", f"vllm:num_preemptions_total{{{MODEL}}} 0",
-        f"vllm:generation_tokens_total{{{MODEL}}} 10",
-    ]) + "\n"
+    v0 = (
+        "\n".join(
+            [
+                f"vllm:num_requests_running{{{MODEL}}} 3",
+                f"vllm:num_requests_waiting{{{MODEL}}} 0",
+                f"vllm:gpu_cache_usage_perc{{{MODEL}}} 0.4",
+                f"vllm:num_preemptions_total{{{MODEL}}} 0",
+                f"vllm:generation_tokens_total{{{MODEL}}} 10",
+            ]
+        )
+        + "\n"
+    )
     facts = facts_of(served(vllm_pod(["m"]), scrape(v0)))
     assert facts["metrics"]["api_generation"] == "v0"
     assert facts["metric_names"]["kv_cache_usage"] == "vllm:gpu_cache_usage_perc"
@@ -187,11 +226,20 @@ def test_parallel_gpus_against_the_pods_nvidia_gpu() -> None:
 
 
 def test_under_ray_the_clusters_gpus_count_not_the_pods() -> None:
-    pod = vllm_pod(["m", "--tensor-parallel-size", "8"], gpus="1", labels={"ray.io/cluster": "llm-ray", "ray.io/node-type": "head"})
+    pod = vllm_pod(
+        ["m", "--tensor-parallel-size", "8"], gpus="1", labels={"ray.io/cluster": "llm-ray", "ray.io/node-type": "head"}
+    )
     pod.ray_cluster = "llm-ray"
     snap = served(pod)
-    snap.ray_clusters.append(RayClusterSpec(kind="RayCluster", namespace="llm", name="llm-ray", head_gpu_limit=0,
-                                            worker_groups=[RayWorkerGroup(name="gpu", replicas=2, gpu_limit_per_pod=4)]))
+    snap.ray_clusters.append(
+        RayClusterSpec(
+            kind="RayCluster",
+            namespace="llm",
+            name="llm-ray",
+            head_gpu_limit=0,
+            worker_groups=[RayWorkerGroup(name="gpu", replicas=2, gpu_limit_per_pod=4)],
+        )
+    )
     facts = facts_of(snap)
     assert facts["gpus_provided"] == 8
     assert "RayCluster llm/llm-ray" in facts["gpus_provided_by"]
@@ -209,12 +257,16 @@ def test_the_specific_failure_line_is_preferred_over_the_engine_death_that_follo
     pod = vllm_pod(["m"])
     pod.containers[0].logs = "(the log these lines were found in)"
     pod.containers[0].log_signals = {
-        "engine_dead": ["RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"],
-        "kv_cache_too_small": [(
-            "ValueError: To serve at least one request with the models's max seq len (131072), (10.00 GiB KV cache is needed, "
-            "which is larger than the available KV cache memory (6.45 GiB). Based on the available memory, the estimated "
-            "maximum model length is 84528. Try increasing ..."
-        )],
+        "engine_dead": [
+            "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"
+        ],
+        "kv_cache_too_small": [
+            (
+                "ValueError: To serve at least one request with the models's max seq len (131072), (10.00 GiB KV cache is needed, "
+                "which is larger than the available KV cache memory (6.45 GiB). Based on the available memory, the estimated "
+                "maximum model length is 84528. Try increasing ..."
+            )
+        ],
     }
     facts = facts_of(served(pod, health="connection refused"))
     assert facts["failure_line"].startswith("ValueError: To serve at least one request")
@@ -232,7 +284,9 @@ def test_a_server_without_its_pod_says_so_in_its_state_line() -> None:
 
 
 def test_a_failing_health_without_a_pod_shows_no_unknown_line() -> None:
-    snap = Snapshot(vllm_servers=[VllmServer(name="vllm-0", health="timeout")], sources={"vllm/vllm-0.health": SourceStatus("ok")})
+    snap = Snapshot(
+        vllm_servers=[VllmServer(name="vllm-0", health="timeout")], sources={"vllm/vllm-0.health": SourceStatus("ok")}
+    )
     facts = build_facts(join(snap), Clock.of(snap), default_settings())
     rules = [r for r in load_rules([builtin_rules_dir()]) if r.id == "VLLM-112"]
     [finding] = evaluate(rules, facts, default_settings()).findings
@@ -258,7 +312,9 @@ def test_the_cap_is_seen_at_any_scrapes_in_a_row_not_only_the_last() -> None:
     """A starved server's gauges can read 0 at one scrape and the cap at others: scrapes in a row count,
     wherever they are; one scrape at the cap is a moment (issue 27)."""
     pod = vllm_pod(["m", "--max-num-seqs", "2"])
-    facts = facts_of(served(pod, scrape(v1(2, 14, 100)), scrape(v1(2, 9, 500)), scrape(v1(0, 0, 900)), scrape(v1(0, 0, 1700))))
+    facts = facts_of(
+        served(pod, scrape(v1(2, 14, 100)), scrape(v1(2, 9, 500)), scrape(v1(0, 0, 900)), scrape(v1(0, 0, 1700)))
+    )
     assert facts["seq_cap_reached"]["found"] is True
     assert facts["seq_cap_reached"]["at_cap"] == "in 2 of 4 scrapes"
     assert facts["metrics"]["requests_running"] == 0.0
@@ -283,23 +339,33 @@ def evaluate_rules(snap: Snapshot) -> Evaluation:
     return evaluate(load_rules([rules_dir]), build_facts(snap), settings)
 
 
-def queue_scrape(running: float, waiting: float, kv: float, generated: float, preempted: float, at: float | None) -> Scrape:
+def queue_scrape(
+    running: float, waiting: float, kv: float, generated: float, preempted: float, at: float | None
+) -> Scrape:
     labels = f'engine="0",{MODEL}'
-    return scrape("\n".join([
-        f"vllm:num_requests_running{{{labels}}} {running}",
-        f"vllm:num_requests_waiting{{{labels}}} {waiting}",
-        f"vllm:kv_cache_usage_perc{{{labels}}} {kv}",
-        f"vllm:generation_tokens_total{{{labels}}} {generated}",
-        f"vllm:prompt_tokens_total{{{labels}}} {generated}",
-        f"vllm:num_preemptions_total{{{labels}}} {preempted}",
-    ]) + "\n", at)
+    return scrape(
+        "\n".join(
+            [
+                f"vllm:num_requests_running{{{labels}}} {running}",
+                f"vllm:num_requests_waiting{{{labels}}} {waiting}",
+                f"vllm:kv_cache_usage_perc{{{labels}}} {kv}",
+                f"vllm:generation_tokens_total{{{labels}}} {generated}",
+                f"vllm:prompt_tokens_total{{{labels}}} {generated}",
+                f"vllm:num_preemptions_total{{{labels}}} {preempted}",
+            ]
+        )
+        + "\n",
+        at,
+    )
 
 
 def queue_server(usage: str, running: str, waiting: str, cap_known: bool, preempted: float = 0.0) -> Snapshot:
     args = ["m", "--max-num-seqs", str(CAP)] if cap_known else ["m"]
     first, last = WAITING[waiting]
     kv, run = USAGE[usage], RUNNING[running]
-    return served(vllm_pod(args), queue_scrape(run, first, kv, 1000, 0, 0.0), queue_scrape(run, last, kv, 5000, preempted, 10.0))
+    return served(
+        vllm_pod(args), queue_scrape(run, first, kv, 1000, 0, 0.0), queue_scrape(run, last, kv, 5000, preempted, 10.0)
+    )
 
 
 def expected_queue_finding(usage: str, running: str, waiting: str, cap_known: bool) -> tuple[str, str] | None:
@@ -315,13 +381,21 @@ def expected_queue_finding(usage: str, running: str, waiting: str, cap_known: bo
 
 PLANE = [
     (usage, running, waiting, cap_known)
-    for usage in USAGE for running in RUNNING for waiting in WAITING for cap_known in (True, False)
+    for usage in USAGE
+    for running in RUNNING
+    for waiting in WAITING
+    for cap_known in (True, False)
 ]
 
 
-@pytest.mark.parametrize(("usage", "running", "waiting", "cap_known"), PLANE,
-                         ids=["-".join([u, r, w, "cap" if c else "nocap"]) for u, r, w, c in PLANE])
-def test_the_queue_plane_has_one_finding_per_cell_at_most(usage: str, running: str, waiting: str, cap_known: bool) -> None:
+@pytest.mark.parametrize(
+    ("usage", "running", "waiting", "cap_known"),
+    PLANE,
+    ids=["-".join([u, r, w, "cap" if c else "nocap"]) for u, r, w, c in PLANE],
+)
+def test_the_queue_plane_has_one_finding_per_cell_at_most(
+    usage: str, running: str, waiting: str, cap_known: bool
+) -> None:
     result = evaluate_rules(queue_server(usage, running, waiting, cap_known))
     fired = [(f.rule, f.severity) for f in result.findings if f.rule in QUEUE_RULES]
     expected = expected_queue_finding(usage, running, waiting, cap_known)
@@ -334,7 +408,13 @@ def test_the_plane_covers_both_thresholds_and_the_unknown_cap() -> None:
     assert expected_queue_finding("mid", "at_cap", "grows", True) == ("VLLM-102", "warning")
     assert expected_queue_finding("mid", "at_cap", "grows", False) == ("VLLM-114", "warning")
     settings = load_settings(builtin_rules_dir())
-    assert USAGE["low"] < settings["kv_cache_low"]["default"] <= USAGE["mid"] < settings["kv_cache_high"]["default"] <= USAGE["high"]
+    assert (
+        USAGE["low"]
+        < settings["kv_cache_low"]["default"]
+        <= USAGE["mid"]
+        < settings["kv_cache_high"]["default"]
+        <= USAGE["high"]
+    )
 
 
 def test_preemptions_at_a_full_cache_fire_even_on_a_steady_queue() -> None:
@@ -367,8 +447,16 @@ def test_a_server_whose_metrics_were_not_scraped_leaves_the_metric_rules_unknown
     snap.sources["vllm/vllm-0.metrics.txt"] = SourceStatus("failed", "connection refused")
     snap.sources["k8s/services.json"] = SourceStatus("ok")
     # No ready endpoint: whether VLLM-109 holds turns on the server being idle, which only /metrics tells.
-    snap.services.append(Service(namespace="llm", name="vllm", selector={"app": "vllm"}, ready_addresses=[],
-                                 not_ready_addresses=["vllm-0"], endpoints_seen=True))
+    snap.services.append(
+        Service(
+            namespace="llm",
+            name="vllm",
+            selector={"app": "vllm"},
+            ready_addresses=[],
+            not_ready_addresses=["vllm-0"],
+            endpoints_seen=True,
+        )
+    )
     result = evaluate_rules(snap)
     assert {rule: result.outcomes[rule].status for rule in METRIC_RULES} == {rule: "unknown" for rule in METRIC_RULES}
     assert result.outcomes["VLLM-112"].status == "silent"  # its /health was read and answered 200
@@ -402,8 +490,9 @@ def test_a_hang_needs_the_scrape_times() -> None:
     pod = vllm_pod(["m"])
     timed = evaluate_rules(served(pod, queue_scrape(14, 20, 0.3, 500, 0, 0.0), queue_scrape(14, 31, 0.3, 500, 0, 10.0)))
     assert [f.rule for f in timed.findings if f.rule == "VLLM-108"] == ["VLLM-108"]
-    untimed = evaluate_rules(served(vllm_pod(["m"]), queue_scrape(14, 20, 0.3, 500, 0, None),
-                                    queue_scrape(14, 31, 0.3, 500, 0, None)))
+    untimed = evaluate_rules(
+        served(vllm_pod(["m"]), queue_scrape(14, 20, 0.3, 500, 0, None), queue_scrape(14, 31, 0.3, 500, 0, None))
+    )
     assert untimed.outcomes["VLLM-108"].status == "unknown"
 
 
@@ -420,7 +509,9 @@ def test_a_server_no_service_selects_is_known_not_to_be_behind_one() -> None:
 
 def test_a_hung_engine_explains_a_queue_growing_at_a_full_cache() -> None:
     pod = vllm_pod(["m", "--max-num-seqs", str(CAP)])
-    result = evaluate_rules(served(pod, queue_scrape(20, 5, 0.95, 500, 0, 0.0), queue_scrape(20, 30, 0.95, 500, 0, 10.0)))
+    result = evaluate_rules(
+        served(pod, queue_scrape(20, 5, 0.95, 500, 0, 0.0), queue_scrape(20, 30, 0.95, 500, 0, 10.0))
+    )
     link_causes(result.findings, {r.id: r for r in load_rules([builtin_rules_dir()])})
     explained = {f.rule: f.explained_by for f in result.findings if f.severity != "info"}
     assert explained == {"VLLM-108": None, "VLLM-101": "VLLM-108"}
@@ -454,9 +545,14 @@ def test_a_slow_mean_over_a_few_requests_is_not_a_slow_server() -> None:
     from diag.parsers.vllm_metrics import VllmMetrics
 
     view = ScrapeView(True, None, None, 0.1)
+
     def slow(requests: float) -> tuple[bool, bool]:
-        scrapes = _Scrapes(VllmMetrics(scrapes=2, ttft_mean_s=3.0, itl_mean_s=0.05, ttft_requests=requests), view, default_settings())
-        decode = _Scrapes(VllmMetrics(scrapes=2, ttft_mean_s=0.3, itl_mean_s=0.4, ttft_requests=requests), view, default_settings())
+        scrapes = _Scrapes(
+            VllmMetrics(scrapes=2, ttft_mean_s=3.0, itl_mean_s=0.05, ttft_requests=requests), view, default_settings()
+        )
+        decode = _Scrapes(
+            VllmMetrics(scrapes=2, ttft_mean_s=0.3, itl_mean_s=0.4, ttft_requests=requests), view, default_settings()
+        )
         return scrapes.first_token_slow(view)["found"], decode.decode_slow()["found"]
 
     assert slow(4) == (False, False)

@@ -8,9 +8,9 @@ import pytest
 
 from diag.facts import vllm_engine_death
 from diag.facts.vllm_engine_death import dead_engine_serving
-from diag.snapshot.model import Container, Pod
 from diag.parsers.logs import scan_log
 from diag.parsers.signals import LogSignals, builtin_signals
+from diag.snapshot.model import Container, Pod
 
 DEATH = (
     "(EngineCore_0 pid=245) ERROR 12-01 14:19:47 [core.py:700] EngineCore encountered a fatal error.\n"
@@ -21,7 +21,9 @@ HEALTH_OK = '(APIServer pid=1) INFO:     10.0.0.1:43002 - "GET /health HTTP/1.1"
 
 
 SIGNALS = builtin_signals()
-SHUTDOWN_REQUESTED = "(APIServer pid=1) INFO 12-02 18:17:15 [launcher.py:254] [shutdown] API server: shutdown triggered\n"
+SHUTDOWN_REQUESTED = (
+    "(APIServer pid=1) INFO 12-02 18:17:15 [launcher.py:254] [shutdown] API server: shutdown triggered\n"
+)
 
 
 def _pod(logs: str | None) -> Pod:
@@ -74,7 +76,9 @@ def test_a_scanned_log_reads_as_one_searched_again(logs: str) -> None:
 
 
 def test_signals_that_change_the_death_pattern_leave_the_log_to_its_own_search() -> None:
-    narrowed = LogSignals({**SIGNALS.patterns, "engine_dead": re.compile("no such line")}, SIGNALS.layers, SIGNALS.descriptions)
+    narrowed = LogSignals(
+        {**SIGNALS.patterns, "engine_dead": re.compile("no such line")}, SIGNALS.layers, SIGNALS.descriptions
+    )
     facts = dead_engine_serving(_scanned_pod(HEALTH_OK + DEATH + FAILED, narrowed), narrowed)
     assert facts is not None and facts["found"] is True
 

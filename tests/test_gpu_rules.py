@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from diag.analyze import settings_with_overrides
+from diag.core.rules_dir import builtin_rules_dir
 from diag.engine.config import Config
-from diag.engine.rules import builtin_rules_dir, evaluate, load_rules
+from diag.engine.rules import evaluate, load_rules
 from diag.facts import build_facts
 from diag.link.join import join
 from diag.snapshot.model import (
@@ -40,12 +41,28 @@ def xid_event(node: str, line: str) -> Event:
 def busy_gpu(index: int = 0, **values) -> GPU:
     """A GPU serving at its power cap, as in our real H200 load capture."""
     fields = {
-        "host": "gpu-node-a", "index": index, "uuid": f"GPU-{index}", "name": "NVIDIA H200", "pci_bus_id": PCI[index],
-        "memory_used_mib": 42623.0, "memory_total_mib": 143771.0, "utilization_gpu_pct": 98.0, "temperature_c": 55.0,
-        "power_draw_w": 689.3, "power_limit_w": 700.0, "clock_sm_mhz": 1470.0, "clock_sm_max_mhz": 1980.0,
-        "clocks_event_reasons": ["sw_power_cap"], "ecc_uncorrected_volatile": 0, "ecc_uncorrected_aggregate": 0,
-        "remapped_rows_pending": False, "remapped_rows_failure": False,
-        "pcie_gen_current": 5, "pcie_gen_max": 5, "pcie_width_current": 16, "pcie_width_max": 16,
+        "host": "gpu-node-a",
+        "index": index,
+        "uuid": f"GPU-{index}",
+        "name": "NVIDIA H200",
+        "pci_bus_id": PCI[index],
+        "memory_used_mib": 42623.0,
+        "memory_total_mib": 143771.0,
+        "utilization_gpu_pct": 98.0,
+        "temperature_c": 55.0,
+        "power_draw_w": 689.3,
+        "power_limit_w": 700.0,
+        "clock_sm_mhz": 1470.0,
+        "clock_sm_max_mhz": 1980.0,
+        "clocks_event_reasons": ["sw_power_cap"],
+        "ecc_uncorrected_volatile": 0,
+        "ecc_uncorrected_aggregate": 0,
+        "remapped_rows_pending": False,
+        "remapped_rows_failure": False,
+        "pcie_gen_current": 5,
+        "pcie_gen_max": 5,
+        "pcie_width_current": 16,
+        "pcie_width_max": 16,
     }
     fields.update(values)
     return GPU(**fields)
@@ -102,18 +119,26 @@ def test_a_line_naming_no_known_gpu_is_one_node_finding_not_every_gpu():
     [node] = build_facts(snap).scopes["gpu_node"]
     [report] = node["unplaced_xid_reports"]
     assert (report["meaning"], report["text"]) == ("NVLINK Error", f"Xid 74 (NVLINK Error): {line}")
-    assert (report["mnemonic"], report["action"], report["named_by"]) == ("NVLINK_ERROR", "WORKFLOW_NVLINK_ERR", "GPU-102")
+    assert (report["mnemonic"], report["action"], report["named_by"]) == (
+        "NVLINK_ERROR",
+        "WORKFLOW_NVLINK_ERR",
+        "GPU-102",
+    )
     assert node["catalogue_xids"] == []  # GPU-102 names Xid 74 with a procedure of its own
 
 
 def test_an_xid_no_rule_names_is_quoted_with_nvidias_catalogued_action():
     halt = "NVRM: Xid (PCI:0000:2a:00): 62, 324c1547 0000ca08 00000000 20726198 20725344 207254b2 207237b4 20723fa4"
-    recovery = "NVRM: Xid (PCI:0000:2a:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)"
+    recovery = (
+        "NVRM: Xid (PCI:0000:2a:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)"
+    )
     snap = snapshot(busy_gpu(0), busy_gpu(1), events=[xid_event("gpu-node-a", halt), xid_event("gpu-node-a", recovery)])
     assert fired(snap, "GPU-102", "GPU-118") == {"GPU-102": ["gpu/gpu-node-a/1"], "GPU-118": ["node/gpu-node-a"]}
     [node] = build_facts(snap).scopes["gpu_node"]
     assert [(r["xid"], r["mnemonic"], r["action"]) for r in node["catalogue_xids"]] == [
-        (62, "PMU_HALT_ERROR", "RESET_GPU"), (154, "GPU_RECOVERY_ACTION_CHANGED", "XID_154")]
+        (62, "PMU_HALT_ERROR", "RESET_GPU"),
+        (154, "GPU_RECOVERY_ACTION_CHANGED", "XID_154"),
+    ]
     assert node["catalogue_xids"][0]["text"] == f"Xid 62 (Internal micro-controller halt): {halt}"
 
 
@@ -135,7 +160,9 @@ def test_a_lost_gpu_without_an_address_does_not_take_a_line_for_an_unknown_addre
     snap = snapshot(busy_gpu(0), lost, events=[xid_event("gpu-node-a", line)])
     assert [g.xids for g in snap.gpus] == [[], []]
     assert fired(snap, "GPU-102", "GPU-108", "GPU-109") == {
-        "GPU-102": [], "GPU-108": ["node/gpu-node-a"], "GPU-109": ["gpu/gpu-node-a/1"],
+        "GPU-102": [],
+        "GPU-108": ["node/gpu-node-a"],
+        "GPU-109": ["gpu/gpu-node-a/1"],
     }
     facts = gpu_facts(snap)[1]
     assert facts["identity"].startswith("no name, UUID or PCI address") and facts["lost"] is True
@@ -151,7 +178,9 @@ def test_a_lost_gpu_nvidia_smi_names_by_address_takes_its_xid_line():
     line = "NVRM: Xid (PCI:0000:2a:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
     snap = snapshot(busy_gpu(0), lost, events=[xid_event("gpu-node-a", line)])
     assert fired(snap, "GPU-102", "GPU-108", "GPU-109") == {
-        "GPU-102": ["gpu/gpu-node-a/1"], "GPU-108": [], "GPU-109": ["gpu/gpu-node-a/1"],
+        "GPU-102": ["gpu/gpu-node-a/1"],
+        "GPU-108": [],
+        "GPU-109": ["gpu/gpu-node-a/1"],
     }
 
 
@@ -243,7 +272,9 @@ def test_a_busy_gpu_at_its_power_cap_is_healthy():
     assert fired(snap, "GPU-104", "GPU-105") == {"GPU-104": [], "GPU-105": []}
 
 
-@pytest.mark.parametrize("reason", ["hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake_slowdown"])
+@pytest.mark.parametrize(
+    "reason", ["hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake_slowdown"]
+)
 def test_slowdown_reasons_fire_gpu_104(reason):
     snap = snapshot(busy_gpu(0, clocks_event_reasons=["sw_power_cap", reason], clock_sm_mhz=990.0))
     assert fired(snap, "GPU-104") == {"GPU-104": ["gpu/gpu-node-a/0"]}
@@ -274,22 +305,47 @@ def test_a_link_not_reported_is_unknown():
 # --------------------------------------------------------------------------- Ray and foreign processes
 
 
-def ray_snapshot(available_gpus: float, processes: dict[int, list[GPUProcess]], actor_gpu_ids: list[str] | None) -> Snapshot:
-    pod = Pod("llm", "vllm-ray-gpu-group-worker-7rxcz", node_name="gpu-node-a", pod_ip="10.244.3.17",
-              containers=[Container("ray-worker", limits={"nvidia.com/gpu": "2"})])
-    node = RayNode("w" * 56, node_ip="10.244.3.17", node_name="10.244.3.17", state="ALIVE",
-                   resources_total={"GPU": 2.0}, resources_available={"GPU": available_gpus})
-    actor = RayActor("a" * 32, class_name="RayWorkerWrapper", state="ALIVE", node_id=node.node_id, pid=1502,
-                     gpu_ids=actor_gpu_ids or [])
+def ray_snapshot(
+    available_gpus: float, processes: dict[int, list[GPUProcess]], actor_gpu_ids: list[str] | None
+) -> Snapshot:
+    pod = Pod(
+        "llm",
+        "vllm-ray-gpu-group-worker-7rxcz",
+        node_name="gpu-node-a",
+        pod_ip="10.244.3.17",
+        containers=[Container("ray-worker", limits={"nvidia.com/gpu": "2"})],
+    )
+    node = RayNode(
+        "w" * 56,
+        node_ip="10.244.3.17",
+        node_name="10.244.3.17",
+        state="ALIVE",
+        resources_total={"GPU": 2.0},
+        resources_available={"GPU": available_gpus},
+    )
+    actor = RayActor(
+        "a" * 32,
+        class_name="RayWorkerWrapper",
+        state="ALIVE",
+        node_id=node.node_id,
+        pid=1502,
+        gpu_ids=actor_gpu_ids or [],
+    )
     gpus = [busy_gpu(i, processes=processes.get(i, [])) for i in (0, 1)]
     return snapshot(*gpus, pods=[pod], ray_nodes=[node], ray_actors=[actor])
 
 
 def test_a_stray_process_on_a_gpu_ray_counts_free_fires_gpu_106():
-    snap = ray_snapshot(1.0, {0: [GPUProcess(1502, "ray::RayWorkerWrapper", 128512.0)], 1: [GPUProcess(2875, "python3", 71230.0)]}, ["0"])
+    snap = ray_snapshot(
+        1.0,
+        {0: [GPUProcess(1502, "ray::RayWorkerWrapper", 128512.0)], 1: [GPUProcess(2875, "python3", 71230.0)]},
+        ["0"],
+    )
     facts = gpu_facts(snap)
     assert [f["ray_counts_free"] for f in facts] == [False, True]
-    assert snap.gpus[0].processes[0].pod == "llm/vllm-ray-gpu-group-worker-7rxcz"  # the actor's process belongs to its pod
+    assert (
+        snap.gpus[0].processes[0].pod == "llm/vllm-ray-gpu-group-worker-7rxcz"
+    )  # the actor's process belongs to its pod
     assert facts[1]["unowned_process_text"] == ["pid 2875 (python3): 71230 MiB"]
     assert facts[1]["ray_pod"] == {"namespace": "llm", "name": "vllm-ray-gpu-group-worker-7rxcz"}
     assert fired(snap, "GPU-106") == {"GPU-106": ["gpu/gpu-node-a/1"]}
@@ -369,5 +425,7 @@ def test_the_real_h200_load_capture_raises_nothing():
     report = analyze_bundle(Bundle.open(bundle))
     assert report.findings == []
     assert {rid: report.outcomes[rid].status for rid in ("GPU-101", "GPU-104", "GPU-105")} == {
-        "GPU-101": "silent", "GPU-104": "silent", "GPU-105": "silent"
+        "GPU-101": "silent",
+        "GPU-104": "silent",
+        "GPU-105": "silent",
     }

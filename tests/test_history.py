@@ -16,14 +16,14 @@ from timeshift import collection_time, shifted
 
 from diag.analyze import Report, analyze_bundle
 from diag.bundle.files import Bundle
-from diag.snapshot.clock import Clock, age_text, parse_duration, parse_time
+from diag.bundle.load import load_bundle
 from diag.engine.config import Config, ConfigError
 from diag.facts import build_facts
 from diag.link.join import join
-from diag.bundle.load import load_bundle
 from diag.report.json_report import to_dict
 from diag.report.markdown import render_markdown
 from diag.report.terminal import print_report
+from diag.snapshot.clock import Clock, age_text, parse_duration, parse_time
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 TEN_DAYS = 10 * 86400
@@ -94,7 +94,9 @@ def _running_since_the_kill(bundle: Bundle) -> Bundle:
                 status["state"] = {"running": {"startedAt": killed["finishedAt"]}}
                 status["ready"] = status["started"] = True
                 for condition in pod["status"]["conditions"]:
-                    condition["status"] = "True" if condition["type"] in ("Ready", "ContainersReady") else condition["status"]
+                    condition["status"] = (
+                        "True" if condition["type"] in ("Ready", "ContainersReady") else condition["status"]
+                    )
     files["k8s/pods.json"] = json.dumps(pods).encode()
     return Bundle(files, origin=bundle.origin)
 
@@ -149,7 +151,9 @@ def test_ray_death_facts_carry_their_age():
     snap = join(load_bundle(shifted(fixture("ray-node-died"), TEN_DAYS)))
     facts = build_facts(snap, Clock.of(snap, 3600))
     dead = next(n for n in facts.scopes["ray_node"] if n["state"] == "DEAD")
-    assert dead["death_age_seconds"] >= TEN_DAYS and dead["death_recent"] is False and dead["died_unexpectedly"] is False
+    assert (
+        dead["death_age_seconds"] >= TEN_DAYS and dead["death_recent"] is False and dead["died_unexpectedly"] is False
+    )
 
 
 # --------------------------------------------------------------------------- no clock
@@ -250,14 +254,22 @@ def test_window_in_the_config_file(tmp_path: Path):
 def test_since_on_the_command_line(tmp_path: Path):
     folder = shifted(fixture("k8s-model-volume-multi-attach"), TEN_DAYS).save(tmp_path / "aged")
     run = lambda *args: subprocess.run(  # noqa: E731
-        [sys.executable, "-m", "diag.cli", "analyze", str(folder), "-o", "json", *args], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "diag.cli", "analyze", str(folder), "-o", "json", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     default, wide = json.loads(run().stdout), json.loads(run("--since", "30d").stdout)
-    assert "K8S-212" in {h["rule"] for h in default["history"]} and "K8S-212" not in {f["rule"] for f in default["findings"]}
+    assert "K8S-212" in {h["rule"] for h in default["history"]} and "K8S-212" not in {
+        f["rule"] for f in default["findings"]
+    }
     assert "K8S-212" in {f["rule"] for f in wide["findings"]} and wide["history"] == []
     assert wide["clock"]["window_s"] == 30 * 86400
     bad = run("--since", "soon")
-    assert bad.returncode == 3 and bad.stderr.strip() == "llmdiag: --since: 'soon' is not a duration (use e.g. 30m, 1h, 2d)"
+    assert (
+        bad.returncode == 3
+        and bad.stderr.strip() == "llmdiag: --since: 'soon' is not a duration (use e.g. 30m, 1h, 2d)"
+    )
 
 
 def test_an_autoscaler_limit_met_ten_days_ago_is_history():

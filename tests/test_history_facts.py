@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 
 from diag.bundle.files import Bundle
-from diag.snapshot.clock import Clock
+from diag.bundle.load import load_bundle
 from diag.facts import build_facts
 from diag.link.join import join
-from diag.bundle.load import load_bundle
+from diag.snapshot.clock import Clock
 
 FIXTURES = sorted(p for p in (Path(__file__).parents[1] / "fixtures").iterdir() if (p / "expected.json").exists())
 

@@ -14,8 +14,8 @@ import pytest
 from diag.analyze import analyze_bundle
 from diag.bundle.files import Bundle
 from diag.bundle.load import _K8S_LISTS
-from diag.parsers.json_fields import load_json
 from diag.core.errors import ParseError
+from diag.parsers.json_fields import load_json
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "k8s-gpu-cluster-full"
 HUGE = "9" * 5000

@@ -23,7 +23,11 @@ _GENERATED = {
     "deployments": ("AppsV1Api", "list_namespaced_deployment", "list_deployment_for_all_namespaces"),
     "statefulsets": ("AppsV1Api", "list_namespaced_stateful_set", "list_stateful_set_for_all_namespaces"),
     "daemonsets": ("AppsV1Api", "list_namespaced_daemon_set", "list_daemon_set_for_all_namespaces"),
-    "hpa": ("AutoscalingV2Api", "list_namespaced_horizontal_pod_autoscaler", "list_horizontal_pod_autoscaler_for_all_namespaces"),
+    "hpa": (
+        "AutoscalingV2Api",
+        "list_namespaced_horizontal_pod_autoscaler",
+        "list_horizontal_pod_autoscaler_for_all_namespaces",
+    ),
 }
 _CUSTOM = {"rayclusters": "ray.io/v1", "rayservices": "ray.io/v1"}
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from diag.bundle.files import Bundle
-from diag.link.join import join
 from diag.bundle.load import load_bundle
+from diag.link.join import join
 from diag.snapshot.model import Snapshot
 
 CUDA_OOM = (
@@ -32,13 +32,15 @@ def vllm_pod(namespace: str, node: str, uid: str) -> dict:
         "metadata": {"name": "vllm-0", "namespace": namespace, "uid": uid, "labels": {"app": "vllm"}},
         "spec": {
             "nodeName": node,
-            "containers": [{
-                "name": "vllm",
-                "image": "vllm/vllm-openai:v0.11.0",
-                "command": ["vllm", "serve"],
-                "args": ["meta-llama/Llama-3.1-8B-Instruct", "--port", "8000"],
-                "resources": {"limits": {"nvidia.com/gpu": "1"}},
-            }],
+            "containers": [
+                {
+                    "name": "vllm",
+                    "image": "vllm/vllm-openai:v0.11.0",
+                    "command": ["vllm", "serve"],
+                    "args": ["meta-llama/Llama-3.1-8B-Instruct", "--port", "8000"],
+                    "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                }
+            ],
         },
         "status": {"phase": "Running", "podIP": "10.0.0.1" if namespace == "llm-serving" else "10.0.0.2"},
     }
@@ -65,22 +67,29 @@ def pod(snap: Snapshot, key: str):
 
 
 def test_namespaced_files_go_to_their_own_pod_only():
-    snap = snapshot({
-        "k8s/pods.json": TWO_NAMESPACES,
-        "k8s/logs/other-team.vllm-0.log": CUDA_OOM,
-        "k8s/logs/llm-serving.vllm-0.vllm.log": "INFO 12-01 14:00:00 [api_server.py:1] vLLM API server version 0.11.0\n",
-        "vllm/llm-serving.vllm-0.metrics.txt": METRICS,
-        "vllm/other-team.vllm-0.health.txt": "503",
-        "gpu/other-team.vllm-0.csv": GPU_CSV.format(uuid="GPU-170d82e3-8af2-c5db-84bc-c44f13158028"),
-    })
+    snap = snapshot(
+        {
+            "k8s/pods.json": TWO_NAMESPACES,
+            "k8s/logs/other-team.vllm-0.log": CUDA_OOM,
+            "k8s/logs/llm-serving.vllm-0.vllm.log": "INFO 12-01 14:00:00 [api_server.py:1] vLLM API server version 0.11.0\n",
+            "vllm/llm-serving.vllm-0.metrics.txt": METRICS,
+            "vllm/other-team.vllm-0.health.txt": "503",
+            "gpu/other-team.vllm-0.csv": GPU_CSV.format(uuid="GPU-170d82e3-8af2-c5db-84bc-c44f13158028"),
+        }
+    )
     broken, fine = pod(snap, "other-team/vllm-0"), pod(snap, "llm-serving/vllm-0")
     assert broken.containers[0].log_signals.get("cuda_oom")
-    assert set(fine.containers[0].log_signals) == {"vllm_process"} and "vLLM API server" in (fine.containers[0].logs or "")
+    assert set(fine.containers[0].log_signals) == {"vllm_process"} and "vLLM API server" in (
+        fine.containers[0].logs or ""
+    )
     servers = {s.pod: s for s in snap.vllm_servers}
     assert len(snap.vllm_servers) == 2
     assert servers["llm-serving/vllm-0"].scrapes and not servers["other-team/vllm-0"].scrapes
     assert (servers["other-team/vllm-0"].health, servers["llm-serving/vllm-0"].health) == ("503", None)
-    assert "cuda_oom" in servers["other-team/vllm-0"].log_signals and "cuda_oom" not in servers["llm-serving/vllm-0"].log_signals
+    assert (
+        "cuda_oom" in servers["other-team/vllm-0"].log_signals
+        and "cuda_oom" not in servers["llm-serving/vllm-0"].log_signals
+    )
     # two pods named vllm-0: each server carries its namespace in its name, so the names stay apart
     assert {s.name for s in snap.vllm_servers} == {"llm-serving.vllm-0", "other-team.vllm-0"}
     assert [(g.serving_pods, g.node) for g in snap.gpus] == [(["other-team/vllm-0"], "gpu-2")]
@@ -90,13 +99,15 @@ def test_namespaced_files_go_to_their_own_pod_only():
 
 
 def test_a_bare_name_two_namespaces_share_joins_neither():
-    snap = snapshot({
-        "k8s/pods.json": TWO_NAMESPACES,
-        "k8s/logs/vllm-0.log": CUDA_OOM,
-        "vllm/vllm-0.metrics.txt": METRICS,
-        "vllm/vllm-0.health.txt": "503",
-        "gpu/vllm-0.csv": GPU_CSV.format(uuid="GPU-adce3cc3-ccdf-8c24-e800-56d6f5f29ee0"),
-    })
+    snap = snapshot(
+        {
+            "k8s/pods.json": TWO_NAMESPACES,
+            "k8s/logs/vllm-0.log": CUDA_OOM,
+            "vllm/vllm-0.metrics.txt": METRICS,
+            "vllm/vllm-0.health.txt": "503",
+            "gpu/vllm-0.csv": GPU_CSV.format(uuid="GPU-adce3cc3-ccdf-8c24-e800-56d6f5f29ee0"),
+        }
+    )
     for key in ("llm-serving/vllm-0", "other-team/vllm-0"):
         container = pod(snap, key).containers[0]
         assert (container.logs, container.log_signals) == (None, {})
@@ -114,21 +125,25 @@ def test_a_bare_name_two_namespaces_share_joins_neither():
 
 
 def test_a_bare_name_one_namespace_has_still_joins():
-    snap = snapshot({
-        "k8s/pods.json": pods_json(vllm_pod("llm-serving", "gpu-1", "5f0c2a6e-3f1e-4b8e-9a57-0d8f2c1b7e11")),
-        "k8s/logs/vllm-0.log": CUDA_OOM,
-        "vllm/vllm-0.metrics.txt": METRICS,
-    })
+    snap = snapshot(
+        {
+            "k8s/pods.json": pods_json(vllm_pod("llm-serving", "gpu-1", "5f0c2a6e-3f1e-4b8e-9a57-0d8f2c1b7e11")),
+            "k8s/logs/vllm-0.log": CUDA_OOM,
+            "vllm/vllm-0.metrics.txt": METRICS,
+        }
+    )
     assert pod(snap, "llm-serving/vllm-0").containers[0].log_signals.get("cuda_oom")
     (server,) = snap.vllm_servers
     assert (server.name, server.pod, len(server.scrapes)) == ("vllm-0", "llm-serving/vllm-0", 1)
 
 
 def test_a_qualified_server_file_is_named_after_its_pod_where_the_pod_name_is_unique():
-    snap = snapshot({
-        "k8s/pods.json": pods_json(vllm_pod("llm-serving", "gpu-1", "5f0c2a6e-3f1e-4b8e-9a57-0d8f2c1b7e11")),
-        "vllm/llm-serving.vllm-0.metrics.txt": METRICS,
-    })
+    snap = snapshot(
+        {
+            "k8s/pods.json": pods_json(vllm_pod("llm-serving", "gpu-1", "5f0c2a6e-3f1e-4b8e-9a57-0d8f2c1b7e11")),
+            "vllm/llm-serving.vllm-0.metrics.txt": METRICS,
+        }
+    )
     (server,) = snap.vllm_servers
     assert (server.name, server.pod, len(server.scrapes)) == ("vllm-0", "llm-serving/vllm-0", 1)
     assert pod(snap, "llm-serving/vllm-0").vllm_server == "vllm-0"
@@ -137,16 +152,28 @@ def test_a_qualified_server_file_is_named_after_its_pod_where_the_pod_name_is_un
 def test_events_about_an_earlier_pod_of_the_same_name_stay_off_the_current_one():
     def event(uid: str, reason: str) -> dict:
         return {
-            "apiVersion": "v1", "kind": "Event", "metadata": {"name": f"vllm-0.{reason.lower()}", "namespace": "llm-serving"},
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"vllm-0.{reason.lower()}", "namespace": "llm-serving"},
             "involvedObject": {"kind": "Pod", "name": "vllm-0", "namespace": "llm-serving", "uid": uid},
-            "reason": reason, "message": "Stopping container vllm", "type": "Normal", "count": 1,
+            "reason": reason,
+            "message": "Stopping container vllm",
+            "type": "Normal",
+            "count": 1,
         }
 
     current = "5f0c2a6e-3f1e-4b8e-9a57-0d8f2c1b7e11"
-    snap = snapshot({
-        "k8s/pods.json": TWO_NAMESPACES,
-        "k8s/events.json": json.dumps({"kind": "List", "items": [event("0b9e4c1d-7a2f-4e68-b3d5-1c8f6a2e9d70", "Killing"), event(current, "Started")]}),
-    })
+    snap = snapshot(
+        {
+            "k8s/pods.json": TWO_NAMESPACES,
+            "k8s/events.json": json.dumps(
+                {
+                    "kind": "List",
+                    "items": [event("0b9e4c1d-7a2f-4e68-b3d5-1c8f6a2e9d70", "Killing"), event(current, "Started")],
+                }
+            ),
+        }
+    )
     assert [e.reason for e in pod(snap, "llm-serving/vllm-0").events] == ["Started"]
 
 
@@ -155,7 +182,10 @@ def test_a_truncated_pod_list_gives_its_complete_items_and_stays_failed():
     snap = snapshot({"k8s/pods.json": text})
     assert [p.key for p in snap.pods] == ["llm-serving/vllm-0"]
     status = snap.sources["k8s/pods.json"]
-    assert (status.status, status.detail) == ("failed", "k8s/pods.json: truncated after 1 complete item (those were used)")
+    assert (status.status, status.detail) == (
+        "failed",
+        "k8s/pods.json: truncated after 1 complete item (those were used)",
+    )
     assert status.recovered == 1
 
 
@@ -165,4 +195,7 @@ def test_damaged_or_empty_lists_give_nothing():
     assert snap.pods == [] and snap.nodes == []
     assert (snap.sources["k8s/pods.json"].status, snap.sources["k8s/pods.json"].recovered) == ("failed", None)
     assert "not valid JSON" in snap.sources["k8s/pods.json"].detail
-    assert snap.sources["k8s/nodes.json"].detail == "k8s/nodes.json: empty file: expected a Node list (kubectl get -o json)"
+    assert (
+        snap.sources["k8s/nodes.json"].detail
+        == "k8s/nodes.json: empty file: expected a Node list (kubectl get -o json)"
+    )

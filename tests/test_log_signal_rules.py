@@ -12,9 +12,9 @@ from diag.analyze import Report, analyze_bundle
 from diag.bundle.files import Bundle
 from diag.facts import build_facts
 from diag.link.join import join
-from diag.snapshot.model import GPU, Container, GPUProcess, Node, Pod, Snapshot, SourceStatus
 from diag.parsers.logs import scan_log
 from diag.parsers.signals import builtin_signals
+from diag.snapshot.model import GPU, Container, GPUProcess, Node, Pod, Snapshot, SourceStatus
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -106,7 +106,10 @@ def test_an_nvml_mismatch_line_in_a_gpu_operator_log_reaches_the_gpu_rule() -> N
     bundle.add("k8s/pods.json", json.dumps(pods))
     assert "GPU-203" not in _fired(analyze_bundle(bundle))
     # nvidia-smi's own words, as the GPU operator's driver pod on that node prints them
-    bundle.add("k8s/logs/gpu-operator.nvidia-driver-daemonset-chc6m.log", "Failed to initialize NVML: Driver/library version mismatch\n")
+    bundle.add(
+        "k8s/logs/gpu-operator.nvidia-driver-daemonset-chc6m.log",
+        "Failed to initialize NVML: Driver/library version mismatch\n",
+    )
     assert "GPU-203" in _fired(analyze_bundle(bundle))
 
 
@@ -127,11 +130,14 @@ def test_a_ray_cannot_be_scheduled_line_reaches_the_ray_rule() -> None:
     bundle = _bundle("healthy-k8s-vllm")
     assert "RAY-102" not in _fired(analyze_bundle(bundle))
     pod = json.loads(bundle.text("k8s/pods.json"))["items"][0]["metadata"]["name"]
-    bundle.add(f"k8s/logs/{pod}.log", (
-        "2025-03-14 10:05:00,123\tWARNING worker.py:1034 -- The actor or task with ID ffffffffffffffff4c25a1a9c6d57d3c01000000 "
-        "cannot be scheduled right now. It requires {GPU: 1.000000}, {CPU: 1.000000} for placement, however the cluster "
-        "currently cannot provide the requested resources.\n"
-    ))
+    bundle.add(
+        f"k8s/logs/{pod}.log",
+        (
+            "2025-03-14 10:05:00,123\tWARNING worker.py:1034 -- The actor or task with ID ffffffffffffffff4c25a1a9c6d57d3c01000000 "
+            "cannot be scheduled right now. It requires {GPU: 1.000000}, {CPU: 1.000000} for placement, however the cluster "
+            "currently cannot provide the requested resources.\n"
+        ),
+    )
     assert "RAY-102" in _fired(analyze_bundle(bundle))
 
 
@@ -164,26 +170,47 @@ def test_a_crash_loop_with_no_known_cause_is_explained_by_its_decisive_line() ->
     assert report.verdict.rule == "VLLM-129"
     [crash] = [f for f in report.findings if f.rule == "K8S-213"]
     assert crash.explained_by == "VLLM-129"
-    assert "no known failure line; the decisive line of its log: vllm serve: error: unrecognized arguments: --max-num-batch-tokens 16384 (vllm layer)" in crash.evidence
+    assert (
+        "no known failure line; the decisive line of its log: vllm serve: error: unrecognized arguments: --max-num-batch-tokens 16384 (vllm layer)"
+        in crash.evidence
+    )
 
 
 def test_a_crash_loop_whose_log_has_neither_a_known_cause_nor_an_error_is_the_verdict() -> None:
     bundle = _bundle("k8s-crashloop-bad-flag")
-    bundle.add("k8s/logs/llama-70b-7f8d9c6b5d-zhgh9.previous.log", "INFO 12-01 14:15:36 [__init__.py:241] Automatically detected platform cuda.\n")
+    bundle.add(
+        "k8s/logs/llama-70b-7f8d9c6b5d-zhgh9.previous.log",
+        "INFO 12-01 14:15:36 [__init__.py:241] Automatically detected platform cuda.\n",
+    )
     report = analyze_bundle(bundle)
     assert report.verdict.rule == "K8S-213"
-    assert any("no known failure line in its logs" in line for f in report.findings if f.rule == "K8S-213" for line in f.evidence)
+    assert any(
+        "no known failure line in its logs" in line
+        for f in report.findings
+        if f.rule == "K8S-213"
+        for line in f.evidence
+    )
 
 
 def test_gpu_memory_taken_names_the_other_processes_on_the_servers_gpus() -> None:
-    line = ("(VllmWorker TP0 pid=389) ERROR 12-01 14:13:41 [multiproc_executor.py:559] ValueError: Free memory on device "
-            "(38.07/79.19 GiB) on startup is less than desired GPU memory utilization (0.92, 72.85 GiB). Decrease GPU "
-            "memory utilization or reduce GPU memory used by other processes.")
-    vllm = Container(name="vllm", command=["vllm"], args=["serve", "meta-llama/Llama-3.3-70B-Instruct", "--gpu-memory-utilization", "0.92"],
-                     limits={"nvidia.com/gpu": "1"}, previous_logs=line + "\n", log_signals=scan_log(line))
+    line = (
+        "(VllmWorker TP0 pid=389) ERROR 12-01 14:13:41 [multiproc_executor.py:559] ValueError: Free memory on device "
+        "(38.07/79.19 GiB) on startup is less than desired GPU memory utilization (0.92, 72.85 GiB). Decrease GPU "
+        "memory utilization or reduce GPU memory used by other processes."
+    )
+    vllm = Container(
+        name="vllm",
+        command=["vllm"],
+        args=["serve", "meta-llama/Llama-3.3-70B-Instruct", "--gpu-memory-utilization", "0.92"],
+        limits={"nvidia.com/gpu": "1"},
+        previous_logs=line + "\n",
+        log_signals=scan_log(line),
+    )
     pod = Pod(namespace="llm", name="llama-70b-0", phase="Running", node_name="gpu-1", containers=[vllm])
     leftover = GPUProcess(pid=4242, name="python3", used_memory_mib=41100)
-    gpu = GPU(host="gpu-1", index=0, uuid="GPU-6a1c", memory_used_mib=41600, memory_total_mib=81559, processes=[leftover])
+    gpu = GPU(
+        host="gpu-1", index=0, uuid="GPU-6a1c", memory_used_mib=41600, memory_total_mib=81559, processes=[leftover]
+    )
     snap = Snapshot(nodes=[Node(name="gpu-1")], pods=[pod], gpus=[gpu])
     snap.sources = {"k8s/pods.json": SourceStatus("ok"), "k8s/logs/llama-70b-0.previous.log": SourceStatus("ok")}
     [server] = build_facts(join(snap)).scopes["vllm_server"]
@@ -226,11 +253,14 @@ def test_vllms_own_weights_oom_message_names_the_weights() -> None:
     bundle = _bundle("incident-vllm-weights-exceed-gpu")
     log = "k8s/logs/llama-70b-7f8d9c6b5d-fxbfs.previous.log"
     # vLLM V1's wording of the same failure (gpu_model_runner.py), with no "Starting to load model" line kept
-    bundle.add(log, (
-        "(EngineCore pid=36704) ERROR 04-07 15:58:28 [gpu_model_runner.py:4818] Failed to load model - not enough GPU "
-        "memory. Try lowering --gpu-memory-utilization to free memory for weights, increasing --tensor-parallel-size, "
-        "or using --quantization.\n"
-    ))
+    bundle.add(
+        log,
+        (
+            "(EngineCore pid=36704) ERROR 04-07 15:58:28 [gpu_model_runner.py:4818] Failed to load model - not enough GPU "
+            "memory. Try lowering --gpu-memory-utilization to free memory for weights, increasing --tensor-parallel-size, "
+            "or using --quantization.\n"
+        ),
+    )
     report = analyze_bundle(bundle)
     assert "VLLM-215" in _fired(report)
     assert report.verdict.rule == "VLLM-215"

@@ -13,7 +13,9 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_wheel_ships_every_rule_file_and_no_tests(tmp_path: Path) -> None:
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(ROOT)],
-        check=True, capture_output=True, timeout=300,
+        check=True,
+        capture_output=True,
+        timeout=300,
     )
     wheel = next(tmp_path.glob("llmdiag-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())

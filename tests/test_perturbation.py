@@ -26,7 +26,8 @@ import pytest
 
 from diag.analyze import Report, analyze_bundle
 from diag.bundle.files import Bundle
-from diag.engine.rules import builtin_rules_dir, load_rules
+from diag.core.rules_dir import builtin_rules_dir
+from diag.engine.rules import load_rules
 from tests import perturb
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -79,7 +80,9 @@ def _outcome(report: Report, layer: str | None, damaged: str | None = None) -> s
         return "same layer"
     layers = _rule_layers()
     caveats = report.verdict.caveats
-    if report.verdict.confidence == "low" and any(c.gap.source == damaged or layers.get(r) == layer for c in caveats for r in c.rules):
+    if report.verdict.confidence == "low" and any(
+        c.gap.source == damaged or layers.get(r) == layer for c in caveats for r in c.rules
+    ):
         return "caveated"
     return "other layer"
 
@@ -95,8 +98,12 @@ def test_damaged_files_never_make_a_fault_healthy(scenario: Path) -> None:
     wrong = []
     variants = list(perturb.damaged(_files(scenario)))
     outcomes = _pool().map(
-        _damage_outcome, [layer] * len(variants), [files for _, _, files in variants], [name for name, _, _ in variants],
-        [_expected(scenario)["fires"]] * len(variants), chunksize=8,
+        _damage_outcome,
+        [layer] * len(variants),
+        [files for _, _, files in variants],
+        [name for name, _, _ in variants],
+        [_expected(scenario)["fires"]] * len(variants),
+        chunksize=8,
     )
     for (name, how, _), outcome in zip(variants, outcomes):
         kind = "faulty" if layer else "healthy"
@@ -130,7 +137,10 @@ def test_an_unrelated_crashloop_never_takes_the_verdict(scenario: Path) -> None:
     before = _analyze(_files(scenario)).verdict
     report = _analyze(files)
     after = report.verdict
-    TALLY["unrelated crash-looping pod -> verdict " + ("kept" if (after.status, after.rule) == (before.status, before.rule) else "changed")] += 1
+    TALLY[
+        "unrelated crash-looping pod -> verdict "
+        + ("kept" if (after.status, after.rule) == (before.status, before.rule) else "changed")
+    ] += 1
     assert (after.status, after.layer, after.rule) == (before.status, before.layer, before.rule), after.summary
     web = [f for f in report.findings if perturb.UNRELATED_NAMESPACE in f.subject]
     assert web and not any(f.serving for f in web), [(f.rule, f.subject, f.serving) for f in web]
@@ -143,6 +153,9 @@ def test_aged_events_become_history_not_silence(scenario: Path) -> None:
     report = _analyze(files)
     outcome = _outcome(report, layer)
     history = report.history.items
-    TALLY[f"events aged ten days, {'faulty' if layer else 'healthy'} fixtures -> {outcome}" + (" + history" if history else "")] += 1
+    TALLY[
+        f"events aged ten days, {'faulty' if layer else 'healthy'} fixtures -> {outcome}"
+        + (" + history" if history else "")
+    ] += 1
     if layer is not None and outcome == "healthy":
         assert history, "the fault vanished without a trace in the history"

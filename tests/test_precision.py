@@ -53,10 +53,17 @@ def _alarms(files: perturb.Files) -> list[str]:
 
 def _applicable() -> list[tuple[Path, str]]:
     """Each healthy fixture with each perturbation that finds something to change in it."""
-    return [(scenario, how) for scenario in HEALTHY for how, perturbation in PERTURBATIONS.items() if perturbation(_files(scenario)) is not None]
+    return [
+        (scenario, how)
+        for scenario in HEALTHY
+        for how, perturbation in PERTURBATIONS.items()
+        if perturbation(_files(scenario)) is not None
+    ]
 
 
-@pytest.mark.parametrize(("scenario", "how"), _applicable(), ids=lambda v: str(v.relative_to(FIXTURES)) if isinstance(v, Path) else v)
+@pytest.mark.parametrize(
+    ("scenario", "how"), _applicable(), ids=lambda v: str(v.relative_to(FIXTURES)) if isinstance(v, Path) else v
+)
 def test_no_alarm_on_a_healthy_bundle(scenario: Path, how: str) -> None:
     files = PERTURBATIONS[how](_files(scenario))
     assert files is not None
@@ -78,6 +85,7 @@ def test_every_perturbation_changes_some_healthy_bundle(how: str) -> None:
 
 def test_some_healthy_fixtures_are_busy() -> None:
     """The busy ones are where false alarms hide: requests waiting at some scrape of a healthy server."""
+
     def waiting_somewhere(scenario: Path) -> bool:
         files = _files(scenario)
         scrapes = [n for names in perturb.scrapes_by_server(files).values() for n in names]
@@ -91,7 +99,10 @@ def test_one_request_waiting_once_is_no_queue_for_the_vllm_and_hpa_rules() -> No
     """k8s-hpa-pinned-at-max, its queues replaced by one request waiting at the last scrape behind a busy batch."""
     scenario = FIXTURES / "k8s-hpa-pinned-at-max"
     files = _files(scenario)
-    fired = {f.rule for f in analyze_bundle(Bundle({k: v for k, v in files.items() if not k.endswith(perturb.SKIP)})).findings}
+    fired = {
+        f.rule
+        for f in analyze_bundle(Bundle({k: v for k, v in files.items() if not k.endswith(perturb.SKIP)})).findings
+    }
     assert {"K8S-311", "VLLM-114"} <= fired
     for scrapes in perturb.scrapes_by_server(files).values():
         for n, name in enumerate(scrapes):

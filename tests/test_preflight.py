@@ -70,7 +70,9 @@ def test_the_preflight_honours_a_short_request_timeout(tmp_path: Path) -> None:
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
         silent.listen(1)
-        target = live_target(_kubeconfig_to(tmp_path, f"http://127.0.0.1:{silent.getsockname()[1]}"), request_timeout_s=0.5)
+        target = live_target(
+            _kubeconfig_to(tmp_path, f"http://127.0.0.1:{silent.getsockname()[1]}"), request_timeout_s=0.5
+        )
         started = time.monotonic()
         _, results = collect(target, default_collectors(target))
         took = time.monotonic() - started
@@ -100,7 +102,9 @@ def test_impersonation_headers_reach_the_api_server(tmp_path: Path) -> None:
     try:
         with ReplayServer(recorded_cluster()) as server:
             kube = KubeAccess(
-                str(server.write_kubeconfig(tmp_path, namespace=NAMESPACE)), impersonate_user="jane", impersonate_groups=("oncall",)
+                str(server.write_kubeconfig(tmp_path, namespace=NAMESPACE)),
+                impersonate_user="jane",
+                impersonate_groups=("oncall",),
             )
             kube.list_json("pods", NAMESPACE)
     finally:
@@ -112,8 +116,24 @@ def test_triage_json_against_an_unreachable_cluster_prints_only_json(tmp_path: P
     kubeconfig = _kubeconfig_to(tmp_path, f"http://127.0.0.1:{_closed_port()}")
     env = {**os.environ, "PYTHONWARNINGS": "always"}
     run = subprocess.run(
-        [sys.executable, "-m", "diag.cli", "triage", "-o", "json", "--kubeconfig", str(kubeconfig), "--no-local-gpu", "--timeout", "20"],
-        capture_output=True, text=True, cwd=ROOT, timeout=60, env=env,
+        [
+            sys.executable,
+            "-m",
+            "diag.cli",
+            "triage",
+            "-o",
+            "json",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--no-local-gpu",
+            "--timeout",
+            "20",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        env=env,
     )
     report = json.loads(run.stdout)  # stdout is the report and nothing else
     assert run.returncode == 3, run.stderr

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from diag.bundle.prometheus_queries import RANGE_QUERIES
 from diag.collect.base import SourceResult, Target
 from diag.collect.prometheus import RENAMED_PAIRS
 from diag.collect.prometheus_access import PASSWORD_ENV, TOKEN_ENV
 from diag.collect.runner import CollectContext, Collector, collect, default_collectors
-from diag.bundle.prometheus_queries import RANGE_QUERIES
 from tests.replay.server import ReplayCluster, ReplayServer
 from tests.replay.upstream import Answer, RecordedHttp
 
@@ -41,7 +41,9 @@ def test_prometheus_service_is_read_through_the_service_proxy_with_the_scoped_qu
         bundle, results = collect(target, _prometheus_only(target))
         proxied = [r for r in replay.seen() if r.info and r.info.subresource == "proxy"]
         assert prometheus.served(QUERY_RANGE) == len(RANGE_QUERIES)
-    assert {r.path for r in proxied} == {f"/api/v1/namespaces/monitoring/services/prometheus-k8s:9090/proxy{QUERY_RANGE}"}
+    assert {r.path for r in proxied} == {
+        f"/api/v1/namespaces/monitoring/services/prometheus-k8s:9090/proxy{QUERY_RANGE}"
+    }
     assert all(r.method == "GET" for r in proxied)
     sent = {r.query["query"][0] for r in proxied}
     # the kubeconfig context's namespace scopes the vLLM queries; GPU queries are not scoped

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from diag.snapshot.clock import Clock
-from diag.engine.rules import builtin_rules_dir, evaluate, load_rules
-from diag.core.rules_dir import default_settings
+from diag.core.rules_dir import builtin_rules_dir, default_settings
+from diag.engine.rules import evaluate, load_rules
 from diag.facts import build_facts
 from diag.link.join import join
-from diag.snapshot.model import GPU, PromResult, PromSeries, PromWindow, Scrape, Snapshot, SourceStatus, VllmServer
 from diag.parsers.engine_args import parse_engine_args
 from diag.parsers.prom_text import parse_exposition
+from diag.snapshot.clock import Clock
+from diag.snapshot.model import GPU, PromResult, PromSeries, PromWindow, Scrape, Snapshot, SourceStatus, VllmServer
 
 END = 1_764_786_600.0  # 2025-12-03 18:30 UTC
 STEP = 15.0
@@ -102,7 +102,9 @@ def test_engines_of_one_server_are_summed_for_queues_and_maxed_for_the_cache() -
 
 def test_another_tenants_series_outside_the_collected_namespaces_join_nothing() -> None:
     research = LLM | {"namespace": "research", "pod": "mistral-0", "instance": "10.0.9.9:8000"}
-    prometheus = [answer(r.name, *r.series, *[PromSeries(research, s.values) for s in r.series]) for r in vllm_history()]
+    prometheus = [
+        answer(r.name, *r.series, *[PromSeries(research, s.values) for s in r.series]) for r in vllm_history()
+    ]
     scoped = snapshot(prometheus, manifest={"kubernetes": {"namespaces": ["llm"]}})
     assert [s.name for s in scoped.vllm_servers] == ["llm.vllm-0"]
     everywhere = snapshot(prometheus, manifest={"kubernetes": {"namespaces": ["*"]}})
@@ -241,24 +243,38 @@ def test_row_remapping_in_history_is_pending_and_failure_is_failure() -> None:
     failure = answer("dcgm_row_remap_failure", series(GPU_LABELS, lambda i: 1 if i > 100 else 0))
     [gpu] = facts(snapshot([rows, failure], gpus=[GPU(host="gpu-1", index=0, uuid="GPU-1111")]), "gpu")
     assert gpu["remapped_rows_pending"] is True and gpu["remapped_rows_failure"] is True
-    [calm] = facts(snapshot([answer("dcgm_row_remap_failure", series(GPU_LABELS, 0))], gpus=[GPU(host="gpu-1", index=0, uuid="GPU-1111")]), "gpu")
+    [calm] = facts(
+        snapshot(
+            [answer("dcgm_row_remap_failure", series(GPU_LABELS, 0))],
+            gpus=[GPU(host="gpu-1", index=0, uuid="GPU-1111")],
+        ),
+        "gpu",
+    )
     assert calm["remapped_rows_failure"] is False
     assert calm["remapped_rows_pending"] is None  # neither nvidia-smi nor dcgm-exporter said
 
 
 def test_throttling_counts_only_while_the_gpu_is_busy() -> None:
     power = answer("dcgm_power_violation_rate_5m", series(GPU_LABELS, 4e8))  # throttled 40 % of the time
-    busy = snapshot([power, answer("dcgm_gpu_util", series(GPU_LABELS, 97))], gpus=[GPU(host="gpu-1", index=0, uuid="GPU-1111")])
+    busy = snapshot(
+        [power, answer("dcgm_gpu_util", series(GPU_LABELS, 97))], gpus=[GPU(host="gpu-1", index=0, uuid="GPU-1111")]
+    )
     [gpu] = facts(busy, "gpu")
-    assert gpu["slowdown_reasons"] and gpu["slowdown_reasons"][0].startswith("power throttling 40% of the time while 97-97 % busy")
-    idle = snapshot([power, answer("dcgm_gpu_util", series(GPU_LABELS, 3))], gpus=[GPU(host="gpu-1", index=0, uuid="GPU-1111")])
+    assert gpu["slowdown_reasons"] and gpu["slowdown_reasons"][0].startswith(
+        "power throttling 40% of the time while 97-97 % busy"
+    )
+    idle = snapshot(
+        [power, answer("dcgm_gpu_util", series(GPU_LABELS, 3))], gpus=[GPU(host="gpu-1", index=0, uuid="GPU-1111")]
+    )
     assert facts(idle, "gpu")[0]["slowdown_reasons"] == []
 
 
 def test_a_running_batch_pinned_at_a_known_cap_while_the_queue_waits_is_the_cap() -> None:
     server = VllmServer(name="vllm-0", namespace="llm", pod="llm/vllm-0",
                         engine_args=parse_engine_args(["vllm", "serve", "m", "--max-num-seqs", "32"], []))  # fmt: skip
-    history = vllm_history(kv=0.6, preempt=0, running=lambda i: 32 if i >= 40 else 20, waiting=lambda i: 9 if i >= 40 else 0)
+    history = vllm_history(
+        kv=0.6, preempt=0, running=lambda i: 32 if i >= 40 else 20, waiting=lambda i: 9 if i >= 40 else 0
+    )
     [found] = facts(snapshot(history, [server]))
     capped = found["seq_cap_reached"]
     assert capped["found"] is True and capped["cap"] == 32 and capped["at_cap"] == "for 20.2 min"  # 81 samples of 15 s
@@ -268,9 +284,12 @@ def test_a_running_batch_pinned_at_a_known_cap_while_the_queue_waits_is_the_cap(
 
 def _latency(ttft: float, queue: float, itl: float) -> list[PromResult]:
     return [
-        answer("vllm_ttft_mean_5m", series(LLM, ttft)), answer("vllm_queue_time_mean_5m", series(LLM, queue)),
-        answer("vllm_itl_mean_5m", series(LLM, itl)), answer("vllm_tpot_mean_5m"),
-        answer("vllm_ttft_p99_5m", series(LLM, 3 * ttft)), answer("vllm_itl_p99_5m", series(LLM, 3 * itl)),
+        answer("vllm_ttft_mean_5m", series(LLM, ttft)),
+        answer("vllm_queue_time_mean_5m", series(LLM, queue)),
+        answer("vllm_itl_mean_5m", series(LLM, itl)),
+        answer("vllm_tpot_mean_5m"),
+        answer("vllm_ttft_p99_5m", series(LLM, 3 * ttft)),
+        answer("vllm_itl_p99_5m", series(LLM, 3 * itl)),
     ]
 
 
@@ -329,5 +348,7 @@ def test_the_terminal_and_markdown_reports_say_which_window_they_read() -> None:
 
     fixtures = Path(__file__).resolve().parent.parent / "fixtures"
     with_history = render_markdown(analyze_bundle(Bundle.open(fixtures / "history-kv-storm-ended")))
-    assert "- Prometheus history read from 2026-12-03 16:33 to 2026-12-03 17:03 UTC, a sample every 15 s" in with_history
+    assert (
+        "- Prometheus history read from 2026-12-03 16:33 to 2026-12-03 17:03 UTC, a sample every 15 s" in with_history
+    )
     assert "Prometheus history read" not in render_markdown(analyze_bundle(Bundle.open(fixtures / "busy-but-healthy")))

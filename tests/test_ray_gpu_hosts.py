@@ -11,14 +11,26 @@ import pytest
 
 from diag.analyze import analyze_bundle, settings_with_overrides
 from diag.bundle.files import Bundle
+from diag.bundle.load import load_bundle
+from diag.core.rules_dir import builtin_rules_dir
 from diag.engine.config import Config
-from diag.verdict.diagnosis import link_causes
-from diag.engine.rules import builtin_rules_dir, evaluate, load_rules
+from diag.engine.rules import evaluate, load_rules
 from diag.facts import build_facts
 from diag.link.join import join
-from diag.bundle.load import load_bundle
-from diag.snapshot.model import GPU, Container, GPUProcess, Node, Pod, RayActor, RayNode, RayStatus, Snapshot, SourceStatus
 from diag.parsers.ray_state import parse_nodes_summary
+from diag.snapshot.model import (
+    GPU,
+    Container,
+    GPUProcess,
+    Node,
+    Pod,
+    RayActor,
+    RayNode,
+    RayStatus,
+    Snapshot,
+    SourceStatus,
+)
+from diag.verdict.diagnosis import link_causes
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 RULES = {r.id: r for r in load_rules([builtin_rules_dir()])}
@@ -87,7 +99,9 @@ def test_a_loopback_node_joins_the_only_machine_captured_and_no_machine_of_two()
 
 
 def test_two_live_raylets_on_one_machine_join_neither():
-    snap = snapshot([gpu("vm", GPUProcess(1434, "python3", 60510.0))], [ray_node("a", "10.0.0.5"), ray_node("b", "10.0.0.5")])
+    snap = snapshot(
+        [gpu("vm", GPUProcess(1434, "python3", 60510.0))], [ray_node("a", "10.0.0.5"), ray_node("b", "10.0.0.5")]
+    )
     assert [n.gpu_host for n in snap.ray_nodes] == [None, None]
     assert fired(snap, "GPU-106") == {"GPU-106": []}
 
@@ -129,7 +143,9 @@ def test_an_actor_dead_of_cuda_oom_is_explained_by_the_process_its_message_names
     snap = snapshot([gpu("vm", GPUProcess(1434, "python3", 61962.0))], [ray_node("a", "127.0.0.1", free=0.0)], [actor])
     assert fired(snap, "GPU-106", "GPU-111") == {"GPU-106": [], "GPU-111": ["gpu/vm/0"]}
     [facts] = build_facts(snap).scopes["gpu"]
-    assert facts["oom_from_unowned"][0].startswith("Ray actor llm (dddddddd, DEAD): CUDA out of memory while pid 1434 (60.51 GiB) held the GPU")
+    assert facts["oom_from_unowned"][0].startswith(
+        "Ray actor llm (dddddddd, DEAD): CUDA out of memory while pid 1434 (60.51 GiB) held the GPU"
+    )
     other = snapshot([gpu("vm", GPUProcess(977, "python3", 61962.0))], [ray_node("a", "127.0.0.1", free=0.0)], [actor])
     assert fired(other, "GPU-111") == {"GPU-111": []}  # the message names another process
 
@@ -172,9 +188,14 @@ def test_a_vllm_pod_dead_of_cuda_oom_is_explained_by_the_process_its_log_names()
 
 
 def test_a_full_hostname_wins_over_a_short_one_two_domains_share():
-    snap = snapshot([gpu("gpu-1.zone-a.internal"), gpu("gpu-1.zone-b.internal")], [ray_node("a", "10.0.0.5", hostname="gpu-1.zone-b.internal")])
+    snap = snapshot(
+        [gpu("gpu-1.zone-a.internal"), gpu("gpu-1.zone-b.internal")],
+        [ray_node("a", "10.0.0.5", hostname="gpu-1.zone-b.internal")],
+    )
     assert snap.ray_nodes[0].gpu_host == "gpu-1.zone-b.internal"
-    bare = snapshot([gpu("gpu-1.zone-a.internal"), gpu("gpu-1.zone-b.internal")], [ray_node("a", "10.0.0.5", hostname="gpu-1")])
+    bare = snapshot(
+        [gpu("gpu-1.zone-a.internal"), gpu("gpu-1.zone-b.internal")], [ray_node("a", "10.0.0.5", hostname="gpu-1")]
+    )
     assert bare.ray_nodes[0].gpu_host is None
 
 
@@ -188,26 +209,40 @@ def test_without_the_node_summary_the_only_node_s_free_gpus_are_the_cluster_s():
     other.resources_available = None
     two = snapshot([gpu("vm", GPUProcess(1434, "python3", 60510.0))], [unreported, other])
     two.ray_status = RayStatus(usage={"GPU": (0.0, 2.0)})
-    assert build_facts(two).scopes["gpu"][0]["ray_counts_free"] is None  # whose free GPU, the cluster's usage does not say
+    assert (
+        build_facts(two).scopes["gpu"][0]["ray_counts_free"] is None
+    )  # whose free GPU, the cluster's usage does not say
 
 
 def test_with_only_the_csv_the_memory_in_use_on_a_gpu_ray_counts_free_is_outside_ray():
     csv_only = gpu("vm")  # --query-gpu lists no processes
-    snap = join(Snapshot(gpus=[csv_only], ray_nodes=[ray_node("a", "127.0.0.1")], sources={"gpu/vm.csv": SourceStatus("ok"), "ray/nodes.json": SourceStatus("ok")}))
+    snap = join(
+        Snapshot(
+            gpus=[csv_only],
+            ray_nodes=[ray_node("a", "127.0.0.1")],
+            sources={"gpu/vm.csv": SourceStatus("ok"), "ray/nodes.json": SourceStatus("ok")},
+        )
+    )
     [facts] = build_facts(snap).scopes["gpu"]
     assert facts["unowned_processes"] is None and facts["unowned_memory_mib"] == 61960.0
     assert facts["oom_from_unowned"] is None  # which pids, the CSV does not say
     assert fired(snap, "GPU-106") == {"GPU-106": ["gpu/vm/0"]}
 
 
-@pytest.mark.parametrize(("dashboard", "joined"), [("http://127.0.0.1:8265", True), ("http://ray-head.example.internal:8265", False)])
+@pytest.mark.parametrize(
+    ("dashboard", "joined"), [("http://127.0.0.1:8265", True), ("http://ray-head.example.internal:8265", False)]
+)
 def test_the_head_of_a_dashboard_reached_on_loopback_runs_on_the_captured_machine(dashboard: str, joined: bool) -> None:
     """A real H100 capture (fixtures/real/h100-ray): the head advertises 192.0.2.2 and the capture, made by
     an older collector, records no host name or address. `collect --ray-address http://127.0.0.1:8265
     --local-gpu` ran on the head's machine, so the head joins the capture; a dashboard reached by a
     name does not say where it runs, and the join is a named gap instead."""
     scenario = FIXTURES / "real-ray-gpu-foreign-memory"
-    files = {str(p.relative_to(scenario)): p.read_bytes() for p in scenario.rglob("*") if p.is_file() and p.name != "expected.json"}
+    files = {
+        str(p.relative_to(scenario)): p.read_bytes()
+        for p in scenario.rglob("*")
+        if p.is_file() and p.name != "expected.json"
+    }
     files.pop("ray/nodes_summary.json")
     manifest = json.loads(files["manifest.json"])
     manifest["outside"]["ray_address"] = dashboard

@@ -7,14 +7,12 @@ from pathlib import Path
 
 from diag.analyze import analyze_bundle
 from diag.bundle.files import Bundle
-from diag.verdict.diagnosis import link_causes
-from diag.engine.rules import Finding, load_rules
 from diag.core.rules_dir import builtin_rules_dir
-
+from diag.engine.rules import Finding, load_rules
+from diag.facts.kubernetes import _kuberay_validation, _serve_status_facts
 from diag.snapshot.clock import Clock
-from diag.facts.kubernetes import _serve_status_facts
-from diag.facts.kubernetes import _kuberay_validation
 from diag.snapshot.model import Event, RayClusterSpec, ServeStatus, Snapshot, SourceStatus
+from diag.verdict.diagnosis import link_causes
 
 NOW = datetime(2026, 12, 3, 3, 0, tzinfo=UTC)
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -30,13 +28,21 @@ def _facts(service: RayClusterSpec) -> dict:
 
 def test_failed_and_waiting_serve_statuses_are_told_apart() -> None:
     waiting = "Deployment 'LLM' in application 'llm' has 1 replicas that have taken more than 30s to be scheduled."
-    facts = _facts(_service(serve_statuses=[
-        ServeStatus("active", "llm-abcde", "llm", None, "DEPLOY_FAILED", "Deploying app 'llm' failed"),
-        ServeStatus("active", "llm-abcde", "llm", "LLM", "UPDATING", waiting),
-        ServeStatus("active", "llm-abcde", "chat", None, "RUNNING", None),
-    ]))
-    assert facts["serve_failures"] == ["active cluster llm-abcde: application llm: DEPLOY_FAILED: Deploying app 'llm' failed"]
-    assert facts["serve_waiting_for_resources"] == [f"active cluster llm-abcde: application llm, deployment LLM: UPDATING: {waiting}"]
+    facts = _facts(
+        _service(
+            serve_statuses=[
+                ServeStatus("active", "llm-abcde", "llm", None, "DEPLOY_FAILED", "Deploying app 'llm' failed"),
+                ServeStatus("active", "llm-abcde", "llm", "LLM", "UPDATING", waiting),
+                ServeStatus("active", "llm-abcde", "chat", None, "RUNNING", None),
+            ]
+        )
+    )
+    assert facts["serve_failures"] == [
+        "active cluster llm-abcde: application llm: DEPLOY_FAILED: Deploying app 'llm' failed"
+    ]
+    assert facts["serve_waiting_for_resources"] == [
+        f"active cluster llm-abcde: application llm, deployment LLM: UPDATING: {waiting}"
+    ]
     assert (facts["upgrade_in_progress"], facts["upgrade_seconds"], facts["pending_not_running"]) == (False, 0.0, [])
 
 
@@ -44,8 +50,10 @@ def test_an_upgrade_is_a_pending_cluster_beside_an_active_one_not_the_first_clus
     first = _service(pending_cluster="llm-abcde", conditions={"UpgradeInProgress": {"status": "False"}})
     assert _facts(first)["upgrade_in_progress"] is False
     upgrade = _service(
-        active_cluster="llm-abcde", pending_cluster="llm-fghij",
-        conditions={"UpgradeInProgress": {"status": "True"}}, condition_times={"UpgradeInProgress": "2026-12-03T02:00:00Z"},
+        active_cluster="llm-abcde",
+        pending_cluster="llm-fghij",
+        conditions={"UpgradeInProgress": {"status": "True"}},
+        condition_times={"UpgradeInProgress": "2026-12-03T02:00:00Z"},
         serve_statuses=[ServeStatus("pending", "llm-fghij", "llm", None, "DEPLOYING", None)],
     )
     facts = _facts(upgrade)
@@ -64,17 +72,25 @@ def test_an_upgrade_of_unknown_start_has_unknown_age_and_a_silent_pending_cluste
 def test_kuberay_refusals_come_from_the_condition_or_from_the_event_alone() -> None:
     message = "The RayService metadata is invalid: RayService name should be no more than 47 characters"
     event = Event(
-        namespace="ray", involved_kind="RayService", involved_name="llm", reason="InvalidRayServiceMetadata",
-        message=f"ray/llm: {message}", type="Warning",
+        namespace="ray",
+        involved_kind="RayService",
+        involved_name="llm",
+        reason="InvalidRayServiceMetadata",
+        message=f"ray/llm: {message}",
+        type="Warning",
     )
     clock = Clock(now=NOW, source="test", window_s=None)
     only_event = Snapshot(events=[event], sources={"k8s/events.json": SourceStatus("ok")})
     facts = _kuberay_validation(only_event, clock)
-    assert facts == {"kuberay_refusals": [f"rayservice event InvalidRayServiceMetadata: ray/llm: {message}"],
-                     "kuberay_refusal_links": ["raycluster:ray/llm"]}
+    assert facts == {
+        "kuberay_refusals": [f"rayservice event InvalidRayServiceMetadata: ray/llm: {message}"],
+        "kuberay_refusal_links": ["raycluster:ray/llm"],
+    }
     refused = _service(conditions={"Ready": {"status": "False", "reason": "ValidationFailed", "message": message}})
     only_status = Snapshot(ray_clusters=[refused], sources={"k8s/rayservices.json": SourceStatus("ok")})
-    assert _kuberay_validation(only_status, clock)["kuberay_refusals"] == [f"rayservice ray/llm: Ready=False (ValidationFailed): {message}"]
+    assert _kuberay_validation(only_status, clock)["kuberay_refusals"] == [
+        f"rayservice ray/llm: Ready=False (ValidationFailed): {message}"
+    ]
     assert _kuberay_validation(Snapshot(), clock) == {"kuberay_refusals": None, "kuberay_refusal_links": []}
     read_nothing_wrong = Snapshot(sources={"k8s/events.json": SourceStatus("ok")})
     assert _kuberay_validation(read_nothing_wrong, clock)["kuberay_refusals"] == []
@@ -89,8 +105,16 @@ def test_a_rayservice_finding_is_about_the_pods_of_the_raycluster_it_runs() -> N
     assert "raycluster:llm-serving/vllm-raycluster-k8x2p" in serve_failed.links
     assert "pod:llm-serving/vllm-raycluster-k8x2p-head-x7k2p" in serve_failed.links
     assert not any(link.startswith("pod:kube-system/") for link in serve_failed.links)
-    health = Finding("VLLM-112", "vllm", "critical", "vLLM /health failing", "vllm/llm-serving/head",
-                     [], "", links=["vllm:head", "pod:llm-serving/vllm-raycluster-k8x2p-head-x7k2p"])
+    health = Finding(
+        "VLLM-112",
+        "vllm",
+        "critical",
+        "vLLM /health failing",
+        "vllm/llm-serving/head",
+        [],
+        "",
+        links=["vllm:head", "pod:llm-serving/vllm-raycluster-k8x2p-head-x7k2p"],
+    )
     findings = [serve_failed, health]
     link_causes(findings, {r.id: r for r in load_rules([builtin_rules_dir()])})
     assert health.explained_by == "RAY-205"
@@ -104,7 +128,9 @@ from diag.snapshot.model import RayWorkerGroup  # noqa: E402
 
 def _serving(deployment: dict, *groups: RayWorkerGroup, head_params: dict | None = None) -> RayClusterSpec:
     config = {"applications": [{"name": "llm", "deployments": [{"name": "VLLMDeployment", **deployment}]}]}
-    return _service(serve_config=config, worker_groups=list(groups), head_ray_start_params=head_params or {"num-gpus": "0"})
+    return _service(
+        serve_config=config, worker_groups=list(groups), head_ray_start_params=head_params or {"num-gpus": "0"}
+    )
 
 
 def test_a_replica_asking_more_gpus_than_the_largest_worker_is_named() -> None:

@@ -8,9 +8,9 @@ from collections import Counter
 
 import pytest
 
+from diag.bundle.files import Bundle
 from diag.collect.base import SourceResult, Target
 from diag.collect.manifest import CollectionRecord, build_manifest, write_manifest
-from diag.bundle.files import Bundle
 from diag.collect.redact import HIGH_ENTROPY, REDACTED, Redactor, high_entropy, redact, redact_text
 
 # A Ray job as the dashboard's /api/jobs/ lists it (JobDetails): metadata and runtime_env are the user's.
@@ -39,8 +39,12 @@ def test_header_dicts_in_json_lose_their_values_whatever_the_scheme() -> None:
 
 
 def test_the_manifest_keeps_no_url_credential() -> None:
-    target = Target(prometheus_url="https://plantPromTok0063@prom.example.com", vllm_urls=["http://u:plantPw0064@10.0.0.5:8000"])
-    record = CollectionRecord(target, 0.0, 1.0, [SourceResult("vllm", "failed", "http://u:plantPw0064@10.0.0.5:8000 GET /health: timeout")])
+    target = Target(
+        prometheus_url="https://plantPromTok0063@prom.example.com", vllm_urls=["http://u:plantPw0064@10.0.0.5:8000"]
+    )
+    record = CollectionRecord(
+        target, 0.0, 1.0, [SourceResult("vllm", "failed", "http://u:plantPw0064@10.0.0.5:8000 GET /health: timeout")]
+    )
     bundle = Bundle()
     write_manifest(bundle, record)
     text = bundle.files["manifest.json"].decode()
@@ -78,7 +82,7 @@ def test_a_random_value_under_a_plain_name_is_redacted_in_env() -> None:
 @pytest.mark.parametrize(
     "line, kept",
     [
-        ("non-default args: {\"api_key\": [\"plantDq0065\"], \"port\": 8000}", '"port": 8000'),
+        ('non-default args: {"api_key": ["plantDq0065"], "port": 8000}', '"port": 8000'),
         ("curl -H 'Authorization: Bearer plantCurl0066' http://x/v1/models", "http://x/v1/models"),
         ("GET /v1/models?sig=plantSig0067&limit=5", "&limit=5"),
         ("proxy-authorization: Negotiate plantNeg0068", "proxy-authorization: "),
@@ -108,7 +112,10 @@ def test_a_value_repeated_across_a_list_is_cleaned_and_counted_every_time() -> N
     """Each distinct string is cleaned once per process (a fleet's 5,000 replicas repeat theirs): every
     copy must still come out cleaned, and every copy counted in the manifest's redactions."""
     pod = {
-        "metadata": {"name": "vllm-0", "annotations": {"note": "curl -H 'Authorization: Bearer plantRepeat0070abcdef'"}},
+        "metadata": {
+            "name": "vllm-0",
+            "annotations": {"note": "curl -H 'Authorization: Bearer plantRepeat0070abcdef'"},
+        },
         "spec": {"containers": [{"env": [{"name": "HF_TOKEN", "value": "hf_plantRepeat0071abcdefghijklmnop"}]}]},
     }
     listing = {"apiVersion": "v1", "items": [pod] * 3, "kind": "List"}
@@ -130,7 +137,10 @@ def test_a_json_file_with_nothing_to_hide_stays_byte_for_byte() -> None:
     assert not any(redactor.applied.values())
 
 
-@pytest.mark.parametrize("fixture", ["incident-k8s-pvc-unbound/k8s/pods.json", "healthy-k8s-vllm/k8s/pods.json", "healthy-k8s-vllm/k8s/events.json"])
+@pytest.mark.parametrize(
+    "fixture",
+    ["incident-k8s-pvc-unbound/k8s/pods.json", "healthy-k8s-vllm/k8s/pods.json", "healthy-k8s-vllm/k8s/events.json"],
+)
 def test_a_document_in_hand_is_written_as_its_text_would_be(fixture: str) -> None:
     """Sink.write_json: a Redactor cleans the parsed list, not the text it writes, to the same bytes
     and counts; with secrets planted in it, and without."""
@@ -140,7 +150,9 @@ def test_a_document_in_hand_is_written_as_its_text_would_be(fixture: str) -> Non
 
     document = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / fixture).read_text())
     planted = json.loads(json.dumps(document))
-    planted["items"][0].setdefault("metadata", {}).setdefault("annotations", {})["example.com/api-token"] = "plantAnnotation0070"
+    planted["items"][0].setdefault("metadata", {}).setdefault("annotations", {})["example.com/api-token"] = (
+        "plantAnnotation0070"
+    )
     for doc in (document, planted):
         as_text, in_hand = Redactor(), Redactor()
         written = as_text("k8s/pods.json", (json_text.dumps(doc) + "\n").encode())

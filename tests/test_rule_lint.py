@@ -13,7 +13,8 @@ import re
 
 import pytest
 
-from diag.engine.rules import Rule, builtin_rules_dir, load_rules
+from diag.core.rules_dir import builtin_rules_dir
+from diag.engine.rules import Rule, load_rules
 
 _NULL_GUARD = re.compile(r"(?:[!=]=\s*null\b)|(?:\bnull\s*[!=]=)|\bhas\(")
 
@@ -43,5 +44,7 @@ def test_condition_has_no_null_guard(rule: Rule) -> None:
     ],
 )
 def test_lint_sees_each_form_of_guard(condition: str, guards: list[str]) -> None:
-    rule = Rule(id="T-001", layer="vllm", severity="info", title="t", scope="pod", when=condition, evidence=[], remediation="")
+    rule = Rule(
+        id="T-001", layer="vllm", severity="info", title="t", scope="pod", when=condition, evidence=[], remediation=""
+    )
     assert null_guards(rule) == guards

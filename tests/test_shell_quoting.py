@@ -12,9 +12,9 @@ import pytest
 
 from diag.analyze import analyze_bundle
 from diag.bundle.files import Bundle
+from diag.core.shell import COMMAND_LINE, escaped, word
 from diag.engine.rules import render
 from diag.report.safe import block
-from diag.core.shell import COMMAND_LINE, escaped, word
 from tests.hostile import MARK, PAYLOADS, hostile_bundle, outside_single_quotes
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -25,7 +25,9 @@ def printed_commands(bundle: Bundle, remedies: bool = True) -> list[str]:
     """The lines a person pastes: the command lines of every fix, and every gap's remedy (a command,
     often with words around it)."""
     report = analyze_bundle(bundle)
-    lines = [line.strip() for f in report.findings for line in block(f.remediation).split("\n") if COMMAND_LINE.match(line)]
+    lines = [
+        line.strip() for f in report.findings for line in block(f.remediation).split("\n") if COMMAND_LINE.match(line)
+    ]
     if not remedies:
         return lines
     return lines + [block(g.remedy) for g in [*report.verdict.gaps, *(c.gap for c in report.verdict.caveats)]]
@@ -53,10 +55,14 @@ def test_hostile_names_reach_the_printed_commands_and_stay_quoted() -> None:
     assert reached > 50  # the hostile names did reach the fixes of many fixtures
 
 
-@pytest.mark.parametrize("scenario", ["demo", "incident-k8s-limitrange-max", "incident-ray-gcs-unreachable", "k8s-quota-exceeded"])
+@pytest.mark.parametrize(
+    "scenario", ["demo", "incident-k8s-limitrange-max", "incident-ray-gcs-unreachable", "k8s-quota-exceeded"]
+)
 @pytest.mark.parametrize("payload", PAYLOADS)
 def test_a_quoted_command_parses_as_one_command(scenario: str, payload: str) -> None:
-    lines = [line for line in printed_commands(hostile_bundle(FIXTURES / scenario, payload), remedies=False) if MARK in line]
+    lines = [
+        line for line in printed_commands(hostile_bundle(FIXTURES / scenario, payload), remedies=False) if MARK in line
+    ]
     assert lines
     for line in lines:
         assert _syntax_ok(line), line
@@ -64,14 +70,23 @@ def test_a_quoted_command_parses_as_one_command(scenario: str, payload: str) -> 
 
 def test_ordinary_names_print_unchanged() -> None:
     env = {"pod": {"name": "vllm-0", "namespace": "ml-serving", "node": "ip-10-0-1-2.ec2.internal"}}
-    template = "Restart {{ pod.name }}:\n  kubectl -n {{ pod.namespace }} delete pod {{ pod.name }}   # on {{ pod.node }}\n"
-    assert render(template, env, env) == "Restart vllm-0:\n  kubectl -n ml-serving delete pod vllm-0   # on ip-10-0-1-2.ec2.internal\n"
+    template = (
+        "Restart {{ pod.name }}:\n  kubectl -n {{ pod.namespace }} delete pod {{ pod.name }}   # on {{ pod.node }}\n"
+    )
+    assert (
+        render(template, env, env)
+        == "Restart vllm-0:\n  kubectl -n ml-serving delete pod vllm-0   # on ip-10-0-1-2.ec2.internal\n"
+    )
 
 
 def test_prose_keeps_the_name_and_commands_quote_it() -> None:
     env = {"pod": {"name": "a$(id)"}}
     shell_env = {"pod": {"name": word("a$(id)")}}
-    out = render("Pod {{ pod.name }} {{ true ? '<pod>' : '' }}:\n  kubectl logs {{ pod.name }} {{ true ? '<pod>' : '' }}", env, shell_env)
+    out = render(
+        "Pod {{ pod.name }} {{ true ? '<pod>' : '' }}:\n  kubectl logs {{ pod.name }} {{ true ? '<pod>' : '' }}",
+        env,
+        shell_env,
+    )
     assert out == "Pod a$(id) <pod>:\n  kubectl logs 'a$(id)' <pod>"
 
 
@@ -85,7 +100,10 @@ def test_a_line_break_in_a_value_cannot_start_a_line() -> None:
 @pytest.mark.parametrize(
     ("template", "printed"),
     [
-        ('  printf %s "/api/v1/namespaces/{{ ns }}/pods"', 'printf %s "/api/v1/namespaces/ml\\$(echo INJECTED)\\"\\`x\\`/pods"'),
+        (
+            '  printf %s "/api/v1/namespaces/{{ ns }}/pods"',
+            'printf %s "/api/v1/namespaces/ml\\$(echo INJECTED)\\"\\`x\\`/pods"',
+        ),
         ("  printf %s '/namespaces/{{ ns }}'", "printf %s '/namespaces/ml$(echo INJECTED)\"`x`'"),
         ("  printf %s {{ ns }}", "printf %s 'ml$(echo INJECTED)\"`x`'"),
     ],

@@ -20,7 +20,8 @@ import pytest
 
 from diag.analyze import analyze_bundle
 from diag.bundle.files import Bundle
-from diag.engine.rules import builtin_rules_dir, load_rules
+from diag.core.rules_dir import builtin_rules_dir
+from diag.engine.rules import load_rules
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 FAULTY = sorted(
@@ -28,13 +29,24 @@ FAULTY = sorted(
 )
 TICKET = ("k8s/pods.json", "k8s/events.json", "k8s/nodes.json")
 OPTIONAL = (
-    "k8s/statefulsets.json", "k8s/hpa.json", "k8s/daemonsets.json", "k8s/endpoints.json", "k8s/endpointslices.json",
-    "k8s/services.json", "k8s/deployments.json", "k8s/rayclusters.json", "k8s/rayservices.json",
+    "k8s/statefulsets.json",
+    "k8s/hpa.json",
+    "k8s/daemonsets.json",
+    "k8s/endpoints.json",
+    "k8s/endpointslices.json",
+    "k8s/services.json",
+    "k8s/deployments.json",
+    "k8s/rayclusters.json",
+    "k8s/rayservices.json",
 )
 
 
 def _files(scenario: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(scenario)): p.read_bytes() for p in scenario.rglob("*") if p.is_file() and p.name != "expected.json"}
+    return {
+        str(p.relative_to(scenario)): p.read_bytes()
+        for p in scenario.rglob("*")
+        if p.is_file() and p.name != "expected.json"
+    }
 
 
 def _verdict(files: dict[str, bytes]) -> tuple[str | None, str | None]:
@@ -62,7 +74,8 @@ def _expected(scenario: Path) -> tuple[str, str]:
 def test_the_ticket_bundle_gives_the_same_verdict(scenario: Path) -> None:
     cause = _where_the_cause_lives(scenario)
     ticket = {
-        name: data for name, data in _files(scenario).items()
+        name: data
+        for name, data in _files(scenario).items()
         if name in TICKET or name.startswith("k8s/logs/") or any(name.startswith(p) for p in cause)
     }
     assert _verdict(ticket) == _expected(scenario), sorted(ticket)

@@ -10,16 +10,16 @@ from pathlib import Path
 
 from diag.analyze import analyze_bundle
 from diag.bundle.files import Bundle
+from diag.bundle.load import load_bundle
 from diag.collect.k8s import vllm_server_pods
+from diag.core.rules_dir import builtin_rules_dir
 from diag.engine.rules import load_rules, render
 from diag.facts import build_facts
 from diag.link.join import join
-from diag.bundle.load import load_bundle
 from diag.parsers import k8s
 from diag.parsers.logs import scan_log
 from diag.parsers.workloads import VLLM_LOG_SIGNAL
 from diag.verdict.relevance import serving_pods
-from diag.core.rules_dir import builtin_rules_dir
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 CUSTOM = "incident-vllm-custom-image-bf16"
@@ -55,7 +55,9 @@ def _verdict(bundle: Bundle) -> tuple[str | None, str | None, list[str]]:
 def test_recognised_from_its_env_the_bf16_rule_is_the_verdict() -> None:
     snap = join(load_bundle(_custom()))
     assert sorted((s.pod, s.engine_args) for s in snap.vllm_servers) == [  # their flags are the entrypoint's: unknown
-        ("llm/mistral-7b-5c9d7f8b6-fxbfs", None), ("llm/mistral-7b-5c9d7f8b6-pfnp5", None)]
+        ("llm/mistral-7b-5c9d7f8b6-fxbfs", None),
+        ("llm/mistral-7b-5c9d7f8b6-pfnp5", None),
+    ]
     assert _verdict(_custom()) == ("vllm", "VLLM-201", ["K8S-213", "VLLM-201"])
 
 
@@ -82,7 +84,12 @@ def test_recognised_from_its_arguments_the_flags_given_are_known_and_no_others()
     servers = join(load_bundle(bundle)).vllm_servers
     args = next(s.engine_args for s in servers if s.pod == f"llm/{POD}")
     assert args is not None and not args.complete
-    assert (args.max_model_len, args.tensor_parallel_size, args.gpu_memory_utilization, args.port) == (16384, 2, None, None)
+    assert (args.max_model_len, args.tensor_parallel_size, args.gpu_memory_utilization, args.port) == (
+        16384,
+        2,
+        None,
+        None,
+    )
     report = analyze_bundle(bundle)
     assert (report.verdict.layer, report.verdict.rule) == ("vllm", "VLLM-201")
     finding = next(f for f in report.findings if f.rule == "VLLM-201")
@@ -93,7 +100,9 @@ def test_the_collector_probes_a_custom_image_server_and_the_workload_fronts_vllm
     bundle = _custom()
     pods = k8s.parse_pods(bundle.text("k8s/pods.json"))
     assert [(p.pod, p.container, p.port) for p in vllm_server_pods(pods)] == [
-        ("mistral-7b-5c9d7f8b6-pfnp5", "server", 8000), (POD, "server", 8000)]
+        ("mistral-7b-5c9d7f8b6-pfnp5", "server", 8000),
+        (POD, "server", 8000),
+    ]
     (deployment,) = k8s.parse_workloads(bundle.text("k8s/deployments.json"), "Deployment")
     assert deployment.template_runs_vllm
 
@@ -101,7 +110,10 @@ def test_the_collector_probes_a_custom_image_server_and_the_workload_fronts_vllm
 def test_servers_on_port_8000_that_are_not_vllm_are_not_vllm_servers() -> None:
     bundle = Bundle.open(FIXTURES / "healthy-triton-and-client-on-port-8000")
     snap = join(load_bundle(bundle))
-    assert sorted(s.pod or "" for s in snap.vllm_servers) == ["llm/llama-70b-7f8d9c6b5d-8q7hc", "llm/llama-70b-7f8d9c6b5d-pfnp5"]
+    assert sorted(s.pod or "" for s in snap.vllm_servers) == [
+        "llm/llama-70b-7f8d9c6b5d-8q7hc",
+        "llm/llama-70b-7f8d9c6b5d-pfnp5",
+    ]
     assert [p.pod for p in vllm_server_pods(snap.pods)] == ["llama-70b-7f8d9c6b5d-pfnp5", "llama-70b-7f8d9c6b5d-8q7hc"]
 
 
@@ -114,11 +126,14 @@ def test_a_flag_the_arguments_do_not_give_is_never_said_to_be_vllm_default() -> 
     facts = build_facts(snap)
     server = next(s for s in facts.scopes["vllm_server"] if s["pod"] == f"llm/{POD}")
     assert (server["flags_complete"], server["flag"]["gpu_memory_utilization"]) == (
-        False, "unknown (not among the arguments; the image's entrypoint may set it)")
+        False,
+        "unknown (not among the arguments; the image's entrypoint may set it)",
+    )
     (rule,) = [r for r in load_rules([builtin_rules_dir()]) if r.id == "VLLM-114"]
     assert render(rule.evidence[0], {"vllm_server": server}) == (
         "--max-num-seqs is not among the arguments handed to the entrypoint of the image, which may set it "
-        f"(argv from the container args of pod llm/{POD} (the image's entrypoint may add flags))")
+        f"(argv from the container args of pod llm/{POD} (the image's entrypoint may add flags))"
+    )
 
 
 def test_a_ray_node_kuberay_did_not_make_is_on_the_serving_path_and_its_env_makes_no_server() -> None:
@@ -126,7 +141,9 @@ def test_a_ray_node_kuberay_did_not_make_is_on_the_serving_path_and_its_env_make
     head = copy.deepcopy(next(p for p in pods["items"] if p["metadata"]["name"] == "mistral-7b-5c9d7f8b6-pfnp5"))
     head["metadata"].update(name="ray-head-6c8d9f7b5-q4m2z", labels={"app": "ray-head"})
     container = head["spec"]["containers"][0]
-    container.update(command=["/bin/bash", "-c", "--"], args=["ray start --head --port=6379 --dashboard-host=0.0.0.0 --block"])
+    container.update(
+        command=["/bin/bash", "-c", "--"], args=["ray start --head --port=6379 --dashboard-host=0.0.0.0 --block"]
+    )
     head["spec"]["containers"][0]["resources"] = {}
     bundle = _custom()
     bundle.add("k8s/pods.json", json.dumps(pods | {"items": [*pods["items"], head]}))

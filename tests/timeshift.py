@@ -14,9 +14,9 @@ from datetime import timedelta
 from typing import Any
 
 from diag.bundle.files import Bundle
-from diag.snapshot.clock import Clock, iso, parse_time
-from diag.link.join import join
 from diag.bundle.load import load_bundle
+from diag.link.join import join
+from diag.snapshot.clock import Clock, iso, parse_time
 
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})?")
 _EPOCH_PREFIX = "1970-01-01"

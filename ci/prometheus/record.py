@@ -36,7 +36,10 @@ def record(name: str) -> Path:
     fixture = REPO / "fixtures" / f"history-{name}"
     shutil.rmtree(fixture, ignore_errors=True)
     shutil.copytree(REPO / "fixtures" / CLUSTER_FIXTURE, fixture, ignore=shutil.ignore_patterns("expected.json"))
-    with tempfile.TemporaryDirectory() as work, running_prometheus(Path(work), lambda end: openmetrics(SCENARIOS[name], end)) as prometheus:
+    with (
+        tempfile.TemporaryDirectory() as work,
+        running_prometheus(Path(work), lambda end: openmetrics(SCENARIOS[name], end)) as prometheus,
+    ):
         problems = collect_history_into(fixture, prometheus.url)
     if problems:
         raise SystemExit(f"{name}: {problems}")

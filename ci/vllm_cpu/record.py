@@ -192,8 +192,10 @@ def main(argv: list[str]) -> int:
         log_path = Path("/tmp") / f"llmdiag-vllm-{scenario.name}.log"
         rec = record(scenario, log_path, args.scrapes, args.interval)
         write_bundle(scenario, rec, out, version)
-        print(f"{scenario.name}: server ready in {rec.server.started_in_s:.0f} s, "
-              f"scenario {rec.duration_s:.0f} s -> {out.relative_to(REPO) if out.is_relative_to(REPO) else out}")
+        print(
+            f"{scenario.name}: server ready in {rec.server.started_in_s:.0f} s, "
+            f"scenario {rec.duration_s:.0f} s -> {out.relative_to(REPO) if out.is_relative_to(REPO) else out}"
+        )
     return 0
 
 

@@ -49,7 +49,9 @@ _NOT_USED = {
 _DUMP_ONLY = {f"{name}.json" for name in _NOT_USED}
 _DNS_LABEL = r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"  # a namespace's or a container's name
 _NAMESPACE = re.compile(_DNS_LABEL)
-_START = re.compile(rb"^==== START logs for container (" + _DNS_LABEL.encode() + rb") of pod ([^/\s]+)/(\S+) ====\n", re.MULTILINE)
+_START = re.compile(
+    rb"^==== START logs for container (" + _DNS_LABEL.encode() + rb") of pod ([^/\s]+)/(\S+) ====\n", re.MULTILINE
+)
 # all kubectl writes between the two lines when it could not get the log (the error's text may hold line breaks)
 _LOG_ERROR = re.compile(rb"(?:Create log request error|Request log error): .*", re.DOTALL)
 _SHOWN_FILES = 3  # a source names this many dump files, then counts the rest
@@ -131,7 +133,9 @@ def convert(files: dict[str, bytes], refused: dict[str, str], bundle_folders: fr
         out.skipped[f"*/{kind}.json"] = f"{LAYOUT}'s {_NOT_USED[kind]} ({_counted(names)}): not read by llmdiag"
     for rel, data in added.items():
         if rel in out.files:
-            out.skipped[f"{rel} (added)"] = f"{rel}: made from {LAYOUT}'s files already; the file added beside it was not read"
+            out.skipped[f"{rel} (added)"] = (
+                f"{rel}: made from {LAYOUT}'s files already; the file added beside it was not read"
+            )
         else:
             out.files[rel] = data
     return out
@@ -169,7 +173,9 @@ def _merge(parts: list[tuple[str, bytes]], list_kind: str) -> tuple[bytes, str |
         cut = recover_truncated_list(text)
         if cut is not None:
             items += _items(cut.text, list_kind)
-            problems.append(f"{rel} truncated after {cut.items} complete item{'' if cut.items == 1 else 's'} (those were used)")
+            problems.append(
+                f"{rel} truncated after {cut.items} complete item{'' if cut.items == 1 else 's'} (those were used)"
+            )
         else:
             problems.append(f"{rel}: {why} (its items were not used)")
     merged = {"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items}
@@ -202,12 +208,18 @@ def _split_logs(namespace: str, pod: str, rel: str, data: bytes, out: Converted)
         pos = end + len(end_line) if end >= 0 else len(data)
         target = f"k8s/logs/{namespace}.{pod}.{container}.log"
         if _LOG_ERROR.fullmatch(body):
-            out.skipped[target] = f"{target}: {LAYOUT} has no log of container {container}: {' '.join(body.decode('utf-8', errors='replace').split())}"
+            out.skipped[target] = (
+                f"{target}: {LAYOUT} has no log of container {container}: {' '.join(body.decode('utf-8', errors='replace').split())}"
+            )
             continue
         out.files[target] = body
-        out.derived[target] = Derived((rel,), None if end >= 0 else f"{rel} ends inside this log (no END line): the dump was cut off")
+        out.derived[target] = Derived(
+            (rel,), None if end >= 0 else f"{rel} ends inside this log (no END line): the dump was cut off"
+        )
     if not found:
         if data.strip():
-            out.refused[rel] = f"no '==== START logs for container ... of pod {namespace}/{pod} ====' line: not a log file of {LAYOUT}"
+            out.refused[rel] = (
+                f"no '==== START logs for container ... of pod {namespace}/{pod} ====' line: not a log file of {LAYOUT}"
+            )
         else:
             out.skipped[rel] = f"{rel}: empty"

@@ -44,7 +44,7 @@ class BundleLimits:
     files: int = 20_000
 
     @classmethod
-    def from_settings(cls, settings: dict) -> "BundleLimits":
+    def from_settings(cls, settings: dict) -> BundleLimits:
         return cls(
             file_bytes=_positive(settings, "bundle_max_file_bytes", cls.file_bytes),
             total_bytes=_positive(settings, "bundle_max_total_bytes", cls.total_bytes),
@@ -74,7 +74,7 @@ class Bundle:
     # ------------------------------------------------------------------ reading
 
     @classmethod
-    def open(cls, path: str | os.PathLike, limits: BundleLimits | None = None) -> "Bundle":
+    def open(cls, path: str | os.PathLike, limits: BundleLimits | None = None) -> Bundle:
         p = Path(path)
         limits = limits or BundleLimits()
         if not p.exists():
@@ -183,7 +183,10 @@ class _Reader:
     def room(self, rel: str, size: int) -> bool:
         """Whether a file of `size` bytes may be read; False (and a source line) when it is too large."""
         if size > self.limits.file_bytes:
-            self.refuse(rel, f"{size:,} bytes, over the limit of {self.limits.file_bytes:,} for one file (setting bundle_max_file_bytes): not read")
+            self.refuse(
+                rel,
+                f"{size:,} bytes, over the limit of {self.limits.file_bytes:,} for one file (setting bundle_max_file_bytes): not read",
+            )
             self.spend(rel, size)
             return False
         self.spend(rel, size)
@@ -200,7 +203,7 @@ class _Reader:
     def refuse(self, rel: str, why: str) -> None:
         self.refused[rel] = why
 
-    def bundle(self, origin: str) -> "Bundle":
+    def bundle(self, origin: str) -> Bundle:
         root = _common_root([*self.files, *(n for n in self.refused if _member_path(n) == n)])
         refused = _strip(self.refused, root)
         if self.stopped is not None:
@@ -220,7 +223,9 @@ def _read_dir(root: Path, reader: _Reader) -> None:
 def _walk(folder: Path, prefix: str, reader: _Reader) -> None:
     try:
         # a folder of a million entries is listed no further than the limit needs
-        entries = sorted(itertools.islice(os.scandir(folder), reader.limits.files - reader.seen + 1), key=lambda e: e.name)
+        entries = sorted(
+            itertools.islice(os.scandir(folder), reader.limits.files - reader.seen + 1), key=lambda e: e.name
+        )
     except OSError as e:
         reader.refuse(prefix.rstrip("/") or ".", f"folder not readable ({e.strerror})")
         return
@@ -253,7 +258,10 @@ def _read_file(path: Path, rel: str, reader: _Reader) -> None:
             if len(data) > info.st_size:
                 data += f.read(reader.limits.file_bytes + 1 - len(data))
             if len(data) > reader.limits.file_bytes:  # grew while read
-                reader.refuse(rel, f"over the limit of {reader.limits.file_bytes:,} bytes for one file (setting bundle_max_file_bytes): not read")
+                reader.refuse(
+                    rel,
+                    f"over the limit of {reader.limits.file_bytes:,} bytes for one file (setting bundle_max_file_bytes): not read",
+                )
             else:
                 reader.files[rel] = data
 
@@ -293,8 +301,10 @@ def _decompressed(raw: io.BufferedReader, path: Path) -> io.IOBase:
         return lzma.LZMAFile(raw)
     for magic, name in _UNREAD_COMPRESSIONS.items():
         if head.startswith(magic):
-            raise BundleError(f"{path}: a {name}-compressed archive, which llmdiag does not read; "
-                              "decompress it (or pack it again with `tar czf`) and give the .tar")
+            raise BundleError(
+                f"{path}: a {name}-compressed archive, which llmdiag does not read; "
+                "decompress it (or pack it again with `tar czf`) and give the .tar"
+            )
     return raw
 
 

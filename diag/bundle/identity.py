@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 from diag.snapshot.model import Container, Pod
 
-
 # vllm/<server>.<kind>: <server> is the pod ref (or a URL's host:port for a server outside Kubernetes)
 VLLM_FILE = re.compile(
     r"^vllm/(?P<server>.+?)\.(?P<kind>metrics(?:\.(?P<n>\d+))?\.txt|models\.json|health\.txt|cmdline\.txt)$"

@@ -13,22 +13,33 @@ from collections.abc import Callable
 from pathlib import PurePosixPath
 
 from diag.bundle.files import Bundle
-from diag.core.errors import ParseError, unexpected
 from diag.bundle.identity import GPU_FILE_SUFFIXES, VLLM_FILE, Ambiguous, PodNames
+from diag.bundle.prometheus_queries import RENAMED_PAIRS
+from diag.core.errors import ParseError, unexpected
+from diag.core.stopwatch import Stopwatch, file_kind
+from diag.parsers import (
+    engine_args,
+    k8s,
+    logs,
+    nvidia_smi,
+    nvml,
+    prom_text,
+    prometheus_api,
+    ray_state,
+    ray_status,
+    vllm,
+    vllm_metrics,
+)
+from diag.parsers.json_fields import load_json
+from diag.parsers.signals import LogSignals, builtin_signals
 from diag.snapshot.model import (
     GPU,
     PromResult,
     Scrape,
-    SourceStatus,
     Snapshot,
+    SourceStatus,
     VllmServer,
 )
-from diag.parsers import engine_args, k8s, logs, nvidia_smi, nvml, prom_text, prometheus_api
-from diag.parsers import ray_state, ray_status, vllm, vllm_metrics
-from diag.parsers.json_fields import load_json
-from diag.bundle.prometheus_queries import RENAMED_PAIRS
-from diag.parsers.signals import LogSignals, builtin_signals
-from diag.core.stopwatch import Stopwatch, file_kind
 
 # The sources every analysis looks for; absent ones are reported "missing".
 EXPECTED_SOURCES = (
@@ -116,7 +127,11 @@ class _Loader:
         self.run(rel, lambda: use(complete))
         if self.snap.sources[rel].status == "ok":
             lines = complete.count("\n")
-            self.failed(rel, f"cut off mid-line (degraded: its {lines} complete line{' was' if lines == 1 else 's were'} read)", lines)
+            self.failed(
+                rel,
+                f"cut off mid-line (degraded: its {lines} complete line{' was' if lines == 1 else 's were'} read)",
+                lines,
+            )
 
     def k8s_list(self, rel: str, text: str, use: Callable[[str], object]) -> None:
         """A `kubectl get -o json` list; one cut off part-way still gives its complete items, and the
@@ -134,7 +149,11 @@ class _Loader:
             return
         self.run(rel, lambda: use(cut.text))
         if self.snap.sources[rel].status == "ok":
-            self.failed(rel, f"truncated after {cut.items} complete item{'' if cut.items == 1 else 's'} (those were used)", cut.items)
+            self.failed(
+                rel,
+                f"truncated after {cut.items} complete item{'' if cut.items == 1 else 's'} (those were used)",
+                cut.items,
+            )
 
     # ------------------------------------------------------------------ per folder
 
@@ -246,7 +265,11 @@ class _Loader:
         for name, files in self.scrapes.items():
             stamps = times.get(name) if isinstance(times.get(name), list) else []
             for i, n in enumerate(sorted(files)):
-                taken_at = stamps[i] if i < len(stamps) and isinstance(stamps[i], (int, float)) and not isinstance(stamps[i], bool) else None
+                taken_at = (
+                    stamps[i]
+                    if i < len(stamps) and isinstance(stamps[i], (int, float)) and not isinstance(stamps[i], bool)
+                    else None
+                )
                 self.run(files[n], lambda: self._read_scrape(self.servers[name], files[n], taken_at))
         self.snap.vllm_servers.extend(self.servers.values())
 
@@ -315,7 +338,11 @@ class _Loader:
             if text and not text.endswith("\n"):
                 # cut off mid-line: its failure lines still count, but it cannot stand for the whole log
                 complete = text[: text.rfind("\n") + 1]
-                self.failed(rel, f"cut off mid-line (its {complete.count(chr(10))} complete lines were read)", complete.count("\n"))
+                self.failed(
+                    rel,
+                    f"cut off mid-line (its {complete.count(chr(10))} complete lines were read)",
+                    complete.count("\n"),
+                )
             elif previous:
                 found.previous_logs = text
             else:

@@ -46,11 +46,25 @@ RANGE_QUERIES: tuple[RangeQuery, ...] = (
     RangeQuery("vllm_gpu_cache_usage_perc", "vllm:gpu_cache_usage_perc{selector}", "vllm"),
     RangeQuery("vllm_num_requests_waiting", "vllm:num_requests_waiting{selector}", "vllm", "sum"),
     RangeQuery("vllm_num_requests_running", "vllm:num_requests_running{selector}", "vllm", "sum"),
-    RangeQuery("vllm_preemptions_rate_5m", f"rate(vllm:num_preemptions_total{{selector}}[{RATE_WINDOW}])", "vllm", "sum"),
-    RangeQuery("vllm_prompt_tokens_rate_5m", f"rate(vllm:prompt_tokens_total{{selector}}[{RATE_WINDOW}])", "vllm", "sum"),
-    RangeQuery("vllm_generation_tokens_rate_5m", f"rate(vllm:generation_tokens_total{{selector}}[{RATE_WINDOW}])", "vllm", "sum"),
-    RangeQuery("vllm_request_success_rate_5m", f"rate(vllm:request_success_total{{selector}}[{RATE_WINDOW}])", "vllm", "sum",
-               by="finished_reason"),  # fmt: skip
+    RangeQuery(
+        "vllm_preemptions_rate_5m", f"rate(vllm:num_preemptions_total{{selector}}[{RATE_WINDOW}])", "vllm", "sum"
+    ),
+    RangeQuery(
+        "vllm_prompt_tokens_rate_5m", f"rate(vllm:prompt_tokens_total{{selector}}[{RATE_WINDOW}])", "vllm", "sum"
+    ),
+    RangeQuery(
+        "vllm_generation_tokens_rate_5m",
+        f"rate(vllm:generation_tokens_total{{selector}}[{RATE_WINDOW}])",
+        "vllm",
+        "sum",
+    ),
+    RangeQuery(
+        "vllm_request_success_rate_5m",
+        f"rate(vllm:request_success_total{{selector}}[{RATE_WINDOW}])",
+        "vllm",
+        "sum",
+        by="finished_reason",
+    ),  # fmt: skip
     RangeQuery("vllm_ttft_mean_5m", _histogram_mean("vllm:time_to_first_token_seconds"), "vllm"),
     RangeQuery("vllm_queue_time_mean_5m", _histogram_mean("vllm:request_queue_time_seconds"), "vllm"),
     RangeQuery("vllm_itl_mean_5m", _histogram_mean("vllm:inter_token_latency_seconds"), "vllm"),
@@ -64,7 +78,9 @@ RANGE_QUERIES: tuple[RangeQuery, ...] = (
     RangeQuery("dcgm_row_remap_failure", "DCGM_FI_DEV_ROW_REMAP_FAILURE{selector}", "gpu"),
     RangeQuery("dcgm_uncorrectable_remapped_rows", "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS{selector}", "gpu"),
     RangeQuery("dcgm_power_violation_rate_5m", f"rate(DCGM_FI_DEV_POWER_VIOLATION{{selector}}[{RATE_WINDOW}])", "gpu"),
-    RangeQuery("dcgm_thermal_violation_rate_5m", f"rate(DCGM_FI_DEV_THERMAL_VIOLATION{{selector}}[{RATE_WINDOW}])", "gpu"),
+    RangeQuery(
+        "dcgm_thermal_violation_rate_5m", f"rate(DCGM_FI_DEV_THERMAL_VIOLATION{{selector}}[{RATE_WINDOW}])", "gpu"
+    ),
 )
 
 BY_STEM: dict[str, RangeQuery] = {q.stem: q for q in RANGE_QUERIES}

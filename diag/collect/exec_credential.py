@@ -74,7 +74,10 @@ class BoundedExecProvider(_base()):  # type: ignore[misc]
                            if e.get("name") == "client.authentication.k8s.io/exec"), None)  # fmt: skip
             if config is not None:
                 spec["cluster"]["config"] = config
-        env = dict(self.env, KUBERNETES_EXEC_INFO=json.dumps({"apiVersion": self.api_version, "kind": "ExecCredential", "spec": spec}))
+        env = dict(
+            self.env,
+            KUBERNETES_EXEC_INFO=json.dumps({"apiVersion": self.api_version, "kind": "ExecCredential", "spec": spec}),
+        )
         what = f"the kubeconfig's exec credential plugin ({name})"
         try:
             process = subprocess.Popen(
@@ -88,7 +91,9 @@ class BoundedExecProvider(_base()):  # type: ignore[misc]
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)  # the plugin and whatever it started
             process.communicate()
-            raise _Failed(f"{what} gave no credential within {_timeout_s:g}s (the run's time for it): stopped") from None
+            raise _Failed(
+                f"{what} gave no credential within {_timeout_s:g}s (the run's time for it): stopped"
+            ) from None
         if process.returncode != 0:
             said = " ".join(stderr.split())
             said = said if len(said) <= _SHOWN else said[:_SHOWN] + "..."

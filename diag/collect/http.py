@@ -12,8 +12,8 @@ asked again while the timeout allows.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from diag.collect.bounds import DEFAULT_MAX_ANSWER_BYTES, AnswerTooLarge, AnswerTooSlow, read_capped, with_retries
 
@@ -44,7 +44,9 @@ class Unreachable(Exception):
 
 
 def direct_get(
-    base_url: str, headers: Mapping[str, str] | None = None, ca_file: str | None = None,
+    base_url: str,
+    headers: Mapping[str, str] | None = None,
+    ca_file: str | None = None,
     max_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
 ) -> HttpGet:
     """GET <base_url><path> with plain requests (a server outside Kubernetes, or port-forwarded);
@@ -59,9 +61,7 @@ def direct_get(
         remaining = max(0.001, deadline - time.monotonic())
         try:
             with requests.get(base + path, timeout=remaining, stream=True, **options) as response:
-                body = read_capped(
-                    lambda n: response.raw.read(n, decode_content=True), max_bytes, started, deadline
-                )
+                body = read_capped(lambda n: response.raw.read(n, decode_content=True), max_bytes, started, deadline)
                 return response.status_code, body, response.headers.get("Retry-After")
         except requests.Timeout as e:
             raise Unreachable(TIMEOUT, time.monotonic() - started) from e
@@ -87,16 +87,18 @@ def direct_get(
     return get
 
 
-def pod_proxy_get(kube: "KubeAccess", namespace: str, pod: str, port: int | str) -> HttpGet:
+def pod_proxy_get(kube: KubeAccess, namespace: str, pod: str, port: int | str) -> HttpGet:
     """GET through the API server's pod proxy."""
     return _proxied(lambda path, timeout: kube.proxy_answer("pods", namespace, pod, port, path, timeout))
 
 
 def service_proxy_get(
-    kube: "KubeAccess", namespace: str, service: str, port: int | str, headers: Mapping[str, str] | None = None
+    kube: KubeAccess, namespace: str, service: str, port: int | str, headers: Mapping[str, str] | None = None
 ) -> HttpGet:
     """GET through the API server's service proxy (port: number or port name)."""
-    return _proxied(lambda path, timeout: kube.proxy_answer("services", namespace, service, port, path, timeout, headers))
+    return _proxied(
+        lambda path, timeout: kube.proxy_answer("services", namespace, service, port, path, timeout, headers)
+    )
 
 
 def _proxied(call: Callable[[str, float], tuple[int, bytes, str | None]]) -> HttpGet:

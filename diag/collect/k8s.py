@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, TypeVar
 
 from diag.collect.base import Sink, SourceResult, Target
 from diag.core.errors import ParseError
-from diag.snapshot.model import Container, Pod
 from diag.parsers.k8s import RAY_CLUSTER_LABEL, RAY_NODE_TYPE_LABEL, parse_pods_document
 from diag.parsers.quantity import gpu_count, mig_total
+from diag.snapshot.model import Container, Pod
 
 if TYPE_CHECKING:
     from diag.collect.kube import KubeAccess
@@ -76,7 +76,9 @@ class VllmPod:
 # ----------------------------------------------------------------------------- phase 1: objects
 
 
-def collect_objects(kube: KubeAccess, target: Target, sink: Sink, on_pods: Callable[[list[Pod]], None]) -> list[SourceResult]:
+def collect_objects(
+    kube: KubeAccess, target: Target, sink: Sink, on_pods: Callable[[list[Pod]], None]
+) -> list[SourceResult]:
     """Write k8s/*.json for the target; return how each file fared. `on_pods` gets the pods read
     (parsed) as soon as they are, before the events are listed; the other lists are written while
     the events are listed, events.json after them."""
@@ -113,7 +115,9 @@ def collect_objects(kube: KubeAccess, target: Target, sink: Sink, on_pods: Calla
     else:
         results.extend(events)
     for kind, answer in lists.items():
-        results.append(SourceResult(f"k8s/{kind}.json", "ok", _list_detail(answer, scope_note if kind == "pods" else "")))
+        results.append(
+            SourceResult(f"k8s/{kind}.json", "ok", _list_detail(answer, scope_note if kind == "pods" else ""))
+        )
     return results
 
 
@@ -128,7 +132,11 @@ def target_namespace(kube: KubeAccess, target: Target) -> str | None:
 
 
 def _list(
-    kube: KubeAccess, kind: str, namespace: str | None, label_selector: str | None = None, field_selector: str | None = None
+    kube: KubeAccess,
+    kind: str,
+    namespace: str | None,
+    label_selector: str | None = None,
+    field_selector: str | None = None,
 ) -> dict | SourceResult:
     from diag.collect.kube import KubeError
 
@@ -174,7 +182,9 @@ def _parsed_pods(pods_list: dict | None, results: list[SourceResult]) -> list[Po
     try:
         return parse_pods_document(pods_list)
     except ParseError as e:
-        results.append(SourceResult("k8s/pods.json", "failed", f"read but not understood, so no logs, vLLM or exec: {e}"))
+        results.append(
+            SourceResult("k8s/pods.json", "failed", f"read but not understood, so no logs, vLLM or exec: {e}")
+        )
         return []
 
 
@@ -196,7 +206,9 @@ def _events(kube: KubeAccess, scope: Scope, pods: list[Pod], lists: dict[str, di
             return [SourceResult("k8s/events.json", "failed", f"events of the nodes: {node_events.detail}")]
         seen = {(e.get("metadata") or {}).get("uid") for e in items}
         items += [
-            e for e in node_events["items"] if _involved(e)[2] in nodes and (e.get("metadata") or {}).get("uid") not in seen
+            e
+            for e in node_events["items"]
+            if _involved(e)[2] in nodes and (e.get("metadata") or {}).get("uid") not in seen
         ]
     return {**outcome, "items": items}
 
@@ -347,15 +359,23 @@ def _log_requests(pods: list[Pod]) -> tuple[list[_LogRequest], list[SourceResult
             if ran:
                 requests.append(_LogRequest(pod, container.name, False, f"{base}.log"))
             else:
-                why = container.state_reason or container.state or ("not scheduled" if pod.node_name is None else "not started")
-                skipped.append(SourceResult(f"{base}.log", "skipped", f"container {container.name} has not run ({why})"))
+                why = (
+                    container.state_reason
+                    or container.state
+                    or ("not scheduled" if pod.node_name is None else "not started")
+                )
+                skipped.append(
+                    SourceResult(f"{base}.log", "skipped", f"container {container.name} has not run ({why})")
+                )
             if container.restart_count > 0 or container.last_exit_code is not None:
                 requests.append(_LogRequest(pod, container.name, True, f"{base}.previous.log"))
     return requests, skipped
 
 
 def _init_failed(container: Container) -> bool:
-    return container.restart_count > 0 or (container.state == "terminated" and container.last_exit_code not in (None, 0))
+    return container.restart_count > 0 or (
+        container.state == "terminated" and container.last_exit_code not in (None, 0)
+    )
 
 
 def collect_logs(kube: KubeAccess, pods: list[Pod], sink: Sink, tail_lines: int) -> list[SourceResult]:
@@ -384,7 +404,11 @@ def collect_gpu_exec(kube: KubeAccess, pods: list[Pod], sink: Sink, timeout_s: f
     targets = gpu_exec_pods(pods)
     if not targets:
         return [SourceResult("gpu", "skipped", "no running pod with a GPU to run nvidia-smi in")]
-    jobs = [(t, argv, f"gpu/{t.file_stem}.{ext}") for t in targets for argv, ext in ((NVIDIA_SMI_XML, "xml"), (NVIDIA_SMI_CSV, "csv"))]
+    jobs = [
+        (t, argv, f"gpu/{t.file_stem}.{ext}")
+        for t in targets
+        for argv, ext in ((NVIDIA_SMI_XML, "xml"), (NVIDIA_SMI_CSV, "csv"))
+    ]
 
     def run(job: tuple[ExecTarget, list[str], str]) -> SourceResult:
         target, argv, rel = job

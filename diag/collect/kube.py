@@ -26,7 +26,13 @@ from urllib.parse import parse_qsl, quote, urlsplit
 
 from diag.collect import exec_credential
 from diag.collect.bounds import (
-    DEFAULT_MAX_ANSWER_BYTES, MAX_ATTEMPTS, RETRY_STATUSES, AnswerTooLarge, AnswerTooSlow, read_capped, retry_after_s,
+    DEFAULT_MAX_ANSWER_BYTES,
+    MAX_ATTEMPTS,
+    RETRY_STATUSES,
+    AnswerTooLarge,
+    AnswerTooSlow,
+    read_capped,
+    retry_after_s,
 )
 
 PAGE_SIZE = 500  # items per list request (limit/continue)
@@ -152,8 +158,12 @@ class KubeAccess:
         started = time.monotonic()
         try:
             answer = self._client.rest_client.pool_manager.request(
-                "GET", f"{self.server.rstrip('/')}/version", headers=headers,
-                timeout=urllib3.Timeout(total=timeout_s), retries=False, preload_content=False,
+                "GET",
+                f"{self.server.rstrip('/')}/version",
+                headers=headers,
+                timeout=urllib3.Timeout(total=timeout_s),
+                retries=False,
+                preload_content=False,
             )
             # The connection must not go back to the pool with the answer's body unread: the next
             # request on it would read that body as its own status line.
@@ -210,9 +220,19 @@ class KubeAccess:
         return {"apiVersion": "v1", "items": items[:max_items], "kind": "List", "metadata": metadata}
 
     def _list_page(
-        self, spec: _Kind, namespace: str | None, label_selector: str | None, field_selector: str | None, cont: str | None
+        self,
+        spec: _Kind,
+        namespace: str | None,
+        label_selector: str | None,
+        field_selector: str | None,
+        cont: str | None,
     ) -> dict:
-        query = {"limit": str(PAGE_SIZE), "labelSelector": label_selector, "fieldSelector": field_selector, "continue": cont}
+        query = {
+            "limit": str(PAGE_SIZE),
+            "labelSelector": label_selector,
+            "fieldSelector": field_selector,
+            "continue": cont,
+        }
         what = f"list {spec.kind}" + (f" in {namespace}" if namespace and spec.namespaced else "")
         raw = self._call(what, lambda: self._get(what, spec.path(namespace), query), retry_within=self._timeout)
         return _json_object(raw, what)
@@ -222,7 +242,9 @@ class KubeAccess:
     def pod_log(self, namespace: str, pod: str, container: str | None, tail_lines: int, previous: bool = False) -> str:
         """`kubectl logs <pod> -c <container> --tail=N [--previous]`, at most MAX_LOG_BYTES."""
         query = {
-            "container": container, "tailLines": str(tail_lines), "limitBytes": str(MAX_LOG_BYTES),
+            "container": container,
+            "tailLines": str(tail_lines),
+            "limitBytes": str(MAX_LOG_BYTES),
             "previous": "true" if previous else None,
         }
         what = f"logs of {namespace}/{pod}" + (f" container {container}" if container else "")
@@ -244,7 +266,9 @@ class KubeAccess:
             raise ApiException.from_response(http_resp=response, body=None, data=None)
         return self._body(what, response.response, self._timeout)
 
-    def _send(self, resource_path: str, query: list[tuple[str, str]], headers: Mapping[str, str], timeout: float) -> Any:
+    def _send(
+        self, resource_path: str, query: list[tuple[str, str]], headers: Mapping[str, str], timeout: float
+    ) -> Any:
         """One GET through the client's ApiClient (its authentication, TLS and pool); the answer unread."""
         request = self._client.param_serialize(
             "GET", resource_path, query_params=query or None, header_params=dict(headers), auth_settings=["BearerToken"]
@@ -276,7 +300,13 @@ class KubeAccess:
         return self.proxy_answer("services", namespace, service, port, path, timeout, headers)[:2]
 
     def proxy_answer(
-        self, kind: str, namespace: str, name: str, port: int | str, path: str, timeout: float,
+        self,
+        kind: str,
+        namespace: str,
+        name: str,
+        port: int | str,
+        path: str,
+        timeout: float,
         headers: Mapping[str, str] | None = None,
     ) -> tuple[int, bytes, str | None]:
         """GET through the pod ("pods") or service ("services") proxy: (status, body, Retry-After)."""
@@ -288,7 +318,9 @@ class KubeAccess:
         query = parse_qsl(parts.query, keep_blank_values=True)
         what = f"GET {resource_path}"
         started = time.monotonic()
-        response = self._call(what, lambda: self._send(resource_path, query, {**(headers or {}), "Accept": "*/*"}, timeout))
+        response = self._call(
+            what, lambda: self._send(resource_path, query, {**(headers or {}), "Accept": "*/*"}, timeout)
+        )
         body = self._call(what, lambda: self._body(what, response.response, timeout - (time.monotonic() - started)))
         failure = _api_status_failure(body)
         if failure is not None:

@@ -41,7 +41,9 @@ def check_output_path(out: str | os.PathLike, force: bool = False) -> Path:
                 f"refusing to write the bundle to {out}: the folder is not empty (choose a new name, or --force to replace an earlier bundle)"
             )
         if not _is_bundle(dest):
-            raise UserError(f"refusing to write the bundle to {out}: the folder holds files but no earlier bundle (no {MANIFEST}); --force replaces only a bundle")
+            raise UserError(
+                f"refusing to write the bundle to {out}: the folder holds files but no earlier bundle (no {MANIFEST}); --force replaces only a bundle"
+            )
     return dest
 
 

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
-from diag.collect.base import SourceResult, Sink
-from diag.collect.http import REFUSED, TIMEOUT, HttpGet, Unreachable, body_excerpt
 from diag.bundle.prometheus_queries import RANGE_QUERIES, RENAMED_PAIRS, RangeQuery
+from diag.collect.base import Sink, SourceResult
+from diag.collect.http import REFUSED, TIMEOUT, HttpGet, Unreachable, body_excerpt
 
 if TYPE_CHECKING:
     from diag.collect.base import Target
@@ -163,7 +163,9 @@ def _query_range(
     if status in (401, 403):
         return query.stem, SourceResult(source, "failed", gave_up.because(_refused(access, status, body))), None
     if not isinstance(answer, dict):
-        detail = f"Prometheus at {access.where} answered HTTP {status}, not a Prometheus API answer: {body_excerpt(body)}"
+        detail = (
+            f"Prometheus at {access.where} answered HTTP {status}, not a Prometheus API answer: {body_excerpt(body)}"
+        )
         return query.stem, SourceResult(source, "failed", detail), None
     if status != 200 or answer.get("status") != "success":
         return query.stem, SourceResult(source, "failed", _error(access, status, answer, sent)), None

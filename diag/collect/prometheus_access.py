@@ -73,7 +73,9 @@ class PromAccess:
             return direct_get(self.url or "", headers=self.headers, ca_file=self.ca_file, max_bytes=max_bytes)
         if kube is None:
             raise UserError(f"--prometheus-service {self.service}: no Kubernetes configuration to reach it through")
-        return service_proxy_get(kube, self.service.namespace, self.service.name, self.service.port, headers=self.headers)
+        return service_proxy_get(
+            kube, self.service.namespace, self.service.name, self.service.port, headers=self.headers
+        )
 
     def describe(self) -> dict[str, object]:
         """What the manifest records: where, and which kinds of credentials, never their values."""
@@ -138,7 +140,9 @@ def prometheus_access(target: Target) -> PromAccess | None:
     user = target.prometheus_user
     if url_user is not None:
         if user or target.prometheus_password:
-            raise UserError("--prometheus-url carries a user:password, so give neither --prometheus-user nor --prometheus-password")
+            raise UserError(
+                "--prometheus-url carries a user:password, so give neither --prometheus-user nor --prometheus-password"
+            )
         user, password = url_user, url_password or ""  # http://token@host: the token as the user, as curl sends it
     login = None
     if token and user:
@@ -147,7 +151,9 @@ def prometheus_access(target: Target) -> PromAccess | None:
         raise UserError("a password needs a user (--prometheus-user) to go with it")
     if user is not None:
         if password is None:
-            raise UserError(f"--prometheus-user needs a password (--prometheus-password, or the variable {PASSWORD_ENV})")
+            raise UserError(
+                f"--prometheus-user needs a password (--prometheus-password, or the variable {PASSWORD_ENV})"
+            )
         headers = _with_authorization(headers, "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode())
         login = "basic"
     elif token:
@@ -171,14 +177,14 @@ def parse_matchers(text: str) -> tuple[str, ...]:
         if m is None or (m["end"] == "," and m.end() == len(body)):
             raise UserError(
                 f"--prometheus-selector: {text!r} is not a comma-separated list of label matchers "
-                "(name=\"value\", name!=\"value\", name=~\"regex\", name!~\"regex\")"
+                '(name="value", name!="value", name=~"regex", name!~"regex")'
             )
         if m["name"] == "__name__":
             raise UserError("--prometheus-selector: __name__ cannot be matched; the queries name their metrics")
         matchers.append(f"{m['name']}{m['op']}{m['value']}")
         position = m.end()
     if not matchers:
-        raise UserError("--prometheus-selector: empty; give label matchers such as job=\"vllm\"")
+        raise UserError('--prometheus-selector: empty; give label matchers such as job="vllm"')
     return tuple(matchers)
 
 
@@ -188,7 +194,9 @@ def parse_service(text: str) -> ServiceRef:
     name, colon, port = rest.partition(":")
     port = port if colon else DEFAULT_SERVICE_PORT
     if not slash or not _DNS_LABEL.match(namespace) or not _DNS_LABEL.match(name) or not _PORT.match(port):
-        raise UserError(f"--prometheus-service: {text!r} is not NAMESPACE/NAME[:PORT] (e.g. monitoring/prometheus-operated:9090)")
+        raise UserError(
+            f"--prometheus-service: {text!r} is not NAMESPACE/NAME[:PORT] (e.g. monitoring/prometheus-operated:9090)"
+        )
     return ServiceRef(namespace, name, port)
 
 
@@ -209,7 +217,9 @@ def _split_url(url: str) -> tuple[str, str | None, str | None]:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UserError(f"--prometheus-url: {public_url_hint(text)!r} is not an http(s) URL")
     if parts.query or parts.fragment:
-        raise UserError("--prometheus-url: a query string or fragment is not supported (credentials go in --prometheus-header, or --prometheus-token)")
+        raise UserError(
+            "--prometheus-url: a query string or fragment is not supported (credentials go in --prometheus-header, or --prometheus-token)"
+        )
     try:
         port = parts.port
     except ValueError:
@@ -231,14 +241,18 @@ def _headers(given: list[str] | None) -> dict[str, str]:
         name, value = name.strip(), value.strip()
         if not colon or not _HEADER_NAME.match(name) or not value or "\n" in value or "\r" in value:
             missing = "a header name and a value" if colon else "a colon"
-            raise UserError(f"--prometheus-header: expected 'Name: value' (e.g. 'X-Scope-OrgID: team-a'), got one without {missing}")
+            raise UserError(
+                f"--prometheus-header: expected 'Name: value' (e.g. 'X-Scope-OrgID: team-a'), got one without {missing}"
+            )
         headers[name] = value
     return headers
 
 
 def _with_authorization(headers: dict[str, str], value: str) -> dict[str, str]:
     if "authorization" in {h.lower() for h in headers}:
-        raise UserError("an Authorization header (--prometheus-header) cannot go with --prometheus-user, or --prometheus-token")
+        raise UserError(
+            "an Authorization header (--prometheus-header) cannot go with --prometheus-user, or --prometheus-token"
+        )
     return {**headers, "Authorization": value}
 
 

@@ -12,8 +12,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from diag.collect.base import SourceResult, Sink
-from diag.collect.http import DEFAULT_MAX_ANSWER_BYTES, HttpGet, Unreachable, body_excerpt, direct_get, service_proxy_get
+from diag.collect.base import Sink, SourceResult
+from diag.collect.http import (
+    DEFAULT_MAX_ANSWER_BYTES,
+    HttpGet,
+    Unreachable,
+    body_excerpt,
+    direct_get,
+    service_proxy_get,
+)
 
 if TYPE_CHECKING:
     from diag.collect.kube import KubeAccess
@@ -63,7 +70,7 @@ def collect_ray_address(
     return _read_dashboard(direct_get(address, max_bytes=max_bytes), address, sink, timeout_s)
 
 
-def collect_ray_head(kube: "KubeAccess", head: RayHead, sink: Sink, timeout_s: float) -> list[SourceResult]:
+def collect_ray_head(kube: KubeAccess, head: RayHead, sink: Sink, timeout_s: float) -> list[SourceResult]:
     """Read the dashboard through the service proxy; fall back to the `ray` CLI in the head pod."""
     where = f"service {head.namespace}/{head.service}:{DASHBOARD_PORT}"
     get = service_proxy_get(kube, head.namespace, head.service, DASHBOARD_PORT)
@@ -92,7 +99,7 @@ def _read_dashboard(get: HttpGet, where: str, sink: Sink, timeout_s: float) -> l
         return list(pool.map(lambda item: fetch(*item), DASHBOARD_FILES))
 
 
-def _run_cli(kube: "KubeAccess", head: RayHead, pod: str, sink: Sink, timeout_s: float) -> list[SourceResult]:
+def _run_cli(kube: KubeAccess, head: RayHead, pod: str, sink: Sink, timeout_s: float) -> list[SourceResult]:
     from diag.collect.kube import KubeError
 
     def run(rel: str, argv: tuple[str, ...]) -> SourceResult:

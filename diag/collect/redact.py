@@ -109,12 +109,16 @@ _UUID = re.compile(r"(?:[A-Z]{2,4}-)?[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4
 _RANDOM_LOOKING = re.compile(r"[A-Za-z0-9+=_\-]{16,}")
 # a flag starts a word: the "-Llama-3-8B-Instruct" of a model name is none, and must not take the
 # `--api-key` after it for its value
-_FLAG = re.compile(r"(?<![^\s\"'=(\[,])(?P<flag>--?[A-Za-z][A-Za-z0-9_\-]*)(?P<sep>=|[ \t]+)(?P<value>\"[^\"]*\"|'[^']*'|[^\s\"']+)")
+_FLAG = re.compile(
+    r"(?<![^\s\"'=(\[,])(?P<flag>--?[A-Za-z][A-Za-z0-9_\-]*)(?P<sep>=|[ \t]+)(?P<value>\"[^\"]*\"|'[^']*'|[^\s\"']+)"
+)
 _ASSIGNMENT = re.compile(
     r"(?P<name>\b[A-Za-z_][A-Za-z0-9_.\-]*)(?P<sep>[ \t]*[=:][ \t]*)(?P<value>\"[^\"]*\"|'[^']*'|(?!//)[^\s,;&\"'}\]]+)"
 )
 _KUBECONFIG_LINE = re.compile(
-    r"(?m)^(?P<lead>[ \t\-]*\"?(?:" + "|".join(map(re.escape, sorted(_KUBECONFIG_FIELDS))) + r")\"?[ \t]*:[ \t]*)(?P<value>\S.*)$"
+    r"(?m)^(?P<lead>[ \t\-]*\"?(?:"
+    + "|".join(map(re.escape, sorted(_KUBECONFIG_FIELDS)))
+    + r")\"?[ \t]*:[ \t]*)(?P<value>\S.*)$"
 )
 
 
@@ -204,7 +208,13 @@ def _redact_yaml(text: str, hits: Counter[str]) -> str | None:
 def redact_text(text: str, hits: Counter[str] | None = None) -> str:
     """Apply the text rules to a log, a command line, or any string."""
     counter = hits if hits is not None else Counter()
-    text = _sub(_PEM_BLOCK, text, counter, PRIVATE_KEY, lambda m: f"{m['begin']}\n{REDACTED}\n{m['end']}" if m["body"].strip() else None)
+    text = _sub(
+        _PEM_BLOCK,
+        text,
+        counter,
+        PRIVATE_KEY,
+        lambda m: f"{m['begin']}\n{REDACTED}\n{m['end']}" if m["body"].strip() else None,
+    )
     text = _sub(_YAML_BLOCK, text, counter, ASSIGNMENT, _yaml_block)
     text = _sub(_KUBECONFIG_LINE, text, counter, KUBECONFIG, lambda m: f"{m['lead']}{REDACTED}")
     text = _sub(_AUTH_HEADER, text, counter, AUTH_HEADER, _authorization)
@@ -249,10 +259,10 @@ def _clean_url(url: str, hits: Counter[str]) -> str:
         user, colon, password = userinfo["userinfo"].partition(":")
         if colon and password and password != REDACTED:
             hits[URL_PASSWORD] += 1
-            url = f"{userinfo['scheme']}{user}:{REDACTED}@{url[userinfo.end():]}"
+            url = f"{userinfo['scheme']}{user}:{REDACTED}@{url[userinfo.end() :]}"
         elif not colon and user != REDACTED and not _PLAIN_USER.fullmatch(user):
             hits[URL_PASSWORD] += 1
-            url = f"{userinfo['scheme']}{REDACTED}@{url[userinfo.end():]}"
+            url = f"{userinfo['scheme']}{REDACTED}@{url[userinfo.end() :]}"
 
     def param(m: re.Match[str]) -> str:
         value = m["value"]
@@ -283,7 +293,11 @@ def _secret_assignment(m: re.Match[str]) -> bool:
     if _BLOCK_INDICATOR.fullmatch(value):
         return False  # `password: |`: the block under it is the YAML block rule's
     # "Authorization: Bearer x" is the bearer rule's; the scheme word itself is no secret
-    return secret_name(m["name"], last_word_only=True) and value not in (REDACTED, "") and value.lower() not in ("bearer", "basic")
+    return (
+        secret_name(m["name"], last_word_only=True)
+        and value not in (REDACTED, "")
+        and value.lower() not in ("bearer", "basic")
+    )
 
 
 def _sub(
@@ -434,11 +448,15 @@ def _clean_object(obj: dict, hits: Counter[str]) -> dict:
 def _ordinary_key(name: str) -> bool:
     """A key whose string value is cleaned by the text rules alone: not managedFields, a kubeconfig
     credential or a secret's name (what _clean_object looks at first)."""
-    return name != "managedFields" and name not in _KUBECONFIG_FIELDS and (name in _NAMING_KEYS or not secret_name(name, last_word_only=True))
+    return (
+        name != "managedFields"
+        and name not in _KUBECONFIG_FIELDS
+        and (name in _NAMING_KEYS or not secret_name(name, last_word_only=True))
+    )
 
 
 def _secret_field(name: str, value: str) -> bool:
-    """"example.com/api-token": "..." (an annotation), "password": "...": a secret-named key's string."""
+    """ "example.com/api-token": "..." (an annotation), "password": "...": a secret-named key's string."""
     return value not in ("", REDACTED) and name not in _NAMING_KEYS and secret_name(name, last_word_only=True)
 
 
@@ -508,7 +526,9 @@ def _cleaned_string(text: str) -> tuple[str, tuple[tuple[str, int], ...]]:
         except ValueError:
             pass
         else:  # e.g. kubectl.kubernetes.io/last-applied-configuration: a whole manifest, env included
-            cleaned = json.dumps(_clean_json(embedded, hits), ensure_ascii=False) + ("\n" if text.endswith("\n") else "")
+            cleaned = json.dumps(_clean_json(embedded, hits), ensure_ascii=False) + (
+                "\n" if text.endswith("\n") else ""
+            )
             return cleaned, tuple(hits.items())
     if _PLAIN_WORD.fullmatch(text) and _TOKEN_FORMATS.search(text) is None and not _detector_spans(text):
         return text, _NOTHING_DETECTED

@@ -143,7 +143,9 @@ def _connect(target: Target, collectors: list[Collector]) -> tuple[KubeAccess | 
         )
         return kube, []
     except KubeError as e:
-        asked = any((target.kubeconfig, target.context, target.namespace, target.selector, target.pod, target.ray_cluster))
+        asked = any(
+            (target.kubeconfig, target.context, target.namespace, target.selector, target.pod, target.ray_cluster)
+        )
         outside = any((target.vllm_urls, target.ray_address, target.prometheus_url))
         status: SourceState = "failed" if asked or not outside else "skipped"
         return None, [SourceResult("kubernetes", status, str(e))] if collectors else []
@@ -155,7 +157,12 @@ def _preflight(kube: KubeAccess, target: Target) -> str | None:
     from diag.collect.kube import PREFLIGHT_TIMEOUT_S
 
     try:
-        limits = (PREFLIGHT_TIMEOUT_S, target.request_timeout_s or PREFLIGHT_TIMEOUT_S, target.source_timeout_s, target.total_timeout_s)
+        limits = (
+            PREFLIGHT_TIMEOUT_S,
+            target.request_timeout_s or PREFLIGHT_TIMEOUT_S,
+            target.source_timeout_s,
+            target.total_timeout_s,
+        )
         return kube.preflight(min(limits))
     except Exception:  # noqa: BLE001 - a check that broke is no reason to skip the sources it guards
         return None
@@ -252,7 +259,11 @@ def _run_all(
                 later = []
             if running or held:
                 next_limit = min((r.limit for r in running.values()), default=now + WAIT_SLICE_S)
-                waited = [*running, *([gate] if held and gate is not None else []), *([ctx.pods_known] if later else [])]
+                waited = [
+                    *running,
+                    *([gate] if held and gate is not None else []),
+                    *([ctx.pods_known] if later else []),
+                ]
                 # short waits: a Ctrl-C that lands just before the main thread blocks is seen soon
                 wait(waited, timeout=min(WAIT_SLICE_S, max(0.0, next_limit - now)), return_when=FIRST_COMPLETED)
     except KeyboardInterrupt:
@@ -266,13 +277,17 @@ def _run_all(
 
 
 def _not_started(c: Collector, target: Target) -> str:
-    return f"{c.name}: not started, the run's {target.total_timeout_s:g}s ran out while the Kubernetes objects were read"
+    return (
+        f"{c.name}: not started, the run's {target.total_timeout_s:g}s ran out while the Kubernetes objects were read"
+    )
 
 
 def _timed_out(run: _Running, now: float, deadline: float) -> SourceResult:
-    """"<name>: timed out after 12.3s (its limit)" or "(the run's --timeout)": the real time it had."""
+    """ "<name>: timed out after 12.3s (its limit)" or "(the run's --timeout)": the real time it had."""
     which = "the run's --timeout" if run.limit >= deadline else "its --source-timeout share"
-    return SourceResult(run.collector.name, "failed", f"{run.collector.name}: timed out after {now - run.started:.1f}s ({which})")
+    return SourceResult(
+        run.collector.name, "failed", f"{run.collector.name}: timed out after {now - run.started:.1f}s ({which})"
+    )
 
 
 def _guarded(collector: Collector, ctx: CollectContext) -> list[SourceResult]:
@@ -322,7 +337,9 @@ class _ProgressView:
             more = f" (+{len(failed) - 1} more)" if len(failed) > 1 else ""
             self._set(name, f"[red]✗[/] {name}: {ok} ok, {len(failed)} failed: {first}{more}")
         else:
-            self._set(name, f"[green]✓[/] {name}: {ok} ok" + (f", {len(results) - ok} skipped" if len(results) > ok else ""))
+            self._set(
+                name, f"[green]✓[/] {name}: {ok} ok" + (f", {len(results) - ok} skipped" if len(results) > ok else "")
+            )
 
     def _set(self, name: str, line: str) -> None:
         with self._lock:
@@ -349,7 +366,9 @@ def default_collectors(target: Target) -> list[Collector]:
         Collector("kubernetes logs", _kubernetes_logs, timeout_s=per_source * 2, kube_only=True),
         Collector("gpu (nvidia-smi in pods)", _gpu_exec, timeout_s=per_source * 2, kube_only=True),
         Collector("vllm", _vllm_in_pods, timeout_s=vllm_time, kube_only=True),
-        Collector("ray", _ray, timeout_s=per_source * 3, needs_pods=not target.ray_address, kube_only=not target.ray_address),
+        Collector(
+            "ray", _ray, timeout_s=per_source * 3, needs_pods=not target.ray_address, kube_only=not target.ray_address
+        ),
     ]
     if target.vllm_urls:
         collectors.append(Collector("vllm (--vllm-url)", _vllm_urls, timeout_s=vllm_time, needs_pods=False))
@@ -398,7 +417,9 @@ def _vllm_in_pods(ctx: CollectContext) -> list[SourceResult]:
     if not servers:
         if ctx.target.vllm_urls:
             return []  # the servers given by URL are read by their own collector
-        return [SourceResult("vllm", "skipped", "no vLLM server found (no pod runs vLLM's OpenAI server; no --vllm-url)")]
+        return [
+            SourceResult("vllm", "skipped", "no vLLM server found (no pod runs vLLM's OpenAI server; no --vllm-url)")
+        ]
     kube = ctx.kube
     assert kube is not None
     endpoints = [pod_endpoint(kube, p.namespace, p.pod, p.port, name=p.file_stem) for p in servers]
@@ -417,20 +438,28 @@ def _ray(ctx: CollectContext) -> list[SourceResult]:
     from diag.collect.ray import RayHead, collect_ray_address, collect_ray_head
 
     if ctx.target.ray_address:
-        return collect_ray_address(ctx.target.ray_address, ctx.sink, ctx.target.source_timeout_s, ctx.target.max_answer_bytes)
+        return collect_ray_address(
+            ctx.target.ray_address, ctx.sink, ctx.target.source_timeout_s, ctx.target.max_answer_bytes
+        )
     heads = [p for p in ray_head_pods(ctx.pods) if p.ray_cluster]
     if ctx.kube is None or not heads:
-        return [SourceResult("ray", "skipped", "no Ray head pod in scope (label ray.io/node-type=head); no --ray-address")]
+        return [
+            SourceResult("ray", "skipped", "no Ray head pod in scope (label ray.io/node-type=head); no --ray-address")
+        ]
     head = heads[0]
     results = collect_ray_head(
         ctx.kube,
-        RayHead(head.namespace, head.ray_cluster or "", head.name, head.containers[0].name if head.containers else None),
+        RayHead(
+            head.namespace, head.ray_cluster or "", head.name, head.containers[0].name if head.containers else None
+        ),
         ctx.sink,
         ctx.target.source_timeout_s,
     )
     if len(heads) > 1:
         others = ", ".join(p.key for p in heads[1:])
-        results.append(SourceResult("ray", "skipped", f"read {head.key} only; also heads {others} (choose with --ray-cluster)"))
+        results.append(
+            SourceResult("ray", "skipped", f"read {head.key} only; also heads {others} (choose with --ray-cluster)")
+        )
     return results
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from diag.collect.base import SourceResult, Sink, Target
+from diag.collect.base import Sink, SourceResult, Target
 from diag.collect.http import (
     DEFAULT_MAX_ANSWER_BYTES,
     REFUSED,
@@ -62,11 +62,13 @@ def url_endpoint(url: str, max_bytes: int = DEFAULT_MAX_ANSWER_BYTES) -> VllmEnd
     parts = urlsplit(base)
     host = parts.hostname or ""
     port = parts.port or (443 if parts.scheme == "https" else 80)
-    return VllmEndpoint(f"{host}_{port}", direct_get(base, max_bytes=max_bytes), base, port if _is_loopback(host) else None)
+    return VllmEndpoint(
+        f"{host}_{port}", direct_get(base, max_bytes=max_bytes), base, port if _is_loopback(host) else None
+    )
 
 
 def pod_endpoint(
-    kube: "KubeAccess", namespace: str, pod: str, port: int | str = DEFAULT_PORT, name: str | None = None
+    kube: KubeAccess, namespace: str, pod: str, port: int | str = DEFAULT_PORT, name: str | None = None
 ) -> VllmEndpoint:
     """A server in a pod, read through the API server's pod proxy on its vLLM port."""
     get = pod_proxy_get(kube, namespace, pod, port)
@@ -74,8 +76,11 @@ def pod_endpoint(
 
 
 def collect_vllm(
-    endpoints: list[VllmEndpoint], sink: Sink, target: Target,
-    max_at_once: int = MAX_READS_AT_ONCE, slow_s: float = SLOW_READ_S,
+    endpoints: list[VllmEndpoint],
+    sink: Sink,
+    target: Target,
+    max_at_once: int = MAX_READS_AT_ONCE,
+    slow_s: float = SLOW_READ_S,
 ) -> list[SourceResult]:
     """Read every server in parallel; `target.scrapes` reads of /metrics, `scrape_interval_s` apart."""
     if not endpoints:
@@ -239,7 +244,9 @@ def _read_models(endpoint: VllmEndpoint, sink: Sink, timeout: float) -> SourceRe
     except Unreachable as e:
         return SourceResult(name, "failed", f"{endpoint.where} GET /v1/models: {e.detail}")
     if status != 200:
-        return SourceResult(name, "failed", f"{endpoint.where} GET /v1/models: HTTP {status} {body_excerpt(body)}".rstrip())
+        return SourceResult(
+            name, "failed", f"{endpoint.where} GET /v1/models: HTTP {status} {body_excerpt(body)}".rstrip()
+        )
     sink.write(name, body)
     return SourceResult(name, "ok", f"{endpoint.where} GET /v1/models")
 

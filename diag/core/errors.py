@@ -1,6 +1,5 @@
 """Errors that carry one readable line for the user."""
 
-
 EXIT_CANNOT_ANALYZE = 3  # the exit code of a one-line error, and of an inconclusive verdict
 
 

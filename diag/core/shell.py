@@ -38,7 +38,7 @@ def escaped(text: str) -> str:
 
 
 def quote_state(text: str) -> str:
-    """"plain", "single" or "double": inside which quotes a POSIX shell is at the end of `text`."""
+    """ "plain", "single" or "double": inside which quotes a POSIX shell is at the end of `text`."""
     state, i = "plain", 0
     while i < len(text):
         c = text[i]

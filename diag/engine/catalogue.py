@@ -6,8 +6,8 @@ from pathlib import Path
 
 from rich.table import Table
 
-from diag.engine.rules import Rule, RuleError, builtin_rules_dir, load_rules
-from diag.core.rules_dir import load_settings
+from diag.core.rules_dir import builtin_rules_dir, load_settings
+from diag.engine.rules import Rule, RuleError, load_rules
 from diag.parsers.signals import load_signals
 
 
@@ -44,9 +44,16 @@ def catalogue_markdown(extra: list[Path]) -> str:
     out += ["", "## Settings", "", "| name | default | meaning |", "| --- | --- | --- |"]
     out += [f"| `{name}` | {spec.get('default')} | {spec.get('description', '')} |" for name, spec in settings.items()]
     signals = load_signals([builtin_rules_dir(), *extra])
-    out += ["", "## Log signals", "", "Lines the rules read as `log_signals.<name>`, from `rules/signals/*.yaml` (add your own in a",
-            "`signals/` folder beside rule files given with `--rules`). A crash cause is a crash loop's known failure line (K8S-213).",
-            "", "| name | layer | crash cause | what its lines say |", "| --- | --- | --- | --- |"]
+    out += [
+        "",
+        "## Log signals",
+        "",
+        "Lines the rules read as `log_signals.<name>`, from `rules/signals/*.yaml` (add your own in a",
+        "`signals/` folder beside rule files given with `--rules`). A crash cause is a crash loop's known failure line (K8S-213).",
+        "",
+        "| name | layer | crash cause | what its lines say |",
+        "| --- | --- | --- | --- |",
+    ]
     out += [
         f"| `{name}` | {signals.layers[name]} | {'yes' if name in signals.crash_causes else 'no'} | {signals.descriptions[name]} |"
         for name in sorted(signals.names())

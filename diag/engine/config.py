@@ -27,15 +27,15 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from diag.snapshot.clock import parse_duration
-from diag.engine.rules import SEVERITIES, Finding
-from diag.core.rules_dir import default_settings
 from diag.core.errors import UserError
+from diag.core.rules_dir import default_settings
+from diag.engine.rules import SEVERITIES, Finding
+from diag.snapshot.clock import parse_duration
 
 DEFAULT_CONFIG_NAME = ".llmdiag.yaml"
 HISTORY_WINDOW_SETTING = "history_window_seconds"
@@ -50,22 +50,24 @@ class ConfigError(UserError):
 class Suppression(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    rule: Optional[str] = None
-    subject: Optional[str] = None
-    namespace: Optional[str] = None
-    label: Optional[dict[str, str]] = Field(default=None, min_length=1)
-    reason: Optional[str] = None
+    rule: str | None = None
+    subject: str | None = None
+    namespace: str | None = None
+    label: dict[str, str] | None = Field(default=None, min_length=1)
+    reason: str | None = None
 
     @model_validator(mode="after")
-    def _names_a_rule_or_subject(self) -> "Suppression":
+    def _names_a_rule_or_subject(self) -> Suppression:
         if self.rule is None and self.subject is None:
             raise ValueError("a suppression needs a 'rule' or a 'subject' (namespace and label only narrow one)")
         return self
 
     def narrows(self) -> bool:
         """True when something besides the rule pattern limits what it matches."""
-        return (self.subject is not None and not _matches_all(self.subject)) or self.label is not None or (
-            self.namespace is not None and not _matches_all(self.namespace)
+        return (
+            (self.subject is not None and not _matches_all(self.subject))
+            or self.label is not None
+            or (self.namespace is not None and not _matches_all(self.namespace))
         )
 
 
@@ -97,7 +99,7 @@ class Config:
     rule_references: list[RuleReference] = field(default_factory=list)
 
     @classmethod
-    def load(cls, path: Path | None) -> "Config":
+    def load(cls, path: Path | None) -> Config:
         if path is None:
             default = Path.cwd() / DEFAULT_CONFIG_NAME
             if not default.exists():
@@ -127,7 +129,8 @@ class Config:
             if s.rule is not None
         ]
         references += [
-            RuleReference(rule, f"{path}:{_line_at(root, ('severity', rule))}: severity.{rule}") for rule in parsed.severity
+            RuleReference(rule, f"{path}:{_line_at(root, ('severity', rule))}: severity.{rule}")
+            for rule in parsed.severity
         ]
         for i, s in enumerate(parsed.suppress):
             if s.rule is None and not s.narrows():
@@ -215,7 +218,11 @@ def _same_kind(value: Any, default: Any) -> bool:
     if isinstance(default, (int, float)):
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if isinstance(default, list):
-        return isinstance(value, list) and all(_same_kind(v, default[0]) for v in value) if default else isinstance(value, list)
+        return (
+            isinstance(value, list) and all(_same_kind(v, default[0]) for v in value)
+            if default
+            else isinstance(value, list)
+        )
     return isinstance(value, type(default))
 
 
@@ -232,7 +239,11 @@ def _kind(default: Any) -> str:
 def _window_seconds(where: str, value: Any) -> float:
     """The history window as seconds: a positive number, or a duration text (30m, 2h, 1d)."""
     try:
-        seconds = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else parse_duration(str(value))
+        seconds = (
+            float(value)
+            if isinstance(value, (int, float)) and not isinstance(value, bool)
+            else parse_duration(str(value))
+        )
     except ValueError as e:
         raise ConfigError(f"{where}: {e}") from None
     if seconds <= 0:

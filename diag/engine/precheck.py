@@ -287,7 +287,6 @@ class _Constant:
         return code.constant(self.value)
 
 
-
 def _variable(name: str) -> Node:
     def write(code: _Code, names: dict[str, str]) -> str:
         return names[name] if name in names else code.variable(name)

@@ -27,20 +27,22 @@ from typing import Any
 import yaml
 
 from diag.core import shell
+from diag.core.errors import UserError, unexpected
+from diag.core.rules_dir import load_yaml
+from diag.core.stopwatch import Stopwatch
 from diag.engine import precheck
 from diag.engine.cel_evaluator import cel
-from diag.core.errors import UserError, unexpected
 from diag.facts import SCOPES, Facts
 from diag.snapshot.model import LAYERS
-from diag.core.rules_dir import builtin_rules_dir, load_yaml
-from diag.core.stopwatch import Stopwatch
 
 SEVERITIES = ("info", "warning", "critical")
 _HOLE = re.compile(r"\{\{(.+?)\}\}", re.DOTALL)
 _ID = re.compile(r"^[A-Z0-9]+-\d{3}$")
 # Calling one of CEL's own functions on null fails as "undefined function": an unknown value, not a
 # broken rule. Any other undefined name is a typo in the rule.
-_CEL_FUNCTIONS = frozenset({"size", "contains", "startsWith", "endsWith", "matches", "exists", "exists_one", "all", "map", "filter"})
+_CEL_FUNCTIONS = frozenset(
+    {"size", "contains", "startsWith", "endsWith", "matches", "exists", "exists_one", "all", "map", "filter"}
+)
 _CEL_STRING = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
 _UNDEFINED = re.compile(r"Undefined variable or function: '(?P<name>[^']+)'")
 _REQUIRED = ("id", "layer", "severity", "title", "scope", "when", "evidence", "remediation")
@@ -112,7 +114,9 @@ _loaded: dict[tuple, list[Rule]] = {}
 def load_rules(dirs: list[Path]) -> list[Rule]:
     """Every rule of the folders, compiled; the same files (by name, size and time) are compiled once
     per process."""
-    key = tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for d in dirs if d.is_dir() for p in sorted(d.glob("*.yaml")))
+    key = tuple(
+        (str(p), p.stat().st_mtime_ns, p.stat().st_size) for d in dirs if d.is_dir() for p in sorted(d.glob("*.yaml"))
+    )
     key += tuple(str(d) for d in dirs)
     if key not in _loaded:
         _loaded[key] = _compile_rules(dirs)
@@ -167,12 +171,21 @@ def _rule(path: Path, raw: Any) -> Rule:
         raise RuleError(f"{where}: certain must be true or false")
     evidence = raw["evidence"] if isinstance(raw["evidence"], list) else [raw["evidence"]]
     rule = Rule(
-        id=raw["id"], layer=raw["layer"], severity=raw["severity"], title=str(raw["title"]).strip(),
-        scope=raw["scope"], when=str(raw["when"]).strip(), evidence=[str(e).strip() for e in evidence],
-        remediation=str(raw["remediation"]).strip(), references=list(raw.get("references", [])),
-        explains=list(raw.get("explains", [])), requires=list(raw.get("requires", [])),
-        links=str(raw.get("links", "")).strip(), certain=raw.get("certain", False),
-        description=str(raw.get("description", "")).strip(), file=path.name,
+        id=raw["id"],
+        layer=raw["layer"],
+        severity=raw["severity"],
+        title=str(raw["title"]).strip(),
+        scope=raw["scope"],
+        when=str(raw["when"]).strip(),
+        evidence=[str(e).strip() for e in evidence],
+        remediation=str(raw["remediation"]).strip(),
+        references=list(raw.get("references", [])),
+        explains=list(raw.get("explains", [])),
+        requires=list(raw.get("requires", [])),
+        links=str(raw.get("links", "")).strip(),
+        certain=raw.get("certain", False),
+        description=str(raw.get("description", "")).strip(),
+        file=path.name,
     )
     try:
         rule.program = compiled(rule.when)
@@ -208,7 +221,9 @@ class _Tally:
     error: str = ""
 
 
-def evaluate(rules: list[Rule], facts: Facts, settings: dict[str, Any], stopwatch: Stopwatch | None = None) -> Evaluation:
+def evaluate(
+    rules: list[Rule], facts: Facts, settings: dict[str, Any], stopwatch: Stopwatch | None = None
+) -> Evaluation:
     """Every rule over every subject of its scope.
 
     Converting a subject's facts into CEL values costs far more than evaluating a condition. The
@@ -232,7 +247,9 @@ def evaluate(rules: list[Rule], facts: Facts, settings: dict[str, Any], stopwatc
         judged = _Reads.of(scope, facts, settings, [_CEL_STRING.sub("''", rule.when) for rule in scoped_rules])
         shown = _Reads.of(scope, facts, settings, _cel_texts(scoped_rules))
         for subject in facts.scopes.get(scope, []):
-            left_to_cel = _prechecked(scoped_rules, {scope: subject, "cluster": facts.cluster, "settings": settings}, tallies, stopwatch)
+            left_to_cel = _prechecked(
+                scoped_rules, {scope: subject, "cluster": facts.cluster, "settings": settings}, tallies, stopwatch
+            )
             if not left_to_cel:
                 continue
             started = time.perf_counter()
@@ -240,7 +257,9 @@ def evaluate(rules: list[Rule], facts: Facts, settings: dict[str, Any], stopwatc
                 env = judged.context(scope, subject)
             except Exception as e:  # noqa: BLE001 - a value CEL cannot hold (an integer past 64 bits ...)
                 for rule in left_to_cel:
-                    tallies[rule.id].error = f"the facts of {subject.get('_subject', scope)} could not be read: {unexpected(e)}"
+                    tallies[
+                        rule.id
+                    ].error = f"the facts of {subject.get('_subject', scope)} could not be read: {unexpected(e)}"
                 continue
             if stopwatch is not None:
                 stopwatch.add(stopwatch.rules, f"({scope} facts to CEL)", time.perf_counter() - started)
@@ -306,7 +325,11 @@ class _Reads:
 
 
 def _run(
-    rule: Rule, subject: dict, env: cel.Context, shown_env: Callable[[], tuple[cel.Context, cel.Context]], tally: _Tally,
+    rule: Rule,
+    subject: dict,
+    env: cel.Context,
+    shown_env: Callable[[], tuple[cel.Context, cel.Context]],
+    tally: _Tally,
     findings: list[Finding],
 ) -> None:
     """One rule on one subject: a finding when it fires (its evidence rendered from `shown_env`),
@@ -404,7 +427,11 @@ def _outcome(tally: _Tally, subjects: int, scope: str) -> RuleOutcome:
         return RuleOutcome("silent", f"nothing to check: no {scope.replace('_', ' ')} in the bundle")
     if tally.unknown:
         decided = subjects - tally.unknown
-        return RuleOutcome("unknown", f"{tally.unknown} of {subjects} could not be decided (the values it needs were not reported); {decided} silent", subjects)
+        return RuleOutcome(
+            "unknown",
+            f"{tally.unknown} of {subjects} could not be decided (the values it needs were not reported); {decided} silent",
+            subjects,
+        )
     return RuleOutcome("silent", f"{subjects} checked", subjects)
 
 
@@ -417,10 +444,14 @@ def _present_sources(sources: dict[str, str]) -> Callable[[str], bool]:
 
 def _finding(rule: Rule, subject: dict, env: cel.Context, shell_env: cel.Context) -> Finding:
     return Finding(
-        rule=rule.id, layer=rule.layer, severity=rule.severity, title=rule.title,
+        rule=rule.id,
+        layer=rule.layer,
+        severity=rule.severity,
+        title=rule.title,
         subject=subject.get("_subject", rule.scope),
         evidence=[line for text in rule.evidence if (line := render(text, env).strip())],
-        remediation=render(rule.remediation, env, shell_env), references=rule.references,
+        remediation=render(rule.remediation, env, shell_env),
+        references=rule.references,
         links=list(subject.get("_links", [])) + _rule_links(rule, env),
     )
 
@@ -467,7 +498,10 @@ def render(template: str, env: dict | cel.Context, shell_env: dict | cel.Context
             last = match.end()
         return "".join(out) + line[last:]
 
-    return "\n".join(command_line(line) if shell.COMMAND_LINE.match(line) else _HOLE.sub(prose, line) for line in template.split("\n"))
+    return "\n".join(
+        command_line(line) if shell.COMMAND_LINE.match(line) else _HOLE.sub(prose, line)
+        for line in template.split("\n")
+    )
 
 
 def _text(value: Any) -> str:

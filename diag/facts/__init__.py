@@ -15,12 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
-from diag.snapshot.clock import Clock, iso
-from diag.facts import gpu, k8s_events, kubernetes, ray, vllm
 from diag.core.errors import unexpected
-from diag.snapshot.model import Snapshot, SourceStatus
-from diag.link.prometheus_join import history_window
 from diag.core.rules_dir import default_settings
+from diag.facts import gpu, k8s_events, kubernetes, ray, vllm
+from diag.link.prometheus_join import history_window
+from diag.snapshot.clock import Clock, iso
+from diag.snapshot.model import Snapshot, SourceStatus
 
 T = TypeVar("T")
 
@@ -36,12 +36,27 @@ class Facts:
 
 
 SCOPES = (
-    "cluster", "pod", "node", "service", "workload", "hpa", "raycluster", "daemonset", "unlisted_object",
-    "ray_node", "actor", "placement_group", "gpu", "gpu_node", "vllm_server",
+    "cluster",
+    "pod",
+    "node",
+    "service",
+    "workload",
+    "hpa",
+    "raycluster",
+    "daemonset",
+    "unlisted_object",
+    "ray_node",
+    "actor",
+    "placement_group",
+    "gpu",
+    "gpu_node",
+    "vllm_server",
 )
 
 
-def build_facts(snap: Snapshot, clock: Clock | None = None, settings: dict | None = None, unwindowed_of: Facts | None = None) -> Facts:
+def build_facts(
+    snap: Snapshot, clock: Clock | None = None, settings: dict | None = None, unwindowed_of: Facts | None = None
+) -> Facts:
     """`clock`: the collection time and history window; by default none, so everything counts as current.
     `settings`: the thresholds, for the facts that find when a condition held in Prometheus' history.
     `unwindowed_of`: facts built with a history window, for the history pass that builds them again
@@ -65,7 +80,10 @@ def build_facts(snap: Snapshot, clock: Clock | None = None, settings: dict | Non
     else:  # Ray's and the GPUs' cluster facts read no clock
         cluster |= {k: v for k, v in unwindowed_of.cluster.items() if k not in cluster}
     # "partial": a cut-off list whose complete items were recovered; rules that need it still run
-    cluster["sources"] = {name: "partial" if s.status == "failed" and s.recovered is not None else s.status for name, s in snap.sources.items()}
+    cluster["sources"] = {
+        name: "partial" if s.status == "failed" and s.recovered is not None else s.status
+        for name, s in snap.sources.items()
+    }
     cluster["collected_at"] = iso(clock.now) if clock.now else None
     cluster["history_window_s"] = clock.window_s
     window = _guarded(snap, "prometheus window", lambda: history_window(snap), None)
@@ -96,5 +114,7 @@ def _guarded(snap: Snapshot, part: str, build: Callable[[], T], empty: T) -> T:
         raise
     except Exception as e:  # noqa: BLE001 - content no builder foresaw costs that part, not the analysis
         name = f"facts/{part.replace(' ', '-')}"
-        snap.sources[name] = SourceStatus("failed", f"{name}: the {part} facts could not be built from this bundle: {unexpected(e)}")
+        snap.sources[name] = SourceStatus(
+            "failed", f"{name}: the {part} facts could not be built from this bundle: {unexpected(e)}"
+        )
         return empty

@@ -69,10 +69,18 @@ def _copier(hint: Any) -> Callable[[Any], Any]:
     if origin in (dict, list) and args and all(a in _SCALAR_TYPES for a in args):
         flat = dict if origin is dict else list
         return lambda v: flat(v) if type(v) is flat else _plain_value(v)
-    if origin is dict and len(args) == 2 and args[0] is str and typing.get_origin(args[1]) is list and all(
-        a in _SCALAR_TYPES for a in typing.get_args(args[1])
+    if (
+        origin is dict
+        and len(args) == 2
+        and args[0] is str
+        and typing.get_origin(args[1]) is list
+        and all(a in _SCALAR_TYPES for a in typing.get_args(args[1]))
     ):  # log signals: name -> lines
-        return lambda v: {k: list(x) if type(x) is list else _plain_value(x) for k, x in v.items()} if type(v) is dict else _plain_value(v)
+        return lambda v: (
+            {k: list(x) if type(x) is list else _plain_value(x) for k, x in v.items()}
+            if type(v) is dict
+            else _plain_value(v)
+        )
     return _plain_value
 
 
@@ -108,8 +116,14 @@ def event_facts(events: list[Event], clock: Clock) -> list[dict]:
     (`recent` null when its age is unknown)."""
     return [
         {
-            "reason": e.reason, "message": e.message, "type": e.type, "count": e.count, "last_seen": e.last_seen,
-            "source": e.source, "age_seconds": clock.age(e.last_seen), "recent": clock.recent(e.last_seen),
+            "reason": e.reason,
+            "message": e.message,
+            "type": e.type,
+            "count": e.count,
+            "last_seen": e.last_seen,
+            "source": e.source,
+            "age_seconds": clock.age(e.last_seen),
+            "recent": clock.recent(e.last_seen),
         }
         for e in events
     ]

@@ -41,7 +41,10 @@ class Span:
 
     def facts(self, clock: Clock) -> dict:
         return {
-            "from": iso_time(self.start), "until": iso_time(self.end), "minutes": self.minutes, "ongoing": self.ongoing,
+            "from": iso_time(self.start),
+            "until": iso_time(self.end),
+            "minutes": self.minutes,
+            "ongoing": self.ongoing,
             "when": self.when(clock),
         }
 

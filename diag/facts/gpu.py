@@ -7,18 +7,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from diag.snapshot.clock import Clock
-from diag.facts.gpu_episodes import GpuHistory, gpu_history
-from diag.link.prometheus_join import history_window
 from diag.core.shell import word
 from diag.facts.common import link, plain
+from diag.facts.gpu_episodes import GpuHistory, gpu_history
 from diag.link.join import xid_lines_by_node
-from diag.snapshot.model import GPU, GPUProcess, Node, RayNode, Snapshot
+from diag.link.prometheus_join import history_window
 from diag.parsers.gpu_common import pci_address
 from diag.parsers.logs import xid_device, xids_in
-from diag.parsers.xid_catalogue import builtin_catalogue
-from diag.parsers.signals import looked_for
 from diag.parsers.quantity import GPU_RESOURCE, gpu_count
+from diag.parsers.signals import looked_for
+from diag.parsers.xid_catalogue import builtin_catalogue
+from diag.snapshot.clock import Clock
+from diag.snapshot.model import GPU, GPUProcess, Node, RayNode, Snapshot
 
 # Clocks-event reasons that mean something holds the clocks down against the workload (names as in
 # diag.parsers.gpu_common). sw_power_cap is not one: a busy GPU reaches its power limit and the driver
@@ -75,8 +75,16 @@ def _gpu(gpu: GPU, snap: Snapshot, ray: _RayIndex, ooms: _CudaOoms, listed: bool
 
 
 def _gpu_facts(
-    gpu: GPU, snap: Snapshot, ray: _RayIndex, ray_node: RayNode | None, history: GpuHistory, unowned: list[dict] | None,
-    unowned_text: list[str], unowned_mib: float | None, oom_from_unowned: list[str] | None, unowned_pids: str = "<pid>",
+    gpu: GPU,
+    snap: Snapshot,
+    ray: _RayIndex,
+    ray_node: RayNode | None,
+    history: GpuHistory,
+    unowned: list[dict] | None,
+    unowned_text: list[str],
+    unowned_mib: float | None,
+    oom_from_unowned: list[str] | None,
+    unowned_pids: str = "<pid>",
 ) -> dict:
     nvidia_smi_seen = not gpu.only_in_prometheus
     return plain(gpu, drop=("history",)) | {
@@ -89,9 +97,12 @@ def _gpu_facts(
         # the pods given this GPU that run a vLLM server
         "vllm_pods": [key for key in gpu.serving_pods if (pod := snap.pod(key)) is not None and pod.vllm_server],
         "memory_used_pct": (
-            100.0 * gpu.memory_used_mib / gpu.memory_total_mib if gpu.memory_used_mib is not None and gpu.memory_total_mib else None
+            100.0 * gpu.memory_used_mib / gpu.memory_total_mib
+            if gpu.memory_used_mib is not None and gpu.memory_total_mib
+            else None
         ),
-        "memory_faults": _memory_faults(gpu) + ([history.rows_remapped_text] if history.rows_remapped else [])
+        "memory_faults": _memory_faults(gpu)
+        + ([history.rows_remapped_text] if history.rows_remapped else [])
         + (["a row remapping failed (DCGM_FI_DEV_ROW_REMAP_FAILURE, dcgm-exporter)"] if history.remap_failure else []),
         "slowdown_reasons": _slowdown_reasons(gpu, history, nvidia_smi_seen),
         "xids": sorted({*gpu.xids, *(code for code, _ in history.xids)}) if nvidia_smi_seen or history.read else None,
@@ -114,10 +125,14 @@ def _gpu_facts(
         "ray_counts_free": _ray_counts_free(gpu, ray_node, ray),
         "oom_from_unowned": oom_from_unowned,
         # what `remediation` runs the commands through: the Ray pod that holds the GPU, or nothing on a bare machine
-        "exec_prefix": f"kubectl -n {word(pod['namespace'])} exec {word(pod['name'])} -- " if (pod := _pod_ref(ray_node.pod if ray_node else None)) else "",
+        "exec_prefix": f"kubectl -n {word(pod['namespace'])} exec {word(pod['name'])} -- "
+        if (pod := _pod_ref(ray_node.pod if ray_node else None))
+        else "",
         "_subject": f"gpu/{gpu.host}/{gpu.index}",
-        "_links": link("gpu", gpu.uuid or f"{gpu.host}/{gpu.index}") + link("node", gpu.node)
-        + [f"pod:{p}" for p in gpu.serving_pods] + link("ray_node", ray_node.node_id if ray_node else None),
+        "_links": link("gpu", gpu.uuid or f"{gpu.host}/{gpu.index}")
+        + link("node", gpu.node)
+        + [f"pod:{p}" for p in gpu.serving_pods]
+        + link("ray_node", ray_node.node_id if ray_node else None),
     }
 
 
@@ -149,7 +164,7 @@ def _known(value: int | None) -> str:
 
 
 def _identity(gpu: GPU) -> str:
-    """"NVIDIA H200 GPU-4b79... (PCI 00000000:18:00.0)" with what is known; a GPU NVML cannot open has none."""
+    """ "NVIDIA H200 GPU-4b79... (PCI 00000000:18:00.0)" with what is known; a GPU NVML cannot open has none."""
     parts = [p for p in (gpu.name, gpu.uuid) if p] + ([f"(PCI {gpu.pci_bus_id})"] if gpu.pci_bus_id else [])
     return " ".join(parts) or "no name, UUID or PCI address: the GPU did not answer NVML or nvidia-smi"
 
@@ -164,9 +179,13 @@ def _memory_faults(gpu: GPU) -> list[str]:
     """The uncorrectable-memory signs the GPU shows, in words (what GPU-101 quotes)."""
     faults = []
     if gpu.ecc_uncorrected_volatile:
-        lifetime = "" if gpu.ecc_uncorrected_aggregate is None else f" ({gpu.ecc_uncorrected_aggregate} over the GPU's life)"
+        lifetime = (
+            "" if gpu.ecc_uncorrected_aggregate is None else f" ({gpu.ecc_uncorrected_aggregate} over the GPU's life)"
+        )
         plural = "s" if gpu.ecc_uncorrected_volatile != 1 else ""
-        faults.append(f"{gpu.ecc_uncorrected_volatile} uncorrectable ECC error{plural} since the driver loaded{lifetime}")
+        faults.append(
+            f"{gpu.ecc_uncorrected_volatile} uncorrectable ECC error{plural} since the driver loaded{lifetime}"
+        )
     if gpu.retired_pages_pending:
         faults.append("pages retired for ECC errors wait for a GPU reset (retired_pages.pending: Yes)")
     if gpu.remapped_rows_pending:
@@ -204,9 +223,14 @@ def _xid_report(code: int, source: str) -> dict:
     """What the Xid means and what NVIDIA says to do, from its catalogue (rules/data/xid-catalogue.yaml)."""
     entry = builtin_catalogue().entry(code)
     return {
-        "xid": code, "meaning": entry.meaning, "text": f"Xid {code} ({entry.meaning}): {source}",
-        "mnemonic": entry.mnemonic, "action": entry.immediate, "action_text": entry.immediate_text,
-        "investigate": entry.investigate, "named_by": entry.named_by,
+        "xid": code,
+        "meaning": entry.meaning,
+        "text": f"Xid {code} ({entry.meaning}): {source}",
+        "mnemonic": entry.mnemonic,
+        "action": entry.immediate,
+        "action_text": entry.immediate_text,
+        "investigate": entry.investigate,
+        "named_by": entry.named_by,
     }
 
 
@@ -234,7 +258,10 @@ def _gpu_nodes(snap: Snapshot) -> list[dict]:
             gpus_by_node.setdefault(g.node, []).append(g)
     names = set(gpus_by_node) | {n for n, lines in xid_lines.items() if lines}
     names |= {n.name for n in snap.nodes if GPU_RESOURCE in n.capacity}
-    return [_gpu_node(name, nodes.get(name), snap, gpus_by_node.get(name, []), xid_lines.get(name, [])) for name in sorted(names)]
+    return [
+        _gpu_node(name, nodes.get(name), snap, gpus_by_node.get(name, []), xid_lines.get(name, []))
+        for name in sorted(names)
+    ]
 
 
 def _gpu_node(name: str, node: Node | None, snap: Snapshot, gpus: list[GPU], xid_lines: list[str]) -> dict:
@@ -249,7 +276,9 @@ def _gpu_node(name: str, node: Node | None, snap: Snapshot, gpus: list[GPU], xid
         "unplaced_xids": xids_in(unplaced),
         "unplaced_xid_reports": unplaced_reports,
         # every Xid on the node, placed or not, that no rule of its own names (the catalogue's `named_by`)
-        "catalogue_xids": [r for r in [r for g in gpus for r in _xid_reports(g)] + unplaced_reports if r["named_by"] is None],
+        "catalogue_xids": [
+            r for r in [r for g in gpus for r in _xid_reports(g)] + unplaced_reports if r["named_by"] is None
+        ],
         "lost_gpus": [_lost_text(g) for g in gpus if g.open_error is not None],
         "gpu_capacity": capacity,
         "gpu_allocatable": allocatable,
@@ -261,7 +290,7 @@ def _gpu_node(name: str, node: Node | None, snap: Snapshot, gpus: list[GPU], xid
 
 
 def _lost_text(gpu: GPU) -> str:
-    """"GPU 3 (PCI 0000:DB:00.0): GPU is lost", with whatever names the GPU still had."""
+    """ "GPU 3 (PCI 0000:DB:00.0): GPU is lost", with whatever names the GPU still had."""
     known = [p for p in (gpu.uuid, gpu.pci_bus_id and f"PCI {gpu.pci_bus_id}") if p]
     return f"GPU {gpu.index}{' (' + ', '.join(known) + ')' if known else ''}: {gpu.open_error}"
 
@@ -396,7 +425,12 @@ class _CudaOoms:
         if pattern is not None:
             for actor in snap.ray_actors:
                 cause = actor.death_cause or ""
-                if actor.node_id and actor.state in ("DEAD", "RESTARTING") and pattern.search(cause) and clock.current(actor.end_time):
+                if (
+                    actor.node_id
+                    and actor.state in ("DEAD", "RESTARTING")
+                    and pattern.search(cause)
+                    and clock.current(actor.end_time)
+                ):
                     who = f"Ray actor {actor.name or actor.class_name} ({actor.actor_id[:8]}, {actor.state})"
                     by_ray_node.setdefault(actor.node_id, []).append((who, cause))
         by_gpu: dict[str, list[tuple[str, str]]] = {}

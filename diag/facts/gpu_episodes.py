@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from diag.snapshot.clock import Clock
 from diag.facts.episodes import Timeline
+from diag.snapshot.clock import Clock
 from diag.snapshot.model import GPU, PromWindow
 
 SIGNALS: dict[str, tuple[str, ...]] = {
@@ -64,7 +64,9 @@ def _xids(timeline: Timeline, clock: Clock) -> list[tuple[int, str]]:
     reports: list[tuple[int, str]] = []
     for code in sorted({int(v) for v in _values(timeline, "xid") if v > 0}):
         for span in timeline.spans(lambda v, code=code: None if "xid" not in v else int(v["xid"]) == code, 0):
-            older = "; set before the window began, so the Xid may be older" if span.start == timeline.rows[0][0] else ""
+            older = (
+                "; set before the window began, so the Xid may be older" if span.start == timeline.rows[0][0] else ""
+            )
             reports.append((code, f"DCGM_FI_DEV_XID_ERRORS = {code} (dcgm-exporter) {span.when(clock)}{older}"))
     return reports
 
@@ -73,6 +75,7 @@ def _throttled(timeline: Timeline, exported: list[str], settings: dict, clock: C
     busy, share = settings["gpu_in_use_pct"], settings["gpu_throttled_share"]
     texts = []
     for name in exported:
+
         def throttled(v: dict[str, float], name: str = name) -> bool | None:
             if name not in v or "util" not in v:
                 return None

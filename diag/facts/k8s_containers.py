@@ -6,11 +6,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 
-from diag.snapshot.clock import Clock
 from diag.facts.common import aged
-from diag.snapshot.model import Container, Event, Pod, Probe
 from diag.parsers import workloads
 from diag.parsers.decisive import Decisive, decisive_line
+from diag.snapshot.clock import Clock
+from diag.snapshot.model import Container, Event, Pod, Probe
 
 # Paths vLLM's OpenAI server answers with 200 once the engine is up (vllm/entrypoints/openai/api_server.py);
 # /health is the one that also turns 503 when the engine dies.
@@ -100,11 +100,16 @@ def oom_killed(pod: Pod, clock: Clock) -> list[dict]:
     One killed long ago and running since is history."""
     return [
         {
-            "container": c.name, "memory_limit": c.limits.get("memory"), "memory_request": c.requests.get("memory"),
-            "restarts": c.restart_count, "exit_code": c.last_exit_code, "state_reason": c.state_reason,
+            "container": c.name,
+            "memory_limit": c.limits.get("memory"),
+            "memory_request": c.requests.get("memory"),
+            "restarts": c.restart_count,
+            "exit_code": c.last_exit_code,
+            "state_reason": c.state_reason,
         }
         for c in pod.containers
-        if c.last_terminated_reason == "OOMKilled" and (c.state_reason == "CrashLoopBackOff" or c.restart_count > 0)
+        if c.last_terminated_reason == "OOMKilled"
+        and (c.state_reason == "CrashLoopBackOff" or c.restart_count > 0)
         and (c.state_reason == "CrashLoopBackOff" or clock.current(c.last_finished_at))
     ]
 
@@ -112,8 +117,12 @@ def oom_killed(pod: Pod, clock: Clock) -> list[dict]:
 def aged_terminations(pod: Pod, clock: Clock) -> list[dict]:
     """Containers' last failed terminations past the window, for the report's history."""
     return [
-        item for c in pod.containers if c.last_terminated_reason not in (None, "Completed")
-        for item in aged(f"{c.name}: terminated {c.last_terminated_reason} (exit code {c.last_exit_code})", c.last_finished_at, clock)
+        item
+        for c in pod.containers
+        if c.last_terminated_reason not in (None, "Completed")
+        for item in aged(
+            f"{c.name}: terminated {c.last_terminated_reason} (exit code {c.last_exit_code})", c.last_finished_at, clock
+        )
     ]
 
 
@@ -121,7 +130,9 @@ def image_pull_errors(pod: Pod, events: list[Event]) -> list[dict]:
     failures = [e.message for e in events if e.reason == "Failed" and e.message.startswith("Failed to pull image")]
     return [
         {
-            "container": c.name, "image": c.image, "reason": c.state_reason,
+            "container": c.name,
+            "image": c.image,
+            "reason": c.state_reason,
             "message": failures[-1] if failures else c.state_message,
         }
         for c in pod.containers + pod.init_containers
@@ -144,12 +155,17 @@ def crash_loops(pod: Pod, cause_signals: Sequence[str]) -> list[dict]:
             continue
         known = [c.log_signals[s][-1] for s in cause_signals if c.log_signals.get(s)]
         line = None if known else _decisive(_crashed_run_log(c))
-        crashes.append({
-            "container": c.name, "restarts": c.restart_count, "exit_code": c.last_exit_code,
-            "last_reason": c.last_terminated_reason, "last_lines": _last_lines(c.previous_logs or c.logs),
-            "known_causes": known,
-            "decisive": f"{line.line} ({line.layer or _program_layer(pod, c)} layer)" if line else None,
-        })
+        crashes.append(
+            {
+                "container": c.name,
+                "restarts": c.restart_count,
+                "exit_code": c.last_exit_code,
+                "last_reason": c.last_terminated_reason,
+                "last_lines": _last_lines(c.previous_logs or c.logs),
+                "known_causes": known,
+                "decisive": f"{line.line} ({line.layer or _program_layer(pod, c)} layer)" if line else None,
+            }
+        )
     return crashes
 
 
@@ -172,14 +188,26 @@ def unnamed_crashes(pod: Pod, cause_signals: Sequence[str], clock: Clock) -> dic
         if line is None:
             continue
         layer = line.layer or _program_layer(pod, c)
-        found.append({
-            "container": c.name, "init": init, "restarts": c.restart_count, "exit_code": c.last_exit_code,
-            "line": line.line, "kind": line.kind, "exception": line.exception, "family": line.family,
-            "family_description": line.family_description, "fix": line.fix, "layer": layer,
-            "placed_by": {"family": f"its family ({line.family})", "frames": "where its traceback's frames come from"}.get(
-                line.placed_by or "", f"the program that logged it ({_program(pod, c)})"),
-            "log": "previous" if c.previous_logs is not None else "current",
-        })
+        found.append(
+            {
+                "container": c.name,
+                "init": init,
+                "restarts": c.restart_count,
+                "exit_code": c.last_exit_code,
+                "line": line.line,
+                "kind": line.kind,
+                "exception": line.exception,
+                "family": line.family,
+                "family_description": line.family_description,
+                "fix": line.fix,
+                "layer": layer,
+                "placed_by": {
+                    "family": f"its family ({line.family})",
+                    "frames": "where its traceback's frames come from",
+                }.get(line.placed_by or "", f"the program that logged it ({_program(pod, c)})"),
+                "log": "previous" if c.previous_logs is not None else "current",
+            }
+        )
     if unread and not found:
         return None
     by_layer: dict[str, dict] = {}

@@ -19,7 +19,10 @@ SCHEDULER_REASONS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("claim_in_use", re.compile(r"resourceclaim in use")),
     ("claim_not_on_node", re.compile(r"resourceclaim not available on the node")),
     ("allocation_in_progress", re.compile(r"resource claim (?P<claim>\S+) is in the process of being allocated")),
-    ("device_class_missing", re.compile(r"request (?P<request>\S+): device class (?P<device_class>\S+) does not exist")),
+    (
+        "device_class_missing",
+        re.compile(r"request (?P<request>\S+): device class (?P<device_class>\S+) does not exist"),
+    ),
     ("claim_being_deleted", re.compile(r'resourceclaim "(?P<claim>[^"]+)" is being deleted')),
     ("claim_not_created", re.compile(r'pod "[^"]+": ResourceClaim not created yet')),
     ("claim_not_found", re.compile(r'resourceclaims?\.resource\.k8s\.io "(?P<claim>[^"]+)" not found')),
@@ -46,9 +49,9 @@ def dra_refusals(scheduling: dict | None, events: list[Event], events_read: bool
                 names.add(m.groupdict())
     creation = [e.message for e in events if e.reason == CLAIM_CREATION_FAILED] if events_read else None
     prepare = [e.message for e in events if e.reason == PREPARE_FAILED] if events_read else None
-    for text in (creation or []):
+    for text in creation or []:
         names.add(_groups(_TEMPLATE, text))
-    for text in (prepare or []):
+    for text in prepare or []:
         names.add(_groups(_DRIVER_NOT_REGISTERED, text))
     return {
         "scheduler": scheduler_kinds,
@@ -74,8 +77,12 @@ class _Names:
         self.drivers: list[str] = []
 
     def add(self, groups: dict[str, str | None]) -> None:
-        for key, into in (("claim", self.claims), ("device_class", self.device_classes),
-                          ("template", self.templates), ("driver", self.drivers)):
+        for key, into in (
+            ("claim", self.claims),
+            ("device_class", self.device_classes),
+            ("template", self.templates),
+            ("driver", self.drivers),
+        ):
             value = groups.get(key)
             if value and value not in into:
                 into.append(value)

@@ -33,7 +33,11 @@ from diag.snapshot.model import Event, Snapshot
 SCOPE = "unlisted_object"
 LIST_OF_KIND = {"Pod": "k8s/pods.json", "Node": "k8s/nodes.json"}
 # fact name -> the event reasons it gathers
-POD_FAULTS = {"failed_scheduling": ("FailedScheduling",), "no_scale_up": ("NotTriggerScaleUp",), "evicted": ("Evicted",)}
+POD_FAULTS = {
+    "failed_scheduling": ("FailedScheduling",),
+    "no_scale_up": ("NotTriggerScaleUp",),
+    "evicted": ("Evicted",),
+}
 NODE_FAULTS = {"oom": ("OOMKilling", "SystemOOM")}
 # A pod that was placed after the scheduler or the autoscaler refused it is no longer waiting.
 PLACED_REASON = "Scheduled"
@@ -51,10 +55,19 @@ def scale_up_failures(all_pod_events: list[Event], pod_events: list[Event], stat
     """The scale-ups made for a pod that failed: its own FailedScaleUp events, and cluster-autoscaler's
     ScaleUpFailed on a node group the pod's TriggeredScaleUp named. `pod_events` and `status_events` are
     the current ones; the trigger is read from all of the pod's (it is sent once, when the scale-up starts)."""
-    groups = {g for e in all_pod_events if e.reason == SCALE_UP_TRIGGERED for g in _TRIGGERED_GROUP.findall(e.message or "")}
+    groups = {
+        g for e in all_pod_events if e.reason == SCALE_UP_TRIGGERED for g in _TRIGGERED_GROUP.findall(e.message or "")
+    }
     found = [e for e in pod_events if e.reason == POD_SCALE_UP_FAILED]
-    found += [e for e in status_events if e.reason == GROUP_SCALE_UP_FAILED and any(f" group {g} " in (e.message or "") for g in groups)]
-    return [{"reason": e.reason, "source": e.source, "message": e.message, "count": e.count, "last_seen": e.last_seen} for e in found]
+    found += [
+        e
+        for e in status_events
+        if e.reason == GROUP_SCALE_UP_FAILED and any(f" group {g} " in (e.message or "") for g in groups)
+    ]
+    return [
+        {"reason": e.reason, "source": e.source, "message": e.message, "count": e.count, "last_seen": e.last_seen}
+        for e in found
+    ]
 
 
 def scopes(snap: Snapshot) -> dict[str, list[dict]]:
@@ -71,7 +84,10 @@ def unlisted_objects(snap: Snapshot) -> list[dict]:
         key = (kind, event.namespace if kind == "Pod" else None, event.involved_name)
         if key not in listed:
             named.setdefault(key, []).append(event)
-    return [_subject(kind, namespace, name, events, snap) for (kind, namespace, name), events in sorted(named.items(), key=str)]
+    return [
+        _subject(kind, namespace, name, events, snap)
+        for (kind, namespace, name), events in sorted(named.items(), key=str)
+    ]
 
 
 def _list_whole(snap: Snapshot, kind: str) -> bool:
@@ -107,7 +123,11 @@ def _subject(kind: str, namespace: str | None, name: str, events: list[Event], s
 
 def _event(e: Event) -> dict:
     return {
-        "reason": e.reason, "message": e.message, "type": e.type, "count": e.count, "last_seen": e.last_seen,
+        "reason": e.reason,
+        "message": e.message,
+        "type": e.type,
+        "count": e.count,
+        "last_seen": e.last_seen,
         "source": e.source,
         "line": f"{e.reason} ({e.source or 'reporter unknown'}, {e.count}x, last {e.last_seen or 'at an unknown time'}): {e.message}",
     }

@@ -7,8 +7,8 @@ does not tolerate, or the GPU resource no node offers.
 
 from __future__ import annotations
 
-from diag.snapshot.model import Node, Pod
 from diag.parsers.quantity import GPU_RESOURCE, MIG_RESOURCE_PREFIX, gpu_count
+from diag.snapshot.model import Node, Pod
 
 # Labels that mark a node as having NVIDIA GPUs even when the device plugin advertises none: GPU
 # feature discovery's, and Node Feature Discovery's PCI vendor label (10de = NVIDIA).
@@ -60,7 +60,11 @@ def gpu_sharing(node: Node) -> dict | None:
     strategy = node.labels.get(GPU_SHARING_LABEL)
     replicas = node.labels.get(GPU_REPLICAS_LABEL, "")
     product = node.labels.get(GPU_PRODUCT_LABEL, "")
-    shared = strategy in SHARING_STRATEGIES or product.endswith(SHARED_PRODUCT_SUFFIX) or (replicas.isdigit() and int(replicas) > 1)
+    shared = (
+        strategy in SHARING_STRATEGIES
+        or product.endswith(SHARED_PRODUCT_SUFFIX)
+        or (replicas.isdigit() and int(replicas) > 1)
+    )
     if not shared:
         return None
     return {
@@ -139,18 +143,24 @@ def spread_and_pod_affinity(pod: Pod) -> list[str]:
     found = [
         f"topologySpreadConstraint maxSkew={c.get('maxSkew')} topologyKey={c.get('topologyKey')} "
         f"whenUnsatisfiable={c.get('whenUnsatisfiable')} selector {_label_selector(c.get('labelSelector'))}"
-        for c in pod.topology_spread_constraints if c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule"
+        for c in pod.topology_spread_constraints
+        if c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule"
     ]
     for kind in ("podAffinity", "podAntiAffinity"):
         for term in (pod.affinity.get(kind) or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or []:
-            found.append(f"{kind} topologyKey={term.get('topologyKey')} selector {_label_selector(term.get('labelSelector'))}")
+            found.append(
+                f"{kind} topologyKey={term.get('topologyKey')} selector {_label_selector(term.get('labelSelector'))}"
+            )
     return found
 
 
 def _label_selector(selector: dict | None) -> str:
     selector = selector or {}
     parts = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
-    parts += [f"{e.get('key')} {e.get('operator')} {e.get('values') or ''}".strip() for e in selector.get("matchExpressions") or []]
+    parts += [
+        f"{e.get('key')} {e.get('operator')} {e.get('values') or ''}".strip()
+        for e in selector.get("matchExpressions") or []
+    ]
     return ", ".join(parts) or "(all pods)"
 
 
@@ -160,7 +170,8 @@ def _label_selector(selector: dict | None) -> str:
 def untolerated_taints(pod: Pod, node: Node) -> list[dict]:
     """Taints that keep the pod off the node, leaving out the node-lifecycle and control-plane ones."""
     return [
-        t for t in node.taints
+        t
+        for t in node.taints
         if t.get("effect") in REPELLING_EFFECTS
         and not str(t.get("key", "")).startswith(IGNORED_TAINT_PREFIXES)
         and not any(_tolerates(tol, t) for tol in pod.tolerations)

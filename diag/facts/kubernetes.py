@@ -9,12 +9,15 @@ from typing import Any, TypeVar
 
 from diag.facts import k8s_containers as containers
 from diag.facts import k8s_dra as dra
-from diag.facts import k8s_events
-from diag.facts import ray_pods
-from diag.facts.vllm_episodes import queue_per_scrape
+from diag.facts import k8s_events, ray_pods
 from diag.facts import k8s_placement as placement
-from diag.snapshot.clock import Clock
 from diag.facts.common import aged, aged_events, current_events, event_facts, link, plain, pod_window_times
+from diag.facts.vllm_episodes import queue_per_scrape
+from diag.parsers.logs import model_load_seconds
+from diag.parsers.quantity import gpu_count, mig_counts
+from diag.parsers.scheduler import parse_fit_error
+from diag.parsers.signals import LogSignals, builtin_signals, looked_for
+from diag.snapshot.clock import Clock
 from diag.snapshot.model import (
     HPA,
     DaemonSet,
@@ -30,10 +33,6 @@ from diag.snapshot.model import (
     VllmServer,
     Workload,
 )
-from diag.parsers.logs import model_load_seconds
-from diag.parsers.quantity import gpu_count, mig_counts
-from diag.parsers.scheduler import parse_fit_error
-from diag.parsers.signals import LogSignals, builtin_signals, looked_for
 
 T = TypeVar("T")
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -51,9 +50,16 @@ SPREAD_REASON_MARKS = ("pod topology spread constraints", "pod affinity rules", 
 # KubeRay's failure events (ray-operator/controllers/ray/utils/constant.go: InvalidRayClusterSpec,
 # FailedToCreateWorkerPod, ...).
 KUBERAY_ERROR_EVENT_PREFIXES = ("Invalid", "FailedTo")
-KUBERAY_VALIDATION_FAILED = "ValidationFailed"  # RayServiceValidationFailed (ray-operator/apis/ray/v1/rayservice_types.go)
+KUBERAY_VALIDATION_FAILED = (
+    "ValidationFailed"  # RayServiceValidationFailed (ray-operator/apis/ray/v1/rayservice_types.go)
+)
 # KubeRay's Warning events when it refuses an object (ray-operator/controllers/ray/utils/constant.go)
-KUBERAY_INVALID_EVENTS = ("InvalidRayServiceSpec", "InvalidRayServiceMetadata", "InvalidRayClusterSpec", "InvalidRayClusterMetadata")
+KUBERAY_INVALID_EVENTS = (
+    "InvalidRayServiceSpec",
+    "InvalidRayServiceMetadata",
+    "InvalidRayClusterSpec",
+    "InvalidRayClusterMetadata",
+)
 # The ReplicaSet and StatefulSet controllers' event when the API server refuses a pod they create; a
 # ResourceQuota's refusal reads 'pods "x" is forbidden: exceeded quota: <name>, requested: ...'.
 FAILED_CREATE = "FailedCreate"
@@ -106,11 +112,17 @@ class Lookups:
     signals_by_message: dict[str, list[str]] = field(default_factory=dict)  # event message -> signals it matches
     # events by the object they are about: (involved kind, namespace, name)
     events_about: dict[tuple[str, str | None, str], list[Event]] = field(default_factory=dict)
-    servers_of_workload: dict[tuple[str, str | None], list[VllmServer]] = field(default_factory=dict)  # (namespace, workload)
+    servers_of_workload: dict[tuple[str, str | None], list[VllmServer]] = field(
+        default_factory=dict
+    )  # (namespace, workload)
     servers_in_pod: dict[str, list[VllmServer]] = field(default_factory=dict)  # by pod key
     ray_node_in_pod: dict[str, RayNode] = field(default_factory=dict)  # the first Ray node of each pod key
-    pods_of_ray_cluster: dict[tuple[str, str | None], list[Pod]] = field(default_factory=dict)  # (namespace, RayCluster)
-    rayservices_owning: dict[tuple[str, str], list[RayClusterSpec]] = field(default_factory=dict)  # RayCluster -> its RayService
+    pods_of_ray_cluster: dict[tuple[str, str | None], list[Pod]] = field(
+        default_factory=dict
+    )  # (namespace, RayCluster)
+    rayservices_owning: dict[tuple[str, str], list[RayClusterSpec]] = field(
+        default_factory=dict
+    )  # RayCluster -> its RayService
     placements: dict[str, dict] = field(default_factory=dict)  # _placement's, by what of a pod it reads
 
     @classmethod
@@ -170,7 +182,9 @@ class Lookups:
         names = self.signals_by_message.get(message)
         if names is None:
             patterns = looked_for(self.snap).patterns
-            names = self.signals_by_message[message] = [name for name, pattern in patterns.items() if pattern.search(message)]
+            names = self.signals_by_message[message] = [
+                name for name, pattern in patterns.items() if pattern.search(message)
+            ]
         return names
 
     def pods_on(self, node: str) -> list[Pod]:
@@ -202,9 +216,12 @@ def cluster_facts(snap: Snapshot, index: Lookups) -> dict:
         "gpu_allocatable_max_per_node": max((v or 0 for v in allocatable.values()), default=0) if known else None,
         "gpu_nodes_without_devices": [
             f"{n.name} ({_gpu_labels_text(n)}; allocatable nvidia.com/gpu: {n.allocatable.get('nvidia.com/gpu', 'absent')})"
-            for n in index.gpu_nodes if not placement.advertises_gpus(n)
+            for n in index.gpu_nodes
+            if not placement.advertises_gpus(n)
         ],
-        "gpu_nodes_without_devices_links": [f"node:{n.name}" for n in index.gpu_nodes if not placement.advertises_gpus(n)],
+        "gpu_nodes_without_devices_links": [
+            f"node:{n.name}" for n in index.gpu_nodes if not placement.advertises_gpus(n)
+        ],
         "mig_resources_offered": index.mig_offered,
         "nodes": {n.name: _node_brief(n, index) for n in snap.nodes},
         **_kuberay_validation(snap, clock),
@@ -224,8 +241,15 @@ def _kuberay_validation(snap: Snapshot, clock: Clock) -> dict:
                     f"{c.kind.lower()} {c.namespace}/{c.name}: {kind}={condition.get('status')} (ValidationFailed): {condition.get('message') or 'no message'}"
                 )
     for e in snap.events:  # the window is asked last: a fleet has tens of thousands of events
-        if e.involved_kind in ("RayService", "RayCluster") and e.type == "Warning" and e.reason in KUBERAY_INVALID_EVENTS and clock.current(e.last_seen):
-            refused.setdefault(f"{e.namespace}/{e.involved_name}", []).append(f"{e.involved_kind.lower()} event {e.reason}: {e.message}")
+        if (
+            e.involved_kind in ("RayService", "RayCluster")
+            and e.type == "Warning"
+            and e.reason in KUBERAY_INVALID_EVENTS
+            and clock.current(e.last_seen)
+        ):
+            refused.setdefault(f"{e.namespace}/{e.involved_name}", []).append(
+                f"{e.involved_kind.lower()} event {e.reason}: {e.message}"
+            )
     if not (kuberay_read or events_read):
         return {"kuberay_refusals": None, "kuberay_refusal_links": []}
     return {
@@ -239,7 +263,9 @@ def _gpu_labels_text(node: Node) -> str:
     return ", ".join(shown) or "no GPU labels"
 
 
-def scopes(snap: Snapshot, index: Lookups, windowed: tuple[dict[str, list[dict]], Clock] | None = None) -> dict[str, list[dict]]:
+def scopes(
+    snap: Snapshot, index: Lookups, windowed: tuple[dict[str, list[dict]], Clock] | None = None
+) -> dict[str, list[dict]]:
     """`windowed`: the facts built with a window, by scope, and that clock, when these are built again
     without one (the history pass): a pod or node with nothing outside the window keeps its facts,
     another keeps those no window changes (_pod_lasting, _node_lasting) and has the others built again."""
@@ -320,15 +346,22 @@ def _pod_lasting(pod: Pod, index: Lookups) -> dict:
         init_containers=[plain(c, drop=_CONTAINER_TEXTS) for c in pod.init_containers],
         gpu_request=pod_gpu_request(pod),
         wants_gpus=wants_gpus(pod),
-        owner_ref=f"{(pod.workload_kind or 'pod').lower()}/{pod.workload_name}" if pod.workload_name else f"pod/{pod.name}",
+        owner_ref=f"{(pod.workload_kind or 'pod').lower()}/{pod.workload_name}"
+        if pod.workload_name
+        else f"pod/{pod.name}",
         mig_requests={k: v for c in pod.containers for k, v in mig_counts(c.limits, c.requests).items()},
         restarts=sum(c.restart_count for c in pod.containers),
         log_signals=signals,  # None: no log of it was collected
-        memory_volumes=[v.get("name") for v in pod.volumes if isinstance(v.get("emptyDir"), dict) and v["emptyDir"].get("medium") == "Memory"],
+        memory_volumes=[
+            v.get("name")
+            for v in pod.volumes
+            if isinstance(v.get("emptyDir"), dict) and v["emptyDir"].get("medium") == "Memory"
+        ],
         dev_shm_in_memory=_dev_shm_in_memory(pod),
         memory_volumes_text=", ".join(
             f"{v.get('name')} ({'sizeLimit ' + str(v['emptyDir']['sizeLimit']) if v['emptyDir'].get('sizeLimit') else 'no sizeLimit'})"
-            for v in pod.volumes if isinstance(v.get("emptyDir"), dict) and v["emptyDir"].get("medium") == "Memory"
+            for v in pod.volumes
+            if isinstance(v.get("emptyDir"), dict) and v["emptyDir"].get("medium") == "Memory"
         ),
         model_load_seconds=max(load_times) if load_times else None,
         # why no node takes it: only for a pod the scheduler has not placed (None also without nodes.json)
@@ -336,13 +369,19 @@ def _pod_lasting(pod: Pod, index: Lookups) -> dict:
         gpu_resource_mismatch=_gpu_resource_mismatch(pod, index),
         admission_rejection=_admission_rejection(pod),
         node_gpu_sharing=_node_gpu_sharing(pod, node),
-        gpu_env_without_request=[] if wants_gpus(pod) or pod.owner_kind == "DaemonSet" else containers.gpu_env_without_request(pod),
+        gpu_env_without_request=[]
+        if wants_gpus(pod) or pod.owner_kind == "DaemonSet"
+        else containers.gpu_env_without_request(pod),
         ray_gpu_total=_ray_gpu_total(pod, index),
         vllm=_vllm_facts(pod, server),
         crash_loops=containers.crash_loops(pod, looked_for(index.snap).crash_causes),
         # a workload that serves (vLLM, a Ray node, a pod given GPUs), not a node agent such as the device plugin
-        serving_workload=pod.owner_kind != "DaemonSet" and (
-            pod.vllm_server is not None or pod.ray_cluster is not None or wants_gpus(pod) or containers.vllm_container(pod) is not None
+        serving_workload=pod.owner_kind != "DaemonSet"
+        and (
+            pod.vllm_server is not None
+            or pod.ray_cluster is not None
+            or wants_gpus(pod)
+            or containers.vllm_container(pod) is not None
         ),
         is_vllm=pod.vllm_server is not None,
         runs_vllm=containers.vllm_container(pod) is not None,
@@ -377,9 +416,13 @@ def _pod_windowed(pod: Pod, index: Lookups) -> dict:
         "probe_failures": [e.message for e in events if e.reason == "Unhealthy"] if events_read else None,
         "placement_refusals": _placement_refusals(events) if events_read else None,
         "scale_up_failures": k8s_events.scale_up_failures(
-            pod.events, events, current_events(index.events_about.get(k8s_events.AUTOSCALER_STATUS, []), clock)) if events_read else None,
+            pod.events, events, current_events(index.events_about.get(k8s_events.AUTOSCALER_STATUS, []), clock)
+        )
+        if events_read
+        else None,
         "_links": _pod_links(pod, index, pending=scheduling is not None and scheduling["seen"]),
-        "_aged": aged_events(pod.events, clock) + containers.aged_terminations(pod, clock)
+        "_aged": aged_events(pod.events, clock)
+        + containers.aged_terminations(pod, clock)
         + (aged(f"evicted: {pod.message}", _ended_at(pod), clock) if pod.reason == "Evicted" else []),
     }
 
@@ -401,7 +444,11 @@ def _ended_at(pod: Pod) -> str | None:
 
 def _dev_shm_in_memory(pod: Pod) -> bool:
     """A container of the pod mounts an emptyDir of medium Memory on /dev/shm (else /dev/shm is the runtime's 64 MiB)."""
-    memory = {v.get("name") for v in pod.volumes if isinstance(v.get("emptyDir"), dict) and v["emptyDir"].get("medium") == "Memory"}
+    memory = {
+        v.get("name")
+        for v in pod.volumes
+        if isinstance(v.get("emptyDir"), dict) and v["emptyDir"].get("medium") == "Memory"
+    }
     return any(c.mounts.get("/dev/shm") in memory for c in pod.containers)
 
 
@@ -427,8 +474,11 @@ def _node_gpu_sharing(pod: Pod, node: Node | None) -> dict | None:
 
 def _pod_links(pod: Pod, index: Lookups, pending: bool) -> list[str]:
     links = (
-        link("pod", pod.key) + link("node", pod.node_name) + link("ray_node", pod.ray_node_id)
-        + link("vllm", pod.vllm_server) + link("raycluster", f"{pod.namespace}/{pod.ray_cluster}" if pod.ray_cluster else None)
+        link("pod", pod.key)
+        + link("node", pod.node_name)
+        + link("ray_node", pod.ray_node_id)
+        + link("vllm", pod.vllm_server)
+        + link("raycluster", f"{pod.namespace}/{pod.ray_cluster}" if pod.ray_cluster else None)
         + link("workload", f"{pod.namespace}/{pod.workload_name}" if pod.workload_name else None)
     )
     if pending and wants_gpus(pod):
@@ -467,8 +517,15 @@ def _failed_scheduling(pod: Pod, events: list[Event], events_read: bool) -> dict
 
 def _no_scheduling_failure() -> dict:
     return {
-        "seen": False, "message": None, "nodes": None, "reasons": {}, "preemption": {}, "insufficient_gpu": False,
-        "taint_reasons": [], "affinity_mismatch": False, "spread_reasons": [],
+        "seen": False,
+        "message": None,
+        "nodes": None,
+        "reasons": {},
+        "preemption": {},
+        "insufficient_gpu": False,
+        "taint_reasons": [],
+        "affinity_mismatch": False,
+        "spread_reasons": [],
     }
 
 
@@ -501,7 +558,8 @@ def _placement_on_nodes(pod: Pod, index: Lookups) -> dict:
         "missing_tolerations": sorted({placement.toleration_for(t) for _, t in untolerated}),
         "gpu_free": [
             f"{n.name}: {index.gpu_free(n)} of {placement.gpu_allocatable(n)} nvidia.com/gpu free{_unavailable_note(n)}"
-            for n in matching if placement.gpu_allocatable(n) is not None
+            for n in matching
+            if placement.gpu_allocatable(n) is not None
         ],
         "gpu_allocatable_max": max((placement.gpu_allocatable(n) or 0 for n in matching), default=0),
         "spread_and_pod_affinity": placement.spread_and_pod_affinity(pod),
@@ -511,7 +569,9 @@ def _placement_on_nodes(pod: Pod, index: Lookups) -> dict:
 def _unavailable_note(node: Node) -> str:
     """Why free GPUs on this node do not count: it is cordoned or not Ready."""
     notes = (["cordoned"] if node.unschedulable else []) + (
-        [f"Ready={node.conditions['Ready'].get('status')}"] if node.conditions.get("Ready", {}).get("status") not in (None, "True") else []
+        [f"Ready={node.conditions['Ready'].get('status')}"]
+        if node.conditions.get("Ready", {}).get("status") not in (None, "True")
+        else []
     )
     return f" ({', '.join(notes)})" if notes else ""
 
@@ -534,8 +594,11 @@ def _gpu_resource_mismatch(pod: Pod, index: Lookups) -> dict | None:
         "requested": asked,
         "offered": offered_mig + (["nvidia.com/gpu"] if offers_whole else []),
         "mig_strategies": sorted(
-            {f"{n.name}: {placement.MIG_STRATEGY_LABEL}={n.labels[placement.MIG_STRATEGY_LABEL]}"
-             for n in index.gpu_nodes if placement.MIG_STRATEGY_LABEL in n.labels}
+            {
+                f"{n.name}: {placement.MIG_STRATEGY_LABEL}={n.labels[placement.MIG_STRATEGY_LABEL]}"
+                for n in index.gpu_nodes
+                if placement.MIG_STRATEGY_LABEL in n.labels
+            }
         ),
     }
 
@@ -588,20 +651,27 @@ def _node_lasting(node: Node, index: Lookups) -> dict:
     """The facts of a node that no history window changes: the history pass keeps them."""
     on_node = index.pods_on(node.name)
     ready = node.conditions.get("Ready")
-    return plain(node, drop=("events",)) | _node_brief(node, index) | {
-        "gpu_capacity": gpu_count(node.capacity) if "nvidia.com/gpu" in node.capacity else None,
-        "ready_condition": ready,
-        "pressure": sorted(t for t, c in node.conditions.items() if t.endswith("Pressure") and c.get("status") == "True"),
-        "pressure_detail": [
-            f"{t}: {c.get('reason')} ({c.get('message')})"
-            for t, c in sorted(node.conditions.items()) if t.endswith("Pressure") and c.get("status") == "True"
-        ],
-        "gpu_sharing": placement.gpu_sharing(node),
-        "pods": [p.key for p in on_node],
-        "gpu_pods": [p.key for p in on_node if wants_gpus(p) and p.phase not in TERMINAL_PHASES],
-        "_subject": f"node/{node.name}",
-        "_links": link("node", node.name) + [f"pod:{p.key}" for p in on_node],
-    }
+    return (
+        plain(node, drop=("events",))
+        | _node_brief(node, index)
+        | {
+            "gpu_capacity": gpu_count(node.capacity) if "nvidia.com/gpu" in node.capacity else None,
+            "ready_condition": ready,
+            "pressure": sorted(
+                t for t, c in node.conditions.items() if t.endswith("Pressure") and c.get("status") == "True"
+            ),
+            "pressure_detail": [
+                f"{t}: {c.get('reason')} ({c.get('message')})"
+                for t, c in sorted(node.conditions.items())
+                if t.endswith("Pressure") and c.get("status") == "True"
+            ],
+            "gpu_sharing": placement.gpu_sharing(node),
+            "pods": [p.key for p in on_node],
+            "gpu_pods": [p.key for p in on_node if wants_gpus(p) and p.phase not in TERMINAL_PHASES],
+            "_subject": f"node/{node.name}",
+            "_links": link("node", node.name) + [f"pod:{p.key}" for p in on_node],
+        }
+    )
 
 
 def _node_windowed(node: Node, index: Lookups) -> dict:
@@ -629,7 +699,8 @@ def _service(svc: Service, index: Lookups) -> dict:
         "ready_addresses": svc.ready_addresses if svc.endpoints_seen else None,
         "not_ready_addresses": svc.not_ready_addresses if svc.endpoints_seen else None,
         "_subject": f"service/{svc.namespace}/{svc.name}",
-        "_links": link("service", f"{svc.namespace}/{svc.name}") + [f"pod:{p.key}" for p in selected]
+        "_links": link("service", f"{svc.namespace}/{svc.name}")
+        + [f"pod:{p.key}" for p in selected]
         + [f"vllm:{p.vllm_server}" for p in selected if p.vllm_server]
         # the workloads whose pods it would select, even while they have none
         + [f"workload:{w.namespace}/{w.name}" for w in workloads],
@@ -638,7 +709,9 @@ def _service(svc: Service, index: Lookups) -> dict:
 
 def _workload(workload: Workload, refusals: dict[tuple[str, str, str], list[Event]], events_read: bool) -> dict:
     quota = _refusals(workload, refusals, events_read, lambda message: QUOTA_EXCEEDED in message)
-    limit_range = _refusals(workload, refusals, events_read, lambda message: LIMIT_RANGE_REFUSAL.search(message) is not None)
+    limit_range = _refusals(
+        workload, refusals, events_read, lambda message: LIMIT_RANGE_REFUSAL.search(message) is not None
+    )
     return plain(workload) | {
         "quota_refusals": quota,
         "refused_by_quota": bool(quota) if quota is not None else None,
@@ -668,7 +741,10 @@ def _failed_create_events(snap: Snapshot, clock: Clock) -> dict[tuple[str, str, 
 
 
 def _refusals(
-    workload: Workload, refusals: dict[tuple[str, str, str], list[Event]], events_read: bool, says: Callable[[str], bool]
+    workload: Workload,
+    refusals: dict[tuple[str, str, str], list[Event]],
+    events_read: bool,
+    says: Callable[[str], bool],
 ) -> list[str] | None:
     """Why the API server refused this workload's pods, newest first: the refusals whose message `says` so.
 
@@ -717,30 +793,43 @@ def _hpa(hpa: HPA, index: Lookups) -> dict:
     return plain(hpa) | {
         "metric_types": sorted({m.get("type", "") for m in hpa.metrics}),
         "metric_names": [f"{m.get('type')}/{m.get('name')}" for m in hpa.metrics],
-        "resource_metrics_only": bool(hpa.metrics) and all(m.get("type") in ("Resource", "ContainerResource") for m in hpa.metrics),
+        "resource_metrics_only": bool(hpa.metrics)
+        and all(m.get("type") in ("Resource", "ContainerResource") for m in hpa.metrics),
         "scales_vllm": bool(targets),
         "target_servers": [s.name for s in targets],
         "at_max": (
             hpa.current_replicas >= hpa.max_replicas
-            if hpa.current_replicas is not None and hpa.max_replicas is not None else None
+            if hpa.current_replicas is not None and hpa.max_replicas is not None
+            else None
         ),
         "target_queues": [
-            f"{name}: {m.requests_waiting:g} waiting" + (f" ({m.waiting_growth:+g} between first and last scrape)" if m.waiting_growth is not None else "")
-            for name, m in queues.items() if m.requests_waiting is not None
+            f"{name}: {m.requests_waiting:g} waiting"
+            + (f" ({m.waiting_growth:+g} between first and last scrape)" if m.waiting_growth is not None else "")
+            for name, m in queues.items()
+            if m.requests_waiting is not None
         ],
         "queue_growth_max": max(growth) if growth else None,
         # per server, the fewest requests waiting at any scrape and the smallest share of the running batch:
         # a queue that held at every scrape, not one request seen once
         "target_queue_floors": [
-            {"waiting": min(q["waiting"] for q in scrapes),
-             "share": min(q["waiting"] / q["running"] if q["running"] > 0 else float(q["waiting"] > 0) for q in scrapes)}
-            for s in targets if (scrapes := queue_per_scrape(s.scrapes))
-        ] if queues else None,
+            {
+                "waiting": min(q["waiting"] for q in scrapes),
+                "share": min(
+                    q["waiting"] / q["running"] if q["running"] > 0 else float(q["waiting"] > 0) for q in scrapes
+                ),
+            }
+            for s in targets
+            if (scrapes := queue_per_scrape(s.scrapes))
+        ]
+        if queues
+        else None,
         "queue_waiting_max": max(waiting) if waiting else None,
         "metric_problems": [
             f"{kind}={c.get('status')} {c.get('reason')}: {c.get('message')}"
             for kind, c in hpa.conditions.items()
-            if kind in HPA_BLOCKING_CONDITIONS and c.get("status") == "False" and c.get("reason") not in HPA_BENIGN_REASONS
+            if kind in HPA_BLOCKING_CONDITIONS
+            and c.get("status") == "False"
+            and c.get("reason") not in HPA_BENIGN_REASONS
         ],
         "warning_events": [f"{e.reason}: {e.message}" for e in current_events(events, clock) if e.type == "Warning"],
         "_subject": f"hpa/{hpa.namespace}/{hpa.name}",
@@ -761,14 +850,18 @@ def _raycluster(cluster: RayClusterSpec, index: Lookups) -> dict:
         "events": event_facts(cluster.events, clock),
         "kubectl_kind": cluster.kind.lower(),
         "operator_errors": [
-            f"{e.reason}: {e.message}" for e in current_events(cluster.events, clock)
+            f"{e.reason}: {e.message}"
+            for e in current_events(cluster.events, clock)
             if e.type == "Warning" and e.reason.startswith(KUBERAY_ERROR_EVENT_PREFIXES)
-        ] if events_read else None,
+        ]
+        if events_read
+        else None,
         "unhealthy_conditions": _unhealthy_ray_conditions(cluster),
         "partial_groups": [
             f"{g.name}: {g.pods_running} of {desired} pods running, {pending} pending ({g.gpu_limit_per_pod} GPU each)"
             for g in cluster.worker_groups
-            if (desired := g.replicas if g.replicas is not None else g.pods_total) and 0 < g.pods_running < desired
+            if (desired := g.replicas if g.replicas is not None else g.pods_total)
+            and 0 < g.pods_running < desired
             and (pending := sum(1 for p in members if p.ray_group == g.name and p.phase == "Pending"))
         ],
         "pending_pods": [p.name for p in members if p.phase == "Pending"],
@@ -791,11 +884,14 @@ def _run_links(cluster: RayClusterSpec, members: list[Pod], index: Lookups) -> l
         return [f"pod:{p.key}" for p in members]
     names = {n for n in (cluster.active_cluster, cluster.pending_cluster) if n}
     names |= {
-        c.name for c in index.snap.ray_clusters
+        c.name
+        for c in index.snap.ray_clusters
         if any(s is cluster for s in index.rayservices_owning.get((c.namespace, c.name), []))
     }
     pods = [p for name in sorted(names) for p in index.pods_of_ray_cluster.get((cluster.namespace, name), [])]
-    return [f"raycluster:{cluster.namespace}/{name}" for name in sorted(names)] + [f"pod:{p.key}" for p in members + pods]
+    return [f"raycluster:{cluster.namespace}/{name}" for name in sorted(names)] + [
+        f"pod:{p.key}" for p in members + pods
+    ]
 
 
 SERVE_FAILED_STATUSES = ("DEPLOY_FAILED", "UNHEALTHY")  # of an application or a deployment (ray.serve.schema)
@@ -811,7 +907,8 @@ def _serve_status_facts(cluster: RayClusterSpec, clock: Clock, signals: LogSigna
         not_running = [f"pending cluster {cluster.pending_cluster}: no Serve application reported yet"]
     return {
         "serve_failures": [
-            _serve_status_text(s) for s in cluster.serve_statuses
+            _serve_status_text(s)
+            for s in cluster.serve_statuses
             if s.status in SERVE_FAILED_STATUSES and not (waiting and s.message and waiting.search(s.message))
         ],
         "serve_waiting_for_resources": [
@@ -819,7 +916,9 @@ def _serve_status_facts(cluster: RayClusterSpec, clock: Clock, signals: LogSigna
         ],
         "upgrade_in_progress": _upgrade_in_progress(cluster),
         # None: an upgrade whose start KubeRay did not record (no UpgradeInProgress transition time)
-        "upgrade_seconds": (clock.age(upgrade_started) if upgrade_started else None) if cluster.pending_cluster else 0.0,
+        "upgrade_seconds": (clock.age(upgrade_started) if upgrade_started else None)
+        if cluster.pending_cluster
+        else 0.0,
         "pending_cluster": cluster.pending_cluster,
         "pending_not_running": not_running,
     }
@@ -847,7 +946,8 @@ def _unhealthy_ray_conditions(cluster: RayClusterSpec) -> list[str]:
     found = [
         f"{kind}={c.get('status')} ({c.get('reason')}): {c.get('message') or 'no message'}"
         for kind, c in sorted(cluster.conditions.items())
-        if (kind == "HeadPodReady" and c.get("status") == "False") or (kind == "ReplicaFailure" and c.get("status") == "True")
+        if (kind == "HeadPodReady" and c.get("status") == "False")
+        or (kind == "ReplicaFailure" and c.get("status") == "True")
     ]
     if cluster.kind == "RayCluster" and cluster.state == "failed":
         found.append(f"state=failed: {cluster.reason or 'no reason given'}")
@@ -858,7 +958,9 @@ def _parallel_gpus_needed(cluster: RayClusterSpec, members: list[Pod], index: Lo
     """GPUs one vLLM replica spans (tensor x pipeline parallel), from a vLLM server in the cluster's pods
     or from the serve config (ray.serve.llm engine_kwargs) of the RayService it belongs to."""
     sizes = [
-        size for p in members for s in index.servers_in_pod.get(p.key, [])
+        size
+        for p in members
+        for s in index.servers_in_pod.get(p.key, [])
         if s.engine_args and (size := _parallel_size(s.engine_args)) is not None
     ]
     owners = index.rayservices_owning.get((cluster.namespace, cluster.name), [])
@@ -882,7 +984,8 @@ def _rayservices_owning(specs: list[RayClusterSpec]) -> dict[tuple[str, str], li
             services.setdefault(spec.namespace, []).append(spec)
     return {
         (c.namespace, c.name): owners
-        for c in specs if c.kind == "RayCluster"
+        for c in specs
+        if c.kind == "RayCluster"
         if (owners := [s for s in services.get(c.namespace, []) if c.name.startswith(s.name + "-")])
     }
 
@@ -906,23 +1009,40 @@ def _serve_config_parallel_sizes(config: Any) -> list[int]:
 
 def _daemonset(ds: DaemonSet, index: Lookups) -> dict:
     component = _gpu_component(ds)
-    own = [p for p in index.snap.pods if p.owner_kind == "DaemonSet" and p.owner_name == ds.name and p.namespace == ds.namespace]
-    unready = [p for p in own if p.conditions.get("Ready", {}).get("status") != "True" and p.phase not in TERMINAL_PHASES]
-    excluded = [n for n in index.gpu_nodes if any(n.labels.get(k) != v for k, v in ds.node_selector.items())] if component else []
+    own = [
+        p
+        for p in index.snap.pods
+        if p.owner_kind == "DaemonSet" and p.owner_name == ds.name and p.namespace == ds.namespace
+    ]
+    unready = [
+        p for p in own if p.conditions.get("Ready", {}).get("status") != "True" and p.phase not in TERMINAL_PHASES
+    ]
+    excluded = (
+        [n for n in index.gpu_nodes if any(n.labels.get(k) != v for k, v in ds.node_selector.items())]
+        if component
+        else []
+    )
     # by name: a GPU operator's daemonsets have a pod on each of a fleet's nodes
     with_pod = {p.node_name for p in own}
     without_pod = [n for n in index.gpu_nodes if own and n.name not in with_pod] if component else []
     # A node without one of the daemonset's pods says so only when the pod list was read whole.
-    pods_complete = index.snap.sources.get("k8s/pods.json") is not None and index.snap.sources["k8s/pods.json"].status == "ok"
+    pods_complete = (
+        index.snap.sources.get("k8s/pods.json") is not None and index.snap.sources["k8s/pods.json"].status == "ok"
+    )
     excluded_names = {n.name for n in excluded}
-    uncovered = excluded + [n for n in without_pod if n.name not in excluded_names] if pods_complete or not without_pod else None
+    uncovered = (
+        excluded + [n for n in without_pod if n.name not in excluded_names]
+        if pods_complete or not without_pod
+        else None
+    )
     return plain(ds) | {
         "gpu_component": component,
         "is_gpu_component": component is not None,
         "unready_pods": [_pod_state(p) + f" on {p.node_name or 'no node'}" for p in unready],
         "gpu_nodes_uncovered": None if uncovered is None else [n.name for n in uncovered],
         "_subject": f"daemonset/{ds.namespace}/{ds.name}",
-        "_links": [f"pod:{p.key}" for p in unready] + [f"node:{p.node_name}" for p in unready if p.node_name]
+        "_links": [f"pod:{p.key}" for p in unready]
+        + [f"node:{p.node_name}" for p in unready if p.node_name]
         + [f"node:{n.name}" for n in uncovered or excluded],
     }
 

@@ -10,18 +10,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from diag.snapshot.clock import Clock
+from diag.core.shell import word
 from diag.facts import ray_pods
 from diag.facts.common import aged, link, plain
-from diag.snapshot.model import PlacementGroup, Pod, RayActor, RayNode, Snapshot
 from diag.parsers.quantity import gpu_count
-from diag.core.shell import word
+from diag.snapshot.clock import Clock
+from diag.snapshot.model import PlacementGroup, RayActor, RayNode, Snapshot
 
 PENDING_ACTOR_STATES = ("PENDING_CREATION",)  # DEPENDENCIES_UNREADY waits for its arguments, not resources
 PENDING_PG_STATES = ("PENDING", "RESCHEDULING")
 # Deaths nobody should be paged for: the wording of the GCS's death causes (gcs_actor_manager.cc:
 # "killed by `ray.kill`", "all references to the actor were removed") and intended worker exits.
-INTENDED_DEATH_MARKS = ("ray.kill", "all references to the actor were removed", "INTENDED_USER_EXIT", "INTENDED_SYSTEM_EXIT")
+INTENDED_DEATH_MARKS = (
+    "ray.kill",
+    "all references to the actor were removed",
+    "INTENDED_USER_EXIT",
+    "INTENDED_SYSTEM_EXIT",
+)
 # How the state API words a node death that is no fault (dashboard/utils.py compose_state_message).
 EXPECTED_NODE_DEATHS = ("Expected termination", "Terminated due to idle")
 OBJECT_STORE = "object_store_memory"
@@ -83,7 +88,11 @@ class Capacity:
         for name, need in sorted(resources.items()):
             most = max(amount(t, name) for t in self.totals)
             if most < need:
-                short.append(f"{name} {need:g} asked, none offered" if most == 0 else f"{name} {need:g} asked, at most {most:g} {where}")
+                short.append(
+                    f"{name} {need:g} asked, none offered"
+                    if most == 0
+                    else f"{name} {need:g} asked, at most {most:g} {where}"
+                )
         return "; ".join(short) or "each resource exists somewhere, but no single node has them all"
 
 
@@ -113,7 +122,10 @@ def cluster_facts(snap: Snapshot) -> dict:
         "infeasible_actors": _infeasible_actors(snap, capacity),
         "infeasible_demands": _infeasible_demands(snap, capacity),
         "unschedulable_log_lines": [
-            f"{p.key}: {line}" for p in snap.pods for c in p.containers for line in c.log_signals.get("ray_cannot_schedule", [])
+            f"{p.key}: {line}"
+            for p in snap.pods
+            for c in p.containers
+            for line in c.log_signals.get("ray_cannot_schedule", [])
         ],
         # the autoscaler (v2) re-queueing a worker that never came up (RAY-211), from the head's autoscaler log
         "autoscaler_launch_timeouts": _signal_lines(snap, "autoscaler_launch_timeout"),
@@ -157,7 +169,9 @@ def _infeasible_actors(snap: Snapshot, capacity: Capacity | None) -> list[str]:
     return [
         f"{_actor_name(a)} requires {bundle_text(a.required_resources)}: {capacity.shortfall(a.required_resources)}"
         for a in snap.ray_actors
-        if a.state in PENDING_ACTOR_STATES and a.placement_group_id is None and a.required_resources
+        if a.state in PENDING_ACTOR_STATES
+        and a.placement_group_id is None
+        and a.required_resources
         and not capacity.fits(a.required_resources)
     ]
 
@@ -220,7 +234,10 @@ def _node_object_store(node: RayNode) -> tuple[float | None, float | None]:
 
 def _store(where: str, used: float, total: float) -> dict:
     gib = 2.0**30
-    return {"usage": used / total, "text": f"{where}: {used / gib:.2f} GiB of {total / gib:.2f} GiB in use ({100 * used / total:.0f}%)"}
+    return {
+        "usage": used / total,
+        "text": f"{where}: {used / gib:.2f} GiB of {total / gib:.2f} GiB in use ({100 * used / total:.0f}%)",
+    }
 
 
 # --------------------------------------------------------------------------- per subject
@@ -246,7 +263,9 @@ def scopes(snap: Snapshot, clock: Clock) -> dict[str, list[dict]]:
 
 
 def _node_name(node: RayNode) -> str:
-    return f"node {node.node_id[:12]}" + (f" (pod {node.pod})" if node.pod else f" ({node.node_ip})" if node.node_ip else "")
+    return f"node {node.node_id[:12]}" + (
+        f" (pod {node.pod})" if node.pod else f" ({node.node_ip})" if node.node_ip else ""
+    )
 
 
 def _ray_node(
@@ -293,7 +312,11 @@ def _actor_name(actor: RayActor) -> str:
 
 
 def _died_of_failure(actor: RayActor) -> bool:
-    return actor.state == "DEAD" and actor.death_cause is not None and not any(m in actor.death_cause for m in INTENDED_DEATH_MARKS)
+    return (
+        actor.state == "DEAD"
+        and actor.death_cause is not None
+        and not any(m in actor.death_cause for m in INTENDED_DEATH_MARKS)
+    )
 
 
 class _Deaths:
@@ -332,13 +355,17 @@ def _actor(actor: RayActor, snap: Snapshot, waiting_on: list[str], deaths: _Deat
         "same_deaths": len(same),
         "first_of_same_deaths": bool(same) and same[0] is actor,
         "_subject": f"actor/{actor.name or actor.class_name}/{actor.actor_id[:8]}",
-        "_links": link("actor", actor.actor_id) + link("ray_node", actor.node_id)
-        + link("placement_group", actor.placement_group_id) + (waiting_on if pending else []),
+        "_links": link("actor", actor.actor_id)
+        + link("ray_node", actor.node_id)
+        + link("placement_group", actor.placement_group_id)
+        + (waiting_on if pending else []),
         "_aged": aged(f"died: {actor.death_cause}", died_at, deaths.clock) if _died_of_failure(actor) else [],
     }
 
 
-def _placement_group(pg: PlacementGroup, nodes: list[RayNode], actors_by_group: dict[str | None, list[RayActor]], waiting_on: list[str]) -> dict:
+def _placement_group(
+    pg: PlacementGroup, nodes: list[RayNode], actors_by_group: dict[str | None, list[RayActor]], waiting_on: list[str]
+) -> dict:
     members = actors_by_group.get(pg.placement_group_id, [])
     pending = pg.state in PENDING_PG_STATES
     return plain(pg) | {
@@ -348,7 +375,8 @@ def _placement_group(pg: PlacementGroup, nodes: list[RayNode], actors_by_group: 
         "never_placeable": _never_placeable(pg, nodes),
         "waiting_actors": [_actor_name(a) for a in members if a.state in PENDING_ACTOR_STATES],
         "_subject": f"placement_group/{pg.name or pg.placement_group_id[:8]}",
-        "_links": link("placement_group", pg.placement_group_id) + [f"actor:{a.actor_id}" for a in members]
+        "_links": link("placement_group", pg.placement_group_id)
+        + [f"actor:{a.actor_id}" for a in members]
         + (waiting_on if pending else []),
     }
 
@@ -367,7 +395,9 @@ def _never_placeable(pg: PlacementGroup, nodes: list[RayNode]) -> list[str]:
         for name, need in bundle.items():
             merged[name] = merged.get(name, 0.0) + need
     if pg.strategy == "STRICT_PACK" and not capacity.fits(merged):
-        reasons.append(f"STRICT_PACK puts all bundles on one node, {bundle_text(merged)} in all: {capacity.shortfall(merged)}")
+        reasons.append(
+            f"STRICT_PACK puts all bundles on one node, {bundle_text(merged)} in all: {capacity.shortfall(merged)}"
+        )
     eligible = [totals for totals in known if any(fits(b, totals) for b in pg.bundles)]
     if pg.strategy == "STRICT_SPREAD" and len(pg.bundles) > len(eligible):
         reasons.append(

@@ -25,7 +25,6 @@ _VERSION_MISMATCH = re.compile(
 )
 
 
-
 def _version_mismatch(text: str | None) -> re.Match[str] | None:
     # the regex's own prefix search is several times slower than str's, and a fleet's logs are 50 MB
     if not text or "Version mismatch: " not in text:
@@ -64,7 +63,9 @@ def ray_container(pod: Pod) -> Container | None:
 def pod_brief(pod: Pod) -> str:
     ready = pod.conditions.get("Ready", {}).get("status", "?")
     waiting = next((c.state_reason for c in pod.containers if c.state_reason), None)
-    return f"{pod.key} ({pod.ray_node_type or 'ray'}): {pod.phase or 'phase unknown'}, Ready={ready}" + (f", {waiting}" if waiting else "")
+    return f"{pod.key} ({pod.ray_node_type or 'ray'}): {pod.phase or 'phase unknown'}, Ready={ready}" + (
+        f", {waiting}" if waiting else ""
+    )
 
 
 # --------------------------------------------------------------------------- GPUs hidden from Ray
@@ -78,7 +79,9 @@ def gpu_overrides(pod: Pod, snap: Snapshot) -> list[str]:
         params = spec.head_ray_start_params if pod.ray_node_type == "head" else _group_params(spec, group)
         if params is not None and "num-gpus" in params:
             where = "headGroupSpec" if pod.ray_node_type == "head" else f"workerGroupSpecs[{group}]"
-            found.append(f'{spec.kind} {spec.namespace}/{spec.name} {where}.rayStartParams num-gpus: "{params["num-gpus"]}"')
+            found.append(
+                f'{spec.kind} {spec.namespace}/{spec.name} {where}.rayStartParams num-gpus: "{params["num-gpus"]}"'
+            )
     container = ray_container(pod)
     if container is None:
         return found
@@ -86,7 +89,9 @@ def gpu_overrides(pod: Pod, snap: Snapshot) -> list[str]:
         found.append(f"container {container.name} runs ray start --num-gpus={m['value']}")
     for name in GPU_VISIBILITY_ENV:
         value = container.env.get(name)
-        hides = value is not None and (value in RAY_NO_CUDA_DEVICES if name == "CUDA_VISIBLE_DEVICES" else value.strip().lower() in NO_GPU_VALUES)
+        hides = value is not None and (
+            value in RAY_NO_CUDA_DEVICES if name == "CUDA_VISIBLE_DEVICES" else value.strip().lower() in NO_GPU_VALUES
+        )
         if hides:
             found.append(f'container {container.name} sets {name}="{value}"')
     return found
@@ -96,8 +101,10 @@ def _cluster_spec(pod: Pod, snap: Snapshot) -> tuple[RayClusterSpec | None, str 
     """The RayCluster (or RayService, whose clusters KubeRay names <service>-<suffix>) the pod belongs to."""
     label = pod.ray_cluster or ""
     candidates = [
-        c for c in snap.ray_clusters
-        if c.namespace == pod.namespace and (c.name == label or (c.kind == "RayService" and label.startswith(c.name + "-")))
+        c
+        for c in snap.ray_clusters
+        if c.namespace == pod.namespace
+        and (c.name == label or (c.kind == "RayService" and label.startswith(c.name + "-")))
     ]
     exact = next((c for c in candidates if c.name == label), None)
     return exact or (candidates[0] if candidates else None), pod.ray_group
@@ -126,12 +133,18 @@ def version_mismatches(snap: Snapshot) -> list[str]:
     """Worker pods whose image carries another Ray version than their head's, per Ray cluster."""
     found = []
     for group, head, head_version, workers in _mismatched_workers(snap):
-        head_text = f"head {head.name} runs Ray {head_version} ({_image(head)})" if head else f"head runs Ray {head_version} (/api/version)"
+        head_text = (
+            f"head {head.name} runs Ray {head_version} ({_image(head)})"
+            if head
+            else f"head runs Ray {head_version} (/api/version)"
+        )
         by_version: dict[tuple[str, str], list[str]] = {}
         for pod, version in workers:
             by_version.setdefault((version, _image(pod)), []).append(pod.name)
         for (version, image), pods in sorted(by_version.items()):
-            found.append(f"{group.namespace}/{group.cluster}: {head_text}; workers {', '.join(pods)} run Ray {version} ({image})")
+            found.append(
+                f"{group.namespace}/{group.cluster}: {head_text}; workers {', '.join(pods)} run Ray {version} ({image})"
+            )
     return found
 
 
@@ -146,7 +159,9 @@ def _mismatched_workers(snap: Snapshot) -> Iterator[tuple[RayPodGroup, Pod | Non
             head_version = snap.ray_head_version  # the dashboard's /api/version names the head's own
         if head_version is None:
             continue
-        workers = [(pod, version) for pod in group.workers if (version := image_ray_version(pod)) not in (None, head_version)]
+        workers = [
+            (pod, version) for pod in group.workers if (version := image_ray_version(pod)) not in (None, head_version)
+        ]
         if workers:
             yield group, head, head_version, workers
 

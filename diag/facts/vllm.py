@@ -5,15 +5,24 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from diag.snapshot.clock import Clock
+from diag.core.shell import word
 from diag.facts.common import link, plain
+from diag.facts.k8s_containers import vllm_container
+from diag.facts.kubernetes import pod_gpu_request
 from diag.facts.vllm_engine_death import dead_engine_serving
 from diag.facts.vllm_episodes import ScrapeView, episode_facts, per_scrape_total, queue_per_scrape
 from diag.link.prometheus_join import history_window
-from diag.facts.k8s_containers import vllm_container
-from diag.facts.kubernetes import pod_gpu_request
+from diag.parsers.logs import gpu_memory_shortfall
 from diag.parsers.quantity import mig_total
-from diag.core.shell import word
+from diag.parsers.signals import looked_for
+from diag.parsers.vllm_metrics import (
+    ITL,
+    KV_CACHE_USAGE,
+    QUEUE_TIME,
+    REQUESTS_RUNNING,
+    VllmMetrics,
+)
+from diag.snapshot.clock import Clock
 from diag.snapshot.model import (
     GPU,
     EngineArgs,
@@ -25,15 +34,6 @@ from diag.snapshot.model import (
     Snapshot,
     VllmServer,
 )
-from diag.parsers.logs import gpu_memory_shortfall
-from diag.parsers.signals import looked_for
-from diag.parsers.vllm_metrics import (
-    ITL,
-    KV_CACHE_USAGE,
-    QUEUE_TIME,
-    REQUESTS_RUNNING,
-    VllmMetrics,
-)
 
 # Families the vLLM rules read beyond what the metrics summary already counts as relied on
 # (VLLM-106 splits time to first token into queue and prefill with the queue-time histogram).
@@ -43,8 +43,14 @@ _ESTIMATED_MAX_LEN = re.compile(r"estimated maximum model length is (\d+)")
 _ENGINE_LABEL = "engine"
 # The log signals of a server's failure, causes before the engine's death that follows them.
 _FAILURE_SIGNALS = (
-    "kv_cache_too_small", "no_cache_blocks", "cuda_oom", "cuda_driver_too_old", "model_not_found", "gpu_memory_taken",
-    "engine_dead", "preemption",
+    "kv_cache_too_small",
+    "no_cache_blocks",
+    "cuda_oom",
+    "cuda_driver_too_old",
+    "model_not_found",
+    "gpu_memory_taken",
+    "engine_dead",
+    "preemption",
 )
 # Log signals that are not a failure of the server (V0 preemption warnings: VLLM-116).
 _NOT_FAILURES = ("preemption",)
@@ -52,8 +58,14 @@ _NOT_FAILURES = ("preemption",)
 _MULTI_HOST_FLAGS = ("--nnodes", "--headless")
 # Engine-arg fields whose flag the evidence quotes, with vLLM's fixed default where it has one.
 _QUOTED_FLAGS = {
-    "max_num_seqs": None, "max_num_batched_tokens": None, "max_model_len": None, "gpu_memory_utilization": 0.9,
-    "tensor_parallel_size": 1, "pipeline_parallel_size": 1, "kv_cache_dtype": "auto", "enable_chunked_prefill": None,
+    "max_num_seqs": None,
+    "max_num_batched_tokens": None,
+    "max_model_len": None,
+    "gpu_memory_utilization": 0.9,
+    "tensor_parallel_size": 1,
+    "pipeline_parallel_size": 1,
+    "kv_cache_dtype": "auto",
+    "enable_chunked_prefill": None,
     "enable_prefix_caching": None,
 }
 
@@ -87,7 +99,9 @@ class _Index:
         return [snap.gpus[n] for n in sorted({n for key in set(server.gpus) for n in self.gpu_positions.get(key, [])})]
 
 
-def _server(server: VllmServer, snap: Snapshot, index: _Index, settings: dict, clock: Clock, window: PromWindow | None) -> dict:
+def _server(
+    server: VllmServer, snap: Snapshot, index: _Index, settings: dict, clock: Clock, window: PromWindow | None
+) -> dict:
     summary = server.summary
     service = index.services.get(server.service) if server.service else None
     pod = snap.pod(server.pod) if server.pod else None
@@ -97,58 +111,75 @@ def _server(server: VllmServer, snap: Snapshot, index: _Index, settings: dict, c
     gpus_provided, gpus_provided_by = _gpus_provided(server, pod, index)
     missing = _missing(summary)
     seq_cap = _seq_cap(args, server.scrapes, server.history_engines)
-    return plain(server, drop=("scrapes", "history", "summary")) | episode_facts(server, summary, _scrape_view(server, summary, seq_cap), settings, clock, window) | {
-        "metrics": plain(summary) if summary else None,
-        "has_metrics": summary is not None,
-        "health_failing": server.health != "200" if server.health is not None else None,
-        "metric_names": _metric_names(summary, server),
-        "metrics_missing": missing,
-        "metrics_missing_count": len(missing) if missing is not None else None,
-        "service_name": service.name if service else None,
-        "behind_service": _behind_service(server, snap),
-        "service_ready_endpoints": len(service.ready_addresses) if service and service.endpoints_seen else None,
-        "service_endpoints": _endpoints_text(service),
-        "in_service_endpoints": _in_endpoints(service, pod),
-        "gpu_count": len(gpus) if gpus else None,
-        "gpu_utilization_pct": max(g.utilization_gpu_pct for g in gpus if g.utilization_gpu_pct is not None)
-        if any(g.utilization_gpu_pct is not None for g in gpus) else None,
-        "gpus_text": _gpus_text(gpus),
-        "engine_args_from": _engine_args_origin(server, snap),
-        "flags": " ".join(args.raw) if args else None,
-        "flags_complete": args.complete if args else None,  # false: only the arguments of an entrypoint not in sight
-        "flag": _flag_texts(args),
-        "max_num_seqs": args.max_num_seqs if args else None,
-        "stats_disabled": args is not None and "--disable-log-stats" in args.explicit,
-        "max_num_seqs_given": args is not None and "--max-num-seqs" in args.explicit,
-        "engines": _engines(server.scrapes, server.history_engines),
-        "max_num_seqs_total": seq_cap,
-        "seq_cap_known": seq_cap is not None,  # known either way: VLLM-114 is the cap-unknown case
-        "idle": _idle(summary),
-        # null when no log of the server was collected: its failure lines are unknown, not absent
-        "log_signals": {name: signals.get(name, []) for name in _signal_names(snap)} if server.logs_read else None,
-        "failure_line": next(
-            (signals[name][-1] for name in _FAILURE_SIGNALS if name not in _NOT_FAILURES and signals.get(name)), None
-        ),
-        "dead_engine_serving": dead_engine_serving(pod, looked_for(snap)),
-        "gpu_memory_shortfall": next(
-            (found for line in reversed(signals.get("gpu_memory_taken", [])) if (found := gpu_memory_shortfall(line))), None
-        ),
-        "other_gpu_processes": _other_gpu_processes(gpus, server.pod),
-        "estimated_max_model_len": _estimated_max_model_len(signals.get("kv_cache_too_small", [])),
-        "parallel_gpus": _parallel_gpus(args),
-        "gpus_provided": gpus_provided,
-        "gpus_provided_by": gpus_provided_by,
-        "pod_name": pod.name if pod else None,
-        "pod_phase": pod.phase if pod else None,
-        "pod_state": _pod_state(server, pod),
-        "cpu_limit": _cpu_limit(pod),
-        "restarts": sum(c.restart_count for c in pod.containers) if pod else None,
-        "edit_hint": _edit_hint(server, pod),
-        "logs_command": _logs_command(server, pod),
-        "_subject": f"vllm/{server.namespace + '/' if server.namespace else ''}{server.name}",
-        "_links": link("vllm", server.name) + link("pod", server.pod) + link("node", server.node)
-        + link("ray_node", server.ray_node_id) + link("service", server.service) + [f"gpu:{g}" for g in server.gpus],
-    }
+    return (
+        plain(server, drop=("scrapes", "history", "summary"))
+        | episode_facts(server, summary, _scrape_view(server, summary, seq_cap), settings, clock, window)
+        | {
+            "metrics": plain(summary) if summary else None,
+            "has_metrics": summary is not None,
+            "health_failing": server.health != "200" if server.health is not None else None,
+            "metric_names": _metric_names(summary, server),
+            "metrics_missing": missing,
+            "metrics_missing_count": len(missing) if missing is not None else None,
+            "service_name": service.name if service else None,
+            "behind_service": _behind_service(server, snap),
+            "service_ready_endpoints": len(service.ready_addresses) if service and service.endpoints_seen else None,
+            "service_endpoints": _endpoints_text(service),
+            "in_service_endpoints": _in_endpoints(service, pod),
+            "gpu_count": len(gpus) if gpus else None,
+            "gpu_utilization_pct": max(g.utilization_gpu_pct for g in gpus if g.utilization_gpu_pct is not None)
+            if any(g.utilization_gpu_pct is not None for g in gpus)
+            else None,
+            "gpus_text": _gpus_text(gpus),
+            "engine_args_from": _engine_args_origin(server, snap),
+            "flags": " ".join(args.raw) if args else None,
+            "flags_complete": args.complete
+            if args
+            else None,  # false: only the arguments of an entrypoint not in sight
+            "flag": _flag_texts(args),
+            "max_num_seqs": args.max_num_seqs if args else None,
+            "stats_disabled": args is not None and "--disable-log-stats" in args.explicit,
+            "max_num_seqs_given": args is not None and "--max-num-seqs" in args.explicit,
+            "engines": _engines(server.scrapes, server.history_engines),
+            "max_num_seqs_total": seq_cap,
+            "seq_cap_known": seq_cap is not None,  # known either way: VLLM-114 is the cap-unknown case
+            "idle": _idle(summary),
+            # null when no log of the server was collected: its failure lines are unknown, not absent
+            "log_signals": {name: signals.get(name, []) for name in _signal_names(snap)} if server.logs_read else None,
+            "failure_line": next(
+                (signals[name][-1] for name in _FAILURE_SIGNALS if name not in _NOT_FAILURES and signals.get(name)),
+                None,
+            ),
+            "dead_engine_serving": dead_engine_serving(pod, looked_for(snap)),
+            "gpu_memory_shortfall": next(
+                (
+                    found
+                    for line in reversed(signals.get("gpu_memory_taken", []))
+                    if (found := gpu_memory_shortfall(line))
+                ),
+                None,
+            ),
+            "other_gpu_processes": _other_gpu_processes(gpus, server.pod),
+            "estimated_max_model_len": _estimated_max_model_len(signals.get("kv_cache_too_small", [])),
+            "parallel_gpus": _parallel_gpus(args),
+            "gpus_provided": gpus_provided,
+            "gpus_provided_by": gpus_provided_by,
+            "pod_name": pod.name if pod else None,
+            "pod_phase": pod.phase if pod else None,
+            "pod_state": _pod_state(server, pod),
+            "cpu_limit": _cpu_limit(pod),
+            "restarts": sum(c.restart_count for c in pod.containers) if pod else None,
+            "edit_hint": _edit_hint(server, pod),
+            "logs_command": _logs_command(server, pod),
+            "_subject": f"vllm/{server.namespace + '/' if server.namespace else ''}{server.name}",
+            "_links": link("vllm", server.name)
+            + link("pod", server.pod)
+            + link("node", server.node)
+            + link("ray_node", server.ray_node_id)
+            + link("service", server.service)
+            + [f"gpu:{g}" for g in server.gpus],
+        }
+    )
 
 
 # --------------------------------------------------------------------------- metrics
@@ -162,7 +193,11 @@ def _signal_names(snap: Snapshot) -> list[str]:
 def _metric_names(summary: VllmMetrics | None, server: VllmServer) -> dict[str, str]:
     """Which name the server exposes for quantities that were renamed, so evidence quotes it."""
     present = set(summary.present) if summary else set()
-    if not present and server.history.get("vllm_gpu_cache_usage_perc") and not server.history.get("vllm_kv_cache_usage_perc"):
+    if (
+        not present
+        and server.history.get("vllm_gpu_cache_usage_perc")
+        and not server.history.get("vllm_kv_cache_usage_perc")
+    ):
         present.add(KV_CACHE_USAGE[1])
     return {
         "kv_cache_usage": next((n for n in KV_CACHE_USAGE if n in present), KV_CACHE_USAGE[0]),
@@ -178,7 +213,9 @@ def _missing(summary: VllmMetrics | None) -> list[str] | None:
 
 
 def _scrape_view(server: VllmServer, summary: VllmMetrics | None, seq_cap: int | None) -> ScrapeView:
-    return ScrapeView(_running_every_scrape(server.scrapes), queue_per_scrape(server.scrapes), seq_cap, _ttft_queue_share(summary))
+    return ScrapeView(
+        _running_every_scrape(server.scrapes), queue_per_scrape(server.scrapes), seq_cap, _ttft_queue_share(summary)
+    )
 
 
 def _running_every_scrape(scrapes: list[Scrape]) -> bool | None:
@@ -240,7 +277,13 @@ def _flag_texts(args: EngineArgs | None) -> dict[str, str]:
         if args is None:
             texts[name] = "unknown (no command line)"
         elif flag in args.explicit:
-            texts[name] = str(value).lower() if isinstance(value, bool) else str(value) if value is not None else "a value known only at run time"
+            texts[name] = (
+                str(value).lower()
+                if isinstance(value, bool)
+                else str(value)
+                if value is not None
+                else "a value known only at run time"
+            )
         elif not args.complete:
             texts[name] = "unknown (not among the arguments; the image's entrypoint may set it)"
         else:
@@ -318,7 +361,10 @@ def _gpus_provided(server: VllmServer, pod: Pod | None, index: _Index) -> tuple[
     cluster = index.ray_clusters.get((pod.namespace, pod.ray_cluster or ""))
     if cluster is not None:
         total = _ray_cluster_gpus(cluster)
-        return total, f"RayCluster {cluster.namespace}/{cluster.name} spec: {total} nvidia.com/gpu over head and workers"
+        return (
+            total,
+            f"RayCluster {cluster.namespace}/{cluster.name} spec: {total} nvidia.com/gpu over head and workers",
+        )
     if pod.ray_cluster or (args is not None and args.distributed_executor_backend == "ray"):
         return None, "unknown: Ray places the workers and the bundle has no RayCluster spec"
     if pod.resource_claims:
@@ -342,12 +388,14 @@ def _other_gpu_processes(gpus: list[GPU], pod: str | None) -> list[str] | None:
         f"GPU {g.index} of {g.node or g.host}: pid {p.pid} ({p.name or 'name unknown'}, "
         f"{'memory unknown' if p.used_memory_mib is None else f'{p.used_memory_mib:.0f} MiB'}"
         f"{', pod ' + p.pod if p.pod else ''})"
-        for g in gpus for p in g.processes if pod is None or p.pod != pod
+        for g in gpus
+        for p in g.processes
+        if pod is None or p.pod != pod
     ]
 
 
 def _gpus_text(gpus: list[GPU]) -> str | None:
-    """"8 GPUs of gpu-h100-2 (NVIDIA H100 80GB HBM3)": the GPUs a server is joined to, in one line."""
+    """ "8 GPUs of gpu-h100-2 (NVIDIA H100 80GB HBM3)": the GPUs a server is joined to, in one line."""
     if not gpus:
         return None
     hosts = ", ".join(sorted({g.host for g in gpus}))

@@ -14,15 +14,17 @@ import functools
 import re
 
 from diag.facts.k8s_containers import vllm_container
-from diag.snapshot.model import Container, Pod
 from diag.parsers.log_gate import LineGate
 from diag.parsers.logs import scan_rules_out
 from diag.parsers.signals import LogSignals, builtin_signals
+from diag.snapshot.model import Container, Pod
 
 # uvicorn's access log: `INFO:     10.0.0.1:5123 - "POST /v1/chat/completions HTTP/1.1" 500 Internal Server Error`
 _ACCESS = re.compile(r'"(?P<method>[A-Z]+) (?P<path>\S+) HTTP/[\d.]+" (?P<status>\d{3})')
 # uvicorn's and vLLM's lines when the API server stops (launcher.py, uvicorn's server.py)
-_SHUTDOWN = re.compile(r"Shutting down|Application shutdown complete|Finished server process|Shutting down FastAPI HTTP server")
+_SHUTDOWN = re.compile(
+    r"Shutting down|Application shutdown complete|Finished server process|Shutting down FastAPI HTTP server"
+)
 
 
 def dead_engine_serving(pod: Pod | None, signals: LogSignals) -> dict | None:
@@ -40,7 +42,7 @@ def dead_engine_serving(pod: Pod | None, signals: LogSignals) -> dict | None:
     if last_death is None:
         return _absent()
     answered, failed, health_ok, last_answer = 0, 0, 0, None
-    for line in lines[last_death + 1:]:
+    for line in lines[last_death + 1 :]:
         if _SHUTDOWN.search(line):
             return _absent() | {"death_line": lines[last_death].strip(), "shut_down": True}
         if (m := _ACCESS.search(line)) is None:
@@ -50,8 +52,13 @@ def dead_engine_serving(pod: Pod | None, signals: LogSignals) -> dict | None:
         failed += m["status"].startswith("5")
         health_ok += m["path"].startswith("/health") and m["status"] == "200"
     return {
-        "found": answered > 0, "death_line": lines[last_death].strip(), "shut_down": False,
-        "answered_after": answered, "failed_after": failed, "health_ok_after": health_ok, "last_answer": last_answer,
+        "found": answered > 0,
+        "death_line": lines[last_death].strip(),
+        "shut_down": False,
+        "answered_after": answered,
+        "failed_after": failed,
+        "health_ok_after": health_ok,
+        "last_answer": last_answer,
     }
 
 
@@ -71,5 +78,12 @@ def _death_gate() -> LineGate:
 
 
 def _absent() -> dict:
-    return {"found": False, "death_line": None, "shut_down": False, "answered_after": 0, "failed_after": 0,
-            "health_ok_after": 0, "last_answer": None}
+    return {
+        "found": False,
+        "death_line": None,
+        "shut_down": False,
+        "answered_after": 0,
+        "failed_after": 0,
+        "health_ok_after": 0,
+        "last_answer": None,
+    }

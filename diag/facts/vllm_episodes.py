@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from diag.snapshot.clock import Clock
 from diag.facts.episodes import Span, Timeline
-from diag.snapshot.model import PromWindow, Scrape, VllmServer
 from diag.parsers.vllm_metrics import REQUESTS_RUNNING, REQUESTS_WAITING, VllmMetrics
+from diag.snapshot.clock import Clock
+from diag.snapshot.model import PromWindow, Scrape, VllmServer
 
 SIGNALS: dict[str, tuple[str, ...]] = {
     "kv": ("vllm_kv_cache_usage_perc", "vllm_gpu_cache_usage_perc"),
@@ -84,7 +84,11 @@ def queue_per_scrape(scrapes: list[Scrape]) -> list[dict] | None:
 def _merge(scrapes: Fact, history: Fact) -> Fact:
     if scrapes is not None and scrapes["found"]:
         if history is not None and history["found"]:
-            return scrapes | {k: history[k] for k in ("when", "from", "until", "minutes")} | {"source": "the /metrics scrapes and Prometheus"}
+            return (
+                scrapes
+                | {k: history[k] for k in ("when", "from", "until", "minutes")}
+                | {"source": "the /metrics scrapes and Prometheus"}
+            )
         if history is not None:
             note = ("Prometheus' samples do not show it for history_min_minutes (they are coarser, and may end before "
                     "collection); the scrapes read the server itself at collection, so they count")  # fmt: skip
@@ -198,9 +202,14 @@ class _Scrapes:
         if found is None:
             return None
         return self._base() | {
-            "found": found, "peak": m.kv_cache_usage_max, "now": m.kv_cache_usage,
-            "waiting_first": m.waiting_first, "waiting_last": m.requests_waiting, "waiting_peak": m.waiting_max,
-            "running": m.requests_running, "preemptions": m.preemptions_delta,
+            "found": found,
+            "peak": m.kv_cache_usage_max,
+            "now": m.kv_cache_usage,
+            "waiting_first": m.waiting_first,
+            "waiting_last": m.requests_waiting,
+            "waiting_peak": m.waiting_max,
+            "running": m.requests_running,
+            "preemptions": m.preemptions_delta,
         }
 
     def queue_growth(self) -> Fact:
@@ -211,8 +220,12 @@ class _Scrapes:
         if found is None:
             return None
         return self._base() | {
-            "found": found, "waiting_first": m.waiting_first, "waiting_last": m.requests_waiting,
-            "waiting_peak": m.waiting_max, "running": m.requests_running, "kv_peak": m.kv_cache_usage_max,
+            "found": found,
+            "waiting_first": m.waiting_first,
+            "waiting_last": m.requests_waiting,
+            "waiting_peak": m.waiting_max,
+            "running": m.requests_running,
+            "kv_peak": m.kv_cache_usage_max,
         }
 
     def seq_cap_reached(self, view: ScrapeView) -> Fact:
@@ -221,16 +234,24 @@ class _Scrapes:
             return None
         at_cap: list[bool] | None = None
         if view.queue_per_scrape is not None and view.seq_cap is not None:
-            at_cap = [q["running"] >= view.seq_cap and bool(queued(q["waiting"], q["running"], s)) for q in view.queue_per_scrape]
+            at_cap = [
+                q["running"] >= view.seq_cap and bool(queued(q["waiting"], q["running"], s))
+                for q in view.queue_per_scrape
+            ]
         found = _all_known(
             None if m.kv_cache_usage_max is None else m.kv_cache_usage_max < s["kv_cache_high"],
-            _above(m.generation_tokens_delta, 0.0), None if at_cap is None else held(at_cap, s),
+            _above(m.generation_tokens_delta, 0.0),
+            None if at_cap is None else held(at_cap, s),
         )
         if found is None:
             return None
         return self._base() | {
-            "found": found, "cap": view.seq_cap, "running": m.requests_running, "waiting_peak": m.waiting_max,
-            "kv_peak": m.kv_cache_usage_max, "at_cap": f"in {sum(at_cap or [])} of {m.scrapes} scrapes",
+            "found": found,
+            "cap": view.seq_cap,
+            "running": m.requests_running,
+            "waiting_peak": m.waiting_max,
+            "kv_peak": m.kv_cache_usage_max,
+            "at_cap": f"in {sum(at_cap or [])} of {m.scrapes} scrapes",
         }
 
     def first_token_slow(self, view: ScrapeView) -> Fact:
@@ -238,7 +259,8 @@ class _Scrapes:
         if m is None:
             return None
         found = _all_known(
-            _at_least(m.ttft_mean_s, s["ttft_high_s"]), None if m.itl_mean_s is None else m.itl_mean_s < s["itl_high_s"],
+            _at_least(m.ttft_mean_s, s["ttft_high_s"]),
+            None if m.itl_mean_s is None else m.itl_mean_s < s["itl_high_s"],
             None if view.ttft_queue_share is None else view.ttft_queue_share < s["ttft_queue_share_max"],
             _at_least(m.ttft_requests, s["latency_min_requests"]),
         )
@@ -299,10 +321,16 @@ class _History:
         span = found[-1]
         waiting = span.values("waiting")
         return self._facts(span) | {
-            "found": True, "peak": max(span.values("kv")), "now": self._last("kv"),
-            "waiting_first": waiting[0], "waiting_last": waiting[-1], "waiting_peak": max(waiting),
+            "found": True,
+            "peak": max(span.values("kv")),
+            "now": self._last("kv"),
+            "waiting_first": waiting[0],
+            "waiting_last": waiting[-1],
+            "waiting_peak": max(waiting),
             "running": max(span.values("running"), default=None),
-            "preemptions": round(sum(span.values("preemptions_per_s")) * self.t.step) if self.t.has("preemptions_per_s") else None,
+            "preemptions": round(sum(span.values("preemptions_per_s")) * self.t.step)
+            if self.t.has("preemptions_per_s")
+            else None,
         }
 
     def _pressure_rose(self, span: Span) -> bool | None:
@@ -324,8 +352,12 @@ class _History:
         waiting = span.values("waiting")
         kv = span.values("kv")
         return self._facts(span) | {
-            "found": True, "waiting_first": waiting[0], "waiting_last": waiting[-1], "waiting_peak": max(waiting),
-            "running": max(span.values("running"), default=None), "kv_peak": max(kv) if kv else None,
+            "found": True,
+            "waiting_first": waiting[0],
+            "waiting_last": waiting[-1],
+            "waiting_peak": max(waiting),
+            "running": max(span.values("running"), default=None),
+            "kv_peak": max(kv) if kv else None,
         }
 
     def seq_cap_reached(self, cap: int | None) -> Fact:
@@ -339,8 +371,12 @@ class _History:
             return {"found": False}
         span = spans[-1]
         return self._facts(span) | {
-            "found": True, "cap": cap, "running": max(span.values("running")), "waiting_peak": max(span.values("waiting")),
-            "kv_peak": max(span.values("kv")), "at_cap": f"for {span.minutes:g} min",
+            "found": True,
+            "cap": cap,
+            "running": max(span.values("running")),
+            "waiting_peak": max(span.values("waiting")),
+            "kv_peak": max(span.values("kv")),
+            "at_cap": f"for {span.minutes:g} min",
         }
 
     def first_token_slow(self) -> Fact:
@@ -360,8 +396,12 @@ class _History:
         span = spans[-1]
         ttft, queue = span.values("ttft_mean"), span.values("queue_mean")
         return self._facts(span) | {
-            "found": True, "ttft_mean": max(ttft), "ttft_tail": max(span.values("ttft_p99"), default=None), "tail": "p99",
-            "itl_mean": max(span.values("itl_mean")), "queue_share": round(max(q / t for q, t in zip(queue, ttft)), 3),
+            "found": True,
+            "ttft_mean": max(ttft),
+            "ttft_tail": max(span.values("ttft_p99"), default=None),
+            "tail": "p99",
+            "itl_mean": max(span.values("itl_mean")),
+            "queue_share": round(max(q / t for q, t in zip(queue, ttft)), 3),
         }
 
     def decode_slow(self) -> Fact:
@@ -375,8 +415,11 @@ class _History:
             return {"found": False}
         span = spans[-1]
         return self._facts(span) | {
-            "found": True, "itl_mean": max(span.values("itl_mean")), "itl_tail": max(span.values("itl_p99"), default=None),
-            "tail": "p99", "ttft_mean": max(span.values("ttft_mean")),
+            "found": True,
+            "itl_mean": max(span.values("itl_mean")),
+            "itl_tail": max(span.values("itl_p99"), default=None),
+            "tail": "p99",
+            "ttft_mean": max(span.values("ttft_mean")),
         }
 
     def stall(self) -> Fact:
@@ -394,13 +437,17 @@ class _History:
             return {"found": False}
         span = spans[-1]
         return self._facts(span) | {
-            "found": True, "running": max(span.values("running")), "waiting": max(span.values("waiting"), default=None),
+            "found": True,
+            "running": max(span.values("running")),
+            "waiting": max(span.values("waiting"), default=None),
             "seconds": round(span.minutes * 60),
         }
 
     def aborted(self, server: VllmServer) -> Fact:
         """Requests that ended other than by stop or length (abort, error) over the window, by reason."""
-        reasons = {key.removeprefix(_FINISHED): points for key, points in server.history.items() if key.startswith(_FINISHED)}
+        reasons = {
+            key.removeprefix(_FINISHED): points for key, points in server.history.items() if key.startswith(_FINISHED)
+        }
         if not reasons:
             return None
         step = self.t.step
@@ -410,8 +457,12 @@ class _History:
         finished = sum(total.values())
         count = sum(failed.values())
         return {
-            "found": count > 0, "by_reason": failed, "count": count, "finished": round(finished),
-            "share": count / finished if finished else None, "source": f"Prometheus ({step:g} s samples)",
+            "found": count > 0,
+            "by_reason": failed,
+            "count": count,
+            "finished": round(finished),
+            "share": count / finished if finished else None,
+            "source": f"Prometheus ({step:g} s samples)",
         }
 
     def _last(self, name: str) -> float | None:

@@ -7,17 +7,18 @@ link stays None. Nothing here judges health.
 from __future__ import annotations
 
 import ipaddress
-from urllib.parse import urlsplit
 from collections import Counter
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from diag.bundle.identity import GPU_FILE_SUFFIXES, VLLM_FILE, Ambiguous, PodNames
-from diag.snapshot.model import GPU, Container, Pod, RayActor, RayNode, Service, SourceStatus, Snapshot, VllmServer
+from diag.link.prometheus_join import attach_history
 from diag.parsers import workloads
 from diag.parsers.gpu_common import pci_address
 from diag.parsers.logs import xid_device, xids_in
 from diag.parsers.vllm_metrics import summarize
-from diag.link.prometheus_join import attach_history
+from diag.snapshot.model import GPU, Container, Pod, RayActor, RayNode, Service, Snapshot, SourceStatus, VllmServer
+
 
 def join(snap: Snapshot) -> Snapshot:
     attach_history(snap)
@@ -46,7 +47,9 @@ def _events_to_objects(snap: Snapshot) -> None:
             pod.events.append(event)
         elif event.involved_kind == "Node" and (node := nodes.get(event.involved_name)):
             node.events.append(event)
-        elif event.involved_kind in ("RayCluster", "RayService") and (rc := clusters.get((event.namespace, event.involved_name))):
+        elif event.involved_kind in ("RayCluster", "RayService") and (
+            rc := clusters.get((event.namespace, event.involved_name))
+        ):
             rc.events.append(event)
 
 
@@ -86,7 +89,9 @@ def _vllm_servers_to_pods(snap: Snapshot) -> None:
     for server in snap.vllm_servers:
         found = names.pod(server.name)
         if isinstance(found, Ambiguous):
-            _refuse(snap, [rel for rel in snap.sources if (m := VLLM_FILE.match(rel)) and m["server"] == server.name], found)
+            _refuse(
+                snap, [rel for rel in snap.sources if (m := VLLM_FILE.match(rel)) and m["server"] == server.name], found
+            )
         elif found is not None:
             server.name = _server_name(found, names)
             by_pod[found.key] = server
@@ -238,7 +243,12 @@ def _ray_nodes_to_gpu_hosts(snap: Snapshot) -> None:
         own = [_host_keys(name) for name in (node.hostname, node.node_name, node.node_ip)]
         hosts = {host for key, _ in own for host in exact.get(key or "", ())}
         hosts = hosts or {host for key, first in own for k in {key, first} for host in short.get(k or "", ())}
-        if not hosts and (_loopback(node.node_ip) or (node.is_head and head_is_local)) and len(machines) == 1 and not nodes:
+        if (
+            not hosts
+            and (_loopback(node.node_ip) or (node.is_head and head_is_local))
+            and len(machines) == 1
+            and not nodes
+        ):
             hosts = machines
         if len(hosts) == 1:
             claims.setdefault(next(iter(hosts)), []).append(node)
@@ -280,7 +290,9 @@ def _gpu_processes_to_ray_actors(snap: Snapshot) -> None:
     processes count: pids repeat across machines too."""
     on_host = {n.gpu_host: n for n in snap.ray_nodes if n.gpu_host is not None}
     joined = {n.node_id for n in on_host.values()}
-    node_of_ray_node = {n.node_id: (snap.pod(n.pod).node_name if n.pod and snap.pod(n.pod) else None) for n in snap.ray_nodes}
+    node_of_ray_node = {
+        n.node_id: (snap.pod(n.pod).node_name if n.pod and snap.pod(n.pod) else None) for n in snap.ray_nodes
+    }
     pod_of_ray_node = {n.node_id: n.pod for n in snap.ray_nodes}
     last_alive: dict[tuple[int, str | None], tuple[int, RayActor]] = {}
     alive_on_node: dict[tuple[int, str], RayActor] = {}
@@ -331,7 +343,11 @@ def _placement_group_strategies(snap: Snapshot) -> None:
             continue
         shapes = Counter(_shape(b) for b in pg.bundles)
         pg.strategy = next(
-            (s for s in dict.fromkeys(d.strategy for d in demands) if all((s, shape, n) in shown for shape, n in shapes.items())),
+            (
+                s
+                for s in dict.fromkeys(d.strategy for d in demands)
+                if all((s, shape, n) in shown for shape, n in shapes.items())
+            ),
             None,
         )
 

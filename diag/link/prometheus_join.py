@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from diag.snapshot.model import GPU, History, PromSeries, PromWindow, Snapshot, VllmServer
 from diag.bundle.prometheus_queries import BY_STEM, RangeQuery
+from diag.snapshot.model import GPU, History, PromSeries, PromWindow, Snapshot, VllmServer
 
 _SeriesOf = dict[str, list[PromSeries]]  # stem (or "stem/<label value>") -> the subject's series
 

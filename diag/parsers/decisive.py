@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from diag.core.errors import UserError
-from diag.snapshot.model import LAYERS
 from diag.core.rules_dir import builtin_rules_dir, load_yaml
+from diag.snapshot.model import LAYERS
 
 TAIL_BYTES = 64 * 1024
 MAX_LINE = 400  # characters of the decisive line kept: an exception message can be a whole request
@@ -44,8 +44,10 @@ _TRACEBACK = "Traceback (most recent call last):"
 _FRAME = re.compile(r'^\s+File "([^"]+)", line \d+')
 _EXCEPTION = re.compile(r"^((?:[A-Za-z_][\w]*\.)*[A-Z][\w]*)(?::\s*(.*))?$")
 _LEVELS = frozenset({"DEBUG", "INFO", "WARNING", "WARN", "ERROR", "CRITICAL", "FATAL"})
-_CHAINED = ("The above exception was the direct cause of the following exception:",
-            "During handling of the above exception, another exception occurred:")
+_CHAINED = (
+    "The above exception was the direct cause of the following exception:",
+    "During handling of the above exception, another exception occurred:",
+)
 _GO_PANIC = re.compile(r"^panic: (.+)$")
 _GO_GOROUTINE = re.compile(r"^goroutine \d+ \[")
 _GO_FRAME = re.compile(r"^\t(/\S+\.go):\d+")
@@ -114,8 +116,12 @@ def decisive_line(text: str | None, table: FamilyTable | None = None) -> Decisiv
     if len(text) > TAIL_BYTES and read:
         read = read[1:]  # the first line of a cut tail is a part of one
     lines = [line for line, _ in read]
-    found = _go_panic(lines) or _python_exception(lines, table) \
-        or _last_level(read, _FATAL, ("CRITICAL",), "last fatal line", table) or _last_level(read, _ERROR, ("ERROR",), "last error line", table)
+    found = (
+        _go_panic(lines)
+        or _python_exception(lines, table)
+        or _last_level(read, _FATAL, ("CRITICAL",), "last fatal line", table)
+        or _last_level(read, _ERROR, ("ERROR",), "last error line", table)
+    )
     if found is not None:
         _place(found, table)
     return found
@@ -124,7 +130,7 @@ def decisive_line(text: str | None, table: FamilyTable | None = None) -> Decisiv
 def _unprefixed(line: str) -> tuple[str, str | None]:
     """The line without the prefixes in front of the program's own text, and the level vLLM's logger gave it."""
     m = _PREFIX.match(line)
-    rest, level = line[m.end():].rstrip("\r"), m.group(1)
+    rest, level = line[m.end() :].rstrip("\r"), m.group(1)
     # inside a traceback vLLM logs every line at ERROR: keep the traceback's own text
     if level is None or rest.startswith((" ", _TRACEBACK)) or not rest or rest in _CHAINED or _EXCEPTION.match(rest):
         return rest, level
@@ -134,8 +140,8 @@ def _unprefixed(line: str) -> tuple[str, str | None]:
 def _go_panic(lines: list[str]) -> Decisive | None:
     for at in range(len(lines) - 1, -1, -1):
         m = _GO_PANIC.match(lines[at])
-        if m is not None and any(_GO_GOROUTINE.match(line) for line in lines[at + 1: at + 4]):
-            frames = [f.group(1) for line in lines[at + 1:] if (f := _GO_FRAME.match(line)) is not None]
+        if m is not None and any(_GO_GOROUTINE.match(line) for line in lines[at + 1 : at + 4]):
+            frames = [f.group(1) for line in lines[at + 1 :] if (f := _GO_FRAME.match(line)) is not None]
             return Decisive(lines[at][:MAX_LINE], "panic", frames=frames)
     return None
 
@@ -148,7 +154,7 @@ def _python_exception(lines: list[str], table: FamilyTable) -> Decisive | None:
         starts = [at - 1 for at, line in enumerate(lines) if _FRAME.match(line)][:1]
     for start in reversed(starts):
         frames: list[str] = []
-        for line in lines[start + 1:]:
+        for line in lines[start + 1 :]:
             if (f := _FRAME.match(line)) is not None:
                 frames.append(f.group(1))
                 continue
@@ -165,8 +171,9 @@ def _python_exception(lines: list[str], table: FamilyTable) -> Decisive | None:
     return None
 
 
-def _last_level(read: list[tuple[str, str | None]], pattern: re.Pattern[str], levels: tuple[str, ...], kind: str,
-                table: FamilyTable) -> Decisive | None:
+def _last_level(
+    read: list[tuple[str, str | None]], pattern: re.Pattern[str], levels: tuple[str, ...], kind: str, table: FamilyTable
+) -> Decisive | None:
     """The last line the pattern matches, or that vLLM's logger wrote at one of `levels`."""
     for line, level in reversed(read):
         if not line or line[0].isspace() or line.startswith(_TRACEBACK) or table.consequences.search(line):
@@ -215,13 +222,20 @@ def load_table(path: Path) -> FamilyTable:
         raise FamilyTableError(f"{where}: not readable ({' '.join(str(e).split())[:200]})") from None
     if not isinstance(data, dict):
         raise FamilyTableError(f"{where}: expected origins, consequences and families")
-    origins = tuple((_compiled(o.get("match"), f"{where}: origin {n + 1}"), _layer(o.get("layer"), f"{where}: origin {n + 1}"))
-                    for n, o in enumerate(data.get("origins") or []))
-    consequences = [_compiled(c.get("regex"), f"{where}: consequence {n + 1}").pattern for n, c in enumerate(data.get("consequences") or [])]
+    origins = tuple(
+        (_compiled(o.get("match"), f"{where}: origin {n + 1}"), _layer(o.get("layer"), f"{where}: origin {n + 1}"))
+        for n, o in enumerate(data.get("origins") or [])
+    )
+    consequences = [
+        _compiled(c.get("regex"), f"{where}: consequence {n + 1}").pattern
+        for n, c in enumerate(data.get("consequences") or [])
+    ]
     families = []
     for name, spec in (data.get("families") or {}).items():
         at = f"{where}: family {name}"
-        if not isinstance(spec, dict) or not all(isinstance(spec.get(k), str) and spec[k].strip() for k in ("description", "fix")):
+        if not isinstance(spec, dict) or not all(
+            isinstance(spec.get(k), str) and spec[k].strip() for k in ("description", "fix")
+        ):
             raise FamilyTableError(f"{at}: needs a description and a fix")
         regexes = spec.get("patterns")
         if not isinstance(regexes, list) or not regexes:
@@ -236,8 +250,16 @@ def load_table(path: Path) -> FamilyTable:
             parts.append(f"(?:{compiled.pattern})")
             examples.append(p["example"])
         layer = spec.get("layer")
-        families.append(Family(name, re.compile("|".join(parts)), spec["description"].strip(), spec["fix"].strip(),
-                               _layer(layer, at) if layer is not None else None, tuple(examples)))
+        families.append(
+            Family(
+                name,
+                re.compile("|".join(parts)),
+                spec["description"].strip(),
+                spec["fix"].strip(),
+                _layer(layer, at) if layer is not None else None,
+                tuple(examples),
+            )
+        )
     return FamilyTable(origins, re.compile("|".join(f"(?:{c})" for c in consequences) or r"(?!)"), tuple(families))
 
 

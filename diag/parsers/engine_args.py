@@ -13,7 +13,6 @@ way by `parse_entrypoint_args`, into EngineArgs that know only the flags given (
 from __future__ import annotations
 
 import functools
-
 import re
 import shlex
 from collections.abc import Callable
@@ -39,38 +38,95 @@ _FD_BEFORE_REDIRECT = re.compile(r"(?<![^\s;&|])\d+(?=[<>])")  # the "2" of 2>&1
 
 # vLLM's single-dash aliases (vllm/engine/arg_utils.py, entrypoints/openai/cli_args.py).
 _ALIASES = {
-    "-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size", "-dp": "--data-parallel-size",
-    "-dpl": "--data-parallel-size-local", "-dpa": "--data-parallel-address", "-dpp": "--data-parallel-rpc-port",
-    "-dpb": "--data-parallel-backend", "-dpn": "--data-parallel-rank", "-dpr": "--data-parallel-start-rank",
-    "-dph": "--data-parallel-hybrid-lb", "-dpe": "--data-parallel-external-lb", "-dcp": "--decode-context-parallel-size",
-    "-pcp": "--prefill-context-parallel-size", "-ep": "--enable-expert-parallel", "-asc": "--api-server-count",
-    "-q": "--quantization", "-O": "--compilation-config",
+    "-tp": "--tensor-parallel-size",
+    "-pp": "--pipeline-parallel-size",
+    "-dp": "--data-parallel-size",
+    "-dpl": "--data-parallel-size-local",
+    "-dpa": "--data-parallel-address",
+    "-dpp": "--data-parallel-rpc-port",
+    "-dpb": "--data-parallel-backend",
+    "-dpn": "--data-parallel-rank",
+    "-dpr": "--data-parallel-start-rank",
+    "-dph": "--data-parallel-hybrid-lb",
+    "-dpe": "--data-parallel-external-lb",
+    "-dcp": "--decode-context-parallel-size",
+    "-pcp": "--prefill-context-parallel-size",
+    "-ep": "--enable-expert-parallel",
+    "-asc": "--api-server-count",
+    "-q": "--quantization",
+    "-O": "--compilation-config",
 }
 
 # Flags that take no value (store_true, or BooleanOptionalAction: these also have a --no- form).
 # Needed to tell `--flag MODEL` (a boolean, then the positional model) from `--flag VALUE`.
-_BOOLEAN_FLAGS = frozenset({
-    "--allow-credentials", "--async-scheduling", "--calculate-kv-scales", "--data-parallel-external-lb",
-    "--data-parallel-hybrid-lb", "--disable-async-output-proc", "--disable-cascade-attn", "--disable-chunked-mm-input",
-    "--disable-custom-all-reduce", "--disable-fastapi-docs", "--disable-frontend-multiprocessing",
-    "--disable-hybrid-kv-cache-manager", "--disable-log-requests", "--disable-log-stats",
-    "--disable-mm-preprocessor-cache", "--disable-sliding-window", "--disable-uvicorn-access-log", "--enable-auto-tool-choice",
-    "--enable-chunked-prefill", "--enable-dbo", "--enable-eplb", "--enable-expert-parallel", "--enable-force-include-usage",
-    "--enable-log-outputs", "--enable-log-requests", "--enable-lora", "--enable-lora-bias", "--enable-prefix-caching",
-    "--enable-prompt-adapter", "--enable-prompt-tokens-details", "--enable-reasoning", "--enable-request-id-headers",
-    "--enable-server-load-tracking", "--enable-sleep-mode", "--enable-ssl-refresh", "--enable-tokenizer-info-endpoint",
-    "--enforce-eager", "--exclude-tools-when-tool-choice-none", "--fully-sharded-loras", "--grpc", "--headless",
-    "--log-error-stack", "--multi-step-stream-outputs", "--ray-workers-use-nsight", "--return-tokens-as-token-ids",
-    "--skip-tokenizer-init", "--tokens-only", "--trust-remote-code", "--trust-request-chat-template",
-    "--use-v2-block-manager",
-})
+_BOOLEAN_FLAGS = frozenset(
+    {
+        "--allow-credentials",
+        "--async-scheduling",
+        "--calculate-kv-scales",
+        "--data-parallel-external-lb",
+        "--data-parallel-hybrid-lb",
+        "--disable-async-output-proc",
+        "--disable-cascade-attn",
+        "--disable-chunked-mm-input",
+        "--disable-custom-all-reduce",
+        "--disable-fastapi-docs",
+        "--disable-frontend-multiprocessing",
+        "--disable-hybrid-kv-cache-manager",
+        "--disable-log-requests",
+        "--disable-log-stats",
+        "--disable-mm-preprocessor-cache",
+        "--disable-sliding-window",
+        "--disable-uvicorn-access-log",
+        "--enable-auto-tool-choice",
+        "--enable-chunked-prefill",
+        "--enable-dbo",
+        "--enable-eplb",
+        "--enable-expert-parallel",
+        "--enable-force-include-usage",
+        "--enable-log-outputs",
+        "--enable-log-requests",
+        "--enable-lora",
+        "--enable-lora-bias",
+        "--enable-prefix-caching",
+        "--enable-prompt-adapter",
+        "--enable-prompt-tokens-details",
+        "--enable-reasoning",
+        "--enable-request-id-headers",
+        "--enable-server-load-tracking",
+        "--enable-sleep-mode",
+        "--enable-ssl-refresh",
+        "--enable-tokenizer-info-endpoint",
+        "--enforce-eager",
+        "--exclude-tools-when-tool-choice-none",
+        "--fully-sharded-loras",
+        "--grpc",
+        "--headless",
+        "--log-error-stack",
+        "--multi-step-stream-outputs",
+        "--ray-workers-use-nsight",
+        "--return-tokens-as-token-ids",
+        "--skip-tokenizer-init",
+        "--tokens-only",
+        "--trust-remote-code",
+        "--trust-request-chat-template",
+        "--use-v2-block-manager",
+    }
+)
 # Older vLLM (StoreBoolean) also read an optional true/false after these.
 _OPTIONAL_VALUE_BOOLEANS = frozenset({"--enable-chunked-prefill"})
 # nargs="+": every following word up to the next flag is a value.
-_MULTI_VALUE_FLAGS = frozenset({
-    "--api-key", "--served-model-name", "--lora-modules", "--prompt-adapters", "--allowed-origins",
-    "--allowed-methods", "--allowed-headers",
-})
+_MULTI_VALUE_FLAGS = frozenset(
+    {
+        "--api-key",
+        "--served-model-name",
+        "--lora-modules",
+        "--prompt-adapters",
+        "--allowed-origins",
+        "--allowed-methods",
+        "--allowed-headers",
+    }
+)
 _SECRET_WORD_ENDINGS = ("key", "token", "secret", "password", "passwd")
 
 
@@ -117,8 +173,13 @@ def parse_entrypoint_args(command: list[str], args: list[str]) -> EngineArgs | N
     if options is None:
         return None
     engine = EngineArgs(
-        port=None, gpu_memory_utilization=None, tensor_parallel_size=None, pipeline_parallel_size=None,
-        data_parallel_size=None, raw=_redacted(list(options)), complete=False,
+        port=None,
+        gpu_memory_utilization=None,
+        tensor_parallel_size=None,
+        pipeline_parallel_size=None,
+        data_parallel_size=None,
+        raw=_redacted(list(options)),
+        complete=False,
     )
     for flag in _read_options(list(options))[0]:
         if flag.name not in engine.explicit:
@@ -150,11 +211,24 @@ def _entrypoint_options(command: tuple[str, ...], args: tuple[str, ...]) -> tupl
 
 
 # Programs and modules of other servers and of Ray: their flags are theirs, whatever they are named.
-_OTHER_PROGRAMS = frozenset({
-    "ray", "serve", "text-generation-launcher", "text-generation-server", "tritonserver", "trtllm-serve", "lmdeploy",
-    "sglang", "aphrodite", "ollama", "llama-server",
-})
-_OTHER_PACKAGES = frozenset({"ray", "sglang", "lmdeploy", "tensorrt_llm", "aphrodite", "text_generation_server", "llama_cpp"})
+_OTHER_PROGRAMS = frozenset(
+    {
+        "ray",
+        "serve",
+        "text-generation-launcher",
+        "text-generation-server",
+        "tritonserver",
+        "trtllm-serve",
+        "lmdeploy",
+        "sglang",
+        "aphrodite",
+        "ollama",
+        "llama-server",
+    }
+)
+_OTHER_PACKAGES = frozenset(
+    {"ray", "sglang", "lmdeploy", "tensorrt_llm", "aphrodite", "text_generation_server", "llama_cpp"}
+)
 
 
 def runs_other_server(command: list[str], args: list[str]) -> bool:
@@ -301,7 +375,7 @@ def _is_number(word: str) -> bool:
 
 
 def _split_flag(word: str) -> tuple[str, str | None]:
-    """"--max_num_seqs=8" -> ("--max-num-seqs", "8"); "-O3" -> ("--compilation-config", "3")."""
+    """ "--max_num_seqs=8" -> ("--max-num-seqs", "8"); "-O3" -> ("--compilation-config", "3")."""
     if word.startswith("-O") and not word.startswith("--") and len(word) > 2:
         return _ALIASES["-O"], word[2:].removeprefix("=")
     name, eq, value = word.partition("=")
@@ -392,7 +466,10 @@ _FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "--kv-cache-dtype": ("kv_cache_dtype", str),
     "--distributed-executor-backend": ("distributed_executor_backend", str),
 }
-_BOOLEAN_FIELDS = {"--enable-chunked-prefill": "enable_chunked_prefill", "--enable-prefix-caching": "enable_prefix_caching"}
+_BOOLEAN_FIELDS = {
+    "--enable-chunked-prefill": "enable_chunked_prefill",
+    "--enable-prefix-caching": "enable_prefix_caching",
+}
 
 
 def _apply(engine: EngineArgs, flag: _Flag) -> None:

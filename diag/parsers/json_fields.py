@@ -15,7 +15,12 @@ from typing import Any
 from diag.core.errors import ParseError
 
 _TYPE_NAMES: dict[type, str] = {
-    str: "a string", int: "an integer", float: "a number", bool: "a boolean", list: "a list", dict: "an object",
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    bool: "a boolean",
+    list: "a list",
+    dict: "an object",
 }
 
 
@@ -25,7 +30,9 @@ def load_json(text: str) -> Any:
     they would decide rules, and which of two values counts is a guess)."""
     try:
         # a byte-order mark some editors and shells write
-        return json.loads(text.removeprefix("\ufeff"), parse_constant=_not_json, parse_float=_finite, object_pairs_hook=_unique)
+        return json.loads(
+            text.removeprefix("\ufeff"), parse_constant=_not_json, parse_float=_finite, object_pairs_hook=_unique
+        )
     except json.JSONDecodeError as e:
         raise ParseError(f"not valid JSON: {e}") from None
     except ValueError as e:  # the decoder's one other error: an integer longer than Python converts

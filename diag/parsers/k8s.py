@@ -15,6 +15,9 @@ from typing import Any
 import yaml
 
 from diag.core.errors import ParseError
+from diag.parsers.json_fields import Fields, load_json, type_name
+from diag.parsers.quantity import GPU_RESOURCE, MIG_RESOURCE_PREFIX, gpu_count, parse_quantity, whole_count
+from diag.parsers.workloads import ray_node_type, vllm_recognition
 from diag.snapshot.model import (
     HPA,
     Container,
@@ -24,15 +27,12 @@ from diag.snapshot.model import (
     Pod,
     Probe,
     RayClusterSpec,
-    ServeStatus,
     RayWorkerGroup,
+    ServeStatus,
     Service,
     ServicePort,
     Workload,
 )
-from diag.parsers.workloads import ray_node_type, vllm_recognition
-from diag.parsers.json_fields import Fields, load_json, type_name
-from diag.parsers.quantity import GPU_RESOURCE, MIG_RESOURCE_PREFIX, gpu_count, parse_quantity, whole_count
 
 RAY_CLUSTER_LABEL = "ray.io/cluster"
 RAY_NODE_TYPE_LABEL = "ray.io/node-type"
@@ -213,7 +213,11 @@ def _conditions(fields: Fields) -> dict[str, dict]:
 
 def _plain_conditions(data: dict[str, Any]) -> dict[str, dict]:
     return {
-        _present(_text(c, "type")): {"status": _text(c, "status"), "reason": _text(c, "reason"), "message": _text(c, "message")}
+        _present(_text(c, "type")): {
+            "status": _text(c, "status"),
+            "reason": _text(c, "reason"),
+            "message": _text(c, "message"),
+        }
         for c in _objects_of(data, "conditions")
     }
 
@@ -226,7 +230,11 @@ def _present(value: str | None) -> str:
 
 def _checked_conditions(fields: Fields) -> dict[str, dict]:
     return {
-        _required_text(c, "type"): {"status": c.text("status"), "reason": c.text("reason"), "message": c.text("message")}
+        _required_text(c, "type"): {
+            "status": c.text("status"),
+            "reason": c.text("reason"),
+            "message": c.text("message"),
+        }
         for c in fields.children("conditions")
     }
 
@@ -372,7 +380,7 @@ def _cut_short(text: str, error: json.JSONDecodeError) -> bool:
     """Whether the decoder failed because the text ended, not because it is damaged in the middle."""
     if error.msg.startswith("Unterminated string"):
         return True
-    return _PARTIAL_TOKEN.fullmatch(text[error.pos:].rstrip()) is not None
+    return _PARTIAL_TOKEN.fullmatch(text[error.pos :].rstrip()) is not None
 
 
 # --------------------------------------------------------------------------- pods
@@ -528,8 +536,13 @@ _CORE_EVENT = _EventFields(
     "involvedObject", "message", "count", "lastTimestamp", "firstTimestamp", "reportingComponent", "source"
 )
 _EVENTS_API_EVENT = _EventFields(
-    "regarding", "note", "deprecatedCount", "deprecatedLastTimestamp", "deprecatedFirstTimestamp",
-    "reportingController", "deprecatedSource",
+    "regarding",
+    "note",
+    "deprecatedCount",
+    "deprecatedLastTimestamp",
+    "deprecatedFirstTimestamp",
+    "reportingController",
+    "deprecatedSource",
 )
 
 
@@ -566,7 +579,9 @@ def _plain_event(obj: _Object) -> Event:
         message=_text(e, names.note) or "",
         type=_text(e, "type") or "",
         count=_integer(series, "count") or _integer(e, names.count) or 1,
-        last_seen=_text(series, "lastObservedTime") or _text(e, names.last_timestamp) or _text(e, "eventTime")
+        last_seen=_text(series, "lastObservedTime")
+        or _text(e, names.last_timestamp)
+        or _text(e, "eventTime")
         or _text(e, names.first_timestamp),
         source=_text(e, names.reporter) or _text(source, "component") or _text(source, "host"),
         involved_uid=_text(about, "uid") or None,
@@ -586,7 +601,9 @@ def _checked_event(obj: _Object) -> Event:
         type=e.text("type") or "",
         # an event recorded through events.k8s.io counts repeats in series, not in count
         count=series.integer("count") or e.integer(names.count) or 1,
-        last_seen=series.text("lastObservedTime") or e.text(names.last_timestamp) or e.text("eventTime")
+        last_seen=series.text("lastObservedTime")
+        or e.text(names.last_timestamp)
+        or e.text("eventTime")
         or e.text(names.first_timestamp),
         source=e.text(names.reporter) or source.text("component") or source.text("host"),
         involved_uid=about.text("uid") or None,
@@ -627,7 +644,9 @@ def parse_services(text: str) -> list[Service]:
                 name=obj.name,
                 selector=spec.string_map("selector"),
                 ports=[
-                    ServicePort(port=_required_int(p, "port"), target_port=_int_or_name(p, "targetPort"), name=p.text("name"))
+                    ServicePort(
+                        port=_required_int(p, "port"), target_port=_int_or_name(p, "targetPort"), name=p.text("name")
+                    )
                     for p in spec.children("ports")
                 ],
                 type=spec.text("type") or "ClusterIP",
@@ -813,7 +832,8 @@ def parse_rayservices(text: str) -> list[RayClusterSpec]:
 
 def _condition_times(status: Fields) -> dict[str, str]:
     return {
-        kind: when for c in status.children("conditions")
+        kind: when
+        for c in status.children("conditions")
         if (kind := c.text("type")) and (when := c.text("lastTransitionTime"))
     }
 
@@ -830,9 +850,11 @@ def _serve_statuses(status: Fields, which: str) -> list[ServeStatus]:
         deployments = app.child("serveDeploymentStatuses")
         for name in sorted(deployments.data):
             deployment = deployments.child(name)
-            found.append(ServeStatus(
-                which, cluster_name, app_name, name, deployment.text("status"), deployment.text("message") or None
-            ))
+            found.append(
+                ServeStatus(
+                    which, cluster_name, app_name, name, deployment.text("status"), deployment.text("message") or None
+                )
+            )
     return found
 
 

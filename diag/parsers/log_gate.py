@@ -29,7 +29,9 @@ MIN_LITERAL = 4
 # decade: about 1 in 10**0.5 characters is " ", 1 in 10 is each of "er1tni:0o", ... (counted over
 # fixtures/ and the logs of bench/generate.py). Any other character is taken as rarer than all these.
 _FREQUENCY_CLASSES = (" ", "er1tni:0o", "asgp2.lu3hcdP,4mIv/8", "-OkA_9=NFT7()Sy5][fq%VWK", "'E\"GxRU6LwHBzb", "MCD")
-_REPEATS = tuple(getattr(_sre, name) for name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT") if hasattr(_sre, name))
+_REPEATS = tuple(
+    getattr(_sre, name) for name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT") if hasattr(_sre, name)
+)
 _Needle = tuple[str, bool]  # a literal, and whether it is matched ignoring case
 # One pass for all the literals (_Pieces) costs about as much as eight str.find passes, one a literal.
 ONE_PASS_FROM = 8
@@ -55,7 +57,10 @@ class LineGate:
             if needles is None:
                 return cls(None)
             found.update(needles)
-        return cls(tuple(sorted(text for text, icase in found if not icase)), tuple(sorted(text for text, icase in found if icase)))
+        return cls(
+            tuple(sorted(text for text, icase in found if not icase)),
+            tuple(sorted(text for text, icase in found if icase)),
+        )
 
     def line_starts(self, text: str) -> set[int] | None:
         """Where each '\\n'-separated line holding a literal starts; None: no gate, scan every line."""
@@ -69,10 +74,14 @@ class LineGate:
                 _add_lines_holding(text, literal, starts)
         lowered = text.lower() if self.folded and text.isascii() else None
         for literal in self.folded:
-            if lowered is not None and literal.isascii():  # then lower() keeps every offset and is what ignoring case does
+            if (
+                lowered is not None and literal.isascii()
+            ):  # then lower() keeps every offset and is what ignoring case does
                 _add_lines_holding(lowered, literal.lower(), starts)
             else:  # "ſ" matches "s" ignoring case, "İ" lower-cases to two characters: the regex engine's rules
-                starts.update(text.rfind("\n", 0, m.start()) + 1 for m in re.finditer(re.escape(literal), text, re.IGNORECASE))
+                starts.update(
+                    text.rfind("\n", 0, m.start()) + 1 for m in re.finditer(re.escape(literal), text, re.IGNORECASE)
+                )
         return starts
 
     def joined(self, other: LineGate) -> LineGate:
@@ -102,7 +111,9 @@ class _Pieces:
         cuts = _rare_characters(literals)
         pieces = []
         for literal in literals:
-            at = min((i for i, char in enumerate(_cut_points(literal)) if char in cuts), key=lambda i: _frequency(literal[i]))
+            at = min(
+                (i for i, char in enumerate(_cut_points(literal)) if char in cuts), key=lambda i: _frequency(literal[i])
+            )
             pieces.append((literal[at:], literal))
         return cls(re.compile(_alternation(sorted(pieces))).search)
 
@@ -205,7 +216,9 @@ def _of_sequence(items: list, icase: bool) -> list[_Needle] | None:
         end_run()
         if op is _sre.SUBPATTERN:
             _group, add_flags, del_flags, inner = av
-            inner_icase = (icase or bool(add_flags & _sre.SRE_FLAG_IGNORECASE)) and not del_flags & _sre.SRE_FLAG_IGNORECASE
+            inner_icase = (
+                icase or bool(add_flags & _sre.SRE_FLAG_IGNORECASE)
+            ) and not del_flags & _sre.SRE_FLAG_IGNORECASE
             if (found := _of_sequence(list(inner), inner_icase)) is not None:
                 options.append(found)
         elif op is _sre.BRANCH:

@@ -94,8 +94,11 @@ def gpu_memory_shortfall(line: str) -> dict | None:
         return None
     device, free, total, utilization, requested = match.groups()
     return {
-        "device": device, "free_gib": float(free), "total_gib": float(total),
-        "utilization": float(utilization), "requested_gib": float(requested),
+        "device": device,
+        "free_gib": float(free),
+        "total_gib": float(total),
+        "utilization": float(utilization),
+        "requested_gib": float(requested),
         "in_use_gib": round(float(total) - float(free), 2),
         # the largest --gpu-memory-utilization the check passes with, at two decimals
         "utilization_that_fits": math.floor(float(free) / float(total) * 100) / 100 if float(total) > 0 else None,
@@ -106,7 +109,9 @@ def gpu_memory_shortfall(line: str) -> dict | None:
 
 # vLLM's logger: "INFO 08-19 14:58:40 [core.py:215] ..." (optionally "(EngineCore_0 pid=1) " before it);
 # `kubectl logs --timestamps`: "2025-08-19T14:58:40.123456789Z ..." at the start of the line.
-_VLLM_TIME = re.compile(r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?\b")
+_VLLM_TIME = re.compile(
+    r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?\b"
+)
 _KUBECTL_TIME = re.compile(r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:Z|[+-]\d{2}:\d{2})\s")
 _READY_LITERALS = ("Application startup complete", "Uvicorn running on")
 _READY = re.compile("|".join(map(re.escape, _READY_LITERALS)))
@@ -155,7 +160,9 @@ def _up_to_first_ready_line(text: str) -> list[str] | None:
 def _startup_span(lines: list[str]) -> float | None:
     """From the first stamped line to the last stamp at or before the first ready line after it. Only
     those two stamps are read: a stamp costs two regexes and a date, and a start-up is dozens of lines."""
-    first_at, first = next(((at, stamp) for at, line in enumerate(lines) if (stamp := _timestamp(line)) is not None), (0, None))
+    first_at, first = next(
+        ((at, stamp) for at, line in enumerate(lines) if (stamp := _timestamp(line)) is not None), (0, None)
+    )
     ready_at = next((at for at in range(first_at, len(lines)) if _READY.search(lines[at])), None)
     if first is None or ready_at is None:
         return None

@@ -20,7 +20,6 @@ from itertools import count
 from typing import Any
 
 from diag.core.errors import ParseError
-from diag.snapshot.model import GPU, GPUProcess
 from diag.parsers.gpu_common import (
     NO_DEVICE_HANDLE,
     UnopenedGpu,
@@ -34,6 +33,7 @@ from diag.parsers.gpu_common import (
     unopened_gpu,
     yes_no,
 )
+from diag.snapshot.model import GPU, GPUProcess
 
 # ----------------------------------------------------------------------------------------- XML
 
@@ -100,8 +100,7 @@ def parse_xml(text: str, host: str) -> list[GPU]:
     cuda_version = _known_text(root, "cuda_version")
     indexes = _free_indexes(unopened)
     gpus = [
-        _xml_gpu(_XmlGpu(element, next(indexes)), host, driver_version, cuda_version)
-        for element in root.findall("gpu")
+        _xml_gpu(_XmlGpu(element, next(indexes)), host, driver_version, cuda_version) for element in root.findall("gpu")
     ]
     return gpus + _unopened_gpus(unopened, host, {g.index for g in gpus}, driver_version)
 
@@ -177,7 +176,15 @@ def _unopened_gpus(unopened: list[UnopenedGpu], host: str, taken: set[int], driv
         if index is None:
             index = min(set(range(len(taken) + 1)) - taken)
             taken.add(index)
-        gpus.append(GPU(host=host, index=index, pci_bus_id=found.pci_bus_id, driver_version=driver_version, open_error=found.error))
+        gpus.append(
+            GPU(
+                host=host,
+                index=index,
+                pci_bus_id=found.pci_bus_id,
+                driver_version=driver_version,
+                open_error=found.error,
+            )
+        )
     return gpus
 
 
@@ -363,7 +370,9 @@ def parse_csv(text: str, host: str, columns: tuple[str, ...] | None = None) -> l
     """
     text, unopened = _without_unopened_lines(text)
     try:
-        rows = [row for row in csv.reader(io.StringIO(text), skipinitialspace=True) if any(cell.strip() for cell in row)]
+        rows = [
+            row for row in csv.reader(io.StringIO(text), skipinitialspace=True) if any(cell.strip() for cell in row)
+        ]
     except csv.Error as e:  # a field past csv's limit (an unclosed quote), a NUL byte
         raise ParseError(f"not nvidia-smi CSV: {e}") from None
     if not rows:

@@ -10,9 +10,9 @@ import json
 from typing import Any
 
 from diag.core.errors import ParseError
-from diag.snapshot.model import GPU, GPUProcess
 from diag.parsers.gpu_common import clocks_event_reason_names, in_reason_order
 from diag.parsers.json_fields import Fields, load_json, type_name
+from diag.snapshot.model import GPU, GPUProcess
 
 SCHEMA = "llmdiag/nvml/v1"
 _MIB = 1024 * 1024
@@ -64,7 +64,9 @@ def parse_nvml_json(text: str, host: str) -> list[GPU]:
         raise ParseError('not an NVML snapshot: no "gpus" list')
     driver_version = top.text("driver")
     cuda_version = _cuda_version(top.integer("cuda"))
-    gpus = [_gpu(gpu, position, host, driver_version, cuda_version) for position, gpu in enumerate(top.children("gpus"))]
+    gpus = [
+        _gpu(gpu, position, host, driver_version, cuda_version) for position, gpu in enumerate(top.children("gpus"))
+    ]
     machine = top.child("host")
     host_name, addresses = machine.text("name"), machine.strings("addresses")
     for gpu in gpus:

@@ -13,8 +13,8 @@ import math
 from typing import Any
 
 from diag.core.errors import ParseError
-from diag.snapshot.model import PromResult, PromSeries, PromWindow
 from diag.parsers.json_fields import Fields, load_json, type_name
+from diag.snapshot.model import PromResult, PromSeries, PromWindow
 
 _RESULT_TYPES = ("vector", "matrix", "scalar", "string")
 
@@ -30,7 +30,7 @@ def parse_prom_answer(text: str, name: str) -> PromResult:
         message = " ".join((answer.text("error") or "no message").split())
         raise ParseError(f"Prometheus answered with an error ({error_type}): {message[:300]}")
     if status != "success" or "data" not in answer:
-        raise ParseError("not a Prometheus HTTP API answer (no status \"success\" with data)")
+        raise ParseError('not a Prometheus HTTP API answer (no status "success" with data)')
     data = answer.child("data")
     result_type = data.text("resultType")
     if result_type not in _RESULT_TYPES:
@@ -42,7 +42,9 @@ def parse_prom_answer(text: str, name: str) -> PromResult:
         series = [_series(Fields(item, "answer", f"data.result[{i}]"), result_type) for i, item in enumerate(result)]
     else:
         series = [PromSeries(metric={}, values=[_pair(result, "answer: data.result")])]
-    return PromResult(name=name, query=answer.text("query"), result_type=result_type, series=series, window=_window(answer))
+    return PromResult(
+        name=name, query=answer.text("query"), result_type=result_type, series=series, window=_window(answer)
+    )
 
 
 def _window(answer: Fields) -> PromWindow | None:
@@ -85,7 +87,7 @@ _YEAR_10000 = 253_402_300_800  # Unix seconds; past it (or before 1970) a time i
 def _pair(pair: Any, where: str) -> tuple[float, float]:
     """[<unix time>, "<value>"]."""
     if not (isinstance(pair, list) and len(pair) == 2):
-        raise ParseError(f"{where}: expected a [time, \"value\"] pair, found {type_name(pair)}")
+        raise ParseError(f'{where}: expected a [time, "value"] pair, found {type_name(pair)}')
     time, value = pair
     if isinstance(time, bool) or not isinstance(time, (int, float)):
         raise ParseError(f"{where}: the time is {type_name(time)}, expected a number")

@@ -11,9 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from diag.snapshot.clock import iso, parse_time
 from diag.core.errors import ParseError
-from diag.snapshot.model import PlacementGroup, RayActor, RayNode
 from diag.parsers.json_fields import Fields, type_name
 from diag.parsers.ray_common import (
     dashboard_data,
@@ -31,6 +29,8 @@ from diag.parsers.ray_common import (
     required_text,
     resource_map,
 )
+from diag.snapshot.clock import iso, parse_time
+from diag.snapshot.model import PlacementGroup, RayActor, RayNode
 
 # ActorDeathCause (common.proto): exactly one of these contexts is set.
 _DEATH_CONTEXTS = {
@@ -194,7 +194,9 @@ def _summary_node(row: Fields, logical: dict[str, str]) -> RayNode:
         labels=raylet.string_map("labels"),
         state_message=raylet.text("stateMessage") or None,
         gpu_processes=_gpu_processes(row),
-        workers=[_core_worker(w) for w in raylet.children("coreWorkersStats")] if "coreWorkersStats" in raylet else None,
+        workers=[_core_worker(w) for w in raylet.children("coreWorkersStats")]
+        if "coreWorkersStats" in raylet
+        else None,
         start_time=_ms_time(raylet, "startTimeMs"),
         end_time=_ms_time(raylet, "endTimeMs"),
     )

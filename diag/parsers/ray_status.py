@@ -11,7 +11,6 @@ from datetime import datetime, timezone
 from typing import Any
 
 from diag.core.errors import ParseError
-from diag.snapshot.model import RayDemand, RayStatus
 from diag.parsers.json_fields import Fields, type_name
 from diag.parsers.ray_common import (
     dashboard_data,
@@ -23,6 +22,7 @@ from diag.parsers.ray_common import (
     parse_usage_line,
     raw_list,
 )
+from diag.snapshot.model import RayDemand, RayStatus
 
 _HEADER = re.compile(r"^=+ Autoscaler status: (?P<time>.+?) =+$")
 _NODE_COUNT = re.compile(r"^(?P<count>\d+) (?P<type>\S.*)$")

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from diag.core.errors import UserError
-from diag.snapshot.model import LAYERS
-from diag.parsers.log_gate import LineGate
 from diag.core.rules_dir import builtin_rules_dir, load_yaml
+from diag.parsers.log_gate import LineGate
+from diag.snapshot.model import LAYERS
 
 if TYPE_CHECKING:
     from diag.snapshot.model import Snapshot
@@ -68,11 +68,17 @@ def load_signals(rule_dirs: list[Path]) -> LogSignals:
                 if name in layers and layers[name] != layer:
                     raise SignalError(f"{where}: layer {layer} differs from {layers[name]} given before")
                 layers[name], descriptions[name] = layer, descriptions.get(name) or description
-                crash_cause[name] = spec.get("crash_cause", crash_cause.get(name, True))  # a file that says nothing keeps it
+                crash_cause[name] = spec.get(
+                    "crash_cause", crash_cause.get(name, True)
+                )  # a file that says nothing keeps it
                 regexes.setdefault(name, []).extend(patterns)
         patterns = {name: re.compile("|".join(f"(?:{r})" for r in rs)) for name, rs in regexes.items()}
         _loaded[key] = LogSignals(
-            patterns, layers, descriptions, tuple(name for name in regexes if crash_cause[name]), LineGate.of(patterns.values())
+            patterns,
+            layers,
+            descriptions,
+            tuple(name for name in regexes if crash_cause[name]),
+            LineGate.of(patterns.values()),
         )
     return _loaded[key]
 
@@ -129,8 +135,10 @@ def _regex(pattern: Any, where: str) -> str:
         compiled = re.compile(pattern["regex"])
         re.compile(f"(?:{pattern['regex']})")  # how it is joined with the signal's other patterns
     except re.error as e:
-        raise SignalError(f"{where}: the regex does not compile on its own or joined with others ({e}); "
-                          "write flags scoped, (?i:...), not global") from None
+        raise SignalError(
+            f"{where}: the regex does not compile on its own or joined with others ({e}); "
+            "write flags scoped, (?i:...), not global"
+        ) from None
     example = pattern.get("example")
     if example is not None and not (isinstance(example, str) and compiled.search(example)):
         raise SignalError(f"{where}: its example does not match its regex")

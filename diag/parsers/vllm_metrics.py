@@ -248,7 +248,9 @@ class _Scrapes:
         self.by_name: list[dict[str, Series]] = [i.by_name for i in indexed]
         self.names: set[str] = set().union(*(i.names for i in indexed))
         self.label_names: set[str] = set().union(*(i.label_names for i in indexed))  # of vllm: series
-        self.start_times: list[float | None] = [_start_time(index) for index in self.by_name]  # the process's, per scrape
+        self.start_times: list[float | None] = [
+            _start_time(index) for index in self.by_name
+        ]  # the process's, per scrape
 
     def first_exposed(self, names: tuple[str, ...]) -> str:
         return next((name for name in names if name in self.names), names[0])
@@ -273,7 +275,9 @@ class _Scrapes:
     def increases(self, name: str, group_by: str | None = None) -> dict[str, float] | None:
         """Per value of label `group_by` (all series together under "" when None), the counter's
         increase, with resets read as Prometheus does: a drop means the counter restarted from 0."""
-        seen = [(index[name], start) for index, start in zip(self.by_name, self.start_times, strict=True) if index.get(name)]
+        seen = [
+            (index[name], start) for index, start in zip(self.by_name, self.start_times, strict=True) if index.get(name)
+        ]
         if len(seen) < 2:
             return None
         totals: dict[str, float] = {}

@@ -33,32 +33,66 @@ from __future__ import annotations
 import functools
 from pathlib import PurePosixPath
 
-from diag.snapshot.model import Container, EngineArgs, Pod
 from diag.parsers import engine_args
+from diag.snapshot.model import Container, EngineArgs, Pod
 
 VLLM_LOG_SIGNAL = "vllm_process"  # rules/signals/vllm.yaml
 VLLM_DEFAULT_PORT = 8000
 
 # Flags of vLLM's server that no other serving engine's command line takes under that name.
-_VLLM_ONLY_FLAGS = frozenset({
-    "--gpu-memory-utilization", "--max-model-len", "--max-num-seqs", "--max-num-batched-tokens", "--enforce-eager",
-    "--enable-prefix-caching", "--enable-chunked-prefill", "--swap-space", "--distributed-executor-backend",
-    "--max-seq-len-to-capture",
-})
+_VLLM_ONLY_FLAGS = frozenset(
+    {
+        "--gpu-memory-utilization",
+        "--max-model-len",
+        "--max-num-seqs",
+        "--max-num-batched-tokens",
+        "--enforce-eager",
+        "--enable-prefix-caching",
+        "--enable-chunked-prefill",
+        "--swap-space",
+        "--distributed-executor-backend",
+        "--max-seq-len-to-capture",
+    }
+)
 # vLLM's, but an app's command line may take it too: evidence only beside port 8000. (--dtype, --quantization,
 # --tensor-parallel-size, --served-model-name: TGI and SGLang take them as well.)
 _VLLM_COMMON_FLAGS = frozenset({"--model"})
 # Environment variables vLLM reads (vllm/envs.py) that only a process running vLLM sets.
-_VLLM_ENV = frozenset({
-    "VLLM_WORKER_MULTIPROC_METHOD", "VLLM_USE_V1", "VLLM_ATTENTION_BACKEND", "VLLM_ALLOW_LONG_MAX_MODEL_LEN",
-    "VLLM_LOGGING_LEVEL", "VLLM_CONFIGURE_LOGGING", "VLLM_LOGGING_CONFIG_PATH", "VLLM_LOGGING_PREFIX",
-    "VLLM_LOG_STATS_INTERVAL", "VLLM_USE_MODELSCOPE", "VLLM_CACHE_ROOT", "VLLM_CONFIG_ROOT",
-    "VLLM_ENGINE_ITERATION_TIMEOUT_S", "VLLM_RPC_TIMEOUT", "VLLM_USE_TRITON_FLASH_ATTN", "VLLM_FLASH_ATTN_VERSION",
-    "VLLM_ALLOW_RUNTIME_LORA_UPDATING", "VLLM_NCCL_SO_PATH", "VLLM_SKIP_P2P_CHECK", "VLLM_DISABLE_COMPILE_CACHE",
-    "VLLM_ENABLE_V1_MULTIPROCESSING", "VLLM_TRACE_FUNCTION", "VLLM_HOST_IP", "VLLM_NO_USAGE_STATS", "VLLM_DO_NOT_TRACK",
-    "VLLM_TORCH_PROFILER_DIR", "VLLM_USE_FLASHINFER_SAMPLER", "VLLM_PP_LAYER_PARTITION", "VLLM_CPU_KVCACHE_SPACE",
-    "VLLM_MODEL_REDIRECT_PATH", "VLLM_RINGBUFFER_WARNING_INTERVAL",
-})
+_VLLM_ENV = frozenset(
+    {
+        "VLLM_WORKER_MULTIPROC_METHOD",
+        "VLLM_USE_V1",
+        "VLLM_ATTENTION_BACKEND",
+        "VLLM_ALLOW_LONG_MAX_MODEL_LEN",
+        "VLLM_LOGGING_LEVEL",
+        "VLLM_CONFIGURE_LOGGING",
+        "VLLM_LOGGING_CONFIG_PATH",
+        "VLLM_LOGGING_PREFIX",
+        "VLLM_LOG_STATS_INTERVAL",
+        "VLLM_USE_MODELSCOPE",
+        "VLLM_CACHE_ROOT",
+        "VLLM_CONFIG_ROOT",
+        "VLLM_ENGINE_ITERATION_TIMEOUT_S",
+        "VLLM_RPC_TIMEOUT",
+        "VLLM_USE_TRITON_FLASH_ATTN",
+        "VLLM_FLASH_ATTN_VERSION",
+        "VLLM_ALLOW_RUNTIME_LORA_UPDATING",
+        "VLLM_NCCL_SO_PATH",
+        "VLLM_SKIP_P2P_CHECK",
+        "VLLM_DISABLE_COMPILE_CACHE",
+        "VLLM_ENABLE_V1_MULTIPROCESSING",
+        "VLLM_TRACE_FUNCTION",
+        "VLLM_HOST_IP",
+        "VLLM_NO_USAGE_STATS",
+        "VLLM_DO_NOT_TRACK",
+        "VLLM_TORCH_PROFILER_DIR",
+        "VLLM_USE_FLASHINFER_SAMPLER",
+        "VLLM_PP_LAYER_PARTITION",
+        "VLLM_CPU_KVCACHE_SPACE",
+        "VLLM_MODEL_REDIRECT_PATH",
+        "VLLM_RINGBUFFER_WARNING_INTERVAL",
+    }
+)
 
 
 def vllm_recognition(container: Container, ray_pod: bool = False) -> str | None:
@@ -119,7 +153,7 @@ def is_ray_pod(pod: Pod) -> bool:
 
 
 def ray_node_type(containers: list[Container]) -> str | None:
-    """"head" or "worker" when a container's command starts a Ray node (`ray start`), else None."""
+    """ "head" or "worker" when a container's command starts a Ray node (`ray start`), else None."""
     return next((role for c in containers if (role := _ray_role(c)) is not None), None)
 
 

@@ -37,7 +37,15 @@ class XidCatalogue:
         found = self.entries.get(code)
         if found is not None:
             return found
-        return XidEntry(code, None, f"not in NVIDIA's Xid catalogue ({self.source})", None, "see NVIDIA's Xid documentation", None, None)
+        return XidEntry(
+            code,
+            None,
+            f"not in NVIDIA's Xid catalogue ({self.source})",
+            None,
+            "see NVIDIA's Xid documentation",
+            None,
+            None,
+        )
 
 
 @functools.cache
@@ -50,7 +58,11 @@ def load_catalogue(path: Path) -> XidCatalogue:
         data = load_yaml(path.read_text())
     except (OSError, ValueError) as e:
         raise XidCatalogueError(f"{path}: not readable ({' '.join(str(e).split())[:200]})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("xids"), dict) or not isinstance(data.get("buckets"), dict):
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("xids"), dict)
+        or not isinstance(data.get("buckets"), dict)
+    ):
         raise XidCatalogueError(f"{path}: expected source, buckets, xids, unused and named_by")
     buckets: dict[str, str] = data["buckets"]
     named_by = {int(code): str(rule) for code, rule in (data.get("named_by") or {}).items()}
@@ -62,11 +74,18 @@ def load_catalogue(path: Path) -> XidCatalogue:
         if immediate is not None and immediate not in buckets:
             raise XidCatalogueError(f"{path}: Xid {code}: bucket {immediate!r} is not one of `buckets`")
         entries[code] = XidEntry(
-            code, spec["mnemonic"], spec.get("description") or spec["mnemonic"], immediate,
-            buckets[immediate] if immediate else "the catalogue gives no action", spec.get("investigate"), named_by.get(code),
+            code,
+            spec["mnemonic"],
+            spec.get("description") or spec["mnemonic"],
+            immediate,
+            buckets[immediate] if immediate else "the catalogue gives no action",
+            spec.get("investigate"),
+            named_by.get(code),
         )
     for code in data.get("unused") or []:
         if code in entries:
             raise XidCatalogueError(f"{path}: Xid {code} is both listed and unused")
-        entries[code] = XidEntry(code, "Unused", "unused (no GPU it applies to)", "CONTACT_SUPPORT", buckets["CONTACT_SUPPORT"], None, None)
+        entries[code] = XidEntry(
+            code, "Unused", "unused (no GPU it applies to)", "CONTACT_SUPPORT", buckets["CONTACT_SUPPORT"], None, None
+        )
     return XidCatalogue(str(data.get("source") or path), entries)

@@ -8,8 +8,8 @@ from rich.console import Console
 from rich.text import Text
 
 from diag.analyze import Report
-from diag.verdict.history import HistoryItem
 from diag.report.safe import code, md, plain
+from diag.verdict.history import HistoryItem
 
 MAX_ITEMS_SHOWN = 3  # aged events / terminations / deaths listed under one history line
 
@@ -47,7 +47,9 @@ def print_section(report: Report, console: Console) -> None:
         return
     console.print(Text.assemble("\n", (plain(history.heading()), "bold")))
     for item in history.items:
-        console.print(Text(f"  {plain(item.rule)} {plain(item.what)} — {plain(item.subject)}, {plain(_when(item))}", style="dim"))
+        console.print(
+            Text(f"  {plain(item.rule)} {plain(item.what)} — {plain(item.subject)}, {plain(_when(item))}", style="dim")
+        )
         for text in item.items[:MAX_ITEMS_SHOWN]:
             console.print(Text(f"    {plain(text)}", style="dim"))
 

@@ -10,9 +10,9 @@ import json
 
 from diag import __version__
 from diag.analyze import Report
+from diag.report import history_section
 from diag.snapshot.clock import iso_time
 from diag.verdict.context import AnalysisContext
-from diag.report import history_section
 
 SCHEMA = "llmdiag/report/v1"
 
@@ -28,7 +28,13 @@ def to_dict(report: Report) -> dict:
             "gaps": [{"source": g.source, "problem": g.problem, "remedy": g.remedy} for g in report.verdict.gaps],
             "confidence": report.verdict.confidence,
             "caveats": [
-                {"source": c.gap.source, "problem": c.gap.problem, "remedy": c.gap.remedy, "rules": list(c.rules), "deeper": c.deeper}
+                {
+                    "source": c.gap.source,
+                    "problem": c.gap.problem,
+                    "remedy": c.gap.remedy,
+                    "rules": list(c.rules),
+                    "deeper": c.deeper,
+                }
                 for c in report.verdict.caveats
             ],
         },

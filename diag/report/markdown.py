@@ -18,7 +18,12 @@ def render_markdown(report: Report) -> str:
     if report.verdict.status == "healthy":
         out += ["**Verdict: healthy.** " + md(report.verdict.summary), ""]
     elif report.verdict.status == "inconclusive":
-        out += ["**Verdict: inconclusive.** " + md(report.verdict.summary), "", "Could not read, and how to get it:", ""]
+        out += [
+            "**Verdict: inconclusive.** " + md(report.verdict.summary),
+            "",
+            "Could not read, and how to get it:",
+            "",
+        ]
         out += [f"- {md(g.problem)}: {code(g.remedy)}" for g in report.verdict.gaps] + [""]
     else:
         out += [f"**Verdict: {md(str(report.verdict.layer))} layer** — {md(report.verdict.summary)}", ""]
@@ -26,7 +31,8 @@ def render_markdown(report: Report) -> str:
         if report.verdict.caveats:
             out += [f"Not read, and could change this verdict (confidence: {md(str(report.verdict.confidence))}):", ""]
             out += [
-                f"- {md(c.gap.problem)} ({md(rule_names(c.rules))} would read it): {code(c.gap.remedy)}" for c in report.verdict.caveats
+                f"- {md(c.gap.problem)} ({md(rule_names(c.rules))} would read it): {code(c.gap.remedy)}"
+                for c in report.verdict.caveats
             ] + [""]
         if v.consequences:
             out += ["### Consequences", ""]
@@ -40,7 +46,9 @@ def render_markdown(report: Report) -> str:
         out.append("")
     if v.other_problems:
         out += ["## Other problems (not on the serving path)", ""]
-        out += [f"- **{md(f.severity)}** {code(f.rule)} {md(f.title)} — {code(f.subject)}" for f in v.other_problems] + [""]
+        out += [
+            f"- **{md(f.severity)}** {code(f.rule)} {md(f.title)} — {code(f.subject)}" for f in v.other_problems
+        ] + [""]
     out += history_section.markdown_lines(report)
     if report.config_file:
         out += [f"Config: {code(report.config_file)} applied, {report.suppressed} finding(s) suppressed.", ""]
@@ -55,7 +63,14 @@ def render_markdown(report: Report) -> str:
 
 
 def _finding_section(f: Finding, heading: str) -> list[str]:
-    lines = [f"## {heading}: {code(f.rule)} {md(f.title)}", "", f"Subject: {code(f.subject)} · severity: **{md(f.severity)}**", "", "Evidence:", ""]
+    lines = [
+        f"## {heading}: {code(f.rule)} {md(f.title)}",
+        "",
+        f"Subject: {code(f.subject)} · severity: **{md(f.severity)}**",
+        "",
+        "Evidence:",
+        "",
+    ]
     lines += [f"- {md(e)}" for e in f.evidence]
     lines += ["", "Fix:", "", *fence(f.remediation), ""]
     if f.references:

@@ -18,12 +18,12 @@ from rich.table import Table
 from rich.text import Text
 
 from diag.analyze import Report
-from diag.verdict.diagnosis import Verdict
+from diag.core.shell import COMMAND_LINE
 from diag.engine.rules import Finding
 from diag.report import history_section
 from diag.report.safe import block, plain
 from diag.report.view import rule_names, view
-from diag.core.shell import COMMAND_LINE
+from diag.verdict.diagnosis import Verdict
 
 _STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 _RULE_ID = "bold blue"  # every rule id, wherever it is printed
@@ -37,31 +37,53 @@ def print_report(report: Report, console: Console) -> None:
     v = view(report)
     verdict = report.verdict
     if verdict.status == "healthy":
-        console.print(Panel(Text(plain(verdict.summary), style="bold green"), title="llmdiag verdict: healthy", border_style="green"))
+        console.print(
+            Panel(
+                Text(plain(verdict.summary), style="bold green"), title="llmdiag verdict: healthy", border_style="green"
+            )
+        )
     elif verdict.status == "inconclusive":
-        console.print(Panel(_gaps_body(verdict), title="llmdiag verdict: inconclusive (could not decide)", border_style="magenta"))
+        console.print(
+            Panel(_gaps_body(verdict), title="llmdiag verdict: inconclusive (could not decide)", border_style="magenta")
+        )
     else:
-        title = Text.assemble(f"llmdiag verdict: {plain(str(verdict.layer))} layer at fault (", (plain(str(verdict.rule)), _RULE_ID), ")")
+        title = Text.assemble(
+            f"llmdiag verdict: {plain(str(verdict.layer))} layer at fault (", (plain(str(verdict.rule)), _RULE_ID), ")"
+        )
         console.print(Panel(_finding_body(v.root), title=title, border_style=_STYLE[v.root.severity]))
         _print_fix(v.root, console)
         _print_caveats(verdict, console)
         if v.consequences:
-            console.print(Text.assemble("\n", ("Consequences", "bold"), " (explained by the root cause, not separate problems):"))
+            console.print(
+                Text.assemble("\n", ("Consequences", "bold"), " (explained by the root cause, not separate problems):")
+            )
             for f in v.consequences:
-                console.print(_hanging(Text.assemble((plain(f.rule), _RULE_ID), f" {plain(f.title)} — {plain(f.subject)}"), "  • "))
+                console.print(
+                    _hanging(
+                        Text.assemble((plain(f.rule), _RULE_ID), f" {plain(f.title)} — {plain(f.subject)}"), "  • "
+                    )
+                )
     for layer, findings in v.by_layer.items():
         console.print(Text.assemble("\n", (plain(layer), "bold underline")))
         _print_findings(findings, console)
     if v.other_problems:
-        console.print(Text.assemble("\n", ("Other problems", "bold underline"), " (not on the serving path: not the verdict)"))
+        console.print(
+            Text.assemble("\n", ("Other problems", "bold underline"), " (not on the serving path: not the verdict)")
+        )
         _print_findings(v.other_problems, console)
     history_section.print_section(report, console)
-    console.print(Text.assemble("\n", ("Checked", "bold"), f": {v.rules_checked} rules had the data they need, {v.rules_fired} fired."))
+    console.print(
+        Text.assemble(
+            "\n", ("Checked", "bold"), f": {v.rules_checked} rules had the data they need, {v.rules_fired} fired."
+        )
+    )
     if v.rules_unknown:
         console.print(Text(f"Not decidable from this bundle: {plain(', '.join(v.rules_unknown))}", style="dim"))
     if report.config_file:
         style = "yellow" if report.suppressed else ""
-        console.print(Text(f"Config: {plain(report.config_file)} applied, {report.suppressed} finding(s) suppressed", style=style))
+        console.print(
+            Text(f"Config: {plain(report.config_file)} applied, {report.suppressed} finding(s) suppressed", style=style)
+        )
     console.print(Text.assemble(("Sources", "bold"), f": {len(v.sources_ok)} read"))
     if v.history_window:
         console.print(Text(f"  {v.history_window}"))
@@ -100,7 +122,11 @@ def _print_fix(f: Finding, console: Console) -> None:
 def _print_caveats(verdict: Verdict, console: Console) -> None:
     if not verdict.caveats:
         return
-    console.print(Text.assemble("\n", ("Not read, and could change this verdict", "bold"), f" (confidence: {verdict.confidence}):"))
+    console.print(
+        Text.assemble(
+            "\n", ("Not read, and could change this verdict", "bold"), f" (confidence: {verdict.confidence}):"
+        )
+    )
     for caveat in verdict.caveats:
         console.print(_hanging(Text(f"{plain(caveat.gap.problem)} ({rule_names(caveat.rules)} would read it)"), "  • "))
         console.print(Text(plain(caveat.gap.remedy)), no_wrap=True, overflow="ignore", crop=False)
@@ -129,7 +155,12 @@ def _hanging(text: Text, lead: str) -> Table:
 
 
 def _finding_line(f: Finding) -> Text:
-    line = Text.assemble((f"{f.severity:<8}", _STYLE[f.severity]), " ", (plain(f.rule), _RULE_ID), f" {plain(f.title)} — {plain(f.subject)}")
+    line = Text.assemble(
+        (f"{f.severity:<8}", _STYLE[f.severity]),
+        " ",
+        (plain(f.rule), _RULE_ID),
+        f" {plain(f.title)} — {plain(f.subject)}",
+    )
     if f.explained_by:
         line.append(f" (explained by {plain(f.explained_by)})", style="dim")
     return line

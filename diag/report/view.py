@@ -46,7 +46,9 @@ def view(report: Report) -> ReportView:
         other_problems=other_problems,
         sources_ok=sorted(n for n, s in report.sources.items() if s.status == "ok"),
         sources_missing=sorted(n for n, s in report.sources.items() if s.status == "missing"),
-        sources_failed=sorted((s.status, s.detail or n) for n, s in report.sources.items() if s.status in ("failed", "skipped")),
+        sources_failed=sorted(
+            (s.status, s.detail or n) for n, s in report.sources.items() if s.status in ("failed", "skipped")
+        ),
         rules_fired=sum(1 for o in outcomes if o.status == "fired"),
         rules_checked=sum(1 for o in outcomes if o.status in ("fired", "silent")),
         rules_unknown=sorted(r for r, o in report.outcomes.items() if o.status in ("unknown", "skipped")),
@@ -65,7 +67,9 @@ def rule_names(rules: tuple[str, ...]) -> str:
 def _window_text(window: PromWindow | None) -> str | None:
     if window is None:
         return None
-    start, end = (datetime.fromtimestamp(t, tz=timezone.utc).strftime("%Y-%m-%d %H:%M") for t in (window.start, window.end))
+    start, end = (
+        datetime.fromtimestamp(t, tz=timezone.utc).strftime("%Y-%m-%d %H:%M") for t in (window.start, window.end)
+    )
     return f"Prometheus history read from {start} to {end} UTC, a sample every {window.step:g} s"
 
 

@@ -225,14 +225,18 @@ class RayClusterSpec:
     name: str
     state: str | None = None  # status.state (ready, suspended, failed ...)
     reason: str | None = None
-    conditions: JsonOnly[dict[str, dict]] = field(default_factory=dict)  # HeadPodReady, RayClusterProvisioned, ReplicaFailure
+    conditions: JsonOnly[dict[str, dict]] = field(
+        default_factory=dict
+    )  # HeadPodReady, RayClusterProvisioned, ReplicaFailure
     head_ray_start_params: dict[str, str] = field(default_factory=dict)
     head_gpu_limit: int = 0
     worker_groups: list[RayWorkerGroup] = field(default_factory=list)
     serve_config: dict | None = None  # RayService serveConfigV2, parsed
     serve_statuses: list[ServeStatus] = field(default_factory=list)  # RayService only
     active_cluster: str | None = None  # RayService: status.activeServiceStatus.rayClusterName
-    pending_cluster: str | None = None  # RayService: status.pendingServiceStatus.rayClusterName (the first cluster, or an upgrade)
+    pending_cluster: str | None = (
+        None  # RayService: status.pendingServiceStatus.rayClusterName (the first cluster, or an upgrade)
+    )
     condition_times: dict[str, str] = field(default_factory=dict)  # condition type -> lastTransitionTime
     events: list[Event] = field(default_factory=list)
 
@@ -388,8 +392,12 @@ class GPU:
     node: str | None = None  # Kubernetes node
     serving_pods: list[str] = field(default_factory=list)  # "ns/name" of pods this GPU is given to
     xid_lines: list[str] = field(default_factory=list)  # kernel Xid lines (pod logs, node events) about this GPU
-    history: History = field(default_factory=dict)  # dcgm-exporter's series from Prometheus, filled by diag.link.prometheus_join
-    only_in_prometheus: bool = False  # known from dcgm-exporter's series alone: nvidia-smi's fields are unknown, not empty
+    history: History = field(
+        default_factory=dict
+    )  # dcgm-exporter's series from Prometheus, filled by diag.link.prometheus_join
+    only_in_prometheus: bool = (
+        False  # known from dcgm-exporter's series alone: nvidia-smi's fields are unknown, not empty
+    )
 
 
 # --------------------------------------------------------------------------- vllm
@@ -465,7 +473,9 @@ class VllmMetrics:
     generation_tokens_per_s: float | None = None
     ttft_mean_s: float | None = None
     ttft_p90_s: float | None = None
-    ttft_requests: float | None = None  # first tokens the TTFT and ITL means above are taken over (the window's, or the life's)
+    ttft_requests: float | None = (
+        None  # first tokens the TTFT and ITL means above are taken over (the window's, or the life's)
+    )
     itl_mean_s: float | None = None
     itl_p90_s: float | None = None
     e2e_mean_s: float | None = None
@@ -527,7 +537,6 @@ class PromResult:
     result_type: str  # vector | matrix | scalar | string
     series: list[PromSeries] = field(default_factory=list)
     window: PromWindow | None = None
-
 
 
 # --------------------------------------------------------------------------- snapshot

@@ -28,7 +28,9 @@ class AnalysisContext:
             server=_text(kubernetes.get("server")),
             kube_context=_text(kubernetes.get("context")),
             namespaces=[str(n) for n in namespaces] if isinstance(namespaces, list) else None,
-            selectors={k: v for k, v in _mapping(manifest.get("selectors")).items() if isinstance(v, (str, type(None)))},
+            selectors={
+                k: v for k, v in _mapping(manifest.get("selectors")).items() if isinstance(v, (str, type(None)))
+            },
             collected_at=iso(clock.now) if clock.now is not None else None,
             collection_time_source=clock.source,
             history_window_s=clock.window_s,

@@ -23,13 +23,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from diag.snapshot.clock import Clock
+from diag.bundle.prometheus_queries import RANGE_QUERIES
+from diag.core.shell import word
 from diag.engine.rules import Rule, RuleOutcome
 from diag.facts.k8s_placement import is_gpu_node
+from diag.snapshot.clock import Clock
 from diag.snapshot.model import Container, RayNode, Snapshot
-from diag.bundle.prometheus_queries import RANGE_QUERIES
 from diag.verdict.relevance import serving_pods
-from diag.core.shell import word
 
 
 @dataclass(frozen=True)
@@ -63,8 +63,14 @@ class Gap:
 
 RAY_DASHBOARD = "ray/dashboard"  # failed when the dashboard could not be reached (llmdiag collect)
 _LAYER_OF_SOURCE = (
-    ("k8s/", "kubernetes"), ("kubernetes", "kubernetes"), ("ray/", "ray"), ("ray", "ray"), ("gpu/", "gpu"), ("vllm/", "vllm"),
-    ("prometheus/vllm_", "vllm"), ("prometheus/dcgm_", "gpu"),
+    ("k8s/", "kubernetes"),
+    ("kubernetes", "kubernetes"),
+    ("ray/", "ray"),
+    ("ray", "ray"),
+    ("gpu/", "gpu"),
+    ("vllm/", "vllm"),
+    ("prometheus/vllm_", "vllm"),
+    ("prometheus/dcgm_", "gpu"),
 )
 
 
@@ -88,9 +94,14 @@ _KUBERAY_SOURCES = {
 # Each Ray need is met by any one of its files (the `ray` CLI's output or the dashboard's answer).
 _RAY_SOURCES = {
     ("ray/status.txt", "ray/cluster_status.json"): "kubectl exec <ray-head-pod> -- ray status > ray/status.txt",
-    ("ray/nodes.json", "ray/nodes_summary.json"): "kubectl exec <ray-head-pod> -- ray list nodes --detail --format json > ray/nodes.json",
+    (
+        "ray/nodes.json",
+        "ray/nodes_summary.json",
+    ): "kubectl exec <ray-head-pod> -- ray list nodes --detail --format json > ray/nodes.json",
     ("ray/actors.json",): "kubectl exec <ray-head-pod> -- ray list actors --detail --format json > ray/actors.json",
-    ("ray/placement_groups.json",): "kubectl exec <ray-head-pod> -- ray list placement-groups --detail --format json > ray/placement_groups.json",
+    (
+        "ray/placement_groups.json",
+    ): "kubectl exec <ray-head-pod> -- ray list placement-groups --detail --format json > ray/placement_groups.json",
 }
 _REMEDY_BY_PREFIX = {
     "facts/": "llmdiag could not read this content (a bug): report it with the bundle; the sources above say which files were read",
@@ -119,7 +130,13 @@ def gaps(snap: Snapshot, clock: Clock | None = None) -> list[Gap]:
     found += _log_gaps(snap, clock)
     found += _history_gaps(snap)
     if not any(s.status == "ok" for s in snap.sources.values()):
-        found.append(Gap("bundle", "no source could be read", "run `llmdiag collect` against the cluster, or check the bundle's path"))
+        found.append(
+            Gap(
+                "bundle",
+                "no source could be read",
+                "run `llmdiag collect` against the cluster, or check the bundle's path",
+            )
+        )
     unique: dict[str, Gap] = {}
     for gap in found:
         unique.setdefault(gap.source, gap)
@@ -130,7 +147,8 @@ def rule_gaps(outcomes: dict[str, RuleOutcome], rules: dict[str, Rule]) -> list[
     """A rule that could not be evaluated (a value CEL cannot hold, a bug) decided nothing: a gap."""
     return [
         Gap(
-            f"rule {rule_id}", f"rule {rule_id} could not be evaluated on this bundle: {outcome.detail}",
+            f"rule {rule_id}",
+            f"rule {rule_id} could not be evaluated on this bundle: {outcome.detail}",
             "report it with the bundle (llmdiag rules show " + rule_id + " names what it reads)",
             source_layer=rules[rule_id].layer if rule_id in rules else None,
         )
@@ -140,8 +158,21 @@ def rule_gaps(outcomes: dict[str, RuleOutcome], rules: dict[str, Rule]) -> list[
 
 
 _DECIDING = (
-    "kubernetes", *_KUBERNETES_SOURCES, *_ENDPOINTS, "ray", "ray/status.txt", "ray/cluster_status.json", "ray/nodes.json",
-    "ray/nodes_summary.json", "ray/actors.json", "ray/placement_groups.json", RAY_DASHBOARD, "gpu", "gpu/", "vllm", "vllm/",
+    "kubernetes",
+    *_KUBERNETES_SOURCES,
+    *_ENDPOINTS,
+    "ray",
+    "ray/status.txt",
+    "ray/cluster_status.json",
+    "ray/nodes.json",
+    "ray/nodes_summary.json",
+    "ray/actors.json",
+    "ray/placement_groups.json",
+    RAY_DASHBOARD,
+    "gpu",
+    "gpu/",
+    "vllm",
+    "vllm/",
     "prometheus/",
 )
 
@@ -150,7 +181,13 @@ def _failed_sources(snap: Snapshot) -> list[Gap]:
     subjects = _Subjects.of(snap)
     ns = _namespace_flag(snap)
     return [
-        Gap(name, status.detail or f"{name}: could not be read", _remedy_for(name, ns), name.startswith(_DECIDING), subjects.links_of(name))
+        Gap(
+            name,
+            status.detail or f"{name}: could not be read",
+            _remedy_for(name, ns),
+            name.startswith(_DECIDING),
+            subjects.links_of(name),
+        )
         for name, status in sorted(snap.sources.items())
         if status.status == "failed" and not (name == RAY_DASHBOARD and _ray_read_anyway(snap))
     ]
@@ -162,7 +199,8 @@ def _history_gaps(snap: Snapshot) -> list[Gap]:
         return []  # Prometheus was not part of this bundle: history is extra, not a deciding source
     return [
         Gap(name, f"{name}: not in the bundle, though Prometheus was queried", _remedy_for("prometheus/"))
-        for name in sorted(answers) if name not in snap.sources
+        for name in sorted(answers)
+        if name not in snap.sources
     ]
 
 
@@ -220,7 +258,8 @@ def _kubernetes_relevant(snap: Snapshot) -> bool:
     kubernetes = snap.manifest.get("kubernetes")
     asked_live = isinstance(kubernetes, dict) and bool(kubernetes.get("context"))
     attempted = any(
-        (name.startswith("k8s/") or name == "kubernetes") and s.status in ("ok", "failed") for name, s in snap.sources.items()
+        (name.startswith("k8s/") or name == "kubernetes") and s.status in ("ok", "failed")
+        for name, s in snap.sources.items()
     )
     return asked_live or attempted
 
@@ -233,7 +272,13 @@ def _kubernetes_gaps(snap: Snapshot) -> list[Gap]:
         if not _read(snap, name)
     ]
     if snap.services and not any(_read(snap, name) for name in _ENDPOINTS):
-        found.append(Gap(_ENDPOINTS[0], f"{_ENDPOINTS[0]}: {_state(snap, _ENDPOINTS[0])}", f"kubectl get endpoints {ns} -o json > k8s/endpoints.json"))
+        found.append(
+            Gap(
+                _ENDPOINTS[0],
+                f"{_ENDPOINTS[0]}: {_state(snap, _ENDPOINTS[0])}",
+                f"kubectl get endpoints {ns} -o json > k8s/endpoints.json",
+            )
+        )
     if _ray_relevant(snap):
         found += [
             Gap(name, f"{name}: {_state(snap, name)}", command.format(ns=ns), deciding=False)
@@ -241,12 +286,20 @@ def _kubernetes_gaps(snap: Snapshot) -> list[Gap]:
             if not _read(snap, name) and getattr(snap.sources.get(name), "status", None) != "skipped"
         ]
     if _read(snap, "k8s/pods.json") and not snap.pods:
-        found.append(Gap("k8s/pods.json", f"no pod matched {_target_words(snap)}", "check the namespace (-n), the selector (-l) and the kube context"))
+        found.append(
+            Gap(
+                "k8s/pods.json",
+                f"no pod matched {_target_words(snap)}",
+                "check the namespace (-n), the selector (-l) and the kube context",
+            )
+        )
     return found
 
 
 def _ray_relevant(snap: Snapshot) -> bool:
-    attempted = any((name.startswith("ray/") or name == "ray") and s.status in ("ok", "failed") for name, s in snap.sources.items())
+    attempted = any(
+        (name.startswith("ray/") or name == "ray") and s.status in ("ok", "failed") for name, s in snap.sources.items()
+    )
     return attempted or bool(snap.ray_clusters) or any(p.ray_cluster for p in snap.pods)
 
 
@@ -266,34 +319,55 @@ def _vllm_gaps(snap: Snapshot) -> list[Gap]:
             pod = snap.pod(server.pod) if server.pod else None
             if pod is not None and pod.phase != "Running":
                 continue  # nothing to scrape yet: the pod's own state speaks
-            where = word(server.url) if server.url else (f"http://<{word(server.pod)} IP>:8000/metrics" if server.pod else word(f"{server.name}:8000/metrics"))
-            found.append(Gap(f"vllm/{server.name}.metrics.txt", f"no /metrics read of vLLM server {server.name}", f"curl -s {where}", links=link))
+            where = (
+                word(server.url)
+                if server.url
+                else (
+                    f"http://<{word(server.pod)} IP>:8000/metrics"
+                    if server.pod
+                    else word(f"{server.name}:8000/metrics")
+                )
+            )
+            found.append(
+                Gap(
+                    f"vllm/{server.name}.metrics.txt",
+                    f"no /metrics read of vLLM server {server.name}",
+                    f"curl -s {where}",
+                    links=link,
+                )
+            )
             continue
         if len(server.scrapes) == 1:
-            found.append(Gap(
-                f"vllm/{server.name}.metrics.1.txt",
-                f"one /metrics read of vLLM server {server.name}: its counter rates (preemptions, tokens) and whether its queue grows are unknown",
-                "llmdiag triage ... --scrapes 3 (or a second curl of /metrics a few seconds later, saved as <name>.metrics.1.txt)",
-                links=link,
-            ))
+            found.append(
+                Gap(
+                    f"vllm/{server.name}.metrics.1.txt",
+                    f"one /metrics read of vLLM server {server.name}: its counter rates (preemptions, tokens) and whether its queue grows are unknown",
+                    "llmdiag triage ... --scrapes 3 (or a second curl of /metrics a few seconds later, saved as <name>.metrics.1.txt)",
+                    links=link,
+                )
+            )
         summary = server.summary
         if summary is None:  # a snapshot not joined
             continue
         if server.engine_args is None and (summary.waiting_max or 0) > 0:
-            found.append(Gap(
-                f"vllm/{server.name}.cmdline.txt",
-                f"requests wait at vLLM server {server.name}, and its engine flags (--max-num-seqs ...) are unknown",
-                "tr '\\0' '\\n' < /proc/<vllm pid>/cmdline > vllm/<server>.cmdline.txt (or read the pod spec)",
-                links=link,
-            ))
+            found.append(
+                Gap(
+                    f"vllm/{server.name}.cmdline.txt",
+                    f"requests wait at vLLM server {server.name}, and its engine flags (--max-num-seqs ...) are unknown",
+                    "tr '\\0' '\\n' < /proc/<vllm pid>/cmdline > vllm/<server>.cmdline.txt (or read the pod spec)",
+                    links=link,
+                )
+            )
         if len(server.scrapes) > 1 and summary.interval_seconds is None and summary.generation_tokens_delta == 0:
-            found.append(Gap(
-                "manifest.json",
-                f"the tokens counters of vLLM server {server.name} stood still between scrapes taken at unknown times (a hang, or reads a moment apart)",
-                "llmdiag triage --vllm-url ... --scrapes 3 --scrape-interval 10 (the manifest records when each scrape was taken)",
-                links=link,
-                source_layer="vllm",
-            ))
+            found.append(
+                Gap(
+                    "manifest.json",
+                    f"the tokens counters of vLLM server {server.name} stood still between scrapes taken at unknown times (a hang, or reads a moment apart)",
+                    "llmdiag triage --vllm-url ... --scrapes 3 --scrape-interval 10 (the manifest records when each scrape was taken)",
+                    links=link,
+                    source_layer="vllm",
+                )
+            )
     return found
 
 
@@ -305,7 +379,12 @@ def _gpu_gaps(snap: Snapshot) -> list[Gap]:
     gpu_nodes = {n.name for n in snap.nodes if is_gpu_node(n)}
     wanted = sorted({p.node_name for p in serving_pods(snap) if p.node_name in gpu_nodes} - seen)
     return [
-        Gap(f"gpu/{node}.xml", f"no GPU data of node {node}, where serving pods run", f"kubectl debug {word('node/' + node)} -- nvidia-smi -q -x (or exec it in a GPU pod there)", links=(f"node:{node}",))
+        Gap(
+            f"gpu/{node}.xml",
+            f"no GPU data of node {node}, where serving pods run",
+            f"kubectl debug {word('node/' + node)} -- nvidia-smi -q -x (or exec it in a GPU pod there)",
+            links=(f"node:{node}",),
+        )
         for node in wanted
     ]
 
@@ -343,20 +422,25 @@ def _log_gaps(snap: Snapshot, clock: Clock | None) -> list[Gap]:
         for container in pod.containers:
             if (missing := _missing_log(container, clock)) is not None:
                 flag = " --previous" if missing.endswith(".previous.log") else ""
-                found.append(Gap(
-                    f"k8s/logs/{pod.namespace}.{pod.name}.{container.name}{missing}",
-                    f"container {container.name} of pod {pod.key} {_crash_words(container)}, and its log was not collected",
-                    f"kubectl -n {word(pod.namespace)} logs {word(pod.name)} -c {word(container.name)}{flag} --tail=200",
-                    links=(f"pod:{pod.key}",),
-                    moot_if_root_explains=CRASH_LOOP_RULE,
-                ))
+                found.append(
+                    Gap(
+                        f"k8s/logs/{pod.namespace}.{pod.name}.{container.name}{missing}",
+                        f"container {container.name} of pod {pod.key} {_crash_words(container)}, and its log was not collected",
+                        f"kubectl -n {word(pod.namespace)} logs {word(pod.name)} -c {word(container.name)}{flag} --tail=200",
+                        links=(f"pod:{pod.key}",),
+                        moot_if_root_explains=CRASH_LOOP_RULE,
+                    )
+                )
     return found
 
 
 def _missing_log(container: Container, clock: Clock | None = None) -> str | None:
-    crashing = container.state_reason in ("CrashLoopBackOff", "Error") or (container.state == "terminated" and container.last_exit_code not in (None, 0))
+    crashing = container.state_reason in ("CrashLoopBackOff", "Error") or (
+        container.state == "terminated" and container.last_exit_code not in (None, 0)
+    )
     restarted = (
-        container.restart_count > 0 and container.last_terminated_reason != "OOMKilled"
+        container.restart_count > 0
+        and container.last_terminated_reason != "OOMKilled"
         and (clock is None or clock.current(container.last_finished_at))
     )
     if crashing and not _has_text(container.logs) and not _has_text(container.previous_logs):
@@ -386,7 +470,11 @@ def _namespace_flag(snap: Snapshot) -> str:
     """The namespaces to collect again: those the manifest says were collected; without a manifest
     that says, those the bundle's pods, workloads, Services and pod events are in (-A for several,
     as kubectl lists one namespace or all)."""
-    namespaces = (snap.manifest.get("kubernetes") or {}).get("namespaces") if isinstance(snap.manifest.get("kubernetes"), dict) else None
+    namespaces = (
+        (snap.manifest.get("kubernetes") or {}).get("namespaces")
+        if isinstance(snap.manifest.get("kubernetes"), dict)
+        else None
+    )
     if not isinstance(namespaces, list) or not namespaces:
         namespaces = sorted(_namespaces_seen(snap))
     if namespaces == ["*"] or len(namespaces) > 1:

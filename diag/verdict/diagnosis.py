@@ -29,9 +29,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from diag.verdict.coverage import Gap
 from diag.engine.rules import SEVERITIES, Finding, Rule, RuleOutcome
 from diag.snapshot.model import LAYERS
+from diag.verdict.coverage import Gap
 
 VerdictStatus = Literal["fault", "healthy", "inconclusive"]
 Confidence = Literal["high", "medium", "low"]
@@ -93,7 +93,11 @@ def _rank(f: Finding) -> tuple[int, int, str, str]:
 
 
 def verdict(
-    findings: list[Finding], checked: int, undecided: int, gaps: list[Gap] | None = None, rules: dict[str, Rule] | None = None,
+    findings: list[Finding],
+    checked: int,
+    undecided: int,
+    gaps: list[Gap] | None = None,
+    rules: dict[str, Rule] | None = None,
     outcomes: dict[str, RuleOutcome] | None = None,
 ) -> Verdict:
     """`checked`: rules that had their data; `undecided`: rules that could not run on this bundle;
@@ -106,27 +110,36 @@ def verdict(
         caveats = caveats_of(root, gaps, rules or {}, outcomes or {})
         consequences = sum(1 for f in findings if f.explained_by is not None)
         more = f" It explains {consequences} other finding{'s' if consequences != 1 else ''}." if consequences else ""
-        unread = (
-            f" Not read, and could change this: {_source_names([c.gap for c in caveats])}."
-            if caveats else ""
-        )
+        unread = f" Not read, and could change this: {_source_names([c.gap for c in caveats])}." if caveats else ""
         confidence: Confidence = "high" if not caveats else "low" if any(c.deeper for c in caveats) else "medium"
         return Verdict(
-            "fault", root.layer, root.rule, f"{root.layer} layer: {root.title} ({root.subject}).{more}{unread}", root, gaps,
-            caveats, confidence,
+            "fault",
+            root.layer,
+            root.rule,
+            f"{root.layer} layer: {root.title} ({root.subject}).{more}{unread}",
+            root,
+            gaps,
+            caveats,
+            confidence,
         )
     if gaps:
         names = _source_names(gaps)
         return Verdict(
-            "inconclusive", None, None,
+            "inconclusive",
+            None,
+            None,
             f"Inconclusive: no fault found in what was read, but {names} could not be read, so a fault there cannot be ruled out.",
             gaps=gaps,
         )
     gap = f"; {undecided} could not be decided from this bundle (see sources)" if undecided else ""
-    return Verdict("healthy", None, None, f"No fault found: {checked} rules had the data they need and none found a fault{gap}.")
+    return Verdict(
+        "healthy", None, None, f"No fault found: {checked} rules had the data they need and none found a fault{gap}."
+    )
 
 
-def caveats_of(root: Finding, gaps: list[Gap], rules: dict[str, Rule], outcomes: dict[str, RuleOutcome]) -> list[Caveat]:
+def caveats_of(
+    root: Finding, gaps: list[Gap], rules: dict[str, Rule], outcomes: dict[str, RuleOutcome]
+) -> list[Caveat]:
     """The gaps that could change `root`: a rule that explains it, directly or through others, needs
     the source and was not decided on what was read; or the source is about the root's own subjects."""
     if root.rule in rules and rules[root.rule].certain:
@@ -137,10 +150,14 @@ def caveats_of(root: Finding, gaps: list[Gap], rules: dict[str, Rule], outcomes:
         if _moot(gap, root, rules):
             continue
         own = bool(set(gap.links) & set(root.links))
-        needing = tuple(sorted(
-            rule_id for rule_id in explainers
-            if _needs(rules[rule_id], gap) and (own or outcomes.get(rule_id) is None or outcomes[rule_id].status in _UNDECIDED)
-        ))
+        needing = tuple(
+            sorted(
+                rule_id
+                for rule_id in explainers
+                if _needs(rules[rule_id], gap)
+                and (own or outcomes.get(rule_id) is None or outcomes[rule_id].status in _UNDECIDED)
+            )
+        )
         if not needing:
             continue
         below = any(LAYERS.index(rules[r].layer) < LAYERS.index(root.layer) for r in needing)
@@ -173,7 +190,9 @@ def _needs(rule: Rule, gap: Gap) -> bool:
     if source.startswith("rule "):
         return source == f"rule {rule.id}"
     if source in _COLLECTOR_PREFIX:
-        return any(p.startswith(_COLLECTOR_PREFIX[source]) for p in prefixes) or (not prefixes and rule.layer == gap.layer)
+        return any(p.startswith(_COLLECTOR_PREFIX[source]) for p in prefixes) or (
+            not prefixes and rule.layer == gap.layer
+        )
     if "/" in source and not source.startswith("facts/"):
         return any(source == p.rstrip("/") or source.startswith(p) for p in prefixes)
     return gap.layer is None or rule.layer == gap.layer

@@ -12,10 +12,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from diag.snapshot.clock import Clock, age_text, iso
 from diag.engine.rules import Finding, Rule, evaluate
 from diag.facts import Facts, build_facts
 from diag.facts.common import pod_window_times
+from diag.snapshot.clock import Clock, age_text, iso
 from diag.snapshot.model import Snapshot
 
 
@@ -30,8 +30,13 @@ class HistoryItem:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "rule": self.rule, "subject": self.subject, "what": self.what, "when": self.when,
-            "age": age_text(self.age_seconds), "age_seconds": self.age_seconds, "items": self.items,
+            "rule": self.rule,
+            "subject": self.subject,
+            "what": self.what,
+            "when": self.when,
+            "age": age_text(self.age_seconds),
+            "age_seconds": self.age_seconds,
+            "items": self.items,
         }
 
 
@@ -56,8 +61,10 @@ class History:
         """One line for the reports when ages could not be computed; None when they could."""
         if self.ages_known:
             return None
-        return ("ages could not be computed (no manifest.json collected_at, no timestamp in the bundle): "
-                "every event, termination and Ray death was counted as current")
+        return (
+            "ages could not be computed (no manifest.json collected_at, no timestamp in the bundle): "
+            "every event, termination and Ray death was counted as current"
+        )
 
     def heading(self) -> str:
         window = age_text(self.clock.window_s) if self.clock.window_s is not None else "no window"
@@ -81,7 +88,11 @@ def find_history(
     history = History(clock)
     if clock.now is None or clock.window_s is None or all(clock.current(t) for t in _windowed_times(snap)):
         return history  # nothing is old enough to be history: the second pass would find the same
-    unwindowed = keep(evaluate(rules, _changed(facts, build_facts(snap, clock.without_window(), settings, unwindowed_of=facts)), settings).findings)
+    unwindowed = keep(
+        evaluate(
+            rules, _changed(facts, build_facts(snap, clock.without_window(), settings, unwindowed_of=facts)), settings
+        ).findings
+    )
     fired = {(f.rule, f.subject) for f in current}
     aged = {s["_subject"]: s.get("_aged", []) for subjects in facts.scopes.values() for s in subjects}
     for f in unwindowed:
@@ -89,11 +100,16 @@ def find_history(
             continue
         items = aged.get(f.subject, [])
         newest = min(items, key=lambda i: i["age_seconds"], default=None)
-        history.items.append(HistoryItem(
-            rule=f.rule, subject=f.subject, what=f.title,
-            when=newest["when"] if newest else None, age_seconds=newest["age_seconds"] if newest else None,
-            items=[i["what"] for i in items],
-        ))
+        history.items.append(
+            HistoryItem(
+                rule=f.rule,
+                subject=f.subject,
+                what=f.title,
+                when=newest["when"] if newest else None,
+                age_seconds=newest["age_seconds"] if newest else None,
+                items=[i["what"] for i in items],
+            )
+        )
     return history
 
 

@@ -67,7 +67,11 @@ def non_finite(data: bytes, rnd: random.Random) -> bytes:
     """A number replaced by +Inf/-Inf/NaN/-1e308 (JSON: Python's Infinity and NaN literals)."""
     value = _json(data)
     if value is not _NOT_JSON:
-        numbers = [p for p in _nodes(value) if p and isinstance(_at(value, p), (int, float)) and not isinstance(_at(value, p), bool)]
+        numbers = [
+            p
+            for p in _nodes(value)
+            if p and isinstance(_at(value, p), (int, float)) and not isinstance(_at(value, p), bool)
+        ]
         if not numbers:
             return data
         text = json.dumps(_replace(value, rnd.choice(numbers), "\0MARK\0"))
@@ -126,7 +130,9 @@ def duplicate_key(data: bytes, rnd: random.Random) -> bytes:
 
 def binary_line(data: bytes, rnd: random.Random) -> bytes:
     """A line of random bytes (NUL, invalid UTF-8, escape sequences) put between two lines."""
-    junk = bytes(rnd.randrange(256) for _ in range(rnd.randrange(1, 40))) + rnd.choice((b"", b"\x1b[31m", b"\x00", b"\xff\xfe"))
+    junk = bytes(rnd.randrange(256) for _ in range(rnd.randrange(1, 40))) + rnd.choice(
+        (b"", b"\x1b[31m", b"\x00", b"\xff\xfe")
+    )
     lines = data.split(b"\n")
     i = rnd.randrange(len(lines) + 1)
     return b"\n".join(lines[:i] + [junk] + lines[i:])

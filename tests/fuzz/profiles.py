@@ -8,9 +8,14 @@ import os
 from hypothesis import HealthCheck, settings
 
 _SLOW = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example]
-settings.register_profile("ci", max_examples=25, deadline=None, derandomize=True, database=None, suppress_health_check=_SLOW)
 settings.register_profile(
-    "long", max_examples=int(os.environ.get("LLMDIAG_FUZZ_EXAMPLES", "3000")), deadline=None, suppress_health_check=_SLOW
+    "ci", max_examples=25, deadline=None, derandomize=True, database=None, suppress_health_check=_SLOW
+)
+settings.register_profile(
+    "long",
+    max_examples=int(os.environ.get("LLMDIAG_FUZZ_EXAMPLES", "3000")),
+    deadline=None,
+    suppress_health_check=_SLOW,
 )
 settings.load_profile(os.environ.get("LLMDIAG_FUZZ", "ci"))
 

@@ -68,7 +68,9 @@ def check_invariants(bundle: Path, files: dict[str, bytes], changes: list[tuple[
     for name, how, original in changes:
         cut = how == "truncate" and files[name].strip() != original.strip()
         if cut and name.endswith(_DETECTABLE) and before.get(name) == "ok":
-            assert report.sources[name].status == "failed", f"{name} cut to {len(files[name])} bytes reads as {report.sources[name]}"
+            assert report.sources[name].status == "failed", (
+                f"{name} cut to {len(files[name])} bytes reads as {report.sources[name]}"
+            )
 
 
 @scaled(60)
@@ -78,7 +80,9 @@ def test_a_damaged_bundle_never_breaks_the_analysis(case: tuple[Path, list[Damag
     check_invariants(bundle, *damaged(bundle, damages))
 
 
-SMALL = [(b, n) for b in BUNDLES[:: max(1, len(BUNDLES) // 8)] for n, d in sorted(bundle_files(b).items()) if len(d) < 1500]
+SMALL = [
+    (b, n) for b in BUNDLES[:: max(1, len(BUNDLES) // 8)] for n, d in sorted(bundle_files(b).items()) if len(d) < 1500
+]
 
 
 @scaled(40)

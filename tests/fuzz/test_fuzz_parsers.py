@@ -11,7 +11,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from diag.core.errors import ParseError
-from diag.parsers import engine_args, k8s, logs, nvidia_smi, nvml, prom_text, prometheus_api, ray_state, ray_status, vllm
+from diag.parsers import (
+    engine_args,
+    k8s,
+    logs,
+    nvidia_smi,
+    nvml,
+    prom_text,
+    prometheus_api,
+    ray_state,
+    ray_status,
+    vllm,
+)
 from tests.fuzz.corpus import files_named
 from tests.fuzz.mutate import MUTATIONS, mutate
 from tests.fuzz.profiles import scaled

@@ -36,48 +36,117 @@ CASES = {
     # RecursionError out of Bundle.manifest: json.loads of a deeply nested manifest.json
     "manifest nested too deeply": ({"manifest.json": b"[" * DEEP}, "manifest.json", "nested too deeply"),
     # AttributeError in clock.parse_time: collected_at of the wrong type
-    "manifest time of the wrong type": ({"manifest.json": b'{"collected_at": {"a": 1}, "scrapes": {"x": [{}]}}'}, None, None),
+    "manifest time of the wrong type": (
+        {"manifest.json": b'{"collected_at": {"a": 1}, "scrapes": {"x": [{}]}}'},
+        None,
+        None,
+    ),
     # TypeError in load._finish_vllm: the manifest's scrape times of one server not a list
-    "manifest scrape times not a list": ({"manifest.json": b'{"scrapes": {"llama-70b-7f8d9c6b5d-8q7hc": 7}}'}, None, None),
+    "manifest scrape times not a list": (
+        {"manifest.json": b'{"scrapes": {"llama-70b-7f8d9c6b5d-8q7hc": 7}}'},
+        None,
+        None,
+    ),
     # IndexError in load._finish_vllm: a scrape of comments only, no sample and no bad line
     "a scrape of comments only": ({SCRAPE: b"# HELP vllm:x y\n# TYPE vllm:x gauge\n"}, SCRAPE, "no sample in it"),
     # RecursionError out of load._set_ray_version
-    "ray/version.json nested too deeply": ({"ray/version.json": b'{"a":' * DEEP}, "ray/version.json", "nested too deeply"),
+    "ray/version.json nested too deeply": (
+        {"ray/version.json": b'{"a":' * DEEP},
+        "ray/version.json",
+        "nested too deeply",
+    ),
     # csv.Error (field larger than field limit) out of nvidia_smi.parse_csv
-    "nvidia-smi CSV with an unclosed quote": ({"gpu/gpu-h100-1.csv": b'index, name\n0, "' + b"x" * 200_000 + b"\n"}, "gpu/gpu-h100-1.csv", "not nvidia-smi CSV"),
+    "nvidia-smi CSV with an unclosed quote": (
+        {"gpu/gpu-h100-1.csv": b'index, name\n0, "' + b"x" * 200_000 + b"\n"},
+        "gpu/gpu-h100-1.csv",
+        "not nvidia-smi CSV",
+    ),
     # Python's json reads NaN and Infinity; no kubectl writes them
-    "NaN in pods.json": ({"k8s/pods.json": text_of("k8s/pods.json").replace('"restartCount": 0', '"restartCount": NaN', 1).encode()}, "k8s/pods.json", "NaN is not a JSON number"),
-    "a key twice in one object": ({"k8s/pods.json": text_of("k8s/pods.json").replace('"restartCount": 0', '"restartCount": 0, "restartCount": -5', 1).encode()}, "k8s/pods.json", "the key 'restartCount' twice"),
-    "a number too large for a float": ({"k8s/nodes.json": text_of("k8s/nodes.json").replace("{", '{"x": 1e400, ', 1).encode()}, "k8s/nodes.json", "too large for a float"),
+    "NaN in pods.json": (
+        {"k8s/pods.json": text_of("k8s/pods.json").replace('"restartCount": 0', '"restartCount": NaN', 1).encode()},
+        "k8s/pods.json",
+        "NaN is not a JSON number",
+    ),
+    "a key twice in one object": (
+        {
+            "k8s/pods.json": text_of("k8s/pods.json")
+            .replace('"restartCount": 0', '"restartCount": 0, "restartCount": -5', 1)
+            .encode()
+        },
+        "k8s/pods.json",
+        "the key 'restartCount' twice",
+    ),
+    "a number too large for a float": (
+        {"k8s/nodes.json": text_of("k8s/nodes.json").replace("{", '{"x": 1e400, ', 1).encode()},
+        "k8s/nodes.json",
+        "too large for a float",
+    ),
     # a counter at -1e308 was read as a value and decided rates
     "a counter at -1e308": (
-        {SCRAPE: text_of(SCRAPE).replace('vllm:generation_tokens_total{engine="0",model_name="llama-70b"} 602114.0', 'vllm:generation_tokens_total{engine="0",model_name="llama-70b"} -1e308').encode()},
-        SCRAPE, "a count cannot be -1e+308",
+        {
+            SCRAPE: text_of(SCRAPE)
+            .replace(
+                'vllm:generation_tokens_total{engine="0",model_name="llama-70b"} 602114.0',
+                'vllm:generation_tokens_total{engine="0",model_name="llama-70b"} -1e308',
+            )
+            .encode()
+        },
+        SCRAPE,
+        "a count cannot be -1e+308",
     ),
     # every sample -Inf: nothing of the scrape can be used
     "every sample -Inf": (
-        {SCRAPE: "".join(line.rsplit(" ", 1)[0] + " -Inf\n" if line and not line.startswith("#") else line + "\n" for line in text_of(SCRAPE).splitlines()).encode()},
-        SCRAPE, "no sample could be used",
+        {
+            SCRAPE: "".join(
+                line.rsplit(" ", 1)[0] + " -Inf\n" if line and not line.startswith("#") else line + "\n"
+                for line in text_of(SCRAPE).splitlines()
+            ).encode()
+        },
+        SCRAPE,
+        "no sample could be used",
     ),
     # a usage fraction outside 0..1
     "KV-cache usage of 7": (
-        {SCRAPE: text_of(SCRAPE).replace('vllm:kv_cache_usage_perc{engine="0",model_name="llama-70b"} 0.08', 'vllm:kv_cache_usage_perc{engine="0",model_name="llama-70b"} 7').encode()},
-        SCRAPE, "a usage fraction outside 0..1",
+        {
+            SCRAPE: text_of(SCRAPE)
+            .replace(
+                'vllm:kv_cache_usage_perc{engine="0",model_name="llama-70b"} 0.08',
+                'vllm:kv_cache_usage_perc{engine="0",model_name="llama-70b"} 7',
+            )
+            .encode()
+        },
+        SCRAPE,
+        "a usage fraction outside 0..1",
     ),
     # a gauge at +Inf
     "requests waiting +Inf": (
-        {SCRAPE: text_of(SCRAPE).replace('vllm:num_requests_waiting{engine="0",model_name="llama-70b"} 0.0', 'vllm:num_requests_waiting{engine="0",model_name="llama-70b"} +Inf').encode()},
-        SCRAPE, "a count of requests that cannot be",
+        {
+            SCRAPE: text_of(SCRAPE)
+            .replace(
+                'vllm:num_requests_waiting{engine="0",model_name="llama-70b"} 0.0',
+                'vllm:num_requests_waiting{engine="0",model_name="llama-70b"} +Inf',
+            )
+            .encode()
+        },
+        SCRAPE,
+        "a count of requests that cannot be",
     ),
     # bare CR line endings: one line to every line-based parser
     # OverflowError in clock.iso_time (facts/episodes.py): a Prometheus matrix time of -1e308
     "a Prometheus time of -1e308": (
-        {"prometheus/x.json": b'{"status": "success", "data": {"resultType": "matrix", "result": [{"metric": {}, "values": [[-1e308, "1"], [1733900015, "2"]]}]}}'},
-        "prometheus/x.json", "is not a Unix time",
+        {
+            "prometheus/x.json": b'{"status": "success", "data": {"resultType": "matrix", "result": [{"metric": {}, "values": [[-1e308, "1"], [1733900015, "2"]]}]}}'
+        },
+        "prometheus/x.json",
+        "is not a Unix time",
     ),
     # a text format cut mid-line read as complete
     "a scrape cut mid-line": ({SCRAPE: text_of(SCRAPE)[:-3].encode()}, SCRAPE, "cut off mid-line"),
-    "ray status cut mid-line": ({"ray/status.txt": b"======== Autoscaler status: 2026-12-01 10:00:00 ========\nNode status\n------"}, "ray/status.txt", "cut off mid-line"),
+    "ray status cut mid-line": (
+        {"ray/status.txt": b"======== Autoscaler status: 2026-12-01 10:00:00 ========\nNode status\n------"},
+        "ray/status.txt",
+        "cut off mid-line",
+    ),
     "bare CR in a scrape": ({SCRAPE: text_of(SCRAPE).replace("\n", "\r").encode()}, None, None),
     "bare CR in pods.json": ({"k8s/pods.json": text_of("k8s/pods.json").replace("\n", "\r").encode()}, None, None),
     "binary lines in a scrape": ({SCRAPE: b"\x00\xff\x1b[2J\n" + (HEALTHY / SCRAPE).read_bytes()}, SCRAPE, "line 1"),

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import NoReturn, TypeVar
 
 import pytest
-
 from helm_tool import helm_binary
 from k8s_cluster import ControlPlane, running_control_plane
 from live_services import (
@@ -67,7 +66,9 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PromServer]
 @pytest.fixture(scope="session")
 def prometheus_basic_auth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PromServer]:
     """A second real Prometheus, the same history, behind its own basic auth (PROMETHEUS_BASIC_AUTH)."""
-    yield from _enter(lambda: running_prometheus(tmp_path_factory.mktemp("prometheus-auth"), basic_auth=PROMETHEUS_BASIC_AUTH))
+    yield from _enter(
+        lambda: running_prometheus(tmp_path_factory.mktemp("prometheus-auth"), basic_auth=PROMETHEUS_BASIC_AUTH)
+    )
 
 
 @pytest.fixture

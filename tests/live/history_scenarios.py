@@ -76,7 +76,9 @@ def aborting(i: int) -> ServerState:
 
 
 def storm(i: int) -> ServerState:
-    return ServerState(running=64, waiting=10 + round(30 * i / SAMPLES), kv=1.0, preemptions_per_step=5, tokens_per_step=6000)
+    return ServerState(
+        running=64, waiting=10 + round(30 * i / SAMPLES), kv=1.0, preemptions_per_step=5, tokens_per_step=6000
+    )
 
 
 @dataclass(frozen=True)
@@ -162,11 +164,21 @@ class Expected:
 EXPECTED = {
     "healthy-busy-hour": Expected(None, None, ()),
     # the storm filled the first 20 of the 30 minutes, whose newest sample is a minute before collection
-    "kv-storm-ended": Expected("VLLM-101", "vllm/llm/llama-70b-7f8d9c6b5d-pfnp5", ("VLLM-101",),
-                               r"peaked at 1 from .* UTC \((19|20) min\), ended 1[01]m before collection"),
-    "queue-building": Expected("VLLM-114", "vllm/llm/llama-70b-7f8d9c6b5d-pfnp5", ("VLLM-114",),
-                               r"--max-num-seqs is not on the command line"),
-    "xid-on-one-gpu": Expected("GPU-102", "gpu/gpu-h100-2/1", ("GPU-102",), r"Xid 79 \(GPU has fallen off the bus\): DCGM_FI_DEV_XID_ERRORS = 79"),
+    "kv-storm-ended": Expected(
+        "VLLM-101",
+        "vllm/llm/llama-70b-7f8d9c6b5d-pfnp5",
+        ("VLLM-101",),
+        r"peaked at 1 from .* UTC \((19|20) min\), ended 1[01]m before collection",
+    ),
+    "queue-building": Expected(
+        "VLLM-114", "vllm/llm/llama-70b-7f8d9c6b5d-pfnp5", ("VLLM-114",), r"--max-num-seqs is not on the command line"
+    ),
+    "xid-on-one-gpu": Expected(
+        "GPU-102",
+        "gpu/gpu-h100-2/1",
+        ("GPU-102",),
+        r"Xid 79 \(GPU has fallen off the bus\): DCGM_FI_DEV_XID_ERRORS = 79",
+    ),
     "requests-aborted": Expected("VLLM-118", "vllm/llm/llama-70b-7f8d9c6b5d-pfnp5", ("VLLM-118",), r"ended by abort="),
 }
 

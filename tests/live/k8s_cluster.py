@@ -76,8 +76,11 @@ class TestNetwork:
 
     def owns(self, address: str) -> bool:
         ip = ipaddress.ip_address(address)
-        return ip in ipaddress.ip_network(self.pod_cidr) or ip in ipaddress.ip_network(self.service_cidr) or address in (
-            self.host_ip, self.netns_ip)
+        return (
+            ip in ipaddress.ip_network(self.pod_cidr)
+            or ip in ipaddress.ip_network(self.service_cidr)
+            or address in (self.host_ip, self.netns_ip)
+        )
 
 
 def _ip(*argv: str, netns: str | None = None) -> subprocess.CompletedProcess:
@@ -202,8 +205,16 @@ def make_pki(pki: Path, service_ip: str) -> None:
     _openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=pki)
 
 
-def write_kubeconfig(path: Path, server: str, ca: Path, *, cert: Path | None = None, key: Path | None = None,
-                     token: str | None = None, namespace: str = "default") -> Path:
+def write_kubeconfig(
+    path: Path,
+    server: str,
+    ca: Path,
+    *,
+    cert: Path | None = None,
+    key: Path | None = None,
+    token: str | None = None,
+    namespace: str = "default",
+) -> Path:
     user = f"    client-certificate: {cert}\n    client-key: {key}\n" if cert else f"    token: {token}\n"
     path.write_text(
         "apiVersion: v1\nkind: Config\n"
@@ -323,8 +334,9 @@ class ControlPlane:
             found.setdefault(names[0] if names else "?", set()).add(peer)
         return found
 
-    def kubectl(self, *argv: str, stdin: str | None = None, kubeconfig: Path | None = None,
-                check: bool = True) -> subprocess.CompletedProcess:
+    def kubectl(
+        self, *argv: str, stdin: str | None = None, kubeconfig: Path | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess:
         result = subprocess.run(["kubectl", f"--kubeconfig={kubeconfig or self.kubeconfig}", *argv], input=stdin,
                                 capture_output=True, text=True, timeout=120)  # fmt: skip
         if check and result.returncode != 0:
@@ -362,7 +374,9 @@ def running_control_plane(pod_cidr: str | None = None) -> Iterator[ControlPlane]
 
         etcd_port, etcd_peer, api_port = free_port(), free_port(), free_port()
         server = f"https://{LOOPBACK}:{api_port}"
-        admin = write_kubeconfig(workdir / "admin.kubeconfig", server, ca, cert=pki / "admin.crt", key=pki / "admin.key")
+        admin = write_kubeconfig(
+            workdir / "admin.kubeconfig", server, ca, cert=pki / "admin.crt", key=pki / "admin.key"
+        )
 
         pids: list[int] = []
 
@@ -420,7 +434,9 @@ def running_control_plane(pod_cidr: str | None = None) -> Iterator[ControlPlane]
             # later than the default 40 s, and a node marked NotReady would change what the tests assert
             "--node-monitor-grace-period=300s",
         )  # fmt: skip
-        kwok_cfg = write_kubeconfig(workdir / "kwok.kubeconfig", server, ca, cert=pki / "kwok.crt", key=pki / "kwok.key")
+        kwok_cfg = write_kubeconfig(
+            workdir / "kwok.kubeconfig", server, ca, cert=pki / "kwok.crt", key=pki / "kwok.key"
+        )
         kubelet_port = free_port()  # kwok answers the kubelet's API (logs, exec, port-forward) here
         pod_io = PodIO(POD_IO_NAMESPACE, workdir / "pod-io", workdir / "pod-io" / "ray-address")
         pod_io.workdir.mkdir()

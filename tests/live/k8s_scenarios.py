@@ -15,6 +15,7 @@ from k8s_cluster import ControlPlane, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 
+
 @dataclass(frozen=True)
 class GpuProduct:
     label: str  # nvidia.com/gpu.product, as GPU feature discovery writes it
@@ -36,9 +37,14 @@ def gpu_node(name: str, gpus: int, product: GpuProduct = H100) -> dict:
             "name": name,
             "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
             "labels": {
-                "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-                "type": "kwok", "nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": product.label,
-                "nvidia.com/gpu.count": str(gpus), "nvidia.com/gpu.memory": str(product.memory_mib),
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "type": "kwok",
+                "nvidia.com/gpu.present": "true",
+                "nvidia.com/gpu.product": product.label,
+                "nvidia.com/gpu.count": str(gpus),
+                "nvidia.com/gpu.memory": str(product.memory_mib),
             },  # fmt: skip
         },
         "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]},
@@ -55,11 +61,22 @@ def vllm_deployment(name: str, namespace: str, *, gpus: int, tolerate: bool, rep
         "name": "vllm",
         "image": "vllm/vllm-openai:v0.11.0",
         "command": ["python3", "-m", "vllm.entrypoints.openai.api_server"],
-        "args": args or ["--model", "meta-llama/Llama-3.3-70B-Instruct", "--served-model-name", name,
-                         "--tensor-parallel-size", str(gpus), "--port", "8000"],  # fmt: skip
+        "args": args
+        or [
+            "--model",
+            "meta-llama/Llama-3.3-70B-Instruct",
+            "--served-model-name",
+            name,
+            "--tensor-parallel-size",
+            str(gpus),
+            "--port",
+            "8000",
+        ],  # fmt: skip
         "ports": [{"name": "http", "containerPort": 8000}],
-        "resources": {"requests": {"cpu": "4", "memory": "64Gi", "nvidia.com/gpu": str(gpus)},
-                      "limits": {"nvidia.com/gpu": str(gpus)}},  # fmt: skip
+        "resources": {
+            "requests": {"cpu": "4", "memory": "64Gi", "nvidia.com/gpu": str(gpus)},
+            "limits": {"nvidia.com/gpu": str(gpus)},
+        },  # fmt: skip
     }
     labels = {"app": name, "app.kubernetes.io/name": "vllm"}
     return gpu_deployment(name, namespace, labels, container, tolerate=tolerate, replicas=replicas, product=product)
@@ -88,8 +105,11 @@ def gpu_deployment(name: str, namespace: str, labels: dict[str, str], container:
             "selector": {"matchLabels": {"app": name}},
             "template": {
                 "metadata": {"labels": labels},
-                "spec": {"nodeSelector": {"nvidia.com/gpu.product": product.label}, "tolerations": tolerations,
-                         "containers": [container]},  # fmt: skip
+                "spec": {
+                    "nodeSelector": {"nvidia.com/gpu.product": product.label},
+                    "tolerations": tolerations,
+                    "containers": [container],
+                },  # fmt: skip
             },
         },
     }
@@ -111,7 +131,9 @@ def two_gpu_nodes(cluster: ControlPlane) -> ControlPlane:
     def ready() -> bool:
         nodes = [n for n in get(cluster, "nodes")["items"] if n["metadata"]["name"] in ("gpu-h100-1", "gpu-h100-2")]
         return len(nodes) == 2 and all(
-            any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions", [])) for n in nodes)
+            any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions", []))
+            for n in nodes
+        )
 
     wait_for("kwok nodes Ready", ready)
     return cluster
@@ -168,7 +190,9 @@ def fired(report: dict) -> set[str]:
 def node_and_pod_addresses(cluster: ControlPlane) -> list[str]:
     found = []
     for node in get(cluster, "nodes")["items"]:
-        found += [a["address"] for a in node["status"].get("addresses", []) if a["type"] in ("InternalIP", "ExternalIP")]
+        found += [
+            a["address"] for a in node["status"].get("addresses", []) if a["type"] in ("InternalIP", "ExternalIP")
+        ]
     for pod in get(cluster, "pods", "-A")["items"]:
         found += [p["ip"] for p in pod["status"].get("podIPs", [])] + [pod["status"].get("hostIP") or ""]
     return [a for a in found if a]
@@ -176,7 +200,11 @@ def node_and_pod_addresses(cluster: ControlPlane) -> list[str]:
 
 def assert_only_test_addresses(cluster: ControlPlane) -> None:
     """Every node and pod IP is loopback or owned by the test's network namespace."""
-    strangers = [a for a in node_and_pod_addresses(cluster) if not ipaddress.ip_address(a).is_loopback and not cluster.network.owns(a)]
+    strangers = [
+        a
+        for a in node_and_pod_addresses(cluster)
+        if not ipaddress.ip_address(a).is_loopback and not cluster.network.owns(a)
+    ]
     assert not strangers, f"addresses outside 127.0.0.0/8 and the test network: {strangers}"
 
 
@@ -187,13 +215,20 @@ def refuse_by_quota(cluster: ControlPlane, ns: str) -> None:
     quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpus", "namespace": ns},
              "spec": {"hard": {"requests.nvidia.com/gpu": "8"}}}  # fmt: skip
     apply(cluster, namespace(ns), quota)
-    wait_for("the quota's status", lambda: get(cluster, "resourcequota", "gpus", "-n", ns).get("status", {}).get("hard"))
+    wait_for(
+        "the quota's status", lambda: get(cluster, "resourcequota", "gpus", "-n", ns).get("status", {}).get("hard")
+    )
     apply(cluster, training_deployment("finetune", ns, gpus=8))
-    wait_for("the fine-tuning pod running", lambda: [p["status"].get("phase") for p in pods(cluster, ns, "finetune")] == ["Running"])
+    wait_for(
+        "the fine-tuning pod running",
+        lambda: [p["status"].get("phase") for p in pods(cluster, ns, "finetune")] == ["Running"],
+    )
     apply(cluster, vllm_deployment("llama-70b", ns, gpus=4, tolerate=True), service("llama-70b", ns))
 
     def refused() -> bool:
         deployment = get(cluster, "deployment", "llama-70b", "-n", ns)
-        return any(c["type"] == "ReplicaFailure" and c["status"] == "True" for c in deployment["status"].get("conditions", []))
+        return any(
+            c["type"] == "ReplicaFailure" and c["status"] == "True" for c in deployment["status"].get("conditions", [])
+        )
 
     wait_for("the llama-70b Deployment's ReplicaFailure (exceeded quota)", refused)

@@ -56,8 +56,13 @@ def http_get(url: str, timeout_s: float = 5.0, headers: dict[str, str] | None = 
         return None, b""
 
 
-def wait_until(what: str, ready: Callable[[], bool], timeout_s: float, proc: subprocess.Popen | None = None,
-               log: Path | None = None) -> None:
+def wait_until(
+    what: str,
+    ready: Callable[[], bool],
+    timeout_s: float,
+    proc: subprocess.Popen | None = None,
+    log: Path | None = None,
+) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if ready():
@@ -113,9 +118,11 @@ def _listed(url: str) -> list[dict]:
 
 def _workload_settled(dashboard: str) -> bool:
     actors = {a.get("name"): a.get("state") for a in _listed(f"{dashboard}/api/v0/actors?detail=1")}
-    groups = {g.get("name"): (g.get("stats") or {}).get("scheduling_state") for g in
-              _listed(f"{dashboard}/api/v0/placement_groups?detail=1")}
-    demands = ((_dashboard_json(f"{dashboard}/api/cluster_status").get("data") or {}).get("clusterStatus") or {})
+    groups = {
+        g.get("name"): (g.get("stats") or {}).get("scheduling_state")
+        for g in _listed(f"{dashboard}/api/v0/placement_groups?detail=1")
+    }
+    demands = (_dashboard_json(f"{dashboard}/api/cluster_status").get("data") or {}).get("clusterStatus") or {}
     load = demands.get("loadMetricsReport") or {}
     return (
         actors.get("gpu1_actor") == "ALIVE"
@@ -132,7 +139,9 @@ def _run_driver(python: Path, head: RayHead, env: dict[str, str]) -> None:
         env=env, capture_output=True, text=True, timeout=180,
     )  # fmt: skip
     if driver.returncode != 0:
-        raise RuntimeError(f"Ray driver failed ({driver.returncode}):\n{driver.stdout[-2000:]}\n{driver.stderr[-3000:]}")
+        raise RuntimeError(
+            f"Ray driver failed ({driver.returncode}):\n{driver.stdout[-2000:]}\n{driver.stderr[-3000:]}"
+        )
 
 
 def _leftover_pids(temp_dir: Path) -> list[int]:
@@ -189,7 +198,13 @@ def running_ray_head(with_workload: bool = True, num_gpus: int = 2) -> Iterator[
         wait_until("Ray dashboard", lambda: http_get(f"{head.dashboard_url}/api/version")[0] == 200, 120, proc, log)
         if with_workload:
             _run_driver(python, head, env)
-            wait_until("Ray workload (actors, placement group, demands)", lambda: _workload_settled(head.dashboard_url), 90, proc, log)
+            wait_until(
+                "Ray workload (actors, placement group, demands)",
+                lambda: _workload_settled(head.dashboard_url),
+                90,
+                proc,
+                log,
+            )
         yield head
     finally:
         stop_process_group(proc, grace_s=30)
@@ -274,7 +289,9 @@ def standin_launcher(work: Path) -> Iterator[Callable[..., StandIn]]:
         folder = folder.parent
     (package / "api_server.py").symlink_to(STANDIN)
 
-    def start(scenario: str = "kv-cache-small", health: int | None = None, extra_flags: tuple[str, ...] = ()) -> StandIn:
+    def start(
+        scenario: str = "kv-cache-small", health: int | None = None, extra_flags: tuple[str, ...] = ()
+    ) -> StandIn:
         recording = recorded(scenario)
         port = free_port()
         argv = [sys.executable, "-m", STANDIN_MODULE, *recording.engine_flags(), *extra_flags,
@@ -325,8 +342,12 @@ HISTORY_S = 30 * 60
 HISTORY_STEP_S = 15
 VLLM_NAMESPACE = "llm-serving"  # the namespace of the server going into saturation
 OTHER_NAMESPACE = "other-team"  # a calm server of another team, on the same Prometheus
-VLLM_LABELS = f'engine="0",instance="{LOOPBACK}:8000",job="vllm",model_name="{SERVED_MODEL}",namespace="{VLLM_NAMESPACE}"'
-OTHER_VLLM_LABELS = f'engine="0",instance="{LOOPBACK}:8001",job="vllm",model_name="{SERVED_MODEL}",namespace="{OTHER_NAMESPACE}"'
+VLLM_LABELS = (
+    f'engine="0",instance="{LOOPBACK}:8000",job="vllm",model_name="{SERVED_MODEL}",namespace="{VLLM_NAMESPACE}"'
+)
+OTHER_VLLM_LABELS = (
+    f'engine="0",instance="{LOOPBACK}:8001",job="vllm",model_name="{SERVED_MODEL}",namespace="{OTHER_NAMESPACE}"'
+)
 OTHER_WAITING = 7
 DCGM_LABELS = f'UUID="{DCGM_GPU_UUID}",gpu="0",instance="{LOOPBACK}:9400",job="dcgm-exporter"'
 TTFT_BUCKETS = ("0.1", "0.25", "0.5", "1.0", "2.5", "5.0", "10.0", "+Inf")
@@ -370,7 +391,14 @@ def history_openmetrics(end: int) -> str:
         ttft_fast += 0 if late else 3
         ttft_slow += 3 if late else 0
         sample("vllm:num_requests_waiting", "gauge", "vllm:num_requests_waiting", VLLM_LABELS, round(20 * i / n), t)
-        sample("vllm:kv_cache_usage_perc", "gauge", "vllm:kv_cache_usage_perc", VLLM_LABELS, round(0.30 + 0.69 * i / n, 3), t)
+        sample(
+            "vllm:kv_cache_usage_perc",
+            "gauge",
+            "vllm:kv_cache_usage_perc",
+            VLLM_LABELS,
+            round(0.30 + 0.69 * i / n, 3),
+            t,
+        )
         sample("vllm:num_requests_waiting", "gauge", "vllm:num_requests_waiting", OTHER_VLLM_LABELS, OTHER_WAITING, t)
         sample("vllm:kv_cache_usage_perc", "gauge", "vllm:kv_cache_usage_perc", OTHER_VLLM_LABELS, 0.5, t)
         sample("vllm:num_preemptions", "counter", "vllm:num_preemptions_total", VLLM_LABELS, preemptions, t)

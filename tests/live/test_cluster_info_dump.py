@@ -10,8 +10,6 @@ import tarfile
 from pathlib import Path
 
 import pytest
-
-from diag.bundle.files import Bundle
 from k8s_cluster import ControlPlane, wait_for
 from k8s_scenarios import (
     apply,
@@ -26,6 +24,8 @@ from k8s_scenarios import (
     vllm_deployment,
 )
 
+from diag.bundle.files import Bundle
+
 pytestmark = pytest.mark.live
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,7 +37,9 @@ def gpu_cluster(control_plane: ControlPlane) -> ControlPlane:
 
 
 def _llmdiag(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "diag.cli", *argv], cwd=REPO, capture_output=True, text=True, timeout=180)
+    return subprocess.run(
+        [sys.executable, "-m", "diag.cli", *argv], cwd=REPO, capture_output=True, text=True, timeout=180
+    )
 
 
 def _analyze(path: Path) -> dict:
@@ -49,7 +51,10 @@ def _analyze(path: Path) -> dict:
 def test_a_cluster_info_dump_gives_the_verdict_of_llmdiag_collect(gpu_cluster: ControlPlane, tmp_path: Path) -> None:
     ns = "dump-too-large"
     apply(gpu_cluster, namespace(ns), vllm_deployment("llama-8b", ns, gpus=1, tolerate=True), service("llama-8b", ns))
-    wait_for("the llama-8b replica running", lambda: [p["status"].get("phase") for p in pods(gpu_cluster, ns, "llama-8b")] == ["Running"])
+    wait_for(
+        "the llama-8b replica running",
+        lambda: [p["status"].get("phase") for p in pods(gpu_cluster, ns, "llama-8b")] == ["Running"],
+    )
     apply(gpu_cluster, vllm_deployment("llama-405b", ns, gpus=16, tolerate=True), service("llama-405b", ns))
     wait_for("the scheduler's FailedScheduling", lambda: failed_scheduling(gpu_cluster, ns))
 
@@ -62,7 +67,9 @@ def test_a_cluster_info_dump_gives_the_verdict_of_llmdiag_collect(gpu_cluster: C
     free_gpus(gpu_cluster, ns)
 
     # kubectl's layout, as diag/bundle/cluster_dump.py reads it
-    phases = {p["metadata"]["name"]: p["status"]["phase"] for p in json.loads((dump / ns / "pods.json").read_text())["items"]}
+    phases = {
+        p["metadata"]["name"]: p["status"]["phase"] for p in json.loads((dump / ns / "pods.json").read_text())["items"]
+    }
     assert sorted(phases.values()) == ["Pending", "Running"] and (dump / "nodes.json").is_file()
     bundle = Bundle.open(dump)
     for pod, phase in phases.items():
@@ -80,6 +87,12 @@ def test_a_cluster_info_dump_gives_the_verdict_of_llmdiag_collect(gpu_cluster: C
         tar.add(dump, arcname=dump.name)
     for path in (dump, tarred):
         report = _analyze(path)
-        assert (report["verdict"]["layer"], report["verdict"]["rule"]) == (own["verdict"]["layer"], own["verdict"]["rule"]), report["verdict"]
+        assert (report["verdict"]["layer"], report["verdict"]["rule"]) == (
+            own["verdict"]["layer"],
+            own["verdict"]["rule"],
+        ), report["verdict"]
         assert want["rule"] in fired(report)
-        assert report["sources"]["k8s/pods.json"] == {"status": "ok", "detail": f"from kubectl cluster-info dump's {ns}/pods.json"}
+        assert report["sources"]["k8s/pods.json"] == {
+            "status": "ok",
+            "detail": f"from kubectl cluster-info dump's {ns}/pods.json",
+        }

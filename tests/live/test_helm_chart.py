@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from k8s_cluster import ControlPlane
 
 pytestmark = pytest.mark.live
@@ -45,7 +44,9 @@ def of_kind(docs: list[dict], kind: str) -> list[dict]:
 
 
 def rules(role: dict) -> set[Rule]:
-    return {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+    return {
+        (g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]
+    }
 
 
 def deploy_role() -> dict:
@@ -74,10 +75,18 @@ def assert_locked_down(pod: dict, account: str) -> None:
 def test_the_default_chart_is_the_cronjob_of_deploy(helm: Path, tmp_path: Path) -> None:
     docs = render(helm, tmp_path)
     assert sorted(d["kind"] for d in docs) == ["ClusterRole", "ClusterRoleBinding", "CronJob", "ServiceAccount"]
-    (account,), (role,), (binding,), (cron,) = (of_kind(docs, k) for k in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "CronJob"))
+    (account,), (role,), (binding,), (cron,) = (
+        of_kind(docs, k) for k in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "CronJob")
+    )
     assert role["rules"] == deploy_role()["rules"]  # verb for verb, in the same order
-    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role["metadata"]["name"]}
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": RELEASE_NS}]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": role["metadata"]["name"],
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": RELEASE_NS}
+    ]
     assert account["metadata"]["namespace"] == cron["metadata"]["namespace"] == RELEASE_NS
     deploy_cron = next(d for d in yaml.safe_load_all((DEPLOY / "cronjob-triage.yaml").read_text()) if d)
     assert cron["spec"]["schedule"] == deploy_cron["spec"]["schedule"] == "*/15 * * * *"
@@ -142,7 +151,12 @@ def test_the_chart_and_deploy_pass_server_validation(helm: Path, control_plane: 
     assert len({(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]) for d in docs}) == len(docs)
 
     # the namespace must exist for the server to validate what goes in it
-    control_plane.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": RELEASE_NS}}))
+    control_plane.kubectl(
+        "apply",
+        "-f",
+        "-",
+        stdin=json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": RELEASE_NS}}),
+    )
     result = control_plane.kubectl("apply", "--dry-run=server", "-o", "json", "-f", "-",
                                    stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}))  # fmt: skip
     accepted = json.loads(result.stdout)["items"]

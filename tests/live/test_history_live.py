@@ -6,18 +6,26 @@ namespace `research`, which must never be blamed."""
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-
-from history_scenarios import CLUSTER_FIXTURE, EXPECTED, FOREIGN, NAMESPACE, SCENARIOS, collect_history_into, openmetrics
 from conftest import _enter
+from history_scenarios import (
+    CLUSTER_FIXTURE,
+    EXPECTED,
+    FOREIGN,
+    NAMESPACE,
+    SCENARIOS,
+    collect_history_into,
+    openmetrics,
+)
 from live_services import running_prometheus
+
 from diag.analyze import analyze_bundle
 from diag.bundle.files import Bundle
 
@@ -74,9 +82,10 @@ def test_triage_with_prometheus_alone(scenario, tmp_path: Path) -> None:
 
 
 def test_pod_scopes_the_vllm_queries_to_that_servers_series(scenario) -> None:
+    from history_scenarios import PODS
+
     from diag.collect.base import Sink, Target
     from diag.collect.prometheus import collect_target
-    from history_scenarios import PODS
 
     _, url, _ = scenario
     bundle = Bundle()

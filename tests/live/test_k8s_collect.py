@@ -19,6 +19,7 @@ import pytest
 
 import diag.collect.kube as kube_module
 from diag.bundle.files import Bundle
+from diag.bundle.load import load_bundle
 from diag.collect.base import SourceResult, Target
 from diag.collect.gpu import NVIDIA_SMI_CSV, NVIDIA_SMI_XML
 from diag.collect.kube import KubeAccess, KubeError, KubeTimeout
@@ -29,7 +30,6 @@ from diag.collect.runner import (
     collect,
     default_collectors,
 )
-from diag.bundle.load import load_bundle
 from tests.replay.harness import (
     CLUSTER,
     GPU_PODS,
@@ -141,12 +141,18 @@ def test_the_context_namespace_scopes_objects_and_events(replay: ReplayServer, t
     assert {n for k, n in involved if k == "Node"} == {"gpu-node-a", "gpu-node-b"}
     assert _names(bundle, "nodes") == {"cpu-node-1", "gpu-node-a", "gpu-node-b"}
     # the GPU stack of every namespace, and nothing else
-    assert _names(bundle, "daemonsets") == {"nvidia-device-plugin-daemonset", "nvidia-dcgm-exporter", "gpu-feature-discovery"}
+    assert _names(bundle, "daemonsets") == {
+        "nvidia-device-plugin-daemonset",
+        "nvidia-dcgm-exporter",
+        "gpu-feature-discovery",
+    }
     pod_lists = _lists_of(replay.seen(), "pods")
     assert {r.info.namespace for r in pod_lists if r.info} == {"llm"}
 
 
-def test_all_namespaces_reads_every_namespace_and_names_clashing_pods_apart(replay: ReplayServer, tmp_path: Path) -> None:
+def test_all_namespaces_reads_every_namespace_and_names_clashing_pods_apart(
+    replay: ReplayServer, tmp_path: Path
+) -> None:
     bundle, _ = collect_from(replay, tmp_path, all_namespaces=True)
     pods = {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in _items(bundle, "pods")}
     assert ("other", "redis-0") in pods and ("llm", "redis-0") in pods
@@ -165,7 +171,10 @@ def test_a_label_selector_scopes_the_pods_on_the_server_side(replay: ReplayServe
     # the events of the selected pods and of their nodes; not the embedder's BackOff
     assert {"FailedScheduling", "Pulled", "NodeNotReady"} <= reasons and "BackOff" not in reasons
     logs = {n for n in bundle.files if n.startswith("k8s/logs/")}
-    assert logs == {"k8s/logs/llm.llama-3-8b-7c9d6b5f4-abcde.log", "k8s/logs/llm.llama-3-8b-7c9d6b5f4-abcde.previous.log"}
+    assert logs == {
+        "k8s/logs/llm.llama-3-8b-7c9d6b5f4-abcde.log",
+        "k8s/logs/llm.llama-3-8b-7c9d6b5f4-abcde.previous.log",
+    }
 
 
 def test_a_rayservice_scopes_to_the_raycluster_kuberay_made_for_it(replay: ReplayServer, tmp_path: Path) -> None:
@@ -266,7 +275,9 @@ def test_exec_failures_are_one_line(replay: ReplayServer, tmp_path: Path) -> Non
     assert "\n" not in str(missing.value)
 
 
-def test_proxy_answers_come_back_whatever_their_status(cluster: ReplayCluster, replay: ReplayServer, tmp_path: Path) -> None:
+def test_proxy_answers_come_back_whatever_their_status(
+    cluster: ReplayCluster, replay: ReplayServer, tmp_path: Path
+) -> None:
     kube = KubeAccess(str(replay.write_kubeconfig(tmp_path, namespace="llm")))
     namespace, pod, port = VLLM_POD
     with RecordedHttp(vllm_routes(health=503)) as vllm:
@@ -281,7 +292,9 @@ def test_proxy_answers_come_back_whatever_their_status(cluster: ReplayCluster, r
     assert refused.value.status == 503
 
 
-def test_a_slow_pod_behind_the_proxy_is_a_timeout_after_one_try(cluster: ReplayCluster, replay: ReplayServer, tmp_path: Path) -> None:
+def test_a_slow_pod_behind_the_proxy_is_a_timeout_after_one_try(
+    cluster: ReplayCluster, replay: ReplayServer, tmp_path: Path
+) -> None:
     kube = KubeAccess(str(replay.write_kubeconfig(tmp_path, namespace="llm")))
     namespace, pod, port = VLLM_POD
     with RecordedHttp({"/metrics": [Answer(200, b"", delay_s=3)]}) as slow:
@@ -415,7 +428,9 @@ def test_ctrl_c_keeps_what_came_back_and_marks_the_rest_interrupted(replay: Repl
 
     target = _target(replay, tmp_path)
     started = time.monotonic()
-    bundle, results = collect(target, [_kubernetes_objects(target), Collector("vllm", ctrl_c_once_the_pods_are_written)])
+    bundle, results = collect(
+        target, [_kubernetes_objects(target), Collector("vllm", ctrl_c_once_the_pods_are_written)]
+    )
     assert time.monotonic() - started < 6  # it stopped waiting for the collector
     assert ("vllm", "failed", INTERRUPTED) in [(r.name, r.status, r.detail) for r in results]
     assert "k8s/pods.json" in bundle.files and bundle.files["ray/status.txt"] == b"written before\n"
@@ -499,7 +514,18 @@ def test_llmdiag_collect_writes_the_bundle_through_the_replay_server(replay: Rep
 
     kubeconfig = replay.write_kubeconfig(tmp_path, namespace="llm")
     out = tmp_path / "case.tar.gz"
-    args = ["collect", "--kubeconfig", str(kubeconfig), "-l", "app=llama-3-8b", "--no-local-gpu", "--scrape-interval", "0.1", "--out", str(out)]
+    args = [
+        "collect",
+        "--kubeconfig",
+        str(kubeconfig),
+        "-l",
+        "app=llama-3-8b",
+        "--no-local-gpu",
+        "--scrape-interval",
+        "0.1",
+        "--out",
+        str(out),
+    ]
     done = CliRunner().invoke(app, args)
     assert done.exit_code == 0, done.output
     assert stat.S_IMODE(out.stat().st_mode) == 0o600
@@ -508,13 +534,26 @@ def test_llmdiag_collect_writes_the_bundle_through_the_replay_server(replay: Rep
     assert json.loads(bundle.files["manifest.json"])["selectors"]["label"] == "app=llama-3-8b"
 
 
-def test_triage_with_a_selector_that_matches_nothing_is_inconclusive_and_says_so(replay: ReplayServer, tmp_path: Path) -> None:
+def test_triage_with_a_selector_that_matches_nothing_is_inconclusive_and_says_so(
+    replay: ReplayServer, tmp_path: Path
+) -> None:
     from typer.testing import CliRunner
 
     from diag.cli import app
 
     kubeconfig = replay.write_kubeconfig(tmp_path, namespace="llm")
-    args = ["triage", "--kubeconfig", str(kubeconfig), "-l", "app=no-such-app", "--no-local-gpu", "--scrape-interval", "0.1", "-o", "json"]
+    args = [
+        "triage",
+        "--kubeconfig",
+        str(kubeconfig),
+        "-l",
+        "app=no-such-app",
+        "--no-local-gpu",
+        "--scrape-interval",
+        "0.1",
+        "-o",
+        "json",
+    ]
     done = CliRunner().invoke(app, args)
     report = json.loads(done.stdout)
     assert report["verdict"]["status"] == "inconclusive" and report["exit_code"] == 3

@@ -9,14 +9,9 @@ import ipaddress
 import subprocess
 
 import pytest
-
-from diag.collect import k8s as collect_k8s
-from diag.collect import kube as kube_module
-from diag.collect.kube import KubeAccess
 from k8s_cluster import TEST_NET, ControlPlane, wait_for
 from k8s_scenarios import (
     apply,
-    node_and_pod_addresses,
     assert_only_test_addresses,
     expected,
     failed_scheduling,
@@ -24,6 +19,7 @@ from k8s_scenarios import (
     free_gpus,
     get,
     namespace,
+    node_and_pod_addresses,
     pods,
     refuse_by_quota,
     service,
@@ -31,6 +27,10 @@ from k8s_scenarios import (
     two_gpu_nodes,
     vllm_deployment,
 )
+
+from diag.collect import k8s as collect_k8s
+from diag.collect import kube as kube_module
+from diag.collect.kube import KubeAccess
 
 pytestmark = pytest.mark.live
 
@@ -52,7 +52,9 @@ def test_the_gpu_node_addresses_are_local(gpu_cluster: ControlPlane) -> None:
 
 def test_gpu_request_too_large(gpu_cluster: ControlPlane) -> None:
     ns = "too-large"
-    apply(gpu_cluster, namespace(ns), vllm_deployment("llama-405b", ns, gpus=16, tolerate=True), service("llama-405b", ns))
+    apply(
+        gpu_cluster, namespace(ns), vllm_deployment("llama-405b", ns, gpus=16, tolerate=True), service("llama-405b", ns)
+    )
     wait_for("the scheduler's FailedScheduling", lambda: failed_scheduling(gpu_cluster, ns))
     message = failed_scheduling(gpu_cluster, ns)[0]["message"]
     assert "Insufficient nvidia.com/gpu" in message
@@ -69,7 +71,10 @@ def test_gpu_cluster_full(gpu_cluster: ControlPlane) -> None:
     ns = "full"
     # research jobs take every GPU of both nodes, then one more vLLM replica asks for 4
     apply(gpu_cluster, namespace(ns), vllm_deployment("research", ns, gpus=8, tolerate=True, replicas=2))
-    wait_for("both nodes full", lambda: sum(p["status"].get("phase") == "Running" for p in pods(gpu_cluster, ns, "research")) == 2)
+    wait_for(
+        "both nodes full",
+        lambda: sum(p["status"].get("phase") == "Running" for p in pods(gpu_cluster, ns, "research")) == 2,
+    )
     apply(gpu_cluster, vllm_deployment("llama-70b", ns, gpus=4, tolerate=True), service("llama-70b", ns))
     wait_for("the scheduler's FailedScheduling", lambda: failed_scheduling(gpu_cluster, ns))
     assert "Insufficient nvidia.com/gpu" in failed_scheduling(gpu_cluster, ns)[0]["message"]
@@ -86,7 +91,10 @@ def test_gpu_cluster_full(gpu_cluster: ControlPlane) -> None:
 def test_rollout_that_drops_the_toleration(gpu_cluster: ControlPlane) -> None:
     ns = "taint"
     apply(gpu_cluster, namespace(ns), vllm_deployment("llama-70b", ns, gpus=4, tolerate=True), service("llama-70b", ns))
-    wait_for("the first replica running", lambda: [p["status"].get("phase") for p in pods(gpu_cluster, ns, "llama-70b")] == ["Running"])
+    wait_for(
+        "the first replica running",
+        lambda: [p["status"].get("phase") for p in pods(gpu_cluster, ns, "llama-70b")] == ["Running"],
+    )
     # the rollout: the same Deployment, its pod template without the GPU operator's toleration
     apply(gpu_cluster, vllm_deployment("llama-70b", ns, gpus=4, tolerate=False))
     wait_for("the scheduler's FailedScheduling", lambda: failed_scheduling(gpu_cluster, ns))
@@ -139,9 +147,14 @@ def test_a_test_network_address_no_namespace_owns_goes_nowhere(gpu_cluster: Cont
 
 def _event(ns: str, name: str, kind: str, reason: str, message: str) -> dict:
     return {
-        "apiVersion": "v1", "kind": "Event", "metadata": {"name": name, "namespace": ns},
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": name, "namespace": ns},
         "involvedObject": {"kind": "Pod", "name": "llama-70b-0", "namespace": ns},
-        "type": kind, "reason": reason, "message": message, "count": 1,
+        "type": kind,
+        "reason": reason,
+        "message": message,
+        "count": 1,
         "source": {"component": "default-scheduler" if kind == "Warning" else "kubelet"},
     }
 
@@ -151,8 +164,26 @@ def test_a_capped_event_list_keeps_every_warning(control_plane: ControlPlane, mo
     first in that order must not push a FailedScheduling out: the Warnings are listed again by the
     real field selector type=Warning, and the list stays marked as capped."""
     ns = "capped-events"
-    normal = [_event(ns, f"a-pulled-{i}", "Normal", "Pulled", 'Container image "vllm/vllm-openai:v0.10.1.1" already present on machine') for i in range(6)]
-    warning = [_event(ns, f"z-failed-{i}", "Warning", "FailedScheduling", "0/2 nodes are available: 2 Insufficient nvidia.com/gpu.") for i in range(2)]
+    normal = [
+        _event(
+            ns,
+            f"a-pulled-{i}",
+            "Normal",
+            "Pulled",
+            'Container image "vllm/vllm-openai:v0.10.1.1" already present on machine',
+        )
+        for i in range(6)
+    ]
+    warning = [
+        _event(
+            ns,
+            f"z-failed-{i}",
+            "Warning",
+            "FailedScheduling",
+            "0/2 nodes are available: 2 Insufficient nvidia.com/gpu.",
+        )
+        for i in range(2)
+    ]
     apply(control_plane, namespace(ns), *normal, *warning)
     monkeypatch.setattr(kube_module, "MAX_ITEMS", 3)
     monkeypatch.setattr(kube_module, "PAGE_SIZE", 2)

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from k8s_cluster import H200_CAPTURE, ControlPlane, cri_log_copy, wait_for
 from k8s_scenarios import H200, apply, assert_only_test_addresses, get, gpu_node, namespace, service, vllm_deployment
 from live_services import RayHead
@@ -35,8 +34,11 @@ def cpu_node(name: str) -> dict:
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
-                     "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "type": "kwok"}},  # fmt: skip
+        "metadata": {
+            "name": name,
+            "annotations": {"kwok.x-k8s.io/node": "fake"},
+            "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "type": "kwok"},
+        },  # fmt: skip
         "status": {"capacity": resources, "allocatable": resources},
     }
 
@@ -58,7 +60,11 @@ def kuberay_crd(kind: str, plural: str) -> dict:
 
 def ray_cluster(ns: str) -> dict:
     """RayCluster vllm-ray: a head that serves (its 2 GPUs come from the live head's --num-gpus=2)."""
-    head = {"name": "ray-head", "image": "rayproject/ray:2.40.0", "resources": {"limits": {"cpu": "2", "memory": "8Gi"}}}
+    head = {
+        "name": "ray-head",
+        "image": "rayproject/ray:2.40.0",
+        "resources": {"limits": {"cpu": "2", "memory": "8Gi"}},
+    }
     return {
         "apiVersion": "ray.io/v1",
         "kind": "RayCluster",
@@ -92,11 +98,18 @@ def ray_head_pod(ns: str) -> dict:
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": f"{RAY_CLUSTER}-head-x7k2p", "namespace": ns, "labels": labels},
-        "spec": {"nodeSelector": {"type": "kwok"}, "containers": [{
-            "name": "ray-head", "image": "rayproject/ray:2.40.0",
-            "command": ["/bin/bash", "-lc", "--"], "args": ["ulimit -n 65536; ray start --head --block --dashboard-host=0.0.0.0"],
-            "ports": [{"name": "gcs", "containerPort": 6379}, {"name": "dashboard", "containerPort": 8265}],
-        }]},  # fmt: skip
+        "spec": {
+            "nodeSelector": {"type": "kwok"},
+            "containers": [
+                {
+                    "name": "ray-head",
+                    "image": "rayproject/ray:2.40.0",
+                    "command": ["/bin/bash", "-lc", "--"],
+                    "args": ["ulimit -n 65536; ray start --head --block --dashboard-host=0.0.0.0"],
+                    "ports": [{"name": "gcs", "containerPort": 6379}, {"name": "dashboard", "containerPort": 8265}],
+                }
+            ],
+        },  # fmt: skip
     }
 
 
@@ -105,8 +118,10 @@ def ray_head_service(ns: str) -> dict:
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {"name": f"{RAY_CLUSTER}-head-svc", "namespace": ns, "labels": {"ray.io/cluster": RAY_CLUSTER}},
-        "spec": {"selector": {"ray.io/cluster": RAY_CLUSTER, "ray.io/node-type": "head"},
-                 "ports": [{"name": "gcs", "port": 6379}, {"name": "dashboard", "port": 8265}]},  # fmt: skip
+        "spec": {
+            "selector": {"ray.io/cluster": RAY_CLUSTER, "ray.io/node-type": "head"},
+            "ports": [{"name": "gcs", "port": 6379}, {"name": "dashboard", "port": 8265}],
+        },  # fmt: skip
     }
 
 
@@ -143,7 +158,9 @@ def scene(
     io = control_plane.pod_io
     ns = io.namespace
     apply(control_plane, kuberay_crd("RayCluster", "rayclusters"), kuberay_crd("RayService", "rayservices"))
-    control_plane.kubectl("wait", "--for=condition=Established", "crd/rayclusters.ray.io", "crd/rayservices.ray.io", "--timeout=60s")
+    control_plane.kubectl(
+        "wait", "--for=condition=Established", "crd/rayclusters.ray.io", "crd/rayservices.ray.io", "--timeout=60s"
+    )
     args = ["--model", str(DEFAULT_MODEL), "--served-model-name", SERVED_MODEL_NAME, "--port", str(VLLM_PORT)]
     apply(control_plane, namespace(ns), gpu_node("gpu-h200-1", 1, H200), cpu_node("cpu-1"),
           vllm_deployment("tiny-llama", ns, gpus=1, tolerate=True, product=H200, args=args), service("tiny-llama", ns),
@@ -155,7 +172,9 @@ def scene(
     # kwok gives a node its address (where the API server reaches the kubelet for logs and exec) on its
     # first status update, which may come after the pods run: collect only once both have one
     for node in ("gpu-h200-1", "cpu-1"):
-        wait_for(f"node {node}'s address", lambda node=node: get(control_plane, "node", node)["status"].get("addresses"))
+        wait_for(
+            f"node {node}'s address", lambda node=node: get(control_plane, "node", node)["status"].get("addresses")
+        )
     # and the endpoints controller, under load, may not yet have put the ready vLLM pod behind its Service
     for svc in ("tiny-llama",):
         wait_for(f"service {svc}'s ready endpoints",
@@ -244,6 +263,9 @@ def test_the_bundle_reads_as_one_joined_snapshot(scene: PodIOScene) -> None:
     # the dashboard behind the head Service is not reachable here: said, and read around
     assert "read anyway: ray/actors.json" in json.dumps(fired["RAY-106"]["evidence"])
     # the RayCluster was listed and judged: KubeRay's own view is sound here
-    assert {r: report["rules"][r]["status"] for r in ("K8S-401", "K8S-402")} == {"K8S-401": "silent", "K8S-402": "silent"}
+    assert {r: report["rules"][r]["status"] for r in ("K8S-401", "K8S-402")} == {
+        "K8S-401": "silent",
+        "K8S-402": "silent",
+    }
     # the vLLM server, the GPU and the node joined: no finding about them
     assert not [f for f in report["findings"] if f["layer"] in ("vllm", "gpu")], report["findings"]

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from k8s_cluster import ControlPlane, write_kubeconfig
 
 pytestmark = pytest.mark.live
@@ -27,7 +26,9 @@ def deploy_docs() -> list[dict]:
 
 
 def apply(cluster: ControlPlane, docs: list[dict], *flags: str) -> subprocess.CompletedProcess:
-    return cluster.kubectl("apply", *flags, "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}))
+    return cluster.kubectl(
+        "apply", *flags, "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": docs})
+    )
 
 
 def token_kubeconfig(cluster: ControlPlane, path: Path, account: str = ACCOUNT, ns: str = ACCOUNT_NS) -> Path:
@@ -38,7 +39,9 @@ def token_kubeconfig(cluster: ControlPlane, path: Path, account: str = ACCOUNT, 
 
 @pytest.fixture(scope="module")
 def rbac(control_plane: ControlPlane) -> ControlPlane:
-    docs = [d for d in deploy_docs() if d["kind"] in ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding")]
+    docs = [
+        d for d in deploy_docs() if d["kind"] in ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding")
+    ]
     apply(control_plane, docs)
     return control_plane
 
@@ -100,11 +103,15 @@ def test_a_missing_permission_is_named(rbac: ControlPlane, tmp_path: Path) -> No
     ],
     ids=["create", "patch", "delete"],
 )
-def test_the_role_cannot_write(rbac: ControlPlane, tmp_path: Path, verb: str, resource: str, argv: tuple[str, ...]) -> None:
+def test_the_role_cannot_write(
+    rbac: ControlPlane, tmp_path: Path, verb: str, resource: str, argv: tuple[str, ...]
+) -> None:
     kubeconfig = token_kubeconfig(rbac, tmp_path / "sa.kubeconfig")
     result = rbac.kubectl(*argv, kubeconfig=kubeconfig, check=False)
     assert result.returncode != 0
-    assert "forbidden" in result.stderr.lower() and f"system:serviceaccount:{ACCOUNT_NS}:{ACCOUNT}" in result.stderr, result.stderr
+    assert "forbidden" in result.stderr.lower() and f"system:serviceaccount:{ACCOUNT_NS}:{ACCOUNT}" in result.stderr, (
+        result.stderr
+    )
     assert f'cannot {verb} resource "{resource}"' in result.stderr, result.stderr
 
 
@@ -116,4 +123,6 @@ def test_the_deploy_manifests_pass_server_validation(control_plane: ControlPlane
     apply(control_plane, [d for d in docs if d["kind"] == "Namespace"])
     result = apply(control_plane, docs, "--dry-run=server")
     for doc in docs:
-        assert f"{doc['kind'].lower()}" in result.stdout.lower() and doc["metadata"]["name"] in result.stdout, result.stdout
+        assert f"{doc['kind'].lower()}" in result.stdout.lower() and doc["metadata"]["name"] in result.stdout, (
+            result.stdout
+        )

@@ -8,7 +8,6 @@ import json
 import time
 
 import pytest
-
 from live_services import (
     LOOPBACK,
     OTHER_NAMESPACE,
@@ -19,11 +18,12 @@ from live_services import (
     PromServer,
     free_port,
 )
+
 from diag.bundle.files import Bundle
+from diag.bundle.prometheus_queries import RANGE_QUERIES, RangeQuery
 from diag.collect.base import Sink, SourceResult, Target
 from diag.collect.prometheus import DEFAULT_WINDOW_S, collect_prometheus, collect_target, window_ending
 from diag.collect.prometheus_access import PASSWORD_ENV, TOKEN_ENV, PromAccess, prometheus_access
-from diag.bundle.prometheus_queries import RANGE_QUERIES, RangeQuery
 
 pytestmark = pytest.mark.live
 
@@ -111,10 +111,14 @@ def test_all_namespaces_and_several_namespaces_see_both_servers(prometheus: Prom
 
 
 def test_extra_selector_narrows_every_vllm_query(prometheus: PromServer) -> None:
-    bundle, _, _ = collect(prometheus_url=prometheus.url, all_namespaces=True, prometheus_selector=f'instance="{LOOPBACK}:8001"')
+    bundle, _, _ = collect(
+        prometheus_url=prometheus.url, all_namespaces=True, prometheus_selector=f'instance="{LOOPBACK}:8001"'
+    )
     series = answer(bundle, "vllm_kv_cache_usage_perc")["data"]["result"]
     assert [s["metric"]["namespace"] for s in series] == [OTHER_NAMESPACE]
-    bundle, results, _ = collect(prometheus_url=prometheus.url, namespace=VLLM_NAMESPACE, prometheus_selector='job="not-vllm"')
+    bundle, results, _ = collect(
+        prometheus_url=prometheus.url, namespace=VLLM_NAMESPACE, prometheus_selector='job="not-vllm"'
+    )
     assert answer(bundle, "vllm_num_requests_waiting")["data"]["result"] == []
     assert results["prometheus/vllm_num_requests_waiting.json"].detail == "0 series"
 
@@ -181,7 +185,10 @@ def test_one_step_finer_than_the_limit_is_what_prometheus_refuses(prometheus: Pr
 def test_basic_auth_against_prometheus_own_web_config(prometheus_basic_auth: PromServer) -> None:
     auth = PROMETHEUS_BASIC_AUTH
     bundle, results, _ = collect(
-        prometheus_url=prometheus_basic_auth.url, namespace=VLLM_NAMESPACE, prometheus_user=auth.user, prometheus_password=auth.password
+        prometheus_url=prometheus_basic_auth.url,
+        namespace=VLLM_NAMESPACE,
+        prometheus_user=auth.user,
+        prometheus_password=auth.password,
     )
     assert all(r.status == "ok" for r in results.values()), results
     assert only_series_values(bundle, "vllm_num_requests_waiting")[-1] == 20
@@ -193,23 +200,31 @@ def test_basic_auth_against_prometheus_own_web_config(prometheus_basic_auth: Pro
 
 def test_refused_credentials_are_one_line_per_query_and_the_rest_not_sent(prometheus_basic_auth: PromServer) -> None:
     bundle, results, _ = collect(
-        prometheus_url=prometheus_basic_auth.url, all_namespaces=True, prometheus_user=PROMETHEUS_BASIC_AUTH.user,
+        prometheus_url=prometheus_basic_auth.url,
+        all_namespaces=True,
+        prometheus_user=PROMETHEUS_BASIC_AUTH.user,
         prometheus_password="wrong-pw",
     )
     details = [r.detail for r in results.values()]
     assert all(r.status == "failed" for r in results.values())
-    assert any(d.startswith("Prometheus refused the credentials (HTTP 401, basic): Unauthorized") for d in details), details
+    assert any(d.startswith("Prometheus refused the credentials (HTTP 401, basic): Unauthorized") for d in details), (
+        details
+    )
     assert all("wrong-pw" not in d and "\n" not in d for d in details)
     assert not bundle.names("prometheus")
     bundle, results, _ = collect(prometheus_url=prometheus_basic_auth.url, all_namespaces=True)  # no credentials at all
-    assert any("asks for credentials (HTTP 401" in r.detail and "--prometheus-user" in r.detail for r in results.values())
+    assert any(
+        "asks for credentials (HTTP 401" in r.detail and "--prometheus-user" in r.detail for r in results.values()
+    )
 
 
 def test_a_query_prometheus_rejects_is_failed_with_its_error(prometheus: PromServer) -> None:
     bundle = Bundle()
     broken = RangeQuery("broken", "rate(vllm:num_preemptions_total{selector}[5m]", "vllm")
     access = PromAccess(prometheus.url, None)
-    [result] = collect_prometheus(_getter(access), access, Sink(bundle), 10, "", window_ending(time.time(), 1800), (broken,))
+    [result] = collect_prometheus(
+        _getter(access), access, Sink(bundle), 10, "", window_ending(time.time(), 1800), (broken,)
+    )
     assert result.status == "failed"
     assert result.detail.startswith("Prometheus rejected the query (HTTP 400, bad_data): ")
     assert "parse error" in result.detail and "\n" not in result.detail

@@ -14,6 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from live_services import LOOPBACK, REPO, free_port, ray_env, ray_python
+from live_services import RayHead as LiveRayHead
 
 from diag.bundle.files import Bundle
 from diag.collect.base import Sink
@@ -21,7 +23,6 @@ from diag.collect.kube import KubeAccess
 from diag.collect.ray import CLI_FILES, DASHBOARD_FILES, DASHBOARD_PORT, RayHead, collect_ray_address, collect_ray_head
 from diag.parsers.ray_state import parse_actors, parse_nodes, parse_nodes_summary, parse_placement_groups
 from diag.parsers.ray_status import parse_cluster_status_json, parse_ray_status
-from live_services import LOOPBACK, REPO, RayHead as LiveRayHead, free_port, ray_env, ray_python
 from tests.replay.server import ExecAnswer, ReplayCluster, ReplayServer
 
 pytestmark = pytest.mark.live
@@ -242,7 +243,9 @@ def outside_kubernetes(ray_head: LiveRayHead, vllm_url: str) -> list[str]:
 
 
 def test_triage_and_collect_then_analyze_agree(ray_head: LiveRayHead, vllm_standin, tmp_path: Path) -> None:
-    triage = json_report(llmdiag("triage", *outside_kubernetes(ray_head, vllm_standin("healthy").url), "--output", "json"))
+    triage = json_report(
+        llmdiag("triage", *outside_kubernetes(ray_head, vllm_standin("healthy").url), "--output", "json")
+    )
 
     bundle_dir = tmp_path / "bundle"
     collected = llmdiag("collect", "--out", str(bundle_dir), *outside_kubernetes(ray_head, vllm_standin("healthy").url))

@@ -88,7 +88,9 @@ def vm_scenario(scenario: str) -> Iterator[tuple[RayHead, dict[str, int]]]:
 
 
 def llmdiag(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "diag.cli", *args], env=env, capture_output=True, text=True, timeout=300, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "diag.cli", *args], env=env, capture_output=True, text=True, timeout=300, cwd=REPO
+    )
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +104,9 @@ def oom_head() -> Iterator[tuple[RayHead, dict[str, int]]]:
         pytest.skip(str(e))
 
 
-def test_triage_on_a_vm_blames_the_process_outside_ray_not_the_actor_that_died(oom_head, vllm_standin, tmp_path: Path) -> None:
+def test_triage_on_a_vm_blames_the_process_outside_ray_not_the_actor_that_died(
+    oom_head, vllm_standin, tmp_path: Path
+) -> None:
     head, _ = oom_head
     vllm = vllm_standin("healthy")
     done = llmdiag(
@@ -111,7 +115,10 @@ def test_triage_on_a_vm_blames_the_process_outside_ray_not_the_actor_that_died(o
     )  # fmt: skip
     report = json.loads(done.stdout)
     verdict = report["verdict"]
-    assert (verdict["status"], verdict["layer"], verdict["rule"]) == ("fault", "gpu", "GPU-106"), (verdict, done.stderr[-2000:])
+    assert (verdict["status"], verdict["layer"], verdict["rule"]) == ("fault", "gpu", "GPU-106"), (
+        verdict,
+        done.stderr[-2000:],
+    )
     assert verdict["gaps"] == []
     assert report["sources"]["kubernetes"]["status"] == "skipped"
     assert report["sources"][f"vllm/{vllm.name}.metrics.1.txt"]["status"] == "ok"
@@ -134,5 +141,14 @@ if __name__ == "__main__":
     with vm_scenario(scenario) as (ray_head, actor_pids):
         home = out.parent / f".home-{scenario}"
         gpu_pids = dict(zip(("458", "459"), map(str, actor_pids.values()))) if scenario == "busy" else {}
-        result = llmdiag(vm_env(home, gpu_pids), "collect", "--ray-address", ray_head.dashboard_url, "--local-gpu", "--out", str(out), "--force")
+        result = llmdiag(
+            vm_env(home, gpu_pids),
+            "collect",
+            "--ray-address",
+            ray_head.dashboard_url,
+            "--local-gpu",
+            "--out",
+            str(out),
+            "--force",
+        )
         print(result.stdout, result.stderr, actor_pids)

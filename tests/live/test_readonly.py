@@ -56,7 +56,13 @@ def _rules_used(requests: list[RecordedRequest]) -> set[Rule]:
 def _rules_granted() -> set[Rule]:
     (role,) = [d for d in yaml.safe_load_all((DEPLOY / "clusterrole.yaml").read_text()) if d]
     assert role["kind"] == "ClusterRole"
-    return {(g, res, v) for rule in role["rules"] for g in rule["apiGroups"] for res in rule["resources"] for v in rule["verbs"]}
+    return {
+        (g, res, v)
+        for rule in role["rules"]
+        for g in rule["apiGroups"]
+        for res in rule["resources"]
+        for v in rule["verbs"]
+    }
 
 
 def test_only_reads_are_sent(seen: list[RecordedRequest]) -> None:
@@ -86,8 +92,14 @@ def test_the_deploy_manifests_fit_together() -> None:
     docs = [d for f in sorted(DEPLOY.glob("*.yaml")) for d in yaml.safe_load_all(f.read_text()) if d]
     by_kind = {d["kind"]: d for d in docs}
     account, binding, job = by_kind["ServiceAccount"], by_kind["ClusterRoleBinding"], by_kind["Job"]
-    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": by_kind["ClusterRole"]["metadata"]["name"]}
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": account["metadata"]["namespace"]}]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": by_kind["ClusterRole"]["metadata"]["name"],
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": account["metadata"]["namespace"]}
+    ]
     pod = job["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == account["metadata"]["name"]
     assert job["metadata"]["namespace"] == account["metadata"]["namespace"] == by_kind["Namespace"]["metadata"]["name"]

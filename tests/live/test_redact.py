@@ -44,7 +44,10 @@ def test_pod_env_values_with_secret_names_are_redacted_and_references_kept() -> 
     assert env["DB_PASSWORD"]["value"] == REDACTED
     assert env["RAY_REDIS_PASSWORD"]["value"] == REDACTED
     assert env["VLLM_LOGGING_LEVEL"]["value"] == "INFO" and env["RAY_PORT"]["value"] == "6379"
-    assert env["HUGGING_FACE_HUB_TOKEN"] == {"name": "HUGGING_FACE_HUB_TOKEN", "valueFrom": {"secretKeyRef": {"key": "token", "name": "hf-token"}}}
+    assert env["HUGGING_FACE_HUB_TOKEN"] == {
+        "name": "HUGGING_FACE_HUB_TOKEN",
+        "valueFrom": {"secretKeyRef": {"key": "token", "name": "hf-token"}},
+    }
     assert redactor.applied[ENV_SECRET] == 4  # HF_TOKEN of two vLLM pods, DB_PASSWORD, RAY_REDIS_PASSWORD
     assert all("managedFields" not in p["metadata"] for p in pods)
     assert redactor.applied[MANAGED_FIELDS] == len(pods)
@@ -60,12 +63,21 @@ def test_api_key_flags_are_redacted_in_both_forms_and_engine_flags_are_not() -> 
                 {
                     "name": "vllm",
                     "command": ["vllm", "serve", "Qwen/Qwen2.5-7B-Instruct", "--api-key=sk-abc123def456ghi789jkl012"],
-                    "args": ["--api-key", "token-abc123", "--max-num-batched-tokens", "8192", "--tokenizer", "Qwen/Qwen2.5-7B-Instruct"],
+                    "args": [
+                        "--api-key",
+                        "token-abc123",
+                        "--max-num-batched-tokens",
+                        "8192",
+                        "--tokenizer",
+                        "Qwen/Qwen2.5-7B-Instruct",
+                    ],
                 },
                 {
                     "name": "sh",
                     "command": ["/bin/sh", "-c"],
-                    "args": ["exec python3 -m vllm.entrypoints.openai.api_server --model m --api-key s3cr3t --max-num-seqs 8"],
+                    "args": [
+                        "exec python3 -m vllm.entrypoints.openai.api_server --model m --api-key s3cr3t --max-num-seqs 8"
+                    ],
                 },
             ]
         },
@@ -73,8 +85,17 @@ def test_api_key_flags_are_redacted_in_both_forms_and_engine_flags_are_not() -> 
     out = json.loads(redact("k8s/pods.json", json.dumps({"kind": "List", "apiVersion": "v1", "items": [pod]}).encode()))
     vllm, sh = out["items"][0]["spec"]["containers"]
     assert vllm["command"][-1] == f"--api-key={REDACTED}"
-    assert vllm["args"] == ["--api-key", REDACTED, "--max-num-batched-tokens", "8192", "--tokenizer", "Qwen/Qwen2.5-7B-Instruct"]
-    assert sh["args"] == [f"exec python3 -m vllm.entrypoints.openai.api_server --model m --api-key {REDACTED} --max-num-seqs 8"]
+    assert vllm["args"] == [
+        "--api-key",
+        REDACTED,
+        "--max-num-batched-tokens",
+        "8192",
+        "--tokenizer",
+        "Qwen/Qwen2.5-7B-Instruct",
+    ]
+    assert sh["args"] == [
+        f"exec python3 -m vllm.entrypoints.openai.api_server --model m --api-key {REDACTED} --max-num-seqs 8"
+    ]
 
 
 def test_the_last_applied_annotation_is_cleaned_as_the_json_it_holds() -> None:
@@ -101,9 +122,13 @@ def test_daemonset_and_rayservice_secrets() -> None:
 
 def test_logs_lose_api_keys_bearer_tokens_and_url_passwords() -> None:
     redactor = Redactor()
-    vllm = redactor("k8s/logs/x.log", (CLUSTER / "k8s" / "logs" / "llama-3-8b-7c9d6b5f4-abcde.log").read_bytes()).decode()
+    vllm = redactor(
+        "k8s/logs/x.log", (CLUSTER / "k8s" / "logs" / "llama-3-8b-7c9d6b5f4-abcde.log").read_bytes()
+    ).decode()
     assert f"api_key='{REDACTED}'" in vllm and "max_num_batched_tokens=None" in vllm and "max_num_seqs=64" in vllm
-    embedder = redactor("k8s/logs/y.log", (CLUSTER / "k8s" / "logs" / "embedder-5f6d7c8b9-k2m4n.log").read_bytes()).decode()
+    embedder = redactor(
+        "k8s/logs/y.log", (CLUSTER / "k8s" / "logs" / "embedder-5f6d7c8b9-k2m4n.log").read_bytes()
+    ).decode()
     assert f"Authorization: Bearer {REDACTED}\\r\\n" in embedder
     assert f"postgresql://embedder:{REDACTED}@pg.llm.svc:5432/embeddings" in embedder
     assert 'password authentication failed for user "embedder"' in embedder  # the diagnosis stays
@@ -199,7 +224,9 @@ def test_flag_values_that_are_flags_are_not_swallowed() -> None:
 
 
 def test_an_argv_file_loses_the_value_on_the_line_after_the_flag() -> None:
-    argv = "python3\n-m\nvllm.entrypoints.openai.api_server\n--api-key\ntoken-abc123\n--max-num-seqs\n4\n--hf-token=hf_x\n"
+    argv = (
+        "python3\n-m\nvllm.entrypoints.openai.api_server\n--api-key\ntoken-abc123\n--max-num-seqs\n4\n--hf-token=hf_x\n"
+    )
     out = redact("vllm/127.0.0.1_8000.cmdline.txt", argv.encode()).decode()
     assert out.splitlines() == [
         "python3", "-m", "vllm.entrypoints.openai.api_server", "--api-key", REDACTED, "--max-num-seqs", "4", f"--hf-token={REDACTED}",

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from live_services import LOOPBACK
 from vllm_server import SCENARIOS, LoadGenerator, LoadResult, LoadShape, start_server
 
@@ -65,8 +64,20 @@ class Triage:
 
 def run_triage(url: str) -> tuple[int, dict, str]:
     command = [
-        sys.executable, "-m", "diag.cli", "triage",
-        "--vllm-url", url, "--scrapes", "3", "--scrape-interval", "2", "--output", "json", "--timeout", str(TRIAGE_DEADLINE_S),
+        sys.executable,
+        "-m",
+        "diag.cli",
+        "triage",
+        "--vllm-url",
+        url,
+        "--scrapes",
+        "3",
+        "--scrape-interval",
+        "2",
+        "--output",
+        "json",
+        "--timeout",
+        str(TRIAGE_DEADLINE_S),
     ]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
     try:
@@ -84,13 +95,17 @@ def triage_under_load(scenario_name: str, work: Path) -> Triage:
         load_shape = scenario.load
         if scenario_name in SUSTAINED_LOAD:
             load_shape = dataclasses.replace(
-                scenario.load, total_requests=scenario.load.total_requests * 20, max_duration_s=TRIAGE_ATTEMPTS * CLI_TIMEOUT_S
+                scenario.load,
+                total_requests=scenario.load.total_requests * 20,
+                max_duration_s=TRIAGE_ATTEMPTS * CLI_TIMEOUT_S,
             )
         with LoadGenerator(server.url, load_shape) as load:
             time.sleep(LOAD_WARMUP_S)
             for _ in range(TRIAGE_ATTEMPTS):
                 exit_code, report, stderr = run_triage(server.url)
-                if scenario.expected_rule is None or any(f["rule"] == scenario.expected_rule for f in report["findings"]):
+                if scenario.expected_rule is None or any(
+                    f["rule"] == scenario.expected_rule for f in report["findings"]
+                ):
                     break
             load.stop()
     return Triage(exit_code, report, stderr, server.argv, load.result)

@@ -9,13 +9,13 @@ import time
 from pathlib import Path
 
 import pytest
+from live_services import LOOPBACK, free_port
 
 from diag.bundle.files import Bundle
 from diag.collect.base import Sink, Target
 from diag.collect.redact import redact
 from diag.collect.vllm import collect_vllm, listening_pid, process_argv, url_endpoint
 from diag.parsers.prom_text import parse_exposition
-from live_services import LOOPBACK, free_port
 
 pytestmark = pytest.mark.live
 
@@ -105,7 +105,9 @@ def test_a_server_that_never_answers_is_timeout() -> None:
         port = silent.getsockname()[1]
         bundle = Bundle()
         started = time.monotonic()
-        results = by_name(collect_vllm([url_endpoint(f"http://{LOOPBACK}:{port}")], Sink(bundle), target(scrapes=3, timeout_s=0.5)))
+        results = by_name(
+            collect_vllm([url_endpoint(f"http://{LOOPBACK}:{port}")], Sink(bundle), target(scrapes=3, timeout_s=0.5))
+        )
         elapsed = time.monotonic() - started
         name = f"{LOOPBACK}_{port}"
         assert bundle.text(f"vllm/{name}.health.txt").strip() == "timeout"

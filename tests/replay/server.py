@@ -285,7 +285,10 @@ class _Handler(BaseHTTPRequestHandler):
         if end < len(items):
             metadata["continue"] = base64.urlsafe_b64encode(json.dumps({"start": end}).encode()).decode()
             metadata["remainingItemCount"] = len(items) - end
-        self._json(HTTPStatus.OK, {"kind": resource.list_kind, "apiVersion": resource.group_version, "metadata": metadata, "items": page})
+        self._json(
+            HTTPStatus.OK,
+            {"kind": resource.list_kind, "apiVersion": resource.group_version, "metadata": metadata, "items": page},
+        )
 
     def _get(self, info: RequestInfo, resource: Resource) -> None:
         obj = self.replay.cluster.find(info.resource, info.namespace, info.name or "")
@@ -306,7 +309,9 @@ class _Handler(BaseHTTPRequestHandler):
             message = f"a container name must be specified for pod {info.name}, choose one of: [{' '.join(names)}]"
             return self._status(HTTPStatus.BAD_REQUEST, "BadRequest", message)
         if container not in names:
-            return self._status(HTTPStatus.BAD_REQUEST, "BadRequest", f"container {container} is not valid for pod {info.name}")
+            return self._status(
+                HTTPStatus.BAD_REQUEST, "BadRequest", f"container {container} is not valid for pod {info.name}"
+            )
         previous = _first(query, "previous") == "true"
         text = self.replay.cluster.logs.get((info.namespace or "", info.name or "", container, previous))
         if text is None and previous:
@@ -391,7 +396,15 @@ class _Handler(BaseHTTPRequestHandler):
         self._status(HTTPStatus.NOT_FOUND, "NotFound", f'{info.resource} "{info.name}" not found')
 
     def _status(self, code: HTTPStatus, reason: str, message: str) -> None:
-        body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message, "reason": reason, "code": int(code)}
+        body = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": message,
+            "reason": reason,
+            "code": int(code),
+        }
         self._json(code, body)
 
     def _json(self, code: int, body: dict) -> None:

@@ -81,7 +81,9 @@ class RecordedHttp:
 
 def vllm_routes(health: int = 200) -> dict[str, list[Answer]]:
     """Two /metrics scrapes with the token counters moving, /health, /v1/models."""
-    scrapes = sorted(VLLM_RECORDING.parent.glob(f"{VLLM_RECORDING.name}.metrics*.txt"), key=lambda p: (len(p.name), p.name))
+    scrapes = sorted(
+        VLLM_RECORDING.parent.glob(f"{VLLM_RECORDING.name}.metrics*.txt"), key=lambda p: (len(p.name), p.name)
+    )
     return {
         "/metrics": [Answer(200, p.read_bytes(), METRICS_CONTENT_TYPE) for p in scrapes],
         "/health": [Answer(health)],

@@ -158,7 +158,9 @@ def test_a_damaged_archive_keeps_what_was_read_and_says_so(tmp_path: Path) -> No
 
 
 def test_limits_come_from_the_settings() -> None:
-    limits = BundleLimits.from_settings({"bundle_max_file_bytes": 10, "bundle_max_total_bytes": 20, "bundle_max_files": 3})
+    limits = BundleLimits.from_settings(
+        {"bundle_max_file_bytes": 10, "bundle_max_total_bytes": 20, "bundle_max_files": 3}
+    )
     assert limits == BundleLimits(file_bytes=10, total_bytes=20, files=3)
 
 

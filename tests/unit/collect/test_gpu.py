@@ -123,7 +123,9 @@ def test_snapshot_reads_every_field_and_parses_back(monkeypatch: pytest.MonkeyPa
     assert [(p.pid, p.name, p.used_memory_mib) for p in parsed.processes] == [(4242, "python3", 2048)]
     # the machine, for joining a Ray node outside Kubernetes (its hostname, its node_ip)
     assert parsed.host_name == socket.gethostname()
-    assert parsed.host_addresses == document["host"]["addresses"] and all(ipaddress.ip_address(a) for a in parsed.host_addresses)
+    assert parsed.host_addresses == document["host"]["addresses"] and all(
+        ipaddress.ip_address(a) for a in parsed.host_addresses
+    )
 
 
 def test_refused_nvml_calls_become_unknown_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,7 +8,7 @@ POD_LIST = {
     "apiVersion": "v1",
     "items": [
         {"kind": "Pod", "metadata": {"name": "vllm-0", "labels": {"app": "vllm"}}, "spec": {"nodeName": "gpu-1"}},
-        {"kind": "Pod", "metadata": {"name": "ünïcode-1"}, "status": {"phase": "Pending", "message": "a\nb \"q\""}},
+        {"kind": "Pod", "metadata": {"name": "ünïcode-1"}, "status": {"phase": "Pending", "message": 'a\nb "q"'}},
     ],
     "kind": "List",
     "metadata": {"resourceVersion": ""},

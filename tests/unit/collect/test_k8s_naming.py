@@ -6,8 +6,13 @@ from diag.snapshot.model import Container, Pod
 
 
 def vllm_pod(namespace: str) -> Pod:
-    container = Container(name="vllm", image="vllm/vllm-openai:v0.11.0", command=["vllm", "serve"],
-                          args=["meta-llama/Llama-3.1-8B-Instruct", "--port", "8000"], state="running")
+    container = Container(
+        name="vllm",
+        image="vllm/vllm-openai:v0.11.0",
+        command=["vllm", "serve"],
+        args=["meta-llama/Llama-3.1-8B-Instruct", "--port", "8000"],
+        state="running",
+    )
     return Pod(namespace=namespace, name="vllm-0", phase="Running", node_name="gpu-1", containers=[container])
 
 

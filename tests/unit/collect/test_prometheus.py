@@ -9,6 +9,7 @@ import time
 import pytest
 
 from diag.bundle.files import Bundle
+from diag.bundle.prometheus_queries import RANGE_QUERIES
 from diag.collect.base import Sink, Target
 from diag.collect.http import REFUSED, TIMEOUT, Unreachable
 from diag.collect.prometheus import (
@@ -22,7 +23,6 @@ from diag.collect.prometheus import (
 )
 from diag.collect.prometheus_access import PASSWORD_ENV, TOKEN_ENV, PromAccess, parse_matchers, prometheus_access
 from diag.core.errors import UserError
-from diag.bundle.prometheus_queries import RANGE_QUERIES
 
 BY_STEM = {q.stem: q for q in RANGE_QUERIES}
 DAY_S = 24 * 3600
@@ -80,7 +80,9 @@ def test_all_namespaces_leave_the_query_unscoped() -> None:
 def test_vllm_queries_carry_namespace_and_extra_matchers_gpu_queries_do_not() -> None:
     selector = vllm_selector(["llm"], ('job="vllm"',))
     assert selector == '{namespace="llm",job="vllm"}'
-    assert promql(BY_STEM["vllm_kv_cache_usage_perc"], selector) == 'vllm:kv_cache_usage_perc{namespace="llm",job="vllm"}'
+    assert (
+        promql(BY_STEM["vllm_kv_cache_usage_perc"], selector) == 'vllm:kv_cache_usage_perc{namespace="llm",job="vllm"}'
+    )
     assert promql(BY_STEM["vllm_ttft_p99_5m"], selector) == (
         'histogram_quantile(0.99, rate(vllm:time_to_first_token_seconds_bucket{namespace="llm",job="vllm"}[5m]))'
     )
@@ -121,7 +123,9 @@ def test_selector_flag_rejects_anything_else_in_one_line(text: str, says: str) -
     assert says in str(e.value) and "\n" not in str(e.value)
 
 
-def test_no_prometheus_means_no_access_and_env_credentials_alone_are_no_mistake(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_prometheus_means_no_access_and_env_credentials_alone_are_no_mistake(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv(TOKEN_ENV, "from-another-run")
     assert prometheus_access(Target()) is None
 
@@ -132,17 +136,34 @@ def test_no_prometheus_means_no_access_and_env_credentials_alone_are_no_mistake(
         (Target(prometheus_selector='job="x"'), "--prometheus-selector needs --prometheus-url or --prometheus-service"),
         (Target(prometheus_token="t"), "--prometheus-token needs --prometheus-url"),
         (Target(prometheus_url="http://p:9090", prometheus_service="mon/prom"), "not both"),
-        (Target(prometheus_url="http://p:9090", prometheus_token="t", prometheus_user="u", prometheus_password="p"), "not both"),
-        (Target(prometheus_url="http://p:9090", prometheus_user="u"), "--prometheus-user needs a password (--prometheus-password, or the variable"),
-        (Target(prometheus_url="http://p:9090", prometheus_password="p"), "a password needs a user (--prometheus-user)"),
+        (
+            Target(prometheus_url="http://p:9090", prometheus_token="t", prometheus_user="u", prometheus_password="p"),
+            "not both",
+        ),
+        (
+            Target(prometheus_url="http://p:9090", prometheus_user="u"),
+            "--prometheus-user needs a password (--prometheus-password, or the variable",
+        ),
+        (
+            Target(prometheus_url="http://p:9090", prometheus_password="p"),
+            "a password needs a user (--prometheus-user)",
+        ),
         (Target(prometheus_url="ftp://p"), "is not an http(s) URL"),
         (Target(prometheus_url="http://p:9090/?token=abc"), "query string"),
         (Target(prometheus_url="http://p:9090", prometheus_ca_file="/nonexistent/ca.pem"), "is not a file"),
         (Target(prometheus_url="http://p:9090", prometheus_headers=["X-Scope-OrgID team-a"]), "'Name: value'"),
-        (Target(prometheus_url="http://p:9090", prometheus_headers=["Authorization: Bearer x"], prometheus_token="t"), "Authorization"),
+        (
+            Target(
+                prometheus_url="http://p:9090", prometheus_headers=["Authorization: Bearer x"], prometheus_token="t"
+            ),
+            "Authorization",
+        ),
         (Target(prometheus_service="monitoring"), "NAMESPACE/NAME[:PORT]"),
         (Target(prometheus_service="monitoring/Prom_UI:9090"), "NAMESPACE/NAME[:PORT]"),
-        (Target(prometheus_service="monitoring/prometheus", prometheus_token="t"), "cannot go with --prometheus-service"),
+        (
+            Target(prometheus_service="monitoring/prometheus", prometheus_token="t"),
+            "cannot go with --prometheus-service",
+        ),
     ],
 )
 def test_flag_mistakes_are_one_line(target: Target, says: str) -> None:
@@ -162,7 +183,9 @@ def test_service_port_defaults_to_9090_and_keeps_a_port_name() -> None:
 
 def test_token_from_env_becomes_a_bearer_header_that_describe_never_shows(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(TOKEN_ENV, "s3cr3t-token\n")
-    access = prometheus_access(Target(prometheus_url="https://prom.example:9090/", prometheus_headers=["X-Scope-OrgID: team-a"]))
+    access = prometheus_access(
+        Target(prometheus_url="https://prom.example:9090/", prometheus_headers=["X-Scope-OrgID: team-a"])
+    )
     assert access is not None
     assert access.headers == {"X-Scope-OrgID": "team-a", "Authorization": "Bearer s3cr3t-token"}
     described = access.describe()
@@ -187,7 +210,14 @@ def test_password_from_env_completes_the_user_flag(monkeypatch: pytest.MonkeyPat
 
 
 def test_target_repr_hides_credentials() -> None:
-    text = repr(Target(prometheus_url="http://p", prometheus_token="tok-123", prometheus_password="pw-456", prometheus_headers=["A: b"]))
+    text = repr(
+        Target(
+            prometheus_url="http://p",
+            prometheus_token="tok-123",
+            prometheus_password="pw-456",
+            prometheus_headers=["A: b"],
+        )
+    )
     assert "tok-123" not in text and "pw-456" not in text
 
 
@@ -206,7 +236,9 @@ def _matrix(n_series: int) -> bytes:
 class FakeGet:
     """Answers by the metric a query names; records what was asked."""
 
-    def __init__(self, answers: dict[str, tuple[int, bytes] | Exception], default: tuple[int, bytes] | None = None) -> None:
+    def __init__(
+        self, answers: dict[str, tuple[int, bytes] | Exception], default: tuple[int, bytes] | None = None
+    ) -> None:
         self.answers = answers
         self.default = default or (200, _matrix(1))
         self.asked: list[str] = []
@@ -227,7 +259,9 @@ class FakeGet:
 def _run(get: FakeGet, access: PromAccess | None = None, queries=RANGE_QUERIES):
     bundle = Bundle()
     access = access or PromAccess("http://prom:9090", None)
-    return bundle, {r.name: r for r in collect_prometheus(get, access, Sink(bundle), 5.0, '{namespace="llm"}', _window(), queries)}
+    return bundle, {
+        r.name: r for r in collect_prometheus(get, access, Sink(bundle), 5.0, '{namespace="llm"}', _window(), queries)
+    }
 
 
 def test_each_file_is_the_answer_with_the_query_and_window_added() -> None:
@@ -242,7 +276,9 @@ def test_each_file_is_the_answer_with_the_query_and_window_added() -> None:
 
 def test_a_renamed_metric_with_neither_name_in_the_window_is_one_ok_line() -> None:
     empty = (200, _matrix(0))
-    bundle, results = _run(FakeGet({"kv_cache_usage_perc": empty, "gpu_cache_usage_perc": empty, "time_per_output_token": empty}))
+    bundle, results = _run(
+        FakeGet({"kv_cache_usage_perc": empty, "gpu_cache_usage_perc": empty, "time_per_output_token": empty})
+    )
     line = results["prometheus/vllm_kv_cache_usage_perc.json"]
     assert line.status == "ok" and "neither name has a series" in line.detail
     assert "prometheus/vllm_gpu_cache_usage_perc.json" not in results  # folded into the line above
@@ -258,7 +294,9 @@ def test_refused_credentials_name_prometheus_and_stop_the_remaining_queries() ->
     bundle, results = _run(get, access)
     details = [r.detail for r in results.values()]
     assert all(r.status == "failed" for r in results.values())
-    assert any(d.startswith("Prometheus refused the credentials (HTTP 401, bearer token): Unauthorized") for d in details)
+    assert any(
+        d.startswith("Prometheus refused the credentials (HTTP 401, bearer token): Unauthorized") for d in details
+    )
     assert len(get.asked) < len(RANGE_QUERIES)  # the queries after the refusal were not sent
     assert all("nope" not in d for d in details) and bundle.files == {}
 
@@ -274,7 +312,9 @@ def test_a_rejected_query_carries_prometheus_error_text() -> None:
     _, results = _run(FakeGet({"num_requests_running": (400, json.dumps(error).encode())}))
     line = results["prometheus/vllm_num_requests_running.json"]
     assert line.status == "failed"
-    assert line.detail.startswith('Prometheus rejected the query (HTTP 400, bad_data): 1:10: parse error: unexpected "}"')
+    assert line.detail.startswith(
+        'Prometheus rejected the query (HTTP 400, bad_data): 1:10: parse error: unexpected "}"'
+    )
     assert results["prometheus/vllm_num_requests_waiting.json"].status == "ok"  # one bad query stops nothing else
 
 
@@ -284,7 +324,9 @@ def test_a_timeout_gives_the_seconds_it_really_waited() -> None:
         raise Unreachable(TIMEOUT)
 
     bundle = Bundle()
-    [line] = collect_prometheus(slow, PromAccess("http://prom:9090", None), Sink(bundle), 0.3, "", _window(), RANGE_QUERIES[:1])
+    [line] = collect_prometheus(
+        slow, PromAccess("http://prom:9090", None), Sink(bundle), 0.3, "", _window(), RANGE_QUERIES[:1]
+    )
     assert line.status == "failed"
     assert line.detail.startswith("Prometheus at http://prom:9090 did not answer: timed out after 0.3s (limit 0.3s)")
 

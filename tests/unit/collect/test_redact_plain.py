@@ -9,12 +9,29 @@ from diag.collect.redact import _PLAIN_WORD, _cleaned_string, redact_text
 
 # tokens the formats and detectors know, written with the plain word alphabet only
 TOKENS = [
-    "hf_plantPlainWord0080abcdefghijkl", "sk-plantPlainWord0081abcdefghijklmno", "ghp_" + "a1B2" * 9,
-    "github_pat_" + "x9Y8_" * 8, "xoxb-123456789012-plantPlain0082", "AKIAPLANTPLAIN00831X", "ASIAPLANTPLAIN0084ZZ",
-    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJwbGFudCJ9.c2lnbmF0dXJlcGxhbnQ", "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc",
-    "AIza" + "SyD-plantPlainWord0085abcdefghijklm", "SK" + "0123456789abcdef" * 2, "npm_" + "a" * 36,
+    "hf_plantPlainWord0080abcdefghijkl",
+    "sk-plantPlainWord0081abcdefghijklmno",
+    "ghp_" + "a1B2" * 9,
+    "github_pat_" + "x9Y8_" * 8,
+    "xoxb-123456789012-plantPlain0082",
+    "AKIAPLANTPLAIN00831X",
+    "ASIAPLANTPLAIN0084ZZ",
+    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJwbGFudCJ9.c2lnbmF0dXJlcGxhbnQ",
+    "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc",
+    "AIza" + "SyD-plantPlainWord0085abcdefghijklm",
+    "SK" + "0123456789abcdef" * 2,
+    "npm_" + "a" * 36,
 ]
-WORDS = ["vllm-0", "llama-70b-7f8d9c6b5d-8q7hc", "a1b2c3d4-0000-4e5f-8a9b-0123456789ab", "12345", "v0.10.1", "", "-", "_x.y"]
+WORDS = [
+    "vllm-0",
+    "llama-70b-7f8d9c6b5d-8q7hc",
+    "a1b2c3d4-0000-4e5f-8a9b-0123456789ab",
+    "12345",
+    "v0.10.1",
+    "",
+    "-",
+    "_x.y",
+]
 
 
 def _words(rng: random.Random) -> list[str]:

@@ -7,17 +7,60 @@ import random
 import pytest
 
 from diag.engine.cel_evaluator import cel
-from diag.engine.rules import _reads_unknown
 from diag.engine.precheck import MAYBE, UNKNOWN, compile_check
+from diag.engine.rules import _reads_unknown
 
 VALUES = [
-    None, True, False, 0, 1, 2, -1, 2**63, -(2**63) - 1, 2**63 - 1, 1.5, 0.0, -2.5, math.nan, math.inf,
-    "", "a", "Pending", "DaemonSet", [], ["a"], ["a", "b"], [1, 2], [None], [1.0, True], [{"message": "x"}],
-    {}, {"a": 1}, {"k": None, "x": "a"}, {"message": "a"},
+    None,
+    True,
+    False,
+    0,
+    1,
+    2,
+    -1,
+    2**63,
+    -(2**63) - 1,
+    2**63 - 1,
+    1.5,
+    0.0,
+    -2.5,
+    math.nan,
+    math.inf,
+    "",
+    "a",
+    "Pending",
+    "DaemonSet",
+    [],
+    ["a"],
+    ["a", "b"],
+    [1, 2],
+    [None],
+    [1.0, True],
+    [{"message": "x"}],
+    {},
+    {"a": 1},
+    {"k": None, "x": "a"},
+    {"message": "a"},
 ]
 LEAVES = [
-    "m.a", "m.b", "m.c", "m.missing", "m.a.x", "m.b.k", "n", "settings.t",
-    "0", "1", "2", "1.5", "'a'", '"Pending"', "''", "true", "false", "null",
+    "m.a",
+    "m.b",
+    "m.c",
+    "m.missing",
+    "m.a.x",
+    "m.b.k",
+    "n",
+    "settings.t",
+    "0",
+    "1",
+    "2",
+    "1.5",
+    "'a'",
+    '"Pending"',
+    "''",
+    "true",
+    "false",
+    "null",
 ]
 RELATIONS = ["==", "!=", "<", "<=", ">", ">=", "in"]
 
@@ -93,13 +136,17 @@ def test_generated_conditions_get_cels_answer_whenever_one_is_given() -> None:
         ("size(pod.log_signals.cuda_oom) > 0", {"log_signals": {"cuda_oom": []}}, False),
         ("size(pod.log_signals.cuda_oom) > 0", {"log_signals": {"cuda_oom": ["CUDA out of memory"]}}, True),
         ("size(pod.log_signals.cuda_oom) > 0", {"log_signals": None}, UNKNOWN),  # no log read
-        ("(pod.wants_gpus || pod.is_vllm) && pod.started && !pod.ready", {"wants_gpus": False, "is_vllm": False}, False),
+        (
+            "(pod.wants_gpus || pod.is_vllm) && pod.started && !pod.ready",
+            {"wants_gpus": False, "is_vllm": False},
+            False,
+        ),
         ("pod.evicted && pod.message.matches('ephemeral')", {"evicted": False, "message": "x"}, False),
         ("pod.evicted && pod.message.matches('ephemeral')", {"evicted": True, "message": "x"}, MAYBE),
         ("pod.image_pull_errors.exists(e, e.message.matches('429'))", {"image_pull_errors": []}, False),
-        ("pod.phase == \"Pending\" && size(pod.failed_mounts) > 0", {"phase": "Running", "failed_mounts": None}, False),
-        ("pod.phase == \"Pending\" && size(pod.failed_mounts) > 0", {"phase": "Pending", "failed_mounts": None}, UNKNOWN),
-        ("(pod.namespace + \"/\" + pod.name) in cluster.too_old", {"namespace": "a", "name": "b"}, True),
+        ('pod.phase == "Pending" && size(pod.failed_mounts) > 0', {"phase": "Running", "failed_mounts": None}, False),
+        ('pod.phase == "Pending" && size(pod.failed_mounts) > 0', {"phase": "Pending", "failed_mounts": None}, UNKNOWN),
+        ('(pod.namespace + "/" + pod.name) in cluster.too_old', {"namespace": "a", "name": "b"}, True),
         ("pod.gpu_request > 0", {}, MAYBE),  # a missing key is CEL's error, not unknown
         ("pod.gpu_request > 0", {"gpu_request": 2**64}, MAYBE),  # past 64 bits: CEL cannot hold it
         ("pod.x.matches('a') || true", {"x": "b"}, True),
@@ -114,8 +161,19 @@ def test_the_conditions_rules_are_made_of(text: str, facts: dict, answer: object
 
 @pytest.mark.parametrize(
     "text",
-    ["pod.a ? 1 : 2", "pod.a * 2 > 1", "-pod.a < 0", "pod.s == r'a'", "pod.s == '''a'''", "pod.s == 'a\\\\b'",
-     "pod.a < pod.b < pod.c", "[1, 2].exists(x, x > pod.a)", "pod.l[pod.i] == 1", "0x10 == pod.a", "1u == pod.a"],
+    [
+        "pod.a ? 1 : 2",
+        "pod.a * 2 > 1",
+        "-pod.a < 0",
+        "pod.s == r'a'",
+        "pod.s == '''a'''",
+        "pod.s == 'a\\\\b'",
+        "pod.a < pod.b < pod.c",
+        "[1, 2].exists(x, x > pod.a)",
+        "pod.l[pod.i] == 1",
+        "0x10 == pod.a",
+        "1u == pod.a",
+    ],
 )
 def test_what_it_does_not_read_is_left_to_cel(text: str) -> None:
     assert compile_check(text)({"pod": {"a": False, "b": 1, "c": 2, "s": "a", "l": [1], "i": 0}}) is MAYBE

@@ -3,7 +3,9 @@ from diag.snapshot.model import Event
 
 
 def _event(reason: str, message: str) -> Event:
-    return Event(namespace="llm", involved_kind="Pod", involved_name="p", reason=reason, message=message, type="Warning")
+    return Event(
+        namespace="llm", involved_kind="Pod", involved_name="p", reason=reason, message=message, type="Warning"
+    )
 
 
 def _scheduling(message: str | None) -> dict:
@@ -22,7 +24,9 @@ def test_scheduler_reasons_and_the_names_they_carry() -> None:
 
 
 def test_claim_in_flight_and_not_created() -> None:
-    facts = dra_refusals(_scheduling("0/2 nodes are available: resource claim llm/c-1 is in the process of being allocated."), [], True)
+    facts = dra_refusals(
+        _scheduling("0/2 nodes are available: resource claim llm/c-1 is in the process of being allocated."), [], True
+    )
     assert facts["scheduler"] == ["allocation_in_progress"] and facts["claims"] == ["llm/c-1"]
     facts = dra_refusals(_scheduling('pod "llm/p": ResourceClaim not created yet'), [], True)
     assert facts["scheduler"] == ["claim_not_created"]
@@ -30,10 +34,14 @@ def test_claim_in_flight_and_not_created() -> None:
 
 def test_kubelet_and_controller_events() -> None:
     events = [
-        _event("FailedPrepareDynamicResources",
-               "Failed to prepare dynamic resources: prepare dynamic resources: DRA driver gpu.nvidia.com is not registered"),
-        _event("FailedResourceClaimCreation",
-               'PodResourceClaim gpus: resource claim template "t1": resourceclaimtemplate.resource.k8s.io "t1" not found'),
+        _event(
+            "FailedPrepareDynamicResources",
+            "Failed to prepare dynamic resources: prepare dynamic resources: DRA driver gpu.nvidia.com is not registered",
+        ),
+        _event(
+            "FailedResourceClaimCreation",
+            'PodResourceClaim gpus: resource claim template "t1": resourceclaimtemplate.resource.k8s.io "t1" not found',
+        ),
     ]
     facts = dra_refusals(_scheduling(None), events, events_read=True)
     assert facts["scheduler"] == []

@@ -23,9 +23,15 @@ RuntimeError: [06:33:23] /project/cpp/json_schema_converter.cc:2181: items must 
 """
     found = decisive_line(log)
     assert found is not None
-    assert found.line == "RuntimeError: [06:33:23] /project/cpp/json_schema_converter.cc:2181: items must be a boolean or an object"
+    assert (
+        found.line
+        == "RuntimeError: [06:33:23] /project/cpp/json_schema_converter.cc:2181: items must be a boolean or an object"
+    )
     assert (found.kind, found.exception) == ("last exception", "RuntimeError")
-    assert found.frames == [f"{VLLM}/v1/structured_output/backend_xgrammar.py", "/usr/local/lib/python3.12/dist-packages/xgrammar/compiler.py"]
+    assert found.frames == [
+        f"{VLLM}/v1/structured_output/backend_xgrammar.py",
+        "/usr/local/lib/python3.12/dist-packages/xgrammar/compiler.py",
+    ]
     # xgrammar is no row of the table: the innermost frame it knows is vLLM's
     assert (found.origin, found.layer, found.placed_by, found.family) == ("vllm", "vllm", "frames", None)
 
@@ -72,14 +78,20 @@ OSError: PermissionError at /.cache when downloading meta-llama/Llama-3.3-70B-In
 
 def test_prefixes_of_vllm_kubectl_and_torchrun_are_read_through() -> None:
     prefix = "2026-12-01T14:12:48.123456789Z (VllmWorker TP2 pid=391) ERROR 12-01 14:12:48 [multiproc_executor.py:596] "
-    log = "".join(prefix + line + "\n" for line in [
-        "WorkerProc hit an exception.",
-        "Traceback (most recent call last):",
-        f'  File "{VLLM}/distributed/parallel_state.py", line 353, in all_reduce',
-        "    return torch.ops.vllm.all_reduce(input_,",
-        "RuntimeError: CUDA error: uncorrectable NVLink error detected during the execution",
-        "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.",
-    ]) + "[rank0]: RuntimeError: Worker failed with error 'CUDA error: uncorrectable NVLink error detected during the execution\n"
+    log = (
+        "".join(
+            prefix + line + "\n"
+            for line in [
+                "WorkerProc hit an exception.",
+                "Traceback (most recent call last):",
+                f'  File "{VLLM}/distributed/parallel_state.py", line 353, in all_reduce',
+                "    return torch.ops.vllm.all_reduce(input_,",
+                "RuntimeError: CUDA error: uncorrectable NVLink error detected during the execution",
+                "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.",
+            ]
+        )
+        + "[rank0]: RuntimeError: Worker failed with error 'CUDA error: uncorrectable NVLink error detected during the execution\n"
+    )
     found = decisive_line(log)
     assert found is not None
     assert found.line == "RuntimeError: CUDA error: uncorrectable NVLink error detected during the execution"
@@ -106,7 +118,10 @@ github.com/NVIDIA/k8s-device-plugin/internal/rm.(*nvmlResourceManager).getDevice
 """
     found = decisive_line(log)
     assert found is not None
-    assert (found.kind, found.line) == ("panic", "panic: runtime error: invalid memory address or nil pointer dereference")
+    assert (found.kind, found.line) == (
+        "panic",
+        "panic: runtime error: invalid memory address or nil pointer dereference",
+    )
     assert found.frames == ["/build/internal/rm/nvml_manager.go"]
 
 
@@ -116,11 +131,16 @@ E1201 13:52:07.527500       1 main.go:190] shutting down
 """
     found = decisive_line(log)
     assert found is not None
-    assert (found.kind, found.line) == ("last fatal line", "F1201 13:52:07.527431       1 main.go:185] failed to start plugins: unable to load NVML")
+    assert (found.kind, found.line) == (
+        "last fatal line",
+        "F1201 13:52:07.527431       1 main.go:185] failed to start plugins: unable to load NVML",
+    )
 
 
 def test_the_last_error_line_when_nothing_else_is_there() -> None:
-    found = decisive_line("usage: vllm serve [model_tag] [options]\nvllm serve: error: unrecognized arguments: --max-num-batch-tokens 16384\n")
+    found = decisive_line(
+        "usage: vllm serve [model_tag] [options]\nvllm serve: error: unrecognized arguments: --max-num-batch-tokens 16384\n"
+    )
     assert found is not None
     assert (found.kind, found.family, found.layer) == ("last error line", "argument_refused", None)
     assert found.line == "vllm serve: error: unrecognized arguments: --max-num-batch-tokens 16384"
@@ -160,8 +180,10 @@ RuntimeError: CUDA error: no kernel image is available for execution on the devi
 
 
 def test_only_the_tail_of_a_long_log_is_read() -> None:
-    early = "Traceback (most recent call last):\n  File \"/x/vllm/a.py\", line 1, in f\nValueError: long ago\n"
-    filler = "INFO 12-01 14:13:07 [loggers.py:123] Engine 000: Avg prompt throughput: 781.0 tokens/s\n" * (TAIL_BYTES // 60)
+    early = 'Traceback (most recent call last):\n  File "/x/vllm/a.py", line 1, in f\nValueError: long ago\n'
+    filler = "INFO 12-01 14:13:07 [loggers.py:123] Engine 000: Avg prompt throughput: 781.0 tokens/s\n" * (
+        TAIL_BYTES // 60
+    )
     assert decisive_line(early + filler) is None  # what lies before the tail is not read
     found = decisive_line(early + filler + "ERROR 12-01 14:20:00 [api_server.py:1] the end\n")
     assert found is not None and found.line == "ERROR the end"
@@ -176,17 +198,34 @@ def test_a_log_with_no_error_has_no_decisive_line() -> None:
 def test_a_long_message_is_cut() -> None:
     found = decisive_line("ValueError: " + "x" * 5000 + "\n")
     assert found is None  # a bare exception line without a traceback is no traceback
-    found = decisive_line("Traceback (most recent call last):\n  File \"/a/b.py\", line 1, in f\nValueError: " + "x" * 5000 + "\n")
+    found = decisive_line(
+        'Traceback (most recent call last):\n  File "/a/b.py", line 1, in f\nValueError: ' + "x" * 5000 + "\n"
+    )
     assert found is not None and len(found.line) == 400
 
 
-@pytest.mark.parametrize(("text", "says"), [
-    ("families:\n  f:\n    description: d\n    fix: x\n    layer: network\n    patterns: [{regex: a, source: s, example: a}]\n", "layer must be one of"),
-    ("families:\n  f:\n    description: d\n    fix: x\n    patterns: [{regex: a, source: s, example: b}]\n", "needs an `example` its regex matches"),
-    ("families:\n  f:\n    description: d\n    fix: x\n    patterns: [{regex: a, example: a}]\n", "needs a `source`"),
-    ("families:\n  f:\n    description: d\n    patterns: [{regex: a, source: s, example: a}]\n", "needs a description and a fix"),
-    ("origins:\n  - {match: '(', layer: vllm}\n", "does not compile"),
-])
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        (
+            "families:\n  f:\n    description: d\n    fix: x\n    layer: network\n    patterns: [{regex: a, source: s, example: a}]\n",
+            "layer must be one of",
+        ),
+        (
+            "families:\n  f:\n    description: d\n    fix: x\n    patterns: [{regex: a, source: s, example: b}]\n",
+            "needs an `example` its regex matches",
+        ),
+        (
+            "families:\n  f:\n    description: d\n    fix: x\n    patterns: [{regex: a, example: a}]\n",
+            "needs a `source`",
+        ),
+        (
+            "families:\n  f:\n    description: d\n    patterns: [{regex: a, source: s, example: a}]\n",
+            "needs a description and a fix",
+        ),
+        ("origins:\n  - {match: '(', layer: vllm}\n", "does not compile"),
+    ],
+)
 def test_a_wrong_family_table_is_one_line_naming_the_entry(tmp_path: Path, text: str, says: str) -> None:
     path = tmp_path / "families.yaml"
     path.write_text(text)
@@ -205,12 +244,29 @@ def test_every_family_example_is_placed_in_its_own_family() -> None:
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)
-@given(st.lists(st.sampled_from([
-    "Traceback (most recent call last):", '  File "/x/vllm/a.py", line 1, in f', "    raise ValueError(x)",
-    "ValueError: boom", "The above exception was the direct cause of the following exception:", "panic: oops",
-    "goroutine 1 [running]:", "\t/src/main.go:12 +0x1", "E1201 13:52:07.527431       1 main.go:185] failed",
-    "(EngineCore_DP0 pid=1) ERROR 12-09 06:33:23 [core.py:710] ", "\x1b[31m", "", "INFO fine",
-]) | st.text(max_size=40), max_size=40))
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "Traceback (most recent call last):",
+                '  File "/x/vllm/a.py", line 1, in f',
+                "    raise ValueError(x)",
+                "ValueError: boom",
+                "The above exception was the direct cause of the following exception:",
+                "panic: oops",
+                "goroutine 1 [running]:",
+                "\t/src/main.go:12 +0x1",
+                "E1201 13:52:07.527431       1 main.go:185] failed",
+                "(EngineCore_DP0 pid=1) ERROR 12-09 06:33:23 [core.py:710] ",
+                "\x1b[31m",
+                "",
+                "INFO fine",
+            ]
+        )
+        | st.text(max_size=40),
+        max_size=40,
+    )
+)
 def test_any_arrangement_of_log_lines_reads_without_raising(lines: list[str]) -> None:
     found = decisive_line("\n".join(lines))
     assert found is None or 0 < len(found.line) <= 400  # report/safe.py makes what it quotes safe to show

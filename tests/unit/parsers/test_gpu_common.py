@@ -52,8 +52,14 @@ def test_the_real_h200_capture_and_a_kernel_line_name_the_same_gpu() -> None:
             "Unable to determine the device handle for GPU0: 0000:01:00.0: GPU is lost. Reboot the system to recover this GPU",
             UnopenedGpu(0, "0000:01:00.0", "GPU is lost"),
         ),
-        ("Unable to determine the device handle for GPU1: 0000:34:00.0: Unknown Error", UnopenedGpu(1, "0000:34:00.0", "Unknown Error")),
-        ("Unable to determine the device handle for GPU0000:08:00.0: Unknown Error", UnopenedGpu(None, "0000:08:00.0", "Unknown Error")),
+        (
+            "Unable to determine the device handle for GPU1: 0000:34:00.0: Unknown Error",
+            UnopenedGpu(1, "0000:34:00.0", "Unknown Error"),
+        ),
+        (
+            "Unable to determine the device handle for GPU0000:08:00.0: Unknown Error",
+            UnopenedGpu(None, "0000:08:00.0", "Unknown Error"),
+        ),
         ("0, GPU-4b794de7-279f-721d-5fe5-8f6fcbfb3cf4, NVIDIA H200, 42623 MiB, 143771 MiB, 98 %, 56", None),
     ],
 )
@@ -75,7 +81,12 @@ def test_a_lost_gpu_line_before_the_xml_document_is_read() -> None:
     text = LOST.replace("GPU 0000", "GPU1: 0000") + "\n" + (REAL / "h200-load.xml").read_text()
     answered, lost = parse_xml(text, "h200")
     assert (answered.uuid, answered.open_error) == ("GPU-4b794de7-279f-721d-5fe5-8f6fcbfb3cf4", None)
-    assert (lost.index, pci_address(lost.pci_bus_id), lost.open_error, lost.driver_version) == (1, "0000:db:00", "GPU is lost", "580.159.04")
+    assert (lost.index, pci_address(lost.pci_bus_id), lost.open_error, lost.driver_version) == (
+        1,
+        "0000:db:00",
+        "GPU is lost",
+        "580.159.04",
+    )
 
 
 def test_nvidia_smi_with_only_lost_gpus_still_names_them() -> None:
@@ -96,8 +107,13 @@ def test_gpus_around_a_lost_one_keep_their_own_indexes() -> None:
     head, gpu_end = xml.index("<gpu id="), xml.index("</gpu>") + len("</gpu>")
     element = xml[head:gpu_end]
     two_gpus = xml[:gpu_end] + "\n\t" + element.replace("00000000:00:06.0", "00000000:00:07.0") + xml[gpu_end:]
-    text = "Unable to determine the device handle for GPU1: 0000:00:08.0: GPU is lost. Reboot the system to recover this GPU\n" + two_gpus
+    text = (
+        "Unable to determine the device handle for GPU1: 0000:00:08.0: GPU is lost. Reboot the system to recover this GPU\n"
+        + two_gpus
+    )
     gpus = parse_xml(text, "h200")
     assert [(g.index, pci_address(g.pci_bus_id), g.open_error) for g in gpus] == [
-        (0, "0000:00:06", None), (2, "0000:00:07", None), (1, "0000:00:08", "GPU is lost"),
+        (0, "0000:00:06", None),
+        (2, "0000:00:07", None),
+        (1, "0000:00:08", "GPU is lost"),
     ]

@@ -10,13 +10,15 @@ from typing import NoReturn
 import pytest
 
 from diag.core.errors import ParseError
-from diag.snapshot.model import Container, Event, Pod, Probe
 from diag.parsers import k8s
+from diag.snapshot.model import Container, Event, Pod, Probe
 
 
 def as_list(*items: dict) -> str:
     """What `kubectl get ... -o json` prints for several objects."""
-    return json.dumps({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": list(items)}, indent=4)
+    return json.dumps(
+        {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": list(items)}, indent=4
+    )
 
 
 def one_line_error(parse, text, *args) -> str:
@@ -39,8 +41,14 @@ VLLM_POD = {
         "labels": {"app": "llama-8b", "pod-template-hash": "7d9c6b5f4"},
         "annotations": {"kubectl.kubernetes.io/restartedAt": "2025-08-12T05:40:00Z"},
         "ownerReferences": [
-            {"apiVersion": "apps/v1", "blockOwnerDeletion": True, "controller": True, "kind": "ReplicaSet",
-             "name": "llama-8b-7d9c6b5f4", "uid": "c1b2d3e4-0000-4000-8000-000000000001"}
+            {
+                "apiVersion": "apps/v1",
+                "blockOwnerDeletion": True,
+                "controller": True,
+                "kind": "ReplicaSet",
+                "name": "llama-8b-7d9c6b5f4",
+                "uid": "c1b2d3e4-0000-4000-8000-000000000001",
+            }
         ],
     },
     "spec": {
@@ -48,13 +56,29 @@ VLLM_POD = {
         "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
         "tolerations": [
             {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
-            {"effect": "NoExecute", "key": "node.kubernetes.io/not-ready", "operator": "Exists", "tolerationSeconds": 300},
+            {
+                "effect": "NoExecute",
+                "key": "node.kubernetes.io/not-ready",
+                "operator": "Exists",
+                "tolerationSeconds": 300,
+            },
         ],
-        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-            {"matchExpressions": [{"key": "nvidia.com/gpu.count", "operator": "Gt", "values": ["0"]}]}]}}},
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "nvidia.com/gpu.count", "operator": "Gt", "values": ["0"]}]}
+                    ]
+                }
+            }
+        },
         "topologySpreadConstraints": [
-            {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
-             "labelSelector": {"matchLabels": {"app": "llama-8b"}}}
+            {
+                "maxSkew": 1,
+                "topologyKey": "kubernetes.io/hostname",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "llama-8b"}},
+            }
         ],
         "volumes": [
             {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}},
@@ -65,20 +89,35 @@ VLLM_POD = {
                 "name": "vllm",
                 "image": "vllm/vllm-openai:v0.10.1",
                 "command": ["vllm", "serve"],
-                "args": ["meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "8192", "--gpu-memory-utilization", "0.95"],
+                "args": [
+                    "meta-llama/Llama-3.1-8B-Instruct",
+                    "--max-model-len",
+                    "8192",
+                    "--gpu-memory-utilization",
+                    "0.95",
+                ],
                 "env": [
                     {"name": "VLLM_LOGGING_LEVEL", "value": "INFO"},
                     {"name": "EMPTY"},
                     {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}},
                     {"name": "POD_IP", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "status.podIP"}}},
                 ],
-                "ports": [{"name": "http", "containerPort": 8000, "protocol": "TCP"}, {"containerPort": 9090, "protocol": "TCP"}],
+                "ports": [
+                    {"name": "http", "containerPort": 8000, "protocol": "TCP"},
+                    {"containerPort": 9090, "protocol": "TCP"},
+                ],
                 "resources": {
                     "limits": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "1"},
                     "requests": {"cpu": "4", "memory": "32Gi", "nvidia.com/gpu": "1"},
                 },
-                "livenessProbe": {"httpGet": {"path": "/health", "port": 8000, "scheme": "HTTP"}, "initialDelaySeconds": 60,
-                                  "periodSeconds": 10, "timeoutSeconds": 5, "failureThreshold": 3, "successThreshold": 1},
+                "livenessProbe": {
+                    "httpGet": {"path": "/health", "port": 8000, "scheme": "HTTP"},
+                    "initialDelaySeconds": 60,
+                    "periodSeconds": 10,
+                    "timeoutSeconds": 5,
+                    "failureThreshold": 3,
+                    "successThreshold": 1,
+                },
                 "readinessProbe": {"exec": {"command": ["curl", "-sf", "localhost:8000/health"]}, "periodSeconds": 5},
                 "startupProbe": {"tcpSocket": {"port": "http"}, "failureThreshold": 60, "periodSeconds": 10},
             }
@@ -89,8 +128,13 @@ VLLM_POD = {
         "podIP": "10.244.1.18",
         "conditions": [
             {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2025-08-12T05:45:20Z"},
-            {"type": "Ready", "status": "False", "reason": "ContainersNotReady",
-             "message": "containers with unready status: [vllm]", "lastTransitionTime": "2025-08-12T06:42:07Z"},
+            {
+                "type": "Ready",
+                "status": "False",
+                "reason": "ContainersNotReady",
+                "message": "containers with unready status: [vllm]",
+                "lastTransitionTime": "2025-08-12T06:42:07Z",
+            },
         ],
         "containerStatuses": [
             {
@@ -98,10 +142,21 @@ VLLM_POD = {
                 "ready": False,
                 "restartCount": 16,
                 "image": "docker.io/vllm/vllm-openai:v0.10.1",
-                "state": {"waiting": {"reason": "CrashLoopBackOff",
-                                      "message": "back-off 5m0s restarting failed container=vllm pod=llama-8b-7d9c6b5f4-x2x9k_llm(5f0c2a6e-3f1e-4b8e-9a57-0d8f2c1b7e11)"}},
-                "lastState": {"terminated": {"exitCode": 137, "reason": "OOMKilled", "startedAt": "2025-08-12T06:42:07Z",
-                                             "finishedAt": "2025-08-12T06:42:07Z", "containerID": "containerd://58906e3c"}},
+                "state": {
+                    "waiting": {
+                        "reason": "CrashLoopBackOff",
+                        "message": "back-off 5m0s restarting failed container=vllm pod=llama-8b-7d9c6b5f4-x2x9k_llm(5f0c2a6e-3f1e-4b8e-9a57-0d8f2c1b7e11)",
+                    }
+                },
+                "lastState": {
+                    "terminated": {
+                        "exitCode": 137,
+                        "reason": "OOMKilled",
+                        "startedAt": "2025-08-12T06:42:07Z",
+                        "finishedAt": "2025-08-12T06:42:07Z",
+                        "containerID": "containerd://58906e3c",
+                    }
+                },
             }
         ],
     },
@@ -110,15 +165,32 @@ VLLM_POD = {
 PENDING_POD = {
     "apiVersion": "v1",
     "kind": "Pod",
-    "metadata": {"name": "llama-70b-0", "namespace": "llm", "labels": {"app": "llama-70b"},
-                 "ownerReferences": [{"kind": "StatefulSet", "name": "llama-70b", "controller": True}]},
-    "spec": {"containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.10.1",
-                             "resources": {"limits": {"nvidia.com/gpu": "8"}, "requests": {"nvidia.com/gpu": "8"}}}]},
+    "metadata": {
+        "name": "llama-70b-0",
+        "namespace": "llm",
+        "labels": {"app": "llama-70b"},
+        "ownerReferences": [{"kind": "StatefulSet", "name": "llama-70b", "controller": True}],
+    },
+    "spec": {
+        "containers": [
+            {
+                "name": "vllm",
+                "image": "vllm/vllm-openai:v0.10.1",
+                "resources": {"limits": {"nvidia.com/gpu": "8"}, "requests": {"nvidia.com/gpu": "8"}},
+            }
+        ]
+    },
     "status": {
         "phase": "Pending",
-        "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                        "message": "0/3 nodes are available: 3 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are "
-                                   "available: 3 No preemption victims found for incoming pod."}],
+        "conditions": [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": "0/3 nodes are available: 3 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are "
+                "available: 3 No preemption victims found for incoming pod.",
+            }
+        ],
     },
 }
 
@@ -127,8 +199,11 @@ EVICTED_POD = {
     "kind": "Pod",
     "metadata": {"name": "embedder-5c7d8-abcde", "namespace": "llm"},
     "spec": {"nodeName": "cpu-node-2", "containers": [{"name": "embedder", "image": "embedder:1"}]},
-    "status": {"phase": "Failed", "reason": "Evicted",
-               "message": "The node was low on resource: memory. Threshold quantity: 100Mi, available: 91604Ki. "},
+    "status": {
+        "phase": "Failed",
+        "reason": "Evicted",
+        "message": "The node was low on resource: memory. Threshold quantity: 100Mi, available: 91604Ki. ",
+    },
 }
 
 RAY_WORKER_POD = {
@@ -137,25 +212,54 @@ RAY_WORKER_POD = {
     "metadata": {
         "name": "llm-cluster-gpu-group-worker-4xk2p",
         "namespace": "ray",
-        "labels": {"ray.io/cluster": "llm-cluster", "ray.io/node-type": "worker", "ray.io/group": "gpu-group",
-                   "ray.io/is-ray-node": "yes"},
+        "labels": {
+            "ray.io/cluster": "llm-cluster",
+            "ray.io/node-type": "worker",
+            "ray.io/group": "gpu-group",
+            "ray.io/is-ray-node": "yes",
+        },
         "ownerReferences": [
-            {"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": "llm-cluster", "controller": True, "blockOwnerDeletion": True}
+            {
+                "apiVersion": "ray.io/v1",
+                "kind": "RayCluster",
+                "name": "llm-cluster",
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
         ],
     },
     "spec": {
         "nodeName": "gpu-node-2",
-        "initContainers": [{"name": "wait-gcs-ready", "image": "rayproject/ray:2.46.0", "command": ["/bin/bash", "-lc", "--"]}],
-        "containers": [{"name": "ray-worker", "image": "rayproject/ray:2.46.0",
-                        "resources": {"limits": {"nvidia.com/mig-3g.40gb": "1"}}}],
+        "initContainers": [
+            {"name": "wait-gcs-ready", "image": "rayproject/ray:2.46.0", "command": ["/bin/bash", "-lc", "--"]}
+        ],
+        "containers": [
+            {
+                "name": "ray-worker",
+                "image": "rayproject/ray:2.46.0",
+                "resources": {"limits": {"nvidia.com/mig-3g.40gb": "1"}},
+            }
+        ],
     },
     "status": {
         "phase": "Running",
-        "initContainerStatuses": [{"name": "wait-gcs-ready", "ready": True, "restartCount": 0,
-                                   "state": {"terminated": {"exitCode": 0, "reason": "Completed",
-                                                            "startedAt": "2025-08-12T05:45:21Z"}}}],
-        "containerStatuses": [{"name": "ray-worker", "ready": True, "restartCount": 0,
-                               "state": {"running": {"startedAt": "2025-08-12T05:46:02Z"}}, "lastState": {}}],
+        "initContainerStatuses": [
+            {
+                "name": "wait-gcs-ready",
+                "ready": True,
+                "restartCount": 0,
+                "state": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": "2025-08-12T05:45:21Z"}},
+            }
+        ],
+        "containerStatuses": [
+            {
+                "name": "ray-worker",
+                "ready": True,
+                "restartCount": 0,
+                "state": {"running": {"startedAt": "2025-08-12T05:46:02Z"}},
+                "lastState": {},
+            }
+        ],
     },
 }
 
@@ -166,8 +270,11 @@ def test_pod_spec_fields_and_statuses_are_merged():
     assert (vllm.namespace, vllm.name, vllm.key) == ("llm", "llama-8b-7d9c6b5f4-x2x9k", "llm/llama-8b-7d9c6b5f4-x2x9k")
     assert (vllm.owner_kind, vllm.owner_name) == ("ReplicaSet", "llama-8b-7d9c6b5f4")
     assert (vllm.node_name, vllm.phase, vllm.pod_ip) == ("gpu-node-1", "Running", "10.244.1.18")
-    assert vllm.conditions["Ready"] == {"status": "False", "reason": "ContainersNotReady",
-                                        "message": "containers with unready status: [vllm]"}
+    assert vllm.conditions["Ready"] == {
+        "status": "False",
+        "reason": "ContainersNotReady",
+        "message": "containers with unready status: [vllm]",
+    }
     assert vllm.conditions["PodScheduled"] == {"status": "True", "reason": None, "message": None}
     assert vllm.node_selector == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
     assert vllm.tolerations[0] == {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -178,20 +285,44 @@ def test_pod_spec_fields_and_statuses_are_merged():
 
     (c,) = vllm.containers
     assert c.command == ["vllm", "serve"] and c.args[0] == "meta-llama/Llama-3.1-8B-Instruct"
-    assert c.env == {"VLLM_LOGGING_LEVEL": "INFO", "EMPTY": "", "HF_TOKEN": "<from:secretKeyRef>", "POD_IP": "<from:fieldRef>"}
+    assert c.env == {
+        "VLLM_LOGGING_LEVEL": "INFO",
+        "EMPTY": "",
+        "HF_TOKEN": "<from:secretKeyRef>",
+        "POD_IP": "<from:fieldRef>",
+    }
     assert c.ports == {"http": 8000, "9090": 9090}
     assert c.limits["nvidia.com/gpu"] == "1" and c.requests["memory"] == "32Gi"
     assert (c.ready, c.restart_count, c.state, c.state_reason) == (False, 16, "waiting", "CrashLoopBackOff")
     assert c.state_message.startswith("back-off 5m0s restarting failed container=vllm")
-    assert (c.last_terminated_reason, c.last_exit_code, c.last_finished_at) == ("OOMKilled", 137, "2025-08-12T06:42:07Z")
+    assert (c.last_terminated_reason, c.last_exit_code, c.last_finished_at) == (
+        "OOMKilled",
+        137,
+        "2025-08-12T06:42:07Z",
+    )
     assert c.started_at is None  # waiting: not running now
 
     liveness, readiness, startup = c.probes
     assert (liveness.kind, liveness.handler, liveness.path, liveness.port) == ("liveness", "httpGet", "/health", 8000)
-    assert (liveness.initial_delay_seconds, liveness.period_seconds, liveness.timeout_seconds, liveness.failure_threshold) == (60, 10, 5, 3)
-    assert (readiness.kind, readiness.handler, readiness.port, readiness.period_seconds) == ("readiness", "exec", None, 5)
+    assert (
+        liveness.initial_delay_seconds,
+        liveness.period_seconds,
+        liveness.timeout_seconds,
+        liveness.failure_threshold,
+    ) == (60, 10, 5, 3)
+    assert (readiness.kind, readiness.handler, readiness.port, readiness.period_seconds) == (
+        "readiness",
+        "exec",
+        None,
+        5,
+    )
     assert (readiness.timeout_seconds, readiness.failure_threshold) == (1, 3)  # the API's defaults
-    assert (startup.kind, startup.handler, startup.port, startup.failure_threshold) == ("startup", "tcpSocket", "http", 60)
+    assert (startup.kind, startup.handler, startup.port, startup.failure_threshold) == (
+        "startup",
+        "tcpSocket",
+        "http",
+        60,
+    )
 
     assert pending.node_name is None and pending.phase == "Pending"
     assert pending.conditions["PodScheduled"]["reason"] == "Unschedulable"
@@ -210,7 +341,12 @@ def test_pod_spec_fields_and_statuses_are_merged():
     (init,) = worker.init_containers
     assert (init.name, init.state, init.state_reason, init.ready) == ("wait-gcs-ready", "terminated", "Completed", True)
     (ray,) = worker.containers
-    assert (ray.state, ray.started_at, ray.ready, ray.last_terminated_reason) == ("running", "2025-08-12T05:46:02Z", True, None)
+    assert (ray.state, ray.started_at, ray.ready, ray.last_terminated_reason) == (
+        "running",
+        "2025-08-12T05:46:02Z",
+        True,
+        None,
+    )
     assert (ray.finished_at, ray.last_finished_at) == (None, None)
     assert ray.limits == {"nvidia.com/mig-3g.40gb": "1"}
 
@@ -257,24 +393,46 @@ def _broken(path: list, value) -> str:
         ('{"kind": "List", "items": {"a": 1}}', "items: expected a list, found an object"),
         (as_list({"kind": "Pod", "metadata": {"namespace": "x"}}), "items[0]: metadata.name is missing"),
         (_broken(["metadata", "namespace"], KeyError), "pod llama-8b-7d9c6b5f4-x2x9k: metadata.namespace is missing"),
-        (_broken(["spec", "containers", 0, "ports", 0, "containerPort"], "8000"),
-         "pod llm/llama-8b-7d9c6b5f4-x2x9k: spec.containers[0].ports[0].containerPort: expected an integer, found a string"),
+        (
+            _broken(["spec", "containers", 0, "ports", 0, "containerPort"], "8000"),
+            "pod llm/llama-8b-7d9c6b5f4-x2x9k: spec.containers[0].ports[0].containerPort: expected an integer, found a string",
+        ),
         (_broken(["metadata", "labels"], ["app"]), "metadata.labels: expected an object, found a list"),
-        (_broken(["status", "containerStatuses", 0, "restartCount"], "16"),
-         "status.containerStatuses[0].restartCount: expected an integer, found a string"),
+        (
+            _broken(["status", "containerStatuses", 0, "restartCount"], "16"),
+            "status.containerStatuses[0].restartCount: expected an integer, found a string",
+        ),
         (_broken(["status", "containerStatuses", 0, "ready"], "false"), "ready: expected a boolean, found a string"),
-        (_broken(["spec", "containers", 0, "livenessProbe"], {"periodSeconds": 10}),
-         "spec.containers[0].livenessProbe: no handler"),
-        (_broken(["spec", "containers", 0, "resources", "limits", "memory"], "64GB"),
-         "spec.containers[0].resources.limits.memory: not a resource quantity: '64GB'"),
-        (_broken(["spec", "containers", 0, "resources", "limits", "nvidia.com/gpu"], "0.5"),
-         "nvidia.com/gpu: '0.5' is not a whole number of devices"),
-        (_broken(["spec", "containers", 0, "args"], "--port 8000"), "spec.containers[0].args: expected a list of strings"),
-        (_broken(["spec", "containers", 0, "command"], ["vllm", 1]), "spec.containers[0].command[1]: expected a string, found an integer"),
+        (
+            _broken(["spec", "containers", 0, "livenessProbe"], {"periodSeconds": 10}),
+            "spec.containers[0].livenessProbe: no handler",
+        ),
+        (
+            _broken(["spec", "containers", 0, "resources", "limits", "memory"], "64GB"),
+            "spec.containers[0].resources.limits.memory: not a resource quantity: '64GB'",
+        ),
+        (
+            _broken(["spec", "containers", 0, "resources", "limits", "nvidia.com/gpu"], "0.5"),
+            "nvidia.com/gpu: '0.5' is not a whole number of devices",
+        ),
+        (
+            _broken(["spec", "containers", 0, "args"], "--port 8000"),
+            "spec.containers[0].args: expected a list of strings",
+        ),
+        (
+            _broken(["spec", "containers", 0, "command"], ["vllm", 1]),
+            "spec.containers[0].command[1]: expected a string, found an integer",
+        ),
         (_broken(["spec", "containers", 0, "env", 0, "name"], None), "env[0].name: expected a string, found null"),
-        (_broken(["spec", "containers", 0, "livenessProbe", "httpGet", "port"], True), "port: expected a number or a name"),
+        (
+            _broken(["spec", "containers", 0, "livenessProbe", "httpGet", "port"], True),
+            "port: expected a number or a name",
+        ),
         (_broken(["status", "conditions"], "Ready"), "status.conditions: expected a list, found a string"),
-        (_broken(["spec", "tolerations"], [["nvidia.com/gpu"]]), "spec.tolerations[0]: expected an object, found a list"),
+        (
+            _broken(["spec", "tolerations"], [["nvidia.com/gpu"]]),
+            "spec.tolerations[0]: expected an object, found a list",
+        ),
     ],
 )
 def test_bad_pod_files_are_one_line_parse_errors(text, expected):
@@ -285,32 +443,48 @@ def test_bad_pod_files_are_one_line_parse_errors(text, expected):
 
 CORE_EVENTS = [
     {
-        "apiVersion": "v1", "kind": "Event",
+        "apiVersion": "v1",
+        "kind": "Event",
         "metadata": {"name": "llama-70b-0.17e9a2b3c4d5e6f7", "namespace": "llm"},
-        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": "llama-70b-0", "namespace": "llm",
-                           "uid": "8209d63f-aa89-450d-9813-d555ddcaa175"},
+        "involvedObject": {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "name": "llama-70b-0",
+            "namespace": "llm",
+            "uid": "8209d63f-aa89-450d-9813-d555ddcaa175",
+        },
         "reason": "FailedScheduling",
         "message": "0/3 nodes are available: 3 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are available: "
-                   "3 No preemption victims found for incoming pod.",
-        "type": "Warning", "count": 70,
-        "firstTimestamp": "2025-08-12T00:02:00Z", "lastTimestamp": "2025-08-12T05:29:00Z",
+        "3 No preemption victims found for incoming pod.",
+        "type": "Warning",
+        "count": 70,
+        "firstTimestamp": "2025-08-12T00:02:00Z",
+        "lastTimestamp": "2025-08-12T05:29:00Z",
         "source": {"component": "default-scheduler"},
-        "reportingComponent": "default-scheduler", "reportingInstance": "",
+        "reportingComponent": "default-scheduler",
+        "reportingInstance": "",
     },
     {
-        "apiVersion": "v1", "kind": "Event",
+        "apiVersion": "v1",
+        "kind": "Event",
         "metadata": {"name": "llama-8b-7d9c6b5f4-x2x9k.17e9a2b3c4d5e6f8", "namespace": "llm"},
-        "involvedObject": {"kind": "Pod", "name": "llama-8b-7d9c6b5f4-x2x9k", "namespace": "llm",
-                           "fieldPath": "spec.containers{vllm}"},
+        "involvedObject": {
+            "kind": "Pod",
+            "name": "llama-8b-7d9c6b5f4-x2x9k",
+            "namespace": "llm",
+            "fieldPath": "spec.containers{vllm}",
+        },
         "reason": "Unhealthy",
-        "message": "Liveness probe failed: Get \"http://10.244.1.18:8000/health\": dial tcp 10.244.1.18:8000: connect: connection refused",
-        "type": "Warning", "count": 3,
+        "message": 'Liveness probe failed: Get "http://10.244.1.18:8000/health": dial tcp 10.244.1.18:8000: connect: connection refused',
+        "type": "Warning",
+        "count": 3,
         "lastTimestamp": "2025-08-12T06:41:57Z",
         "source": {"component": "kubelet", "host": "gpu-node-1"},
     },
     {
         # recorded through the events.k8s.io API, read back as core/v1: no count, a series instead
-        "apiVersion": "v1", "kind": "Event",
+        "apiVersion": "v1",
+        "kind": "Event",
         "metadata": {"name": "llama-8b-7d9c6b5f4-x2x9k.17e9a2b3c4d5e6f9", "namespace": "llm"},
         "involvedObject": {"kind": "Pod", "name": "llama-8b-7d9c6b5f4-x2x9k", "namespace": "llm"},
         "reason": "BackOff",
@@ -318,15 +492,20 @@ CORE_EVENTS = [
         "type": "Warning",
         "eventTime": "2025-08-12T05:46:00.000000Z",
         "series": {"count": 256, "lastObservedTime": "2025-08-12T06:44:41.000000Z"},
-        "reportingComponent": "kubelet", "reportingInstance": "gpu-node-1",
+        "reportingComponent": "kubelet",
+        "reportingInstance": "gpu-node-1",
         "source": {},
     },
     {
-        "apiVersion": "v1", "kind": "Event",
+        "apiVersion": "v1",
+        "kind": "Event",
         "metadata": {"name": "gpu-node-3.17e9a2b3c4d5e6fa", "namespace": "default"},
         "involvedObject": {"kind": "Node", "name": "gpu-node-3", "uid": "gpu-node-3"},
-        "reason": "NodeNotReady", "message": "Node is not ready", "type": "Normal",
-        "firstTimestamp": "2025-08-12T04:00:00Z", "lastTimestamp": None,
+        "reason": "NodeNotReady",
+        "message": "Node is not ready",
+        "type": "Normal",
+        "firstTimestamp": "2025-08-12T04:00:00Z",
+        "lastTimestamp": None,
         "source": {"component": "node-controller"},
     },
 ]
@@ -346,10 +525,16 @@ def test_core_v1_events():
 
 
 EVENTS_K8S_IO = {
-    "apiVersion": "events.k8s.io/v1", "kind": "Event",
+    "apiVersion": "events.k8s.io/v1",
+    "kind": "Event",
     "metadata": {"name": "llama-8b-7d9c6b5f4-x2x9k.17e9a2b3c4d5e6fb", "namespace": "llm"},
-    "regarding": {"apiVersion": "v1", "kind": "Pod", "name": "llama-8b-7d9c6b5f4-x2x9k", "namespace": "llm",
-                  "fieldPath": "spec.containers{vllm}"},
+    "regarding": {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "name": "llama-8b-7d9c6b5f4-x2x9k",
+        "namespace": "llm",
+        "fieldPath": "spec.containers{vllm}",
+    },
     "reason": "Killing",
     "note": "Container vllm failed liveness probe, will be restarted",
     "type": "Normal",
@@ -364,19 +549,36 @@ EVENTS_K8S_IO = {
 
 
 def test_events_k8s_io_v1():
-    killing, with_series = k8s.parse_events(as_list(EVENTS_K8S_IO, {
-        **EVENTS_K8S_IO,
-        "reason": "FailedScheduling", "note": "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector.",
-        "type": "Warning", "reportingController": "default-scheduler",
-        "regarding": {"kind": "Pod", "name": "llama-70b-0", "namespace": "llm"},
-        "eventTime": "2025-08-12T05:00:00.000000Z",
-        "series": {"count": 12, "lastObservedTime": "2025-08-12T05:55:00.000000Z"},
-        "deprecatedCount": None, "deprecatedLastTimestamp": None, "deprecatedSource": None,
-    }))
-    assert (killing.involved_kind, killing.involved_name, killing.namespace) == ("Pod", "llama-8b-7d9c6b5f4-x2x9k", "llm")
+    killing, with_series = k8s.parse_events(
+        as_list(
+            EVENTS_K8S_IO,
+            {
+                **EVENTS_K8S_IO,
+                "reason": "FailedScheduling",
+                "note": "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector.",
+                "type": "Warning",
+                "reportingController": "default-scheduler",
+                "regarding": {"kind": "Pod", "name": "llama-70b-0", "namespace": "llm"},
+                "eventTime": "2025-08-12T05:00:00.000000Z",
+                "series": {"count": 12, "lastObservedTime": "2025-08-12T05:55:00.000000Z"},
+                "deprecatedCount": None,
+                "deprecatedLastTimestamp": None,
+                "deprecatedSource": None,
+            },
+        )
+    )
+    assert (killing.involved_kind, killing.involved_name, killing.namespace) == (
+        "Pod",
+        "llama-8b-7d9c6b5f4-x2x9k",
+        "llm",
+    )
     assert (killing.reason, killing.message) == ("Killing", "Container vllm failed liveness probe, will be restarted")
     assert (killing.count, killing.last_seen, killing.source) == (4, "2025-08-12T06:41:57Z", "kubelet")
-    assert (with_series.count, with_series.last_seen, with_series.source) == (12, "2025-08-12T05:55:00.000000Z", "default-scheduler")
+    assert (with_series.count, with_series.last_seen, with_series.source) == (
+        12,
+        "2025-08-12T05:55:00.000000Z",
+        "default-scheduler",
+    )
     assert with_series.message.endswith("didn't match Pod's node affinity/selector.")
     (single,) = k8s.parse_events(json.dumps(EVENTS_K8S_IO))
     assert single.reason == "Killing"
@@ -393,29 +595,59 @@ def test_bad_events():
 # --------------------------------------------------------------------------- nodes
 
 GPU_NODE = {
-    "apiVersion": "v1", "kind": "Node",
-    "metadata": {"name": "gpu-node-1", "labels": {
-        "kubernetes.io/hostname": "gpu-node-1", "nvidia.com/gpu.present": "true",
-        "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count": "8"}},
+    "apiVersion": "v1",
+    "kind": "Node",
+    "metadata": {
+        "name": "gpu-node-1",
+        "labels": {
+            "kubernetes.io/hostname": "gpu-node-1",
+            "nvidia.com/gpu.present": "true",
+            "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+            "nvidia.com/gpu.count": "8",
+        },
+    },
     "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]},
     "status": {
-        "capacity": {"cpu": "208", "memory": "2113442768Ki", "nvidia.com/gpu": "8", "pods": "110", "ephemeral-storage": "101430960Ki"},
+        "capacity": {
+            "cpu": "208",
+            "memory": "2113442768Ki",
+            "nvidia.com/gpu": "8",
+            "pods": "110",
+            "ephemeral-storage": "101430960Ki",
+        },
         "allocatable": {"cpu": "207500m", "memory": "2113340368Ki", "nvidia.com/gpu": "7", "pods": "110"},
         "conditions": [
-            {"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory",
-             "message": "kubelet has sufficient memory available"},
+            {
+                "type": "MemoryPressure",
+                "status": "False",
+                "reason": "KubeletHasSufficientMemory",
+                "message": "kubelet has sufficient memory available",
+            },
             {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status"},
         ],
     },
 }
 CORDONED_NODE = {
-    "apiVersion": "v1", "kind": "Node",
+    "apiVersion": "v1",
+    "kind": "Node",
     "metadata": {"name": "gpu-node-3"},
-    "spec": {"unschedulable": True, "taints": [
-        {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule", "timeAdded": "2025-08-12T04:00:00Z"},
-        {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute", "timeAdded": "2025-08-12T04:00:05Z"}]},
-    "status": {"conditions": [{"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
-                               "message": "Kubelet stopped posting node status."}]},
+    "spec": {
+        "unschedulable": True,
+        "taints": [
+            {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule", "timeAdded": "2025-08-12T04:00:00Z"},
+            {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute", "timeAdded": "2025-08-12T04:00:05Z"},
+        ],
+    },
+    "status": {
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "Unknown",
+                "reason": "NodeStatusUnknown",
+                "message": "Kubelet stopped posting node status.",
+            }
+        ]
+    },
 }
 
 
@@ -428,8 +660,11 @@ def test_nodes():
     assert gpu.conditions["Ready"]["status"] == "True"
     assert cordoned.unschedulable is True
     assert cordoned.taints[1] == {"key": "node.kubernetes.io/unreachable", "value": None, "effect": "NoExecute"}
-    assert cordoned.conditions["Ready"] == {"status": "Unknown", "reason": "NodeStatusUnknown",
-                                            "message": "Kubelet stopped posting node status."}
+    assert cordoned.conditions["Ready"] == {
+        "status": "Unknown",
+        "reason": "NodeStatusUnknown",
+        "message": "Kubelet stopped posting node status.",
+    }
     assert cordoned.capacity == {} and cordoned.labels == {}
 
 
@@ -445,16 +680,27 @@ def test_bad_nodes():
 # --------------------------------------------------------------------------- services and endpoints
 
 SERVICE = {
-    "apiVersion": "v1", "kind": "Service",
+    "apiVersion": "v1",
+    "kind": "Service",
     "metadata": {"name": "llama-8b", "namespace": "llm"},
-    "spec": {"type": "ClusterIP", "clusterIP": "10.96.40.83", "selector": {"app": "llama-8b"},
-             "ports": [{"name": "http", "port": 80, "protocol": "TCP", "targetPort": "http"},
-                       {"port": 9090, "protocol": "TCP", "targetPort": 9090}]},
+    "spec": {
+        "type": "ClusterIP",
+        "clusterIP": "10.96.40.83",
+        "selector": {"app": "llama-8b"},
+        "ports": [
+            {"name": "http", "port": 80, "protocol": "TCP", "targetPort": "http"},
+            {"port": 9090, "protocol": "TCP", "targetPort": 9090},
+        ],
+    },
 }
 
 
 def test_services():
-    (svc,) = k8s.parse_services(as_list(SERVICE, ))
+    (svc,) = k8s.parse_services(
+        as_list(
+            SERVICE,
+        )
+    )
     assert (svc.namespace, svc.name, svc.type, svc.selector) == ("llm", "llama-8b", "ClusterIP", {"app": "llama-8b"})
     assert [(p.port, p.target_port, p.name) for p in svc.ports] == [(80, "http", "http"), (9090, 9090, None)]
     assert svc.endpoints_seen is False and svc.ready_addresses == []
@@ -467,45 +713,78 @@ def test_services():
 
 
 ENDPOINTS = {
-    "apiVersion": "v1", "kind": "Endpoints",
+    "apiVersion": "v1",
+    "kind": "Endpoints",
     "metadata": {"name": "llama-8b", "namespace": "llm"},
-    "subsets": [{
-        "addresses": [{"ip": "10.244.2.7", "nodeName": "gpu-node-2",
-                       "targetRef": {"kind": "Pod", "name": "llama-8b-7d9c6b5f4-q8r2m", "namespace": "llm"}},
-                      {"ip": "10.244.3.9"}],
-        "notReadyAddresses": [{"ip": "10.244.1.18", "nodeName": "gpu-node-1",
-                               "targetRef": {"kind": "Pod", "name": "llama-8b-7d9c6b5f4-x2x9k", "namespace": "llm"}}],
-        "ports": [{"name": "http", "port": 8000, "protocol": "TCP"}],
-    }],
+    "subsets": [
+        {
+            "addresses": [
+                {
+                    "ip": "10.244.2.7",
+                    "nodeName": "gpu-node-2",
+                    "targetRef": {"kind": "Pod", "name": "llama-8b-7d9c6b5f4-q8r2m", "namespace": "llm"},
+                },
+                {"ip": "10.244.3.9"},
+            ],
+            "notReadyAddresses": [
+                {
+                    "ip": "10.244.1.18",
+                    "nodeName": "gpu-node-1",
+                    "targetRef": {"kind": "Pod", "name": "llama-8b-7d9c6b5f4-x2x9k", "namespace": "llm"},
+                }
+            ],
+            "ports": [{"name": "http", "port": 8000, "protocol": "TCP"}],
+        }
+    ],
 }
 
 
 def test_endpoints():
-    found = k8s.parse_endpoints(as_list(ENDPOINTS, {"kind": "Endpoints", "metadata": {"name": "nothing-ready", "namespace": "llm"}}))
+    found = k8s.parse_endpoints(
+        as_list(ENDPOINTS, {"kind": "Endpoints", "metadata": {"name": "nothing-ready", "namespace": "llm"}})
+    )
     assert found[("llm", "llama-8b")] == (["llama-8b-7d9c6b5f4-q8r2m", "10.244.3.9"], ["llama-8b-7d9c6b5f4-x2x9k"])
     assert found[("llm", "nothing-ready")] == ([], [])
     bad = copy.deepcopy(ENDPOINTS)
     del bad["subsets"][0]["addresses"][1]["ip"]
-    assert "subsets[0].addresses[1].ip: expected a string, found null" in one_line_error(k8s.parse_endpoints, as_list(bad))
+    assert "subsets[0].addresses[1].ip: expected a string, found null" in one_line_error(
+        k8s.parse_endpoints, as_list(bad)
+    )
 
 
 def _slice(name: str, service: str | None, endpoints: list) -> dict:
     labels = {"endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io"}
     if service:
         labels["kubernetes.io/service-name"] = service
-    return {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
-            "metadata": {"name": name, "namespace": "llm", "labels": labels},
-            "endpoints": endpoints, "ports": [{"name": "http", "port": 8000, "protocol": "TCP"}]}
+    return {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "addressType": "IPv4",
+        "metadata": {"name": name, "namespace": "llm", "labels": labels},
+        "endpoints": endpoints,
+        "ports": [{"name": "http", "port": 8000, "protocol": "TCP"}],
+    }
 
 
 def test_endpointslices_are_merged_per_service():
     text = as_list(
-        _slice("llama-8b-abcde", "llama-8b", [
-            {"addresses": ["10.244.2.7"], "conditions": {"ready": True, "serving": True, "terminating": False},
-             "nodeName": "gpu-node-2", "targetRef": {"kind": "Pod", "name": "llama-8b-7d9c6b5f4-q8r2m", "namespace": "llm"}},
-            {"addresses": ["10.244.1.18"], "conditions": {"ready": False, "serving": False, "terminating": False},
-             "targetRef": {"kind": "Pod", "name": "llama-8b-7d9c6b5f4-x2x9k", "namespace": "llm"}},
-        ]),
+        _slice(
+            "llama-8b-abcde",
+            "llama-8b",
+            [
+                {
+                    "addresses": ["10.244.2.7"],
+                    "conditions": {"ready": True, "serving": True, "terminating": False},
+                    "nodeName": "gpu-node-2",
+                    "targetRef": {"kind": "Pod", "name": "llama-8b-7d9c6b5f4-q8r2m", "namespace": "llm"},
+                },
+                {
+                    "addresses": ["10.244.1.18"],
+                    "conditions": {"ready": False, "serving": False, "terminating": False},
+                    "targetRef": {"kind": "Pod", "name": "llama-8b-7d9c6b5f4-x2x9k", "namespace": "llm"},
+                },
+            ],
+        ),
         _slice("llama-8b-fghij", "llama-8b", [{"addresses": ["10.244.3.9"], "conditions": {}}]),
         _slice("custom", None, [{"addresses": ["10.0.0.1"]}]),
     )
@@ -514,22 +793,36 @@ def test_endpointslices_are_merged_per_service():
     }
     bad = as_list(_slice("x", "llama-8b", [{"addresses": "10.244.3.9"}]))
     assert "endpoints[0].addresses: expected a list of strings" in one_line_error(k8s.parse_endpointslices, bad)
-    assert "expected an EndpointSlice list, found an Endpoints" in one_line_error(k8s.parse_endpointslices, json.dumps(ENDPOINTS))
+    assert "expected an EndpointSlice list, found an Endpoints" in one_line_error(
+        k8s.parse_endpointslices, json.dumps(ENDPOINTS)
+    )
 
 
 # --------------------------------------------------------------------------- workloads, HPAs, daemonsets
 
 DEPLOYMENT = {
-    "apiVersion": "apps/v1", "kind": "Deployment",
+    "apiVersion": "apps/v1",
+    "kind": "Deployment",
     "metadata": {"name": "llama-8b", "namespace": "llm"},
     "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "llama-8b"}}, "template": {}},
     "status": {
-        "replicas": 2, "readyReplicas": 1, "availableReplicas": 1, "unavailableReplicas": 1,
+        "replicas": 2,
+        "readyReplicas": 1,
+        "availableReplicas": 1,
+        "unavailableReplicas": 1,
         "conditions": [
-            {"type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable",
-             "message": "Deployment does not have minimum availability."},
-            {"type": "Progressing", "status": "True", "reason": "ReplicaSetUpdated",
-             "message": "ReplicaSet \"llama-8b-7d9c6b5f4\" is progressing."},
+            {
+                "type": "Available",
+                "status": "False",
+                "reason": "MinimumReplicasUnavailable",
+                "message": "Deployment does not have minimum availability.",
+            },
+            {
+                "type": "Progressing",
+                "status": "True",
+                "reason": "ReplicaSetUpdated",
+                "message": 'ReplicaSet "llama-8b-7d9c6b5f4" is progressing.',
+            },
         ],
     },
 }
@@ -541,12 +834,18 @@ def test_workloads():
     assert (deploy.replicas, deploy.ready_replicas, deploy.available_replicas) == (2, 1, 1)
     assert deploy.selector == {"app": "llama-8b"}
     assert deploy.conditions["Available"]["reason"] == "MinimumReplicasUnavailable"
-    sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "llama-70b", "namespace": "llm"},
-           "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "llama-70b"}}},
-           "status": {"replicas": 1, "currentReplicas": 1}}
+    sts = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": "llama-70b", "namespace": "llm"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "llama-70b"}}},
+        "status": {"replicas": 1, "currentReplicas": 1},
+    }
     (parsed,) = k8s.parse_workloads(as_list(sts), "StatefulSet")
     assert (parsed.kind, parsed.replicas, parsed.ready_replicas, parsed.available_replicas) == ("StatefulSet", 1, 0, 0)
-    assert "items[0] is a Deployment, not a StatefulSet" in one_line_error(k8s.parse_workloads, as_list(DEPLOYMENT), "StatefulSet")
+    assert "items[0] is a Deployment, not a StatefulSet" in one_line_error(
+        k8s.parse_workloads, as_list(DEPLOYMENT), "StatefulSet"
+    )
 
 
 def test_workload_pod_template_labels_and_gpus():
@@ -568,33 +867,72 @@ def test_workload_pod_template_labels_and_gpus():
 
 
 HPA_V2 = {
-    "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+    "apiVersion": "autoscaling/v2",
+    "kind": "HorizontalPodAutoscaler",
     "metadata": {"name": "llama-8b", "namespace": "llm"},
     "spec": {
         "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "llama-8b"},
-        "minReplicas": 1, "maxReplicas": 4,
+        "minReplicas": 1,
+        "maxReplicas": 4,
         "metrics": [
-            {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}},
-            {"type": "Pods", "pods": {"metric": {"name": "vllm:num_requests_waiting"},
-                                      "target": {"type": "AverageValue", "averageValue": "5"}}},
-            {"type": "External", "external": {"metric": {"name": "vllm:num_requests_running", "selector": {}},
-                                              "target": {"type": "Value", "value": "10"}}},
-            {"type": "Object", "object": {"metric": {"name": "requests-per-second"},
-                                          "describedObject": {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "name": "llm"},
-                                          "target": {"type": "Value", "value": "10k"}}},
-            {"type": "ContainerResource", "containerResource": {"name": "memory", "container": "vllm",
-                                                                "target": {"type": "Utilization", "averageUtilization": 90}}},
+            {
+                "type": "Resource",
+                "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}},
+            },
+            {
+                "type": "Pods",
+                "pods": {
+                    "metric": {"name": "vllm:num_requests_waiting"},
+                    "target": {"type": "AverageValue", "averageValue": "5"},
+                },
+            },
+            {
+                "type": "External",
+                "external": {
+                    "metric": {"name": "vllm:num_requests_running", "selector": {}},
+                    "target": {"type": "Value", "value": "10"},
+                },
+            },
+            {
+                "type": "Object",
+                "object": {
+                    "metric": {"name": "requests-per-second"},
+                    "describedObject": {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "name": "llm"},
+                    "target": {"type": "Value", "value": "10k"},
+                },
+            },
+            {
+                "type": "ContainerResource",
+                "containerResource": {
+                    "name": "memory",
+                    "container": "vllm",
+                    "target": {"type": "Utilization", "averageUtilization": 90},
+                },
+            },
         ],
     },
     "status": {
-        "currentReplicas": 4, "desiredReplicas": 4,
+        "currentReplicas": 4,
+        "desiredReplicas": 4,
         "conditions": [
-            {"type": "AbleToScale", "status": "True", "reason": "ReadyForNewScale",
-             "message": "recommended size matches current size"},
-            {"type": "ScalingActive", "status": "False", "reason": "FailedGetPodsMetric",
-             "message": "the HPA was unable to compute the replica count: unable to get metric vllm:num_requests_waiting"},
-            {"type": "ScalingLimited", "status": "True", "reason": "TooManyReplicas",
-             "message": "the desired replica count is more than the maximum replica count"},
+            {
+                "type": "AbleToScale",
+                "status": "True",
+                "reason": "ReadyForNewScale",
+                "message": "recommended size matches current size",
+            },
+            {
+                "type": "ScalingActive",
+                "status": "False",
+                "reason": "FailedGetPodsMetric",
+                "message": "the HPA was unable to compute the replica count: unable to get metric vllm:num_requests_waiting",
+            },
+            {
+                "type": "ScalingLimited",
+                "status": "True",
+                "reason": "TooManyReplicas",
+                "message": "the desired replica count is more than the maximum replica count",
+            },
         ],
     },
 }
@@ -616,41 +954,88 @@ def test_hpa_v2():
 
 
 def test_hpa_v1_reads_its_cpu_target_and_conditions_annotation():
-    conditions = [{"type": "AbleToScale", "status": "True", "lastTransitionTime": "2025-08-12T05:00:00Z",
-                   "reason": "SucceededGetScale", "message": "the HPA controller was able to get the target's current scale"},
-                  {"type": "ScalingActive", "status": "False", "lastTransitionTime": "2025-08-12T05:00:00Z",
-                   "reason": "FailedGetResourceMetric",
-                   "message": "the HPA was unable to compute the replica count: failed to get cpu utilization"}]
-    v1 = {"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
-          "metadata": {"name": "embedder", "namespace": "llm",
-                       "annotations": {"autoscaling.alpha.kubernetes.io/conditions": json.dumps(conditions)}},
-          "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "embedder"}, "minReplicas": 1, "maxReplicas": 3,
-                   "targetCPUUtilizationPercentage": 70},
-          "status": {"currentReplicas": 1, "desiredReplicas": 1}}
+    conditions = [
+        {
+            "type": "AbleToScale",
+            "status": "True",
+            "lastTransitionTime": "2025-08-12T05:00:00Z",
+            "reason": "SucceededGetScale",
+            "message": "the HPA controller was able to get the target's current scale",
+        },
+        {
+            "type": "ScalingActive",
+            "status": "False",
+            "lastTransitionTime": "2025-08-12T05:00:00Z",
+            "reason": "FailedGetResourceMetric",
+            "message": "the HPA was unable to compute the replica count: failed to get cpu utilization",
+        },
+    ]
+    v1 = {
+        "apiVersion": "autoscaling/v1",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {
+            "name": "embedder",
+            "namespace": "llm",
+            "annotations": {"autoscaling.alpha.kubernetes.io/conditions": json.dumps(conditions)},
+        },
+        "spec": {
+            "scaleTargetRef": {"kind": "Deployment", "name": "embedder"},
+            "minReplicas": 1,
+            "maxReplicas": 3,
+            "targetCPUUtilizationPercentage": 70,
+        },
+        "status": {"currentReplicas": 1, "desiredReplicas": 1},
+    }
     (hpa,) = k8s.parse_hpas(as_list(v1))
     assert hpa.metrics == [{"type": "Resource", "name": "cpu"}]
-    assert hpa.conditions["ScalingActive"] == {"status": "False", "reason": "FailedGetResourceMetric",
-                                               "message": conditions[1]["message"]}
+    assert hpa.conditions["ScalingActive"] == {
+        "status": "False",
+        "reason": "FailedGetResourceMetric",
+        "message": conditions[1]["message"],
+    }
     v1["metadata"]["annotations"]["autoscaling.alpha.kubernetes.io/conditions"] = "[{"
     message = one_line_error(k8s.parse_hpas, as_list(v1))
     assert "autoscaling.alpha.kubernetes.io/conditions" in message and "not valid JSON" in message
 
 
 DEVICE_PLUGIN = {
-    "apiVersion": "apps/v1", "kind": "DaemonSet",
-    "metadata": {"name": "nvidia-device-plugin-daemonset", "namespace": "kube-system",
-                 "labels": {"app.kubernetes.io/name": "nvidia-device-plugin"}},
-    "spec": {"template": {"spec": {
-        "nodeSelector": {"nvidia.com/gpu.present": "true"},
-        "containers": [
-            {"name": "nvidia-device-plugin-ctr", "image": "nvcr.io/nvidia/k8s-device-plugin:v0.17.0",
-             "args": ["--fail-on-init-error=false"],
-             "env": [{"name": "MIG_STRATEGY", "value": "single"}, {"name": "FAIL_ON_INIT_ERROR", "value": "false"},
-                     {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]},
-            {"name": "gfd", "image": "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"},
-        ]}}},
-    "status": {"currentNumberScheduled": 3, "desiredNumberScheduled": 3, "numberAvailable": 2, "numberMisscheduled": 0,
-               "numberReady": 2, "numberUnavailable": 1, "observedGeneration": 1, "updatedNumberScheduled": 3},
+    "apiVersion": "apps/v1",
+    "kind": "DaemonSet",
+    "metadata": {
+        "name": "nvidia-device-plugin-daemonset",
+        "namespace": "kube-system",
+        "labels": {"app.kubernetes.io/name": "nvidia-device-plugin"},
+    },
+    "spec": {
+        "template": {
+            "spec": {
+                "nodeSelector": {"nvidia.com/gpu.present": "true"},
+                "containers": [
+                    {
+                        "name": "nvidia-device-plugin-ctr",
+                        "image": "nvcr.io/nvidia/k8s-device-plugin:v0.17.0",
+                        "args": ["--fail-on-init-error=false"],
+                        "env": [
+                            {"name": "MIG_STRATEGY", "value": "single"},
+                            {"name": "FAIL_ON_INIT_ERROR", "value": "false"},
+                            {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                        ],
+                    },
+                    {"name": "gfd", "image": "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"},
+                ],
+            }
+        }
+    },
+    "status": {
+        "currentNumberScheduled": 3,
+        "desiredNumberScheduled": 3,
+        "numberAvailable": 2,
+        "numberMisscheduled": 0,
+        "numberReady": 2,
+        "numberUnavailable": 1,
+        "observedGeneration": 1,
+        "updatedNumberScheduled": 3,
+    },
 }
 
 
@@ -675,50 +1060,95 @@ def _group_template(container: str, gpus: str | None) -> dict:
     resources = {"limits": {"cpu": "8", "memory": "64Gi"}, "requests": {"cpu": "8", "memory": "64Gi"}}
     if gpus is not None:
         resources["limits"]["nvidia.com/gpu"] = gpus
-    return {"spec": {"containers": [{"name": container, "image": "rayproject/ray:2.46.0-gpu", "resources": resources},
-                                    {"name": "sidecar", "image": "fluent/fluent-bit:3.0",
-                                     "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+    return {
+        "spec": {
+            "containers": [
+                {"name": container, "image": "rayproject/ray:2.46.0-gpu", "resources": resources},
+                {"name": "sidecar", "image": "fluent/fluent-bit:3.0", "resources": {"limits": {"nvidia.com/gpu": "1"}}},
+            ]
+        }
+    }
 
 
 RAY_CLUSTER_SPEC = {
     "rayVersion": "2.46.0",
-    "headGroupSpec": {"rayStartParams": {"dashboard-host": "0.0.0.0", "num-gpus": "0"},
-                      "template": _group_template("ray-head", None)},
+    "headGroupSpec": {
+        "rayStartParams": {"dashboard-host": "0.0.0.0", "num-gpus": "0"},
+        "template": _group_template("ray-head", None),
+    },
     "workerGroupSpecs": [
-        {"groupName": "gpu-group", "replicas": 2, "minReplicas": 1, "maxReplicas": 4, "numOfHosts": 1,
-         "rayStartParams": {"num-gpus": "1"}, "template": _group_template("ray-worker", "1")},
-        {"groupName": "big-gpu-group", "replicas": 0, "minReplicas": 0, "maxReplicas": 2,
-         "rayStartParams": {}, "template": _group_template("ray-worker", "8")},
+        {
+            "groupName": "gpu-group",
+            "replicas": 2,
+            "minReplicas": 1,
+            "maxReplicas": 4,
+            "numOfHosts": 1,
+            "rayStartParams": {"num-gpus": "1"},
+            "template": _group_template("ray-worker", "1"),
+        },
+        {
+            "groupName": "big-gpu-group",
+            "replicas": 0,
+            "minReplicas": 0,
+            "maxReplicas": 2,
+            "rayStartParams": {},
+            "template": _group_template("ray-worker", "8"),
+        },
     ],
 }
 
 RAY_CLUSTER = {
-    "apiVersion": "ray.io/v1", "kind": "RayCluster",
+    "apiVersion": "ray.io/v1",
+    "kind": "RayCluster",
     "metadata": {"name": "llm-cluster", "namespace": "ray"},
     "spec": RAY_CLUSTER_SPEC,
     "status": {
         "state": "ready",
-        "desiredWorkerReplicas": 2, "readyWorkerReplicas": 1,
+        "desiredWorkerReplicas": 2,
+        "readyWorkerReplicas": 1,
         "conditions": [
-            {"type": "HeadPodReady", "status": "True", "reason": "HeadPodRunningAndReady", "message": "",
-             "lastTransitionTime": "2025-08-12T05:46:00Z"},
+            {
+                "type": "HeadPodReady",
+                "status": "True",
+                "reason": "HeadPodRunningAndReady",
+                "message": "",
+                "lastTransitionTime": "2025-08-12T05:46:00Z",
+            },
             {"type": "RayClusterProvisioned", "status": "False", "reason": "RayClusterPodsProvisioning", "message": ""},
-            {"type": "ReplicaFailure", "status": "True", "reason": "FailedCreateWorkerPod",
-             "message": "pods \"llm-cluster-gpu-group-worker-9k2mz\" is forbidden: exceeded quota: gpu-quota"},
+            {
+                "type": "ReplicaFailure",
+                "status": "True",
+                "reason": "FailedCreateWorkerPod",
+                "message": 'pods "llm-cluster-gpu-group-worker-9k2mz" is forbidden: exceeded quota: gpu-quota',
+            },
         ],
     },
 }
 
 
 def test_rayclusters():
-    fresh = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "new", "namespace": "ray"},
-             "spec": {"headGroupSpec": {"rayStartParams": {}, "template": _group_template("ray-head", "1")}}}
+    fresh = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {"name": "new", "namespace": "ray"},
+        "spec": {"headGroupSpec": {"rayStartParams": {}, "template": _group_template("ray-head", "1")}},
+    }
     cluster, new = k8s.parse_rayclusters(as_list(RAY_CLUSTER, fresh))
-    assert (cluster.kind, cluster.namespace, cluster.name, cluster.state) == ("RayCluster", "ray", "llm-cluster", "ready")
+    assert (cluster.kind, cluster.namespace, cluster.name, cluster.state) == (
+        "RayCluster",
+        "ray",
+        "llm-cluster",
+        "ready",
+    )
     assert cluster.head_ray_start_params == {"dashboard-host": "0.0.0.0", "num-gpus": "0"}
     assert cluster.head_gpu_limit == 0
     gpu_group, big = cluster.worker_groups
-    assert (gpu_group.name, gpu_group.replicas, gpu_group.min_replicas, gpu_group.max_replicas) == ("gpu-group", 2, 1, 4)
+    assert (gpu_group.name, gpu_group.replicas, gpu_group.min_replicas, gpu_group.max_replicas) == (
+        "gpu-group",
+        2,
+        1,
+        4,
+    )
     assert gpu_group.ray_start_params == {"num-gpus": "1"}
     assert (gpu_group.gpu_limit_per_pod, big.gpu_limit_per_pod, big.replicas) == (1, 8, 0)
     assert cluster.conditions["HeadPodReady"]["status"] == "True"
@@ -736,7 +1166,9 @@ def test_bad_rayclusters():
     del bad["spec"]["workerGroupSpecs"][1]["groupName"]
     assert "workerGroupSpecs[1].groupName" in one_line_error(k8s.parse_rayclusters, as_list(bad))
     bad = copy.deepcopy(RAY_CLUSTER)
-    bad["spec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "one"
+    bad["spec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = (
+        "one"
+    )
     assert "nvidia.com/gpu" in one_line_error(k8s.parse_rayclusters, as_list(bad))
 
 
@@ -760,15 +1192,26 @@ applications:
 """
 
 RAY_SERVICE = {
-    "apiVersion": "ray.io/v1", "kind": "RayService",
+    "apiVersion": "ray.io/v1",
+    "kind": "RayService",
     "metadata": {"name": "llm-serve", "namespace": "ray"},
     "spec": {"serveConfigV2": SERVE_CONFIG, "rayClusterConfig": RAY_CLUSTER_SPEC},
     "status": {
         "serviceStatus": "Running",
         "numServeEndpoints": 1,
         "conditions": [
-            {"type": "Ready", "status": "True", "reason": "NonZeroServeEndpoints", "message": "Number of serve endpoints is greater than 0"},
-            {"type": "UpgradeInProgress", "status": "False", "reason": "NoPendingCluster", "message": "Active Ray cluster exists and no pending Ray cluster"},
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "NonZeroServeEndpoints",
+                "message": "Number of serve endpoints is greater than 0",
+            },
+            {
+                "type": "UpgradeInProgress",
+                "status": "False",
+                "reason": "NoPendingCluster",
+                "message": "Active Ray cluster exists and no pending Ray cluster",
+            },
         ],
         "activeServiceStatus": {"rayClusterName": "llm-serve-raycluster-abcde"},
     },
@@ -776,10 +1219,20 @@ RAY_SERVICE = {
 
 
 def test_rayservices():
-    starting = {"apiVersion": "ray.io/v1", "kind": "RayService", "metadata": {"name": "starting", "namespace": "ray"},
-                "spec": {"rayClusterConfig": RAY_CLUSTER_SPEC}, "status": {"serviceStatus": ""}}
+    starting = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayService",
+        "metadata": {"name": "starting", "namespace": "ray"},
+        "spec": {"rayClusterConfig": RAY_CLUSTER_SPEC},
+        "status": {"serviceStatus": ""},
+    }
     service, new = k8s.parse_rayservices(as_list(RAY_SERVICE, starting))
-    assert (service.kind, service.namespace, service.name, service.state) == ("RayService", "ray", "llm-serve", "Running")
+    assert (service.kind, service.namespace, service.name, service.state) == (
+        "RayService",
+        "ray",
+        "llm-serve",
+        "Running",
+    )
     assert [g.name for g in service.worker_groups] == ["gpu-group", "big-gpu-group"]
     assert service.head_ray_start_params["num-gpus"] == "0"
     (app,) = service.serve_config["applications"]
@@ -798,15 +1251,25 @@ def test_rayservice_serve_statuses_of_active_and_pending_clusters():
     }
     upgrading["status"]["pendingServiceStatus"] = {
         "rayClusterName": "llm-serve-raycluster-fghij",
-        "applicationStatuses": {"llm": {
-            "status": "DEPLOY_FAILED", "message": "Deploying app 'llm' failed",
-            "serveDeploymentStatuses": {"LLMServer": {"status": "DEPLOY_FAILED", "message": "failed to start 3 times"}},
-        }},
+        "applicationStatuses": {
+            "llm": {
+                "status": "DEPLOY_FAILED",
+                "message": "Deploying app 'llm' failed",
+                "serveDeploymentStatuses": {
+                    "LLMServer": {"status": "DEPLOY_FAILED", "message": "failed to start 3 times"}
+                },
+            }
+        },
     }
     (service,) = k8s.parse_rayservices(as_list(upgrading))
-    assert (service.active_cluster, service.pending_cluster) == ("llm-serve-raycluster-abcde", "llm-serve-raycluster-fghij")
+    assert (service.active_cluster, service.pending_cluster) == (
+        "llm-serve-raycluster-abcde",
+        "llm-serve-raycluster-fghij",
+    )
     assert service.condition_times == {"UpgradeInProgress": "2026-12-03T02:00:00Z"}
-    assert [(s.cluster, s.cluster_name, s.application, s.deployment, s.status, s.message) for s in service.serve_statuses] == [
+    assert [
+        (s.cluster, s.cluster_name, s.application, s.deployment, s.status, s.message) for s in service.serve_statuses
+    ] == [
         ("active", "llm-serve-raycluster-abcde", "llm", None, "RUNNING", None),
         ("active", "llm-serve-raycluster-abcde", "llm", "LLMServer", "HEALTHY", None),
         ("pending", "llm-serve-raycluster-fghij", "llm", None, "DEPLOY_FAILED", "Deploying app 'llm' failed"),
@@ -814,7 +1277,10 @@ def test_rayservice_serve_statuses_of_active_and_pending_clusters():
     ]
     upgrading["status"]["pendingServiceStatus"]["applicationStatuses"]["llm"]["serveDeploymentStatuses"] = ["LLMServer"]
     message = one_line_error(k8s.parse_rayservices, as_list(upgrading))
-    assert "pendingServiceStatus.applicationStatuses.llm.serveDeploymentStatuses: expected an object, found a list" in message
+    assert (
+        "pendingServiceStatus.applicationStatuses.llm.serveDeploymentStatuses: expected an object, found a list"
+        in message
+    )
 
 
 def test_bad_rayservices():
@@ -827,7 +1293,9 @@ def test_bad_rayservices():
     broken["spec"]["serveConfigV2"] = "applications:\n  - name: llm\n    released: 2025-13-01\n"
     assert "not valid YAML: month must be in 1..12" in one_line_error(k8s.parse_rayservices, as_list(broken))
     broken["spec"]["serveConfigV2"] = {"applications": []}
-    assert "spec.serveConfigV2: expected a string, found an object" in one_line_error(k8s.parse_rayservices, as_list(broken))
+    assert "spec.serveConfigV2: expected a string, found an object" in one_line_error(
+        k8s.parse_rayservices, as_list(broken)
+    )
     assert "items[0] is a RayCluster, not a RayService" in one_line_error(k8s.parse_rayservices, as_list(RAY_CLUSTER))
 
 
@@ -836,6 +1304,7 @@ def test_bad_rayservices():
 
 def _mutations(doc):
     """Every copy of `doc` with one value swapped for one of another JSON type."""
+
     def paths(node, prefix=()):
         items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
         for key, child in items:
@@ -857,12 +1326,19 @@ def _mutations(doc):
 @pytest.mark.parametrize(
     ("parse", "doc"),
     [
-        (k8s.parse_pods, VLLM_POD), (k8s.parse_pods, RAY_WORKER_POD), (k8s.parse_events, CORE_EVENTS[2]),
-        (k8s.parse_events, EVENTS_K8S_IO), (k8s.parse_nodes, GPU_NODE), (k8s.parse_services, SERVICE),
-        (k8s.parse_endpoints, ENDPOINTS), (k8s.parse_endpointslices, _slice("s", "svc", [{"addresses": ["10.0.0.1"],
-                                                                                          "conditions": {"ready": True}}])),
-        (lambda t: k8s.parse_workloads(t, "Deployment"), DEPLOYMENT), (k8s.parse_hpas, HPA_V2),
-        (k8s.parse_daemonsets, DEVICE_PLUGIN), (k8s.parse_rayclusters, RAY_CLUSTER), (k8s.parse_rayservices, RAY_SERVICE),
+        (k8s.parse_pods, VLLM_POD),
+        (k8s.parse_pods, RAY_WORKER_POD),
+        (k8s.parse_events, CORE_EVENTS[2]),
+        (k8s.parse_events, EVENTS_K8S_IO),
+        (k8s.parse_nodes, GPU_NODE),
+        (k8s.parse_services, SERVICE),
+        (k8s.parse_endpoints, ENDPOINTS),
+        (k8s.parse_endpointslices, _slice("s", "svc", [{"addresses": ["10.0.0.1"], "conditions": {"ready": True}}])),
+        (lambda t: k8s.parse_workloads(t, "Deployment"), DEPLOYMENT),
+        (k8s.parse_hpas, HPA_V2),
+        (k8s.parse_daemonsets, DEVICE_PLUGIN),
+        (k8s.parse_rayclusters, RAY_CLUSTER),
+        (k8s.parse_rayservices, RAY_SERVICE),
     ],
 )
 def test_wrong_typed_fields_never_escape_as_other_errors(parse, doc):
@@ -883,7 +1359,9 @@ def pod_named(namespace: str, name: str) -> dict:
 
 
 ALL_NAMESPACES = as_list(  # `kubectl get pods -A -o json`: one List, items from every namespace
-    pod_named("llm-serving", "vllm-0"), pod_named("other-team", "vllm-0"), pod_named("kube-system", "coredns-5d78c9869d-4kq2x"),
+    pod_named("llm-serving", "vllm-0"),
+    pod_named("other-team", "vllm-0"),
+    pod_named("kube-system", "coredns-5d78c9869d-4kq2x"),
 )
 
 
@@ -936,7 +1414,7 @@ def test_every_cut_point_keeps_exactly_the_items_completed_before_it():
 
 def test_whole_damaged_and_non_json_texts_are_not_truncated_lists():
     assert k8s.recover_truncated_list(ALL_NAMESPACES) is None
-    assert k8s.recover_truncated_list("error: the server doesn't have a resource type \"podz\"") is None
+    assert k8s.recover_truncated_list('error: the server doesn\'t have a resource type "podz"') is None
     assert k8s.recover_truncated_list("") is None
     damaged = ALL_NAMESPACES.replace('"phase"', '"phase" "x"', 1)  # broken in the middle, not cut
     assert k8s.recover_truncated_list(damaged) is None
@@ -956,7 +1434,13 @@ def test_a_list_with_zero_items():
 
 
 def test_a_truncated_list_keeps_its_kind_for_the_parser():
-    whole = json.dumps({"apiVersion": "v1", "kind": "NodeList", "items": [{"metadata": {"name": "gpu-1"}}, {"metadata": {"name": "gpu-2"}}]})
+    whole = json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "NodeList",
+            "items": [{"metadata": {"name": "gpu-1"}}, {"metadata": {"name": "gpu-2"}}],
+        }
+    )
     text = cut_at(whole, "gpu-2")
     cut = k8s.recover_truncated_list(text)
     assert cut is not None and cut.items == 1
@@ -968,26 +1452,88 @@ def test_a_truncated_list_keeps_its_kind_for_the_parser():
 
 def test_every_event_field():
     assert k8s.parse_events(as_list(*CORE_EVENTS, EVENTS_K8S_IO)) == [
-        Event("llm", "Pod", "llama-70b-0", "FailedScheduling", CORE_EVENTS[0]["message"], "Warning", 70,
-              "2025-08-12T05:29:00Z", "default-scheduler", "8209d63f-aa89-450d-9813-d555ddcaa175"),
-        Event("llm", "Pod", "llama-8b-7d9c6b5f4-x2x9k", "Unhealthy", CORE_EVENTS[1]["message"], "Warning", 3,
-              "2025-08-12T06:41:57Z", "kubelet", None),
-        Event("llm", "Pod", "llama-8b-7d9c6b5f4-x2x9k", "BackOff", CORE_EVENTS[2]["message"], "Warning", 256,
-              "2025-08-12T06:44:41.000000Z", "kubelet", None),
-        Event("default", "Node", "gpu-node-3", "NodeNotReady", "Node is not ready", "Normal", 1,
-              "2025-08-12T04:00:00Z", "node-controller", "gpu-node-3"),
-        Event("llm", "Pod", "llama-8b-7d9c6b5f4-x2x9k", "Killing", EVENTS_K8S_IO["note"], "Normal", 4,
-              "2025-08-12T06:41:57Z", "kubelet", None),
+        Event(
+            "llm",
+            "Pod",
+            "llama-70b-0",
+            "FailedScheduling",
+            CORE_EVENTS[0]["message"],
+            "Warning",
+            70,
+            "2025-08-12T05:29:00Z",
+            "default-scheduler",
+            "8209d63f-aa89-450d-9813-d555ddcaa175",
+        ),
+        Event(
+            "llm",
+            "Pod",
+            "llama-8b-7d9c6b5f4-x2x9k",
+            "Unhealthy",
+            CORE_EVENTS[1]["message"],
+            "Warning",
+            3,
+            "2025-08-12T06:41:57Z",
+            "kubelet",
+            None,
+        ),
+        Event(
+            "llm",
+            "Pod",
+            "llama-8b-7d9c6b5f4-x2x9k",
+            "BackOff",
+            CORE_EVENTS[2]["message"],
+            "Warning",
+            256,
+            "2025-08-12T06:44:41.000000Z",
+            "kubelet",
+            None,
+        ),
+        Event(
+            "default",
+            "Node",
+            "gpu-node-3",
+            "NodeNotReady",
+            "Node is not ready",
+            "Normal",
+            1,
+            "2025-08-12T04:00:00Z",
+            "node-controller",
+            "gpu-node-3",
+        ),
+        Event(
+            "llm",
+            "Pod",
+            "llama-8b-7d9c6b5f4-x2x9k",
+            "Killing",
+            EVENTS_K8S_IO["note"],
+            "Normal",
+            4,
+            "2025-08-12T06:41:57Z",
+            "kubelet",
+            None,
+        ),
     ]
 
 
 def test_event_fields_left_out_or_null():
-    bare = {"metadata": {"name": "e1", "namespace": ""}, "involvedObject": {"kind": "", "name": "x", "uid": ""},
-            "reason": None, "message": None, "type": None, "count": 0, "source": None, "series": None}
+    bare = {
+        "metadata": {"name": "e1", "namespace": ""},
+        "involvedObject": {"kind": "", "name": "x", "uid": ""},
+        "reason": None,
+        "message": None,
+        "type": None,
+        "count": 0,
+        "source": None,
+        "series": None,
+    }
     (event,) = k8s.parse_events(as_list(bare))
     assert event == Event(None, "", "x", "", "", "", 1, None, None, None)
-    regarding_only = {"metadata": {"name": "e2", "namespace": "llm"}, "regarding": {"kind": "Pod", "name": "p"},
-                      "deprecatedSource": {"host": "gpu-node-1"}, "deprecatedFirstTimestamp": "2025-08-12T04:00:00Z"}
+    regarding_only = {
+        "metadata": {"name": "e2", "namespace": "llm"},
+        "regarding": {"kind": "Pod", "name": "p"},
+        "deprecatedSource": {"host": "gpu-node-1"},
+        "deprecatedFirstTimestamp": "2025-08-12T04:00:00Z",
+    }
     (event,) = k8s.parse_events(as_list(regarding_only))  # no apiVersion: events.k8s.io, as it has `regarding`
     assert event == Event("llm", "Pod", "p", "", "", "", 1, "2025-08-12T04:00:00Z", "gpu-node-1", None)
 
@@ -1009,20 +1555,39 @@ def test_event_fields_read_only_when_needed():
         ({"metadata": []}, "items[0].metadata: expected an object, found a list"),
         ({"metadata": {"name": ""}}, "items[0]: metadata.name is missing"),
         ({"metadata": {"name": 1}}, "items[0].metadata.name: expected a string, found an integer"),
-        ({"metadata": {"name": "e", "namespace": True}}, "items[0].metadata.namespace: expected a string, found a boolean"),
-        ({**CORE_EVENTS[0], "apiVersion": 1}, "event llm/llama-70b-0.17e9a2b3c4d5e6f7: apiVersion: expected a string, found an integer"),
-        ({**CORE_EVENTS[0], "involvedObject": ["Pod"]},
-         "event llm/llama-70b-0.17e9a2b3c4d5e6f7: involvedObject: expected an object, found a list"),
-        ({**CORE_EVENTS[0], "involvedObject": {"kind": "Pod"}},
-         "event llm/llama-70b-0.17e9a2b3c4d5e6f7: involvedObject.name: expected a string, found null"),
-        ({**CORE_EVENTS[0], "involvedObject": {**CORE_EVENTS[0]["involvedObject"], "uid": 5}}, "involvedObject.uid: expected a string"),
-        ({**CORE_EVENTS[0], "reason": ["x"]}, "event llm/llama-70b-0.17e9a2b3c4d5e6f7: reason: expected a string, found a list"),
+        (
+            {"metadata": {"name": "e", "namespace": True}},
+            "items[0].metadata.namespace: expected a string, found a boolean",
+        ),
+        (
+            {**CORE_EVENTS[0], "apiVersion": 1},
+            "event llm/llama-70b-0.17e9a2b3c4d5e6f7: apiVersion: expected a string, found an integer",
+        ),
+        (
+            {**CORE_EVENTS[0], "involvedObject": ["Pod"]},
+            "event llm/llama-70b-0.17e9a2b3c4d5e6f7: involvedObject: expected an object, found a list",
+        ),
+        (
+            {**CORE_EVENTS[0], "involvedObject": {"kind": "Pod"}},
+            "event llm/llama-70b-0.17e9a2b3c4d5e6f7: involvedObject.name: expected a string, found null",
+        ),
+        (
+            {**CORE_EVENTS[0], "involvedObject": {**CORE_EVENTS[0]["involvedObject"], "uid": 5}},
+            "involvedObject.uid: expected a string",
+        ),
+        (
+            {**CORE_EVENTS[0], "reason": ["x"]},
+            "event llm/llama-70b-0.17e9a2b3c4d5e6f7: reason: expected a string, found a list",
+        ),
         ({**CORE_EVENTS[0], "count": True}, "count: expected an integer, found a boolean"),
         ({**CORE_EVENTS[0], "count": 2.0}, "count: expected an integer, found a number"),
         ({**CORE_EVENTS[0], "series": {"count": "2"}}, "series.count: expected an integer, found a string"),
         ({**CORE_EVENTS[0], "source": "kubelet"}, "source: expected an object, found a string"),
         ({**CORE_EVENTS[1], "reportingComponent": {}}, "reportingComponent: expected a string, found an object"),
-        ({**CORE_EVENTS[3], "lastTimestamp": 1}, "event default/gpu-node-3.17e9a2b3c4d5e6fa: lastTimestamp: expected a string"),
+        (
+            {**CORE_EVENTS[3], "lastTimestamp": 1},
+            "event default/gpu-node-3.17e9a2b3c4d5e6fa: lastTimestamp: expected a string",
+        ),
         ({**EVENTS_K8S_IO, "note": 1}, "note: expected a string, found an integer"),
     ],
 )
@@ -1031,7 +1596,9 @@ def test_bad_event_items(item, expected):
 
 
 def test_duplicate_keys_are_refused_at_every_depth():
-    text = as_list(CORE_EVENTS[0]).replace('"reason": "FailedScheduling"', '"reason": "A", "reason": "FailedScheduling"')
+    text = as_list(CORE_EVENTS[0]).replace(
+        '"reason": "FailedScheduling"', '"reason": "A", "reason": "FailedScheduling"'
+    )
     assert one_line_error(k8s.parse_events, text) == "not valid JSON: the key 'reason' twice in one object"
     text = as_list(CORE_EVENTS[0]).replace('"kind": "Pod"', '"kind": "Pod", "kind": "Node"')
     assert one_line_error(k8s.parse_events, text) == "not valid JSON: the key 'kind' twice in one object"
@@ -1063,50 +1630,106 @@ def test_every_pod_field():
     (pod,) = k8s.parse_pods(as_list(VLLM_POD))
     (vllm,) = pod.containers
     assert vllm == Container(
-        name="vllm", image="vllm/vllm-openai:v0.10.1", command=["vllm", "serve"],
+        name="vllm",
+        image="vllm/vllm-openai:v0.10.1",
+        command=["vllm", "serve"],
         args=VLLM_POD["spec"]["containers"][0]["args"],
         env={"VLLM_LOGGING_LEVEL": "INFO", "EMPTY": "", "HF_TOKEN": "<from:secretKeyRef>", "POD_IP": "<from:fieldRef>"},
         ports={"http": 8000, "9090": 9090},
         requests={"cpu": "4", "memory": "32Gi", "nvidia.com/gpu": "1"},
         limits={"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "1"},
-        probes=[Probe("liveness", "httpGet", "/health", 8000, 60, 10, 5, 3), Probe("readiness", "exec", None, None, 0, 5, 1, 3),
-                Probe("startup", "tcpSocket", None, "http", 0, 10, 1, 60)],
-        ready=False, restart_count=16, state="waiting", state_reason="CrashLoopBackOff",
+        probes=[
+            Probe("liveness", "httpGet", "/health", 8000, 60, 10, 5, 3),
+            Probe("readiness", "exec", None, None, 0, 5, 1, 3),
+            Probe("startup", "tcpSocket", None, "http", 0, 10, 1, 60),
+        ],
+        ready=False,
+        restart_count=16,
+        state="waiting",
+        state_reason="CrashLoopBackOff",
         state_message=VLLM_POD["status"]["containerStatuses"][0]["state"]["waiting"]["message"],
-        last_terminated_reason="OOMKilled", last_exit_code=137, last_finished_at="2025-08-12T06:42:07Z",
+        last_terminated_reason="OOMKilled",
+        last_exit_code=137,
+        last_finished_at="2025-08-12T06:42:07Z",
     )
     metadata, spec = VLLM_POD["metadata"], VLLM_POD["spec"]
     assert pod == Pod(
-        namespace="llm", name=metadata["name"], uid=metadata["uid"], labels=metadata["labels"], annotations=metadata["annotations"],
-        owner_kind="ReplicaSet", owner_name="llama-8b-7d9c6b5f4", node_name="gpu-node-1", phase="Running", pod_ip="10.244.1.18",
-        conditions={"PodScheduled": {"status": "True", "reason": None, "message": None},
-                    "Ready": {"status": "False", "reason": "ContainersNotReady", "message": "containers with unready status: [vllm]"}},
-        containers=[vllm], node_selector=spec["nodeSelector"], affinity=spec["affinity"], tolerations=spec["tolerations"],
-        topology_spread_constraints=spec["topologySpreadConstraints"], volumes=spec["volumes"],
+        namespace="llm",
+        name=metadata["name"],
+        uid=metadata["uid"],
+        labels=metadata["labels"],
+        annotations=metadata["annotations"],
+        owner_kind="ReplicaSet",
+        owner_name="llama-8b-7d9c6b5f4",
+        node_name="gpu-node-1",
+        phase="Running",
+        pod_ip="10.244.1.18",
+        conditions={
+            "PodScheduled": {"status": "True", "reason": None, "message": None},
+            "Ready": {
+                "status": "False",
+                "reason": "ContainersNotReady",
+                "message": "containers with unready status: [vllm]",
+            },
+        },
+        containers=[vllm],
+        node_selector=spec["nodeSelector"],
+        affinity=spec["affinity"],
+        tolerations=spec["tolerations"],
+        topology_spread_constraints=spec["topologySpreadConstraints"],
+        volumes=spec["volumes"],
     )
 
 
 def test_pod_fields_left_out_null_or_numbers():
-    pod = {"metadata": {"name": "p", "namespace": "ns", "labels": {"replicas": 2, "ratio": 0.5, "none": "x"},
-                        "annotations": None, "uid": None},
-           "spec": {"containers": [{"name": "c", "image": None, "env": [{"name": "A", "valueFrom": None, "value": "1"},
-                                                                        {"name": "B", "valueFrom": {"x": None}}],
-                                    "resources": None}],
-                    "tolerations": [None, {"operator": "Exists"}], "volumes": None, "affinity": None},
-           "status": {"containerStatuses": [{"name": "other", "ready": True}], "conditions": None}}
+    pod = {
+        "metadata": {
+            "name": "p",
+            "namespace": "ns",
+            "labels": {"replicas": 2, "ratio": 0.5, "none": "x"},
+            "annotations": None,
+            "uid": None,
+        },
+        "spec": {
+            "containers": [
+                {
+                    "name": "c",
+                    "image": None,
+                    "env": [{"name": "A", "valueFrom": None, "value": "1"}, {"name": "B", "valueFrom": {"x": None}}],
+                    "resources": None,
+                }
+            ],
+            "tolerations": [None, {"operator": "Exists"}],
+            "volumes": None,
+            "affinity": None,
+        },
+        "status": {"containerStatuses": [{"name": "other", "ready": True}], "conditions": None},
+    }
     (parsed,) = k8s.parse_pods(as_list(pod))
-    assert parsed == Pod(namespace="ns", name="p", labels={"replicas": "2", "ratio": "0.5", "none": "x"},
-                         containers=[Container("c", env={"A": "1", "B": "<from:unknown>"})],
-                         tolerations=[{}, {"operator": "Exists"}])
+    assert parsed == Pod(
+        namespace="ns",
+        name="p",
+        labels={"replicas": "2", "ratio": "0.5", "none": "x"},
+        containers=[Container("c", env={"A": "1", "B": "<from:unknown>"})],
+        tolerations=[{}, {"operator": "Exists"}],
+    )
 
 
 @pytest.mark.parametrize(
     ("path", "value", "expected"),
     [
-        (["metadata", "labels", "app"], True, "pod llm/llama-8b-7d9c6b5f4-x2x9k: metadata.labels.app: expected a string, found a boolean"),
+        (
+            ["metadata", "labels", "app"],
+            True,
+            "pod llm/llama-8b-7d9c6b5f4-x2x9k: metadata.labels.app: expected a string, found a boolean",
+        ),
         (["metadata", "annotations", "a"], None, "metadata.annotations.a: expected a string, found null"),
         (["metadata", "uid"], 1, "metadata.uid: expected a string, found an integer"),
-        (["metadata", "ownerReferences", 0, "controller"], "yes", "metadata.ownerReferences[0].controller: expected a boolean"),
+        (
+            ["metadata", "ownerReferences", 0, "controller"],
+            "yes",
+            "metadata.ownerReferences[0].controller: expected a boolean",
+        ),
         (["metadata", "ownerReferences"], {}, "metadata.ownerReferences: expected a list, found an object"),
         (["spec"], [], "pod llm/llama-8b-7d9c6b5f4-x2x9k: spec: expected an object, found a list"),
         (["spec", "nodeName"], 3, "spec.nodeName: expected a string, found an integer"),
@@ -1114,17 +1737,31 @@ def test_pod_fields_left_out_null_or_numbers():
         (["spec", "containers", 0, "image"], ["x"], "spec.containers[0].image: expected a string, found a list"),
         (["spec", "containers", 0, "env", 0, "value"], 1, "spec.containers[0].env[0].value: expected a string"),
         (["spec", "containers", 0, "ports", 0, "name"], 1, "spec.containers[0].ports[0].name: expected a string"),
-        (["spec", "containers", 0, "resources", "limits"], [], "spec.containers[0].resources.limits: expected an object"),
-        (["spec", "containers", 0, "livenessProbe", "periodSeconds"], 1.5,
-         "spec.containers[0].livenessProbe.periodSeconds: expected an integer, found a number"),
+        (
+            ["spec", "containers", 0, "resources", "limits"],
+            [],
+            "spec.containers[0].resources.limits: expected an object",
+        ),
+        (
+            ["spec", "containers", 0, "livenessProbe", "periodSeconds"],
+            1.5,
+            "spec.containers[0].livenessProbe.periodSeconds: expected an integer, found a number",
+        ),
         (["spec", "affinity"], "any", "spec.affinity: expected an object, found a string"),
         (["spec", "volumes", 1], 3, "spec.volumes[1]: expected an object, found an integer"),
         (["status", "phase"], 1, "status.phase: expected a string, found an integer"),
         (["status", "conditions", 0, "type"], None, "status.conditions[0].type: expected a string, found null"),
         (["status", "containerStatuses", 0, "name"], 1, "status.containerStatuses[0].name: expected a string"),
-        (["status", "containerStatuses", 0, "state", "waiting"], "x", "state.waiting: expected an object, found a string"),
-        (["status", "containerStatuses", 0, "lastState", "terminated", "exitCode"], "137",
-         "status.containerStatuses[0].lastState.terminated.exitCode: expected an integer, found a string"),
+        (
+            ["status", "containerStatuses", 0, "state", "waiting"],
+            "x",
+            "state.waiting: expected an object, found a string",
+        ),
+        (
+            ["status", "containerStatuses", 0, "lastState", "terminated", "exitCode"],
+            "137",
+            "status.containerStatuses[0].lastState.terminated.exitCode: expected an integer, found a string",
+        ),
     ],
 )
 def test_bad_pod_fields(path, value, expected):
@@ -1133,13 +1770,20 @@ def test_bad_pod_fields(path, value, expected):
 
 @pytest.mark.parametrize(
     ("parse", "doc"),
-    [(k8s.parse_pods, VLLM_POD), (k8s.parse_pods, RAY_WORKER_POD), (k8s.parse_nodes, GPU_NODE),
-     *((k8s.parse_events, event) for event in (*CORE_EVENTS, EVENTS_K8S_IO))],
+    [
+        (k8s.parse_pods, VLLM_POD),
+        (k8s.parse_pods, RAY_WORKER_POD),
+        (k8s.parse_nodes, GPU_NODE),
+        *((k8s.parse_events, event) for event in (*CORE_EVENTS, EVENTS_K8S_IO)),
+    ],
 )
 def test_plain_and_checked_readings_agree(parse, doc, monkeypatch):
     """The plain reading of well-typed items gives what the checked reading would, and leaves every odd one to it."""
+
     def read_all(doc):
-        texts = [as_list(m) for m in _mutations(doc)] + [as_list(doc, odd) for odd in ("x", None, [], {}, {"metadata": 1})]
+        texts = [as_list(m) for m in _mutations(doc)] + [
+            as_list(doc, odd) for odd in ("x", None, [], {}, {"metadata": 1})
+        ]
         found = []
         for text in texts:
             try:
@@ -1166,7 +1810,9 @@ def test_pods_read_from_a_document_are_those_read_from_its_text(path: Path) -> N
     assert k8s.parse_pods_document(json.loads(text)) == k8s.parse_pods(text)
 
 
-@pytest.mark.parametrize("doc", [[], {"kind": "NodeList", "items": []}, {"items": {}}, {"kind": "List", "items": [{"kind": "Pod"}]}])
+@pytest.mark.parametrize(
+    "doc", [[], {"kind": "NodeList", "items": []}, {"items": {}}, {"kind": "List", "items": [{"kind": "Pod"}]}]
+)
 def test_a_document_that_is_no_pod_list_is_refused_as_its_text_is(doc: object) -> None:
     with pytest.raises(ParseError) as from_text:
         k8s.parse_pods(json.dumps(doc))

@@ -9,9 +9,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from diag.core.rules_dir import builtin_rules_dir
 from diag.parsers.log_gate import MIN_LITERAL, ONE_PASS_FROM, LineGate, candidate_lines, required_literals
 from diag.parsers.logs import scan_log
-from diag.core.rules_dir import builtin_rules_dir
 from diag.parsers.signals import builtin_signals, load_signals
 
 REPO = Path(__file__).resolve().parents[3]
@@ -51,8 +51,15 @@ def test_candidate_lines_keep_order_and_the_lines_splitlines_would_cut() -> None
     assert candidate_lines(text, gate) == ["needle one", "c needle", "x", "needle"]
     assert candidate_lines(text, gate.joined(LineGate(None))) == text.splitlines()
     assert gate.may_match(text) and not gate.may_match("a\nb\n") and LineGate(None).may_match("a\nb\n")
-    assert candidate_lines(text, gate.joined(LineGate.of([re.compile("one\r")]))) == ["needle one", "c needle", "x", "needle"]
-    assert candidate_lines(text, LineGate.of([re.compile("absent")]).joined(LineGate.of([re.compile("(?i:NEEDLE one)")]))) == ["needle one"]
+    assert candidate_lines(text, gate.joined(LineGate.of([re.compile("one\r")]))) == [
+        "needle one",
+        "c needle",
+        "x",
+        "needle",
+    ]
+    assert candidate_lines(
+        text, LineGate.of([re.compile("absent")]).joined(LineGate.of([re.compile("(?i:NEEDLE one)")]))
+    ) == ["needle one"]
 
 
 @st.composite
@@ -60,8 +67,14 @@ def _literals_and_text(draw: st.DrawFn, how_many: int) -> tuple[list[str], str]:
     """Literals over a few characters, so that they overlap, share heads and tails, and are cut at
     different characters; a text of lines made of them, pieces of them and those characters."""
     alphabet = "ab_Qx "
-    literals = draw(st.lists(st.text(alphabet, min_size=MIN_LITERAL, max_size=9), min_size=how_many, max_size=how_many, unique=True))
-    parts = st.one_of(st.sampled_from(literals), st.sampled_from(literals).map(lambda literal: literal[1:]), st.text(alphabet + "\n", max_size=6))
+    literals = draw(
+        st.lists(st.text(alphabet, min_size=MIN_LITERAL, max_size=9), min_size=how_many, max_size=how_many, unique=True)
+    )
+    parts = st.one_of(
+        st.sampled_from(literals),
+        st.sampled_from(literals).map(lambda literal: literal[1:]),
+        st.text(alphabet + "\n", max_size=6),
+    )
     return literals, "".join(draw(st.lists(parts, max_size=30)))
 
 
@@ -103,8 +116,11 @@ def test_the_gate_finds_what_scanning_every_line_finds() -> None:
     signals = builtin_signals()
     ungated = dataclasses.replace(signals, gate=LineGate(None))
     examples = _examples()
-    noisy = "\n".join(f"INFO 03-14 09:00:{i % 60:02d} [loggers.py:123] Engine 000: Running: {i} reqs\n  {line}  \r\n"
-                      f"\x1b[31m{line}\x1b[0m" for i, line in enumerate(examples))
+    noisy = "\n".join(
+        f"INFO 03-14 09:00:{i % 60:02d} [loggers.py:123] Engine 000: Running: {i} reqs\n  {line}  \r\n"
+        f"\x1b[31m{line}\x1b[0m"
+        for i, line in enumerate(examples)
+    )
     shutdown = "(APIServer pid=1) INFO 03-14 10:00:00 [launcher.py:99] [shutdown] received signal=SIGTERM\n" + noisy
     texts = [*_logs_of_the_fixtures(), noisy, shutdown, "\n".join(examples)]
     assert len(texts) > 30

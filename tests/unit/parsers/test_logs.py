@@ -8,8 +8,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from diag.parsers.logs import _READY, _startup_span, _timestamp
-from diag.parsers.logs import MAX_LINES_PER_SIGNAL, gpu_memory_shortfall, model_load_seconds, scan_log, xids_in
+from diag.parsers.logs import (
+    _READY,
+    MAX_LINES_PER_SIGNAL,
+    _startup_span,
+    _timestamp,
+    gpu_memory_shortfall,
+    model_load_seconds,
+    scan_log,
+    xids_in,
+)
 from diag.parsers.signals import builtin_signals
 
 # A V1 vLLM server that starts cleanly: API server and engine core processes, uvicorn at the end.
@@ -103,15 +111,21 @@ def test_every_signal_is_found():
     assert v0.startswith("ValueError: The model's max seq len (131072) is larger than")
     assert found["no_cache_blocks"] == [
         "(EngineCore_0 pid=263) ValueError: No available memory for the cache blocks. Try increasing "
-        "`gpu_memory_utilization` when initializing the engine."]
-    assert [line.split(":")[0] for line in found["cuda_oom"]] == ["torch.OutOfMemoryError", "torch.cuda.OutOfMemoryError"]
+        "`gpu_memory_utilization` when initializing the engine."
+    ]
+    assert [line.split(":")[0] for line in found["cuda_oom"]] == [
+        "torch.OutOfMemoryError",
+        "torch.cuda.OutOfMemoryError",
+    ]
     assert len(found["cuda_driver_too_old"]) == 3
     # six lines say so; only the last five are kept
     assert len(found["model_not_found"]) == MAX_LINES_PER_SIGNAL
     assert found["model_not_found"][0].startswith("huggingface_hub.errors.RepositoryNotFoundError")
     missing_model = [line for line in FAILURES.splitlines() if "model_not_found" in scan_log(line)]
     assert len(missing_model) == 6 and "config.json" in missing_model[0]
-    assert found["xid"] == ["[ 5123.456789] NVRM: Xid (PCI:0000:65:00): 79, pid=1234, name=python3, GPU has fallen off the bus."]
+    assert found["xid"] == [
+        "[ 5123.456789] NVRM: Xid (PCI:0000:65:00): 79, pid=1234, name=python3, GPU has fallen off the bus."
+    ]
     assert found["ray_cannot_schedule"][0].endswith("cannot provide the requested resources.")
     assert "PreemptionMode.RECOMPUTE" in found["preemption"][0]
     assert len(found["engine_dead"]) == 3
@@ -140,17 +154,24 @@ def test_benign_lines_are_not_signals(benign):
 
 
 def test_engine_dead_after_a_requested_shutdown_is_not_a_failure():
-    stopped = CLEAN_START + """\
+    stopped = (
+        CLEAN_START
+        + """\
 (EngineCore pid=212) INFO 03-14 09:30:00 [core.py:1454] [shutdown] EngineCore: trigger received signal=SIGTERM
 (APIServer pid=1) INFO 03-14 09:30:00 [launcher.py:254] [shutdown] API server: shutdown triggered
 (APIServer pid=1) ERROR 03-14 09:30:00 [async_llm.py:906] vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.
 (APIServer pid=1) INFO 03-14 09:30:00 [launcher.py:279] [shutdown] API server: engine client stopped
 INFO:     Shutting down
 """
+    )
     assert set(scan_log(stopped)) == {"vllm_process"}
     # a death before any shutdown request still counts, and so do other failures during shutdown
-    crashed = CLEAN_START + "(APIServer pid=1) ERROR 03-14 09:20:00 [core_client.py:564] Engine core proc EngineCore_0 " \
-        "died unexpectedly, shutting down client.\n" + stopped.split(CLEAN_START)[1] + "torch.OutOfMemoryError: CUDA out of memory.\n"
+    crashed = (
+        CLEAN_START + "(APIServer pid=1) ERROR 03-14 09:20:00 [core_client.py:564] Engine core proc EngineCore_0 "
+        "died unexpectedly, shutting down client.\n"
+        + stopped.split(CLEAN_START)[1]
+        + "torch.OutOfMemoryError: CUDA out of memory.\n"
+    )
     found = scan_log(crashed)
     assert [line.split("] ")[1][:16] for line in found["engine_dead"]] == ["Engine core proc"]
     assert found["cuda_oom"] == ["torch.OutOfMemoryError: CUDA out of memory."]
@@ -176,11 +197,18 @@ def test_one_line_counts_once_per_signal_but_may_carry_several():
 def test_gpu_memory_shortfall_reads_both_wordings():
     [line] = scan_log(FAILURES)["gpu_memory_taken"]
     assert gpu_memory_shortfall(line) == {
-        "device": None, "free_gib": 20.1, "total_gib": 139.8, "utilization": 0.9, "requested_gib": 125.8,
-        "in_use_gib": 119.7, "utilization_that_fits": 0.14,
+        "device": None,
+        "free_gib": 20.1,
+        "total_gib": 139.8,
+        "utilization": 0.9,
+        "requested_gib": 125.8,
+        "in_use_gib": 119.7,
+        "utilization_that_fits": 0.14,
     }
-    newer = ("ValueError: Free memory on device cuda:0 (6.2/79.19 GiB) on startup is less than desired GPU memory "
-             "utilization (0.5, 39.6 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.")
+    newer = (
+        "ValueError: Free memory on device cuda:0 (6.2/79.19 GiB) on startup is less than desired GPU memory "
+        "utilization (0.5, 39.6 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes."
+    )
     shortfall = gpu_memory_shortfall(newer)
     assert shortfall is not None and shortfall["device"] == "cuda:0" and shortfall["utilization_that_fits"] == 0.07
     assert gpu_memory_shortfall("ValueError: No available memory for the cache blocks.") is None
@@ -205,8 +233,12 @@ def test_startup_span_from_first_stamp_to_startup_complete():
 
 
 _LINES = [
-    "INFO 03-14 09:00:02 [a.py:1] start", "(APIServer pid=1) INFO:     Application startup complete.", "no stamp here",
-    "INFO 03-14 09:01:30 [b.py:2] loading", "INFO:     Uvicorn running on http://0.0.0.0:8000", "INFO 12-31 23:59:59 [c.py:3] late",
+    "INFO 03-14 09:00:02 [a.py:1] start",
+    "(APIServer pid=1) INFO:     Application startup complete.",
+    "no stamp here",
+    "INFO 03-14 09:01:30 [b.py:2] loading",
+    "INFO:     Uvicorn running on http://0.0.0.0:8000",
+    "INFO 12-31 23:59:59 [c.py:3] late",
     "2025-03-14T09:05:00.000000000Z INFO 03-14 09:05:00 [d.py:4] stamped",
 ]
 
@@ -234,10 +266,12 @@ def test_kubectl_timestamps_are_preferred():
         f"2025-03-14T09:{minute:02d}:{second:02d}.500000000Z {line}"
         for (minute, second), line in zip(
             [(0, 0), (0, 30), (3, 0), (3, 1)],
-            ["INFO 03-14 09:00:02 [api_server.py:1805] vLLM API server version 0.10.1",
-             "INFO 03-14 09:00:31 [default_loader.py:262] Loading weights took 20.00 seconds",
-             "INFO 03-14 09:03:00 [api_server.py:1880] Starting vLLM API server 0 on http://0.0.0.0:8000",
-             "INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)"],
+            [
+                "INFO 03-14 09:00:02 [api_server.py:1805] vLLM API server version 0.10.1",
+                "INFO 03-14 09:00:31 [default_loader.py:262] Loading weights took 20.00 seconds",
+                "INFO 03-14 09:03:00 [api_server.py:1880] Starting vLLM API server 0 on http://0.0.0.0:8000",
+                "INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)",
+            ],
         )
     )
     assert model_load_seconds(stamped) == 181.0
@@ -272,9 +306,11 @@ def test_durations_take_the_slowest_worker_and_newer_wording():
 
 
 def test_startup_across_a_year_boundary():
-    text = "INFO 12-31 23:59:30 [api_server.py:1805] vLLM API server version 0.10.1\n" \
-           "INFO 01-01 00:00:45 [api_server.py:1880] Starting vLLM API server 0 on http://0.0.0.0:8000\n" \
-           "INFO:     Application startup complete.\n"
+    text = (
+        "INFO 12-31 23:59:30 [api_server.py:1805] vLLM API server version 0.10.1\n"
+        "INFO 01-01 00:00:45 [api_server.py:1880] Starting vLLM API server 0 on http://0.0.0.0:8000\n"
+        "INFO:     Application startup complete.\n"
+    )
     assert model_load_seconds(text) == 75.0
 
 
@@ -282,4 +318,3 @@ def test_no_startup_information():
     assert model_load_seconds("") is None
     assert model_load_seconds("INFO:     Application startup complete.\n") is None  # no stamps, no durations
     assert model_load_seconds("hello\nworld 13-45 99:99:99\n") is None
-

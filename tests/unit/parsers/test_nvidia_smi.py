@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from diag.core.errors import ParseError
-from diag.parsers.gpu_common import clocks_event_reason_names
 from diag.parsers import nvidia_smi
+from diag.parsers.gpu_common import clocks_event_reason_names
 from diag.parsers.nvidia_smi import parse_csv, parse_xml
 
 EARLIER = Path(__file__).resolve().parents[3] / "fixtures" / "real" / "h200" / "earlier"
@@ -427,7 +427,9 @@ def test_any_order_of_children_reads_as_the_whole_document_does(children: list[s
 def test_a_layout_the_cut_breaks_is_parsed_whole() -> None:
     """Two children on one line, the first unread: the cut takes the read one's opening tag with it
     and leaves its closing tag; the whole document is parsed instead, and nothing is lost."""
-    text = _log("\n\t\t<fan_speed>N/A</fan_speed><temperature>\n\t\t\t<gpu_temp>46 C</gpu_temp>\n\t\t</temperature>\n\t")
+    text = _log(
+        "\n\t\t<fan_speed>N/A</fan_speed><temperature>\n\t\t\t<gpu_temp>46 C</gpu_temp>\n\t\t</temperature>\n\t"
+    )
     [gpu] = parse_xml(text, "n")
     assert gpu.temperature_c == 46
 

@@ -115,7 +115,7 @@ def test_quoted_utf8_names_of_prometheus_3():
 
 def test_garbage_lines_are_reported_and_good_samples_kept():
     log_line = "INFO 08-25 09:12:34 [loggers.py:123] Engine 000: Avg prompt throughput: 0.0 tokens/s"
-    text = V1_TEXT + log_line + "\n" + "vllm:x{a=\"b\"} twelve\n"
+    text = V1_TEXT + log_line + "\n" + 'vllm:x{a="b"} twelve\n'
     exposition = parse_exposition(text)
     assert len(exposition.samples) == 10
     assert exposition.errors == [
@@ -188,11 +188,15 @@ def test_only_comments_is_an_exposition_without_samples():
     [
         ("", "empty file, expected Prometheus text exposition"),
         ("  \n\n", "empty file, expected Prometheus text exposition"),
-        ("<!DOCTYPE html>\n<html><body>502 Bad Gateway</body></html>\n",
-         "an HTML or XML document, not Prometheus text exposition"),
+        (
+            "<!DOCTYPE html>\n<html><body>502 Bad Gateway</body></html>\n",
+            "an HTML or XML document, not Prometheus text exposition",
+        ),
         ('{"detail": "Not Found"}', "JSON, not Prometheus text exposition"),
-        ("Internal Server Error",
-         "not Prometheus text exposition, no sample found (line 1: value 'Server' is not a number: Internal Server Error)"),
+        (
+            "Internal Server Error",
+            "not Prometheus text exposition, no sample found (line 1: value 'Server' is not a number: Internal Server Error)",
+        ),
     ],
 )
 def test_not_exposition_raises_one_line(text, message):
@@ -244,7 +248,9 @@ def test_an_impossible_count_is_a_bad_line_not_a_sample(lines: list[str], value:
     text = "\n".join([*lines[:-1], lines[-1].replace("{v}", value), "vllm:num_requests_running 1", ""])
     result = parse_exposition(text)
     assert [s.name for s in result.samples] == ["vllm:num_requests_running"]
-    assert result.errors == [f"line {len(lines)}: a count cannot be {float(value):g}: {lines[-1].replace('{v}', value)}"]
+    assert result.errors == [
+        f"line {len(lines)}: a count cannot be {float(value):g}: {lines[-1].replace('{v}', value)}"
+    ]
 
 
 def test_gauges_keep_their_special_values() -> None:
@@ -314,7 +320,7 @@ def test_one_sample_line(line: str, name: str, labels: dict[str, str], value: fl
 
 
 def test_nan_values() -> None:
-    samples = parse_exposition("a NaN\nb nan\nc +NaN\nd{x=\"1\"} NaN 12\n").samples
+    samples = parse_exposition('a NaN\nb nan\nc +NaN\nd{x="1"} NaN 12\n').samples
     assert [s.name for s in samples] == ["a", "b", "c", "d"]
     assert all(math.isnan(s.value) for s in samples)
 
@@ -390,7 +396,7 @@ def test_eof_ends_the_exposition_blank_lines_after_it_are_fine() -> None:
 
 
 def test_a_type_line_changes_what_counts_after_it() -> None:
-    text = "a_total -1\n# TYPE a_total gauge\na_total{x=\"1\"} -1\n# TYPE h histogram\nh_count -1\nh_sum -1\n"
+    text = 'a_total -1\n# TYPE a_total gauge\na_total{x="1"} -1\n# TYPE h histogram\nh_count -1\nh_sum -1\n'
     result = parse_exposition(text)
     assert [(s.name, s.labels) for s in result.samples] == [("a_total", {"x": "1"}), ("h_sum", {})]
     assert [e.split(":")[0] for e in result.errors] == ["line 1", "line 5"]
@@ -398,15 +404,27 @@ def test_a_type_line_changes_what_counts_after_it() -> None:
 
 # Parts of sample lines: (the usual ones, odd or damaged ones).
 _NAMES = (["a", "a_total", "h_bucket", "h_count", "vllm:x", "_y"], ["1a", "a-b", "", '{"q.n"', "a "])
-_LABELS = (['x="1"', 'x="2"', 'le="+Inf"', '_k=""', 'k="}"', 'k=","', 'k="#"', 'k="a b"'],
-           ['x="a\\"b"', 'x="\\\\"', 'x="\\n"', 'x="\\t"', '0k="1"', '"k.k"="1"', 'x = "1"', 'x="1', "x=1", "x", ""])
+_LABELS = (
+    ['x="1"', 'x="2"', 'le="+Inf"', '_k=""', 'k="}"', 'k=","', 'k="#"', 'k="a b"'],
+    ['x="a\\"b"', 'x="\\\\"', 'x="\\n"', 'x="\\t"', '0k="1"', '"k.k"="1"', 'x = "1"', 'x="1', "x=1", "x", ""],
+)
 _COMMAS = ([","], [", ", ",,", " ,"])
 _ENDS = (["}"], [",}", "", " }"])
 _BLANKS = ([" "], ["  ", "\t", "", " # ", "#"])
-_NUMBERS = (["1", "-1", "1.5", "1e3", "1E-3", "+Inf", "-Inf", "NaN", ".5", "5.", "-0.0", "1733900000000"],
-            ["Inf", "nan", "+NaN", "Infinity", "1_0", "0x1", "1#2", "#", "\u0663", "1e", "--1", "1.2.3", "", '{x="1"}'])
+_NUMBERS = (
+    ["1", "-1", "1.5", "1e3", "1E-3", "+Inf", "-Inf", "NaN", ".5", "5.", "-0.0", "1733900000000"],
+    ["Inf", "nan", "+NaN", "Infinity", "1_0", "0x1", "1#2", "#", "\u0663", "1e", "--1", "1.2.3", "", '{x="1"}'],
+)
 _AROUND = ([""], [" ", "\t", "\r"])
-_COMMENTS = ["# TYPE a counter", "# TYPE a_total gauge", "# TYPE h histogram", "# HELP a x", "# EOF", "# free", "# TYPE a"]
+_COMMENTS = [
+    "# TYPE a counter",
+    "# TYPE a_total gauge",
+    "# TYPE h histogram",
+    "# HELP a x",
+    "# EOF",
+    "# free",
+    "# TYPE a",
+]
 
 
 def _random_line(rand: random.Random) -> str:
@@ -452,13 +470,7 @@ def test_the_one_match_of_plain_numbered_lines_reads_random_lines_alike(monkeypa
 
 def test_each_sample_carries_its_series_key_whichever_way_its_line_was_read():
     """The metrics index keys series by it: plain lines, lines with escapes and quoted names alike."""
-    text = (
-        'a{z="1",b="2"} 1\n'
-        'a{b="3",z="1"} 2\n'
-        'b{x="a\\"q",y="p"} 3 1700000000000\n'
-        '{"my.metric",k="v"} 4\n'
-        "c 5\n"
-    )
+    text = 'a{z="1",b="2"} 1\na{b="3",z="1"} 2\nb{x="a\\"q",y="p"} 3 1700000000000\n{"my.metric",k="v"} 4\nc 5\n'
     samples = parse_exposition(text).samples
     assert [s.series_key for s in samples] == [tuple(sorted(s.labels.items())) for s in samples]
     assert samples[0].series_key == (("b", "2"), ("z", "1")) and samples[-1].series_key == ()

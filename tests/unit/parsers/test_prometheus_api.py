@@ -53,10 +53,14 @@ def test_matrix_without_query_field():
 
 
 def test_scalar_and_numeric_string():
-    scalar = parse_prom_answer('{"status": "success", "data": {"resultType": "scalar", "result": [1733900000, "2"]}}', "s")
+    scalar = parse_prom_answer(
+        '{"status": "success", "data": {"resultType": "scalar", "result": [1733900000, "2"]}}', "s"
+    )
     assert scalar.result_type == "scalar"
     assert [(s.metric, s.values) for s in scalar.series] == [({}, [(1733900000.0, 2.0)])]
-    text = parse_prom_answer('{"status": "success", "data": {"resultType": "string", "result": [1733900000, "0.5"]}}', "t")
+    text = parse_prom_answer(
+        '{"status": "success", "data": {"resultType": "string", "result": [1733900000, "0.5"]}}', "t"
+    )
     assert text.series[0].values == [(1733900000.0, 0.5)]
 
 
@@ -66,52 +70,89 @@ def test_empty_vector():
 
 
 def test_warnings_are_ignored():
-    text = '{"status": "success", "warnings": ["PromQL info: metric might not be a counter"], ' \
-           '"data": {"resultType": "vector", "result": []}}'
+    text = (
+        '{"status": "success", "warnings": ["PromQL info: metric might not be a counter"], '
+        '"data": {"resultType": "vector", "result": []}}'
+    )
     assert parse_prom_answer(text, "w").result_type == "vector"
 
 
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ('{"status": "error", "errorType": "bad_data", '
-         '"error": "invalid parameter \\"query\\": 1:9: parse error: unexpected \\"}\\""}',
-         'Prometheus answered with an error (bad_data): invalid parameter "query": 1:9: parse error: unexpected "}"'),
-        ('{"status": "error", "errorType": "timeout", "error": "query timed out in expression evaluation"}',
-         "Prometheus answered with an error (timeout): query timed out in expression evaluation"),
+        (
+            '{"status": "error", "errorType": "bad_data", '
+            '"error": "invalid parameter \\"query\\": 1:9: parse error: unexpected \\"}\\""}',
+            'Prometheus answered with an error (bad_data): invalid parameter "query": 1:9: parse error: unexpected "}"',
+        ),
+        (
+            '{"status": "error", "errorType": "timeout", "error": "query timed out in expression evaluation"}',
+            "Prometheus answered with an error (timeout): query timed out in expression evaluation",
+        ),
         ("", "empty file, expected a Prometheus HTTP API answer"),
         ('{"status": "success", "data": {"resultType": "vector", "result": [', "not valid JSON"),
-        ('{"data": {"resultType": "vector", "result": []}}', 'not a Prometheus HTTP API answer (no status "success" with data)'),
+        (
+            '{"data": {"resultType": "vector", "result": []}}',
+            'not a Prometheus HTTP API answer (no status "success" with data)',
+        ),
         ('{"status": "success"}', 'not a Prometheus HTTP API answer (no status "success" with data)'),
-        ('{"status": "success", "data": {"resultType": "table", "result": []}}',
-         "answer: data.resultType: 'table' is none of vector, matrix, scalar, string"),
-        ('{"status": "success", "data": {"resultType": "vector", "result": {}}}',
-         "answer: data.result: expected a list, found an object"),
-        ('{"status": "success", "data": {"resultType": "vector", "result": [{"metric": {}, "value": [1, 2]}]}}',
-         "answer: data.result[0].value: the value is an integer, expected a string"),
-        ('{"status": "success", "data": {"resultType": "vector", "result": [{"metric": {}, "value": ["1", "2"]}]}}',
-         "answer: data.result[0].value: the time is a string, expected a number"),
-        ('{"status": "success", "data": {"resultType": "vector", "result": [{"metric": {}, "value": [1, "many"]}]}}',
-         "answer: data.result[0].value: the value 'many' is not a number"),
-        ('{"status": "success", "data": {"resultType": "vector", "result": [{"metric": {}}]}}',
-         "answer: data.result[0].value: expected a [time, \"value\"] pair, found null"),
-        ('{"status": "success", "data": {"resultType": "matrix", "result": [{"metric": {}, "values": [[1]]}]}}',
-         "answer: data.result[0].values[0]: expected a [time, \"value\"] pair, found a list"),
-        ('{"status": "success", "data": {"resultType": "matrix", "result": [{"metric": {}, "value": [1, "2"]}]}}',
-         "answer: data.result[0].values: expected a list, found null"),
-        ('{"status": "success", "data": {"resultType": "vector", "result": [{"metric": ["a"], "value": [1, "2"]}]}}',
-         "answer: data.result[0].metric: expected an object, found a list"),
-        ('{"status": "success", "data": {"resultType": "vector", "result": [{"metric": {"job": 3.5}, "value": [1, "2"]}]}}',
-         "answer: data.result[0].metric.job: expected a string, found a number"),
-        ('{"status": "success", "data": {"resultType": "scalar", "result": "2"}}',
-         'answer: data.result: expected a [time, "value"] pair, found a string'),
-        ('{"status": "success", "data": {"resultType": "string", "result": [1, "ready"]}}',
-         "answer: data.result: the value 'ready' is not a number"),
-        ('{"status": "success", "data": {"resultType": "vector", "result": '
-         '[{"metric": {}, "histogram": [1, {"count": "2", "sum": "3", "buckets": []}]}]}}',
-         "answer: data.result[0]: native histogram samples are not supported, query a float expression"),
-        ('{"status": "success", "query": 5, "data": {"resultType": "vector", "result": []}}',
-         "answer: query: expected a string, found an integer"),
+        (
+            '{"status": "success", "data": {"resultType": "table", "result": []}}',
+            "answer: data.resultType: 'table' is none of vector, matrix, scalar, string",
+        ),
+        (
+            '{"status": "success", "data": {"resultType": "vector", "result": {}}}',
+            "answer: data.result: expected a list, found an object",
+        ),
+        (
+            '{"status": "success", "data": {"resultType": "vector", "result": [{"metric": {}, "value": [1, 2]}]}}',
+            "answer: data.result[0].value: the value is an integer, expected a string",
+        ),
+        (
+            '{"status": "success", "data": {"resultType": "vector", "result": [{"metric": {}, "value": ["1", "2"]}]}}',
+            "answer: data.result[0].value: the time is a string, expected a number",
+        ),
+        (
+            '{"status": "success", "data": {"resultType": "vector", "result": [{"metric": {}, "value": [1, "many"]}]}}',
+            "answer: data.result[0].value: the value 'many' is not a number",
+        ),
+        (
+            '{"status": "success", "data": {"resultType": "vector", "result": [{"metric": {}}]}}',
+            'answer: data.result[0].value: expected a [time, "value"] pair, found null',
+        ),
+        (
+            '{"status": "success", "data": {"resultType": "matrix", "result": [{"metric": {}, "values": [[1]]}]}}',
+            'answer: data.result[0].values[0]: expected a [time, "value"] pair, found a list',
+        ),
+        (
+            '{"status": "success", "data": {"resultType": "matrix", "result": [{"metric": {}, "value": [1, "2"]}]}}',
+            "answer: data.result[0].values: expected a list, found null",
+        ),
+        (
+            '{"status": "success", "data": {"resultType": "vector", "result": [{"metric": ["a"], "value": [1, "2"]}]}}',
+            "answer: data.result[0].metric: expected an object, found a list",
+        ),
+        (
+            '{"status": "success", "data": {"resultType": "vector", "result": [{"metric": {"job": 3.5}, "value": [1, "2"]}]}}',
+            "answer: data.result[0].metric.job: expected a string, found a number",
+        ),
+        (
+            '{"status": "success", "data": {"resultType": "scalar", "result": "2"}}',
+            'answer: data.result: expected a [time, "value"] pair, found a string',
+        ),
+        (
+            '{"status": "success", "data": {"resultType": "string", "result": [1, "ready"]}}',
+            "answer: data.result: the value 'ready' is not a number",
+        ),
+        (
+            '{"status": "success", "data": {"resultType": "vector", "result": '
+            '[{"metric": {}, "histogram": [1, {"count": "2", "sum": "3", "buckets": []}]}]}}',
+            "answer: data.result[0]: native histogram samples are not supported, query a float expression",
+        ),
+        (
+            '{"status": "success", "query": 5, "data": {"resultType": "vector", "result": []}}',
+            "answer: query: expected a string, found an integer",
+        ),
     ],
 )
 def test_bad_answers(text, message):

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from diag.core.errors import ParseError
-from diag.snapshot.model import RayDemand
 from diag.parsers.ray_status import parse_cluster_status_json, parse_ray_status
+from diag.snapshot.model import RayDemand
 
 LIVE = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "ray-live"
 GiB = 2**30
@@ -310,5 +310,7 @@ def test_node_counts_are_checked(count: float):
     answer = _cluster_status()
     answer["data"]["clusterStatus"]["autoscalerReport"]["activeNodes"] = {"gpuGroup": count}
     # NaN is not JSON at all: refused when the document is read, before any field is
-    with pytest.raises(ParseError, match=r"autoscalerReport\.activeNodes: .* is not a node count|NaN is not a JSON number"):
+    with pytest.raises(
+        ParseError, match=r"autoscalerReport\.activeNodes: .* is not a node count|NaN is not a JSON number"
+    ):
         parse_cluster_status_json(json.dumps(answer))

@@ -34,4 +34,4 @@ def test_single_reason_without_preemption():
 
 
 def test_other_messages_are_not_fit_errors():
-    assert parse_fit_error('pod has unbound immediate PersistentVolumeClaims') is None
+    assert parse_fit_error("pod has unbound immediate PersistentVolumeClaims") is None

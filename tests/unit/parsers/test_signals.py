@@ -38,12 +38,27 @@ def _signals_dir(tmp_path: Path, text: str) -> Path:
     [
         ("signals: [1]", "expected a top-level `signals:` mapping"),
         ("signals:\n  Bad-Name: {}", "is not lower_snake_case"),
-        ("signals:\n  x:\n    layer: vllm\n    description: d\n    patterns: [{regex: 'a(', source: s}]", "does not compile"),
-        ("signals:\n  x:\n    layer: vllm\n    description: d\n    patterns: [{regex: '(?i)abc', source: s}]", "write flags scoped"),
-        ("signals:\n  x:\n    layer: cloud\n    description: d\n    patterns: [{regex: a, source: s}]", "layer must be one of"),
+        (
+            "signals:\n  x:\n    layer: vllm\n    description: d\n    patterns: [{regex: 'a(', source: s}]",
+            "does not compile",
+        ),
+        (
+            "signals:\n  x:\n    layer: vllm\n    description: d\n    patterns: [{regex: '(?i)abc', source: s}]",
+            "write flags scoped",
+        ),
+        (
+            "signals:\n  x:\n    layer: cloud\n    description: d\n    patterns: [{regex: a, source: s}]",
+            "layer must be one of",
+        ),
         ("signals:\n  x:\n    layer: vllm\n    description: d\n    patterns: [{regex: a}]", "needs a `source`"),
-        ("signals:\n  x:\n    layer: vllm\n    description: d\n    patterns: [{regex: abc, source: s, example: xyz}]", "example does not match"),
-        ("signals:\n  x:\n    layer: vllm\n    description: d\n    colour: red\n    patterns: [{regex: a, source: s}]", "unknown key(s) colour"),
+        (
+            "signals:\n  x:\n    layer: vllm\n    description: d\n    patterns: [{regex: abc, source: s, example: xyz}]",
+            "example does not match",
+        ),
+        (
+            "signals:\n  x:\n    layer: vllm\n    description: d\n    colour: red\n    patterns: [{regex: a, source: s}]",
+            "unknown key(s) colour",
+        ),
     ],
 )
 def test_a_wrong_signal_file_is_one_line_naming_file_and_signal(tmp_path: Path, text: str, says: str) -> None:
@@ -54,7 +69,9 @@ def test_a_wrong_signal_file_is_one_line_naming_file_and_signal(tmp_path: Path, 
 
 def test_a_signal_and_a_rule_added_beside_each_other_fire_without_python(tmp_path: Path) -> None:
     """A user adds a pattern from a new thread and a rule that reads it, in a folder given with --rules."""
-    extra = _signals_dir(tmp_path / "mine", """\
+    extra = _signals_dir(
+        tmp_path / "mine",
+        """\
 signals:
   lora_adapter_failed:
     layer: vllm
@@ -63,7 +80,8 @@ signals:
       - regex: 'Loading lora \\S+ failed'
         source: our own incident, 2026-12-01
         example: "ValueError: Loading lora my-adapter failed: No adapter found for /adapters/my-adapter"
-""")
+""",
+    )
     (extra / "mine.yaml").write_text("""\
 rules:
   - id: MINE-001
@@ -81,7 +99,11 @@ rules:
     bundle.files[logs[0]] = bundle.files[logs[0]] + line.encode()
     fired = [f for f in analyze_bundle(bundle, extra_rule_dirs=[extra]).findings if f.rule == "MINE-001"]
     assert len(fired) == 1 and "Loading lora my-adapter failed" in fired[0].evidence[0]
-    assert not [f for f in analyze_bundle(Bundle.open(FIXTURES / "busy-but-healthy"), extra_rule_dirs=[extra]).findings if f.rule == "MINE-001"]
+    assert not [
+        f
+        for f in analyze_bundle(Bundle.open(FIXTURES / "busy-but-healthy"), extra_rule_dirs=[extra]).findings
+        if f.rule == "MINE-001"
+    ]
 
 
 def test_without_the_folder_the_builtin_signals_stand_alone(tmp_path: Path) -> None:
@@ -92,7 +114,9 @@ def test_without_the_folder_the_builtin_signals_stand_alone(tmp_path: Path) -> N
 def test_a_signal_added_by_a_user_names_the_crash_loops_cause_unless_it_says_it_is_none(
     tmp_path: Path, crash_cause: str, named: bool
 ) -> None:
-    extra = _signals_dir(tmp_path, f"""\
+    extra = _signals_dir(
+        tmp_path,
+        f"""\
 signals:
   cli_argument_refused:
     layer: vllm
@@ -101,7 +125,8 @@ signals:
       - regex: 'error: unrecognized arguments: '
         source: argparse, as vllm serve prints it
         example: "vllm serve: error: unrecognized arguments: --max-num-batch-tokens 16384"
-""")
+""",
+    )
     assert ("cli_argument_refused" in load_signals([extra]).crash_causes) is named
     report = analyze_bundle(Bundle.open(FIXTURES / "k8s-crashloop-bad-flag"), extra_rule_dirs=[extra])
     [crash] = [f for f in report.findings if f.rule == "K8S-213"]

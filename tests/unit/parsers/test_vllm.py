@@ -43,14 +43,23 @@ def test_no_models_served():
         ('{"object": "list"}', "no `data` list: not an OpenAI /v1/models answer"),
         ('{"object": "list", "data": {"id": "m"}}', "/v1/models answer: data: expected a list, found an object"),
         ('{"object": "list", "data": ["m"]}', "/v1/models answer: data[0]: expected an object, found a string"),
-        ('{"object": "list", "data": [{"id": 7}]}', "/v1/models answer: data[0].id: expected a string, found an integer"),
+        (
+            '{"object": "list", "data": [{"id": 7}]}',
+            "/v1/models answer: data[0].id: expected a string, found an integer",
+        ),
         ('{"object": "list", "data": [{"object": "model"}]}', "/v1/models answer: data[0].id: missing"),
-        ('{"object": "list", "data": [{"id": "m", "max_model_len": "4096"}]}',
-         "/v1/models answer: data[0].max_model_len: expected an integer, found a string"),
-        ('{"object": "error", "message": "The model `x` does not exist.", "type": "NotFoundError", "code": 404}',
-         "the server answered /v1/models with an error: The model `x` does not exist."),
-        ('{"error": {"message": "Unauthorized", "type": "Unauthorized", "param": null, "code": 401}}',
-         "the server answered /v1/models with an error: Unauthorized"),
+        (
+            '{"object": "list", "data": [{"id": "m", "max_model_len": "4096"}]}',
+            "/v1/models answer: data[0].max_model_len: expected an integer, found a string",
+        ),
+        (
+            '{"object": "error", "message": "The model `x` does not exist.", "type": "NotFoundError", "code": 404}',
+            "the server answered /v1/models with an error: The model `x` does not exist.",
+        ),
+        (
+            '{"error": {"message": "Unauthorized", "type": "Unauthorized", "param": null, "code": 401}}',
+            "the server answered /v1/models with an error: Unauthorized",
+        ),
         ('{"detail": "Not Found"}', "the server answered /v1/models with an error: Not Found"),
     ],
 )

@@ -3,15 +3,19 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from diag.snapshot.model import Scrape
 from diag.parsers.prom_text import parse_exposition
 from diag.parsers.vllm_metrics import bucket_quantile, metric_families, summarize
+from diag.snapshot.model import Scrape
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 # Bucket bounds as vLLM declares them (vllm/v1/metrics/loggers.py), printed as prometheus_client prints floats.
-TTFT_BOUNDS = "0.001 0.005 0.01 0.02 0.04 0.06 0.08 0.1 0.25 0.5 0.75 1.0 2.5 5.0 7.5 10.0 20.0 40.0 80.0 160.0 640.0 2560.0"
+TTFT_BOUNDS = (
+    "0.001 0.005 0.01 0.02 0.04 0.06 0.08 0.1 0.25 0.5 0.75 1.0 2.5 5.0 7.5 10.0 20.0 40.0 80.0 160.0 640.0 2560.0"
+)
 ITL_BOUNDS = "0.01 0.025 0.05 0.075 0.1 0.15 0.2 0.3 0.4 0.5 0.75 1.0 2.5 5.0 7.5 10.0 20.0 40.0 80.0"
-REQUEST_BOUNDS = "0.3 0.5 0.8 1.0 1.5 2.0 2.5 5.0 10.0 15.0 20.0 30.0 40.0 50.0 60.0 120.0 240.0 480.0 960.0 1920.0 7680.0"
+REQUEST_BOUNDS = (
+    "0.3 0.5 0.8 1.0 1.5 2.0 2.5 5.0 10.0 15.0 20.0 30.0 40.0 50.0 60.0 120.0 240.0 480.0 960.0 1920.0 7680.0"
+)
 CREATED = "1.7649e+09"
 ITL_HELP = {
     "vllm:inter_token_latency_seconds": "Histogram of inter-token latency in seconds.",
@@ -49,7 +53,9 @@ def _histogram(name: str, help_text: str, bounds: str, observations: list[float]
 
 
 def _gauge(name: str, help_text: str, values: list[tuple[str, float]]) -> str:
-    return f"# HELP {name} {help_text}\n# TYPE {name} gauge\n" + "".join(f"{name}{{{labels}}} {v!r}\n" for labels, v in values)
+    return f"# HELP {name} {help_text}\n# TYPE {name} gauge\n" + "".join(
+        f"{name}{{{labels}}} {v!r}\n" for labels, v in values
+    )
 
 
 def _counter(name: str, help_text: str, values: list[tuple[str, float]]) -> str:
@@ -62,7 +68,9 @@ def _counter(name: str, help_text: str, values: list[tuple[str, float]]) -> str:
     )
 
 
-def v1_text(engines: list[Engine], num_gpu_blocks: int = 27351, itl_name: str = "vllm:inter_token_latency_seconds") -> str:
+def v1_text(
+    engines: list[Engine], num_gpu_blocks: int = 27351, itl_name: str = "vllm:inter_token_latency_seconds"
+) -> str:
     labels = [f'model_name="{MODEL}",engine="{i}"' for i in range(len(engines))]
 
     def each(attribute: str) -> list[tuple[str, float]]:
@@ -75,21 +83,53 @@ def v1_text(engines: list[Engine], num_gpu_blocks: int = 27351, itl_name: str = 
     text += _counter("vllm:prompt_tokens", "Number of prefill tokens processed.", each("prompt_tokens"))
     text += _counter("vllm:generation_tokens", "Number of generation tokens processed.", each("generation_tokens"))
     for label_set, e in zip(labels, engines, strict=True):
-        text += _histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
-                           TTFT_BOUNDS, e.ttft, label_set, le_first=False)
+        text += _histogram(
+            "vllm:time_to_first_token_seconds",
+            "Histogram of time to first token in seconds.",
+            TTFT_BOUNDS,
+            e.ttft,
+            label_set,
+            le_first=False,
+        )
         text += _histogram(itl_name, ITL_HELP[itl_name], ITL_BOUNDS, e.itl, label_set, le_first=False)
-        text += _histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
-                           REQUEST_BOUNDS, e.e2e, label_set, le_first=False)
-        text += _histogram("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
-                           REQUEST_BOUNDS, e.queue, label_set, le_first=False)
-        text += _histogram("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.",
-                           REQUEST_BOUNDS, e.prefill, label_set, le_first=False)
-        text += _histogram("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.",
-                           REQUEST_BOUNDS, e.decode, label_set, le_first=False)
+        text += _histogram(
+            "vllm:e2e_request_latency_seconds",
+            "Histogram of e2e request latency in seconds.",
+            REQUEST_BOUNDS,
+            e.e2e,
+            label_set,
+            le_first=False,
+        )
+        text += _histogram(
+            "vllm:request_queue_time_seconds",
+            "Histogram of time spent in WAITING phase for request.",
+            REQUEST_BOUNDS,
+            e.queue,
+            label_set,
+            le_first=False,
+        )
+        text += _histogram(
+            "vllm:request_prefill_time_seconds",
+            "Histogram of time spent in PREFILL phase for request.",
+            REQUEST_BOUNDS,
+            e.prefill,
+            label_set,
+            le_first=False,
+        )
+        text += _histogram(
+            "vllm:request_decode_time_seconds",
+            "Histogram of time spent in DECODE phase for request.",
+            REQUEST_BOUNDS,
+            e.decode,
+            label_set,
+            le_first=False,
+        )
     cache_config = [
-        (f'block_size="16",cache_dtype="auto",enable_prefix_caching="True",gpu_memory_utilization="0.9",'
-         f'num_cpu_blocks="0",num_gpu_blocks="{num_gpu_blocks}",num_gpu_blocks_override="None",swap_space="4",engine="{i}"',
-         1.0)
+        (
+            f'block_size="16",cache_dtype="auto",enable_prefix_caching="True",gpu_memory_utilization="0.9",'
+            f'num_cpu_blocks="0",num_gpu_blocks="{num_gpu_blocks}",num_gpu_blocks_override="None",swap_space="4",engine="{i}"',
+            1.0,
+        )
         for i in range(len(engines))
     ]
     return text + _gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", cache_config)
@@ -98,17 +138,39 @@ def v1_text(engines: list[Engine], num_gpu_blocks: int = 27351, itl_name: str = 
 def v0_text(engine: Engine, swapped: float = 0.0) -> str:
     """A V0 server: only model_name, gpu/cpu cache gauges, swapped requests, time_per_output_token."""
     labels = f'model_name="{MODEL}"'
-    text = _gauge("vllm:num_requests_running", "Number of requests currently running on GPU.", [(labels, engine.running)])
+    text = _gauge(
+        "vllm:num_requests_running", "Number of requests currently running on GPU.", [(labels, engine.running)]
+    )
     text += _gauge("vllm:num_requests_swapped", "Number of requests swapped to CPU.", [(labels, swapped)])
-    text += _gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", [(labels, engine.waiting)])
-    text += _gauge("vllm:gpu_cache_usage_perc", "GPU KV-cache usage. 1 means 100 percent usage.", [(labels, engine.kv_usage)])
+    text += _gauge(
+        "vllm:num_requests_waiting", "Number of requests waiting to be processed.", [(labels, engine.waiting)]
+    )
+    text += _gauge(
+        "vllm:gpu_cache_usage_perc", "GPU KV-cache usage. 1 means 100 percent usage.", [(labels, engine.kv_usage)]
+    )
     text += _gauge("vllm:cpu_cache_usage_perc", "CPU KV-cache usage. 1 means 100 percent usage.", [(labels, 0.0)])
-    text += _counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.", [(labels, engine.preemptions)])
-    text += _counter("vllm:generation_tokens", "Number of generation tokens processed.", [(labels, engine.generation_tokens)])
-    text += _histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
-                       TTFT_BOUNDS, engine.ttft, labels, le_first=True)
-    text += _histogram("vllm:time_per_output_token_seconds", ITL_HELP["vllm:time_per_output_token_seconds"],
-                       ITL_BOUNDS, engine.itl, labels, le_first=True)
+    text += _counter(
+        "vllm:num_preemptions", "Cumulative number of preemption from the engine.", [(labels, engine.preemptions)]
+    )
+    text += _counter(
+        "vllm:generation_tokens", "Number of generation tokens processed.", [(labels, engine.generation_tokens)]
+    )
+    text += _histogram(
+        "vllm:time_to_first_token_seconds",
+        "Histogram of time to first token in seconds.",
+        TTFT_BOUNDS,
+        engine.ttft,
+        labels,
+        le_first=True,
+    )
+    text += _histogram(
+        "vllm:time_per_output_token_seconds",
+        ITL_HELP["vllm:time_per_output_token_seconds"],
+        ITL_BOUNDS,
+        engine.itl,
+        labels,
+        le_first=True,
+    )
     return text
 
 
@@ -123,20 +185,64 @@ def scrape(text: str, taken_at: float | None = None) -> Scrape:
 
 def test_v1_two_engines_two_scrapes():
     first = [
-        Engine(running=4, waiting=0, kv_usage=0.31, preemptions=2, prompt_tokens=5000, generation_tokens=12000,
-               ttft=[0.03, 0.2], itl=[0.02, 0.02], e2e=[2.0], queue=[0.1], prefill=[0.4], decode=[1.5]),
-        Engine(running=5, waiting=1, kv_usage=0.42, preemptions=0, prompt_tokens=4000, generation_tokens=9000,
-               ttft=[0.05], itl=[0.03], e2e=[1.0], queue=[0.2], prefill=[0.3], decode=[0.5]),
+        Engine(
+            running=4,
+            waiting=0,
+            kv_usage=0.31,
+            preemptions=2,
+            prompt_tokens=5000,
+            generation_tokens=12000,
+            ttft=[0.03, 0.2],
+            itl=[0.02, 0.02],
+            e2e=[2.0],
+            queue=[0.1],
+            prefill=[0.4],
+            decode=[1.5],
+        ),
+        Engine(
+            running=5,
+            waiting=1,
+            kv_usage=0.42,
+            preemptions=0,
+            prompt_tokens=4000,
+            generation_tokens=9000,
+            ttft=[0.05],
+            itl=[0.03],
+            e2e=[1.0],
+            queue=[0.2],
+            prefill=[0.3],
+            decode=[0.5],
+        ),
     ]
     later = [
-        Engine(running=16, waiting=7, kv_usage=0.97, preemptions=9, prompt_tokens=9000, generation_tokens=15000,
-               ttft=first[0].ttft + [0.9, 1.8, 3.0], itl=first[0].itl + [0.2, 0.2, 0.2, 0.3],
-               e2e=first[0].e2e + [30.0, 50.0], queue=first[0].queue + [12.0, 20.0],
-               prefill=first[0].prefill + [0.8, 1.2], decode=first[0].decode + [17.0, 28.0]),
-        Engine(running=14, waiting=5, kv_usage=0.88, preemptions=1, prompt_tokens=6000, generation_tokens=10000,
-               ttft=first[1].ttft + [2.1], itl=first[1].itl + [0.25],
-               e2e=first[1].e2e + [40.0], queue=first[1].queue + [16.0],
-               prefill=first[1].prefill + [1.0], decode=first[1].decode + [23.0]),
+        Engine(
+            running=16,
+            waiting=7,
+            kv_usage=0.97,
+            preemptions=9,
+            prompt_tokens=9000,
+            generation_tokens=15000,
+            ttft=first[0].ttft + [0.9, 1.8, 3.0],
+            itl=first[0].itl + [0.2, 0.2, 0.2, 0.3],
+            e2e=first[0].e2e + [30.0, 50.0],
+            queue=first[0].queue + [12.0, 20.0],
+            prefill=first[0].prefill + [0.8, 1.2],
+            decode=first[0].decode + [17.0, 28.0],
+        ),
+        Engine(
+            running=14,
+            waiting=5,
+            kv_usage=0.88,
+            preemptions=1,
+            prompt_tokens=6000,
+            generation_tokens=10000,
+            ttft=first[1].ttft + [2.1],
+            itl=first[1].itl + [0.25],
+            e2e=first[1].e2e + [40.0],
+            queue=first[1].queue + [16.0],
+            prefill=first[1].prefill + [1.0],
+            decode=first[1].decode + [23.0],
+        ),
     ]
     m = summarize([scrape(v1_text(first), 1000.0), scrape(v1_text(later), 1030.0)])
 
@@ -171,8 +277,17 @@ def test_v1_two_engines_two_scrapes():
 
 
 def test_one_scrape_reads_the_whole_life_and_has_no_deltas():
-    engine = Engine(running=2, waiting=3, kv_usage=0.5, preemptions=4, prompt_tokens=100, generation_tokens=900,
-                    ttft=[0.05, 0.15, 0.3, 0.6], itl=[0.02, 0.04], e2e=[3.0, 5.0])
+    engine = Engine(
+        running=2,
+        waiting=3,
+        kv_usage=0.5,
+        preemptions=4,
+        prompt_tokens=100,
+        generation_tokens=900,
+        ttft=[0.05, 0.15, 0.3, 0.6],
+        itl=[0.02, 0.04],
+        e2e=[3.0, 5.0],
+    )
     m = summarize([scrape(v1_text([engine]), 1000.0)])
     assert m.scrapes == 1
     assert (m.requests_waiting, m.waiting_first, m.waiting_max) == (3.0, 3.0, 3.0)
@@ -222,8 +337,10 @@ def test_counter_reset_between_scrapes_is_read_like_rate():
 
 def test_data_parallel_cache_config_is_read_from_engine_0():
     text = v1_text([Engine(), Engine()], num_gpu_blocks=4096)
-    text = text.replace('num_gpu_blocks="4096",num_gpu_blocks_override="None",swap_space="4",engine="1"',
-                        'num_gpu_blocks="3000",num_gpu_blocks_override="None",swap_space="4",engine="1"')
+    text = text.replace(
+        'num_gpu_blocks="4096",num_gpu_blocks_override="None",swap_space="4",engine="1"',
+        'num_gpu_blocks="3000",num_gpu_blocks_override="None",swap_space="4",engine="1"',
+    )
     assert summarize([scrape(text)]).num_gpu_blocks == 4096
 
 
@@ -237,8 +354,9 @@ def test_cache_config_before_profiling_has_no_block_count():
 
 
 def test_v0_server_under_old_names():
-    engine = Engine(running=6, waiting=2, kv_usage=0.99, preemptions=120, generation_tokens=40000,
-                    ttft=[0.2, 0.4], itl=[0.1, 0.3])
+    engine = Engine(
+        running=6, waiting=2, kv_usage=0.99, preemptions=120, generation_tokens=40000, ttft=[0.2, 0.4], itl=[0.1, 0.3]
+    )
     m = summarize([scrape(v0_text(engine, swapped=3))])
     assert m.api_generation == "v0"
     assert m.kv_cache_usage == 0.99
@@ -340,11 +458,17 @@ def test_no_scrapes():
 
 def test_metric_families_fold_histograms_and_created_series():
     names = {
-        "vllm:e2e_request_latency_seconds_bucket", "vllm:e2e_request_latency_seconds_sum",
-        "vllm:e2e_request_latency_seconds_count", "vllm:e2e_request_latency_seconds_created",
-        "vllm:iteration_tokens_total_bucket", "vllm:iteration_tokens_total_sum", "vllm:iteration_tokens_total_count",
-        "vllm:prompt_tokens_total", "vllm:prompt_tokens_created",
-        "http_request_size_bytes_count", "vllm:lora_requests_info",
+        "vllm:e2e_request_latency_seconds_bucket",
+        "vllm:e2e_request_latency_seconds_sum",
+        "vllm:e2e_request_latency_seconds_count",
+        "vllm:e2e_request_latency_seconds_created",
+        "vllm:iteration_tokens_total_bucket",
+        "vllm:iteration_tokens_total_sum",
+        "vllm:iteration_tokens_total_count",
+        "vllm:prompt_tokens_total",
+        "vllm:prompt_tokens_created",
+        "http_request_size_bytes_count",
+        "vllm:lora_requests_info",
     }
     assert metric_families(names) == [
         "http_request_size_bytes_count",  # a _count alone is not a histogram
@@ -418,7 +542,7 @@ def test_impossible_gauges(line: str, impossible: bool) -> None:
 
 
 def _counted(start: float, generated: float) -> Scrape:
-    text = f"process_start_time_seconds {start}\nvllm:generation_tokens_total{{engine=\"0\"}} {generated}\n"
+    text = f'process_start_time_seconds {start}\nvllm:generation_tokens_total{{engine="0"}} {generated}\n'
     return Scrape(parse_exposition(text).samples)
 
 
@@ -426,7 +550,9 @@ def test_a_counter_that_goes_down_without_a_restart_is_unknown() -> None:
     from diag.parsers.vllm_metrics import counters_gone_back
 
     earlier, later = _counted(1000, 500), _counted(1000, 100)
-    assert counters_gone_back(earlier, later) == ["vllm:generation_tokens_total went down from 500 to 100 with no restart"]
+    assert counters_gone_back(earlier, later) == [
+        "vllm:generation_tokens_total went down from 500 to 100 with no restart"
+    ]
     assert summarize([earlier, later]).generation_tokens_delta is None
 
 

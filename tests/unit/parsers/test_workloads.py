@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from diag.snapshot.model import Container, Pod
 from diag.parsers import k8s
 from diag.parsers.logs import scan_log
 from diag.parsers.workloads import VLLM_LOG_SIGNAL, ray_node_type, vllm_container, vllm_engine_args, vllm_recognition
+from diag.snapshot.model import Container, Pod
 
 REAL_VLLM_LOG = Path(__file__).resolve().parents[3] / "fixtures" / "real" / "vllm-cpu" / "healthy" / "server.log"
 CUSTOM = "registry.corp.example/ml/llm-serve:2.3"
@@ -26,7 +26,10 @@ def container(**fields) -> Container:
         ({"command": ["vllm", "serve", MODEL]}, "command"),
         ({"command": ["python3", "-m", "vllm.entrypoints.openai.api_server"], "args": ["--model", MODEL]}, "command"),
         # KubeRay's own shape of a shell command line: /bin/bash -lc -- "<script>"
-        ({"command": ["/bin/bash", "-lc", "--"], "args": [f"ulimit -n 65536; exec vllm serve {MODEL} --port 8000"]}, "command"),
+        (
+            {"command": ["/bin/bash", "-lc", "--"], "args": [f"ulimit -n 65536; exec vllm serve {MODEL} --port 8000"]},
+            "command",
+        ),
         ({"image": "vllm/vllm-openai:v0.10.1.1", "args": [MODEL, "--max-num-seqs", "64"]}, "image"),
         # the custom image's ENTRYPOINT starts vLLM; the args hold a flag only vLLM's server takes
         ({"args": ["--max-model-len", "16384"]}, "args"),
@@ -50,17 +53,33 @@ def test_vllm_is_recognised_from_what_the_container_runs(fields: dict, how: str)
         {"ports": {"http": 8000}},  # port 8000 alone (Triton, trtllm-serve, web apps)
         {"args": ["--model", MODEL]},  # --model without port 8000
         # a client of a vLLM server: VLLM_* names vLLM does not read, its API key, Kubernetes' VLLM_PORT service link
-        {"env": {"VLLM_BASE_URL": "http://llama.llm:8000/v1", "VLLM_MODEL": "llama", "VLLM_API_KEY": "<from:secretKeyRef>"},
-         "ports": {"http": 8000}},
+        {
+            "env": {
+                "VLLM_BASE_URL": "http://llama.llm:8000/v1",
+                "VLLM_MODEL": "llama",
+                "VLLM_API_KEY": "<from:secretKeyRef>",
+            },
+            "ports": {"http": 8000},
+        },
         {"env": {"VLLM_PORT": "tcp://10.96.0.12:8000"}},
         {"command": ["uvicorn", "app:app", "--host", "0.0.0.0", "--port", "8000"], "ports": {"http": 8000}},
         # other servers, whatever their flags and env say
-        {"image": "nvcr.io/nvidia/tritonserver:24.08-py3", "args": ["tritonserver", "--model-repository=/models", "--http-port=8000"],
-         "ports": {"http": 8000}},
-        {"image": "ghcr.io/huggingface/text-generation-inference:2.4.1", "command": ["text-generation-launcher"],
-         "args": ["--model-id", MODEL, "--max-total-tokens", "16384", "--max-model-len", "8192"], "ports": {"http": 8000}},
-        {"command": ["python3", "-m", "sglang.launch_server"], "args": ["--model-path", MODEL, "--max-model-len", "8192"],
-         "env": {"VLLM_USE_V1": "1"}},
+        {
+            "image": "nvcr.io/nvidia/tritonserver:24.08-py3",
+            "args": ["tritonserver", "--model-repository=/models", "--http-port=8000"],
+            "ports": {"http": 8000},
+        },
+        {
+            "image": "ghcr.io/huggingface/text-generation-inference:2.4.1",
+            "command": ["text-generation-launcher"],
+            "args": ["--model-id", MODEL, "--max-total-tokens", "16384", "--max-model-len", "8192"],
+            "ports": {"http": 8000},
+        },
+        {
+            "command": ["python3", "-m", "sglang.launch_server"],
+            "args": ["--model-path", MODEL, "--max-model-len", "8192"],
+            "env": {"VLLM_USE_V1": "1"},
+        },
         {"command": ["ray", "start", "--head", "--block"], "env": {"VLLM_USE_V1": "1"}},
         # TGI's flags that vLLM shares, with no program in sight
         {"args": ["--model-id", MODEL, "--dtype", "bfloat16", "--quantize", "awq"], "ports": {"http": 8000}},
@@ -71,7 +90,10 @@ def test_look_alikes_are_not_vllm(fields: dict) -> None:
 
 
 def test_a_ray_pod_is_vllm_only_by_a_command_that_starts_it() -> None:
-    env_only = container(env={"VLLM_ATTENTION_BACKEND": "FLASHINFER"}, log_signals={VLLM_LOG_SIGNAL: ["vLLM API server version 0.10.1.1"]})
+    env_only = container(
+        env={"VLLM_ATTENTION_BACKEND": "FLASHINFER"},
+        log_signals={VLLM_LOG_SIGNAL: ["vLLM API server version 0.10.1.1"]},
+    )
     assert vllm_recognition(env_only, ray_pod=True) is None
     assert vllm_recognition(container(command=["vllm", "serve", MODEL]), ray_pod=True) == "command"
 
@@ -125,9 +147,20 @@ def test_the_signal_finds_a_real_vllm_log_and_not_triton_or_a_client() -> None:
 @pytest.mark.parametrize(
     ("fields", "role"),
     [
-        ({"command": ["/bin/bash", "-lc", "--"], "args": ["ulimit -n 65536; ray start --head --dashboard-host=0.0.0.0 --block"]}, "head"),
-        ({"command": ["/bin/bash", "-c", "--"],
-          "args": ["ray start --num-cpus=$MY_CPU_REQUEST --address=$RAY_HEAD_SERVICE_HOST:6379 --block"]}, "worker"),
+        (
+            {
+                "command": ["/bin/bash", "-lc", "--"],
+                "args": ["ulimit -n 65536; ray start --head --dashboard-host=0.0.0.0 --block"],
+            },
+            "head",
+        ),
+        (
+            {
+                "command": ["/bin/bash", "-c", "--"],
+                "args": ["ray start --num-cpus=$MY_CPU_REQUEST --address=$RAY_HEAD_SERVICE_HOST:6379 --block"],
+            },
+            "worker",
+        ),
         ({"command": ["ray", "start", "--block"], "env": {"RAY_ADDRESS": "ray-head.ray:6379"}}, "worker"),
         ({"command": ["ray", "status"]}, None),
         ({"command": ["python", "job.py"], "env": {"RAY_ADDRESS": "http://ray-head.ray:8265"}}, None),  # a Ray client
@@ -139,18 +172,40 @@ def test_ray_nodes_are_recognised_from_ray_start(fields: dict, role: str | None)
 
 
 def _pod_json(labels: dict, command: list[str], args: list[str]) -> str:
-    return json.dumps({"apiVersion": "v1", "kind": "PodList", "items": [{
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "ray-head-7d9f8c6b5-x2k4q", "namespace": "ray", "labels": labels},
-        "spec": {"containers": [{"name": "ray-head", "image": "registry.corp.example/ml/ray-llm:2.40", "command": command, "args": args}]},
-        "status": {"phase": "Running"},
-    }]})
+    return json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "PodList",
+            "items": [
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": "ray-head-7d9f8c6b5-x2k4q", "namespace": "ray", "labels": labels},
+                    "spec": {
+                        "containers": [
+                            {
+                                "name": "ray-head",
+                                "image": "registry.corp.example/ml/ray-llm:2.40",
+                                "command": command,
+                                "args": args,
+                            }
+                        ]
+                    },
+                    "status": {"phase": "Running"},
+                }
+            ],
+        }
+    )
 
 
 def test_the_pod_parser_reads_a_ray_node_kuberay_did_not_make() -> None:
-    (pod,) = k8s.parse_pods(_pod_json({"app": "ray-head"}, ["/bin/bash", "-c", "--"], ["ray start --head --port=6379 --block"]))
+    (pod,) = k8s.parse_pods(
+        _pod_json({"app": "ray-head"}, ["/bin/bash", "-c", "--"], ["ray start --head --port=6379 --block"])
+    )
     assert (pod.ray_node_type, pod.ray_cluster) == ("head", None)  # no cluster name is made up
-    (labelled,) = k8s.parse_pods(_pod_json({"ray.io/node-type": "worker", "ray.io/cluster": "llm"}, ["ray", "start", "--head"], []))
+    (labelled,) = k8s.parse_pods(
+        _pod_json({"ray.io/node-type": "worker", "ray.io/cluster": "llm"}, ["ray", "start", "--head"], [])
+    )
     assert labelled.ray_node_type == "worker"  # KubeRay's label is what KubeRay made it
 
 
@@ -163,5 +218,10 @@ def test_a_pod_its_server_files_name_is_vllm_by_its_only_container() -> None:
     assert vllm_container(named) == (plain, "files")
     ray = Pod(namespace="llm", name="p", containers=[plain], vllm_server="p", ray_cluster="llm", ray_node_type="worker")
     assert vllm_container(ray) is None
-    two = Pod(namespace="llm", name="p", containers=[plain, container(name="proxy", image="envoyproxy/envoy:v1.31.2")], vllm_server="p")
+    two = Pod(
+        namespace="llm",
+        name="p",
+        containers=[plain, container(name="proxy", image="envoyproxy/envoy:v1.31.2")],
+        vllm_server="p",
+    )
     assert vllm_container(two) is None

@@ -19,7 +19,9 @@ HOSTILE = "\x1b]0;owned\x07\x1b[2J\x1b[31mred\x1b[0m [bold]loud[/bold] [link=htt
 
 
 def test_plain_drops_escapes_and_controls_and_keeps_one_line() -> None:
-    assert plain(HOSTILE) == "red [bold]loud[/bold] [link=https://evil.example]click[/link] :warning: `tick` a|b evil next"
+    assert (
+        plain(HOSTILE) == "red [bold]loud[/bold] [link=https://evil.example]click[/link] :warning: `tick` a|b evil next"
+    )
 
 
 def test_markdown_text_and_code_cannot_open_markup() -> None:

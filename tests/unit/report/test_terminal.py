@@ -26,7 +26,11 @@ def _at(width: int) -> tuple[list[str], object]:
 def test_each_command_of_a_fix_is_one_whole_line_from_the_first_column_outside_the_box() -> None:
     lines, report = _at(80)
     root = report.verdict.finding
-    commands = [line.strip() for line in root.remediation.splitlines() if line.startswith("  ") and not line.strip().startswith("- ")]
+    commands = [
+        line.strip()
+        for line in root.remediation.splitlines()
+        if line.startswith("  ") and not line.strip().startswith("- ")
+    ]
     assert commands
     for command in commands:
         assert command in lines, command  # the whole command, alone on its line, at column 0
