@@ -712,7 +712,14 @@ def _workload(workload: Workload, refusals: dict[tuple[str, str, str], list[Even
     limit_range = _refusals(
         workload, refusals, events_read, lambda message: LIMIT_RANGE_REFUSAL.search(message) is not None
     )
+    other = _refusals(
+        workload,
+        refusals,
+        events_read,
+        lambda message: QUOTA_EXCEEDED not in message and LIMIT_RANGE_REFUSAL.search(message) is None,
+    )
     return plain(workload) | {
+        "other_refusals": other,
         "quota_refusals": quota,
         "refused_by_quota": bool(quota) if quota is not None else None,
         "limit_range_refusals": limit_range,
