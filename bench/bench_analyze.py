@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from generate import SIZES, expected_rules, generate  # noqa: E402
+from generate import SIZES, expected_rules, generate
 
 REPO = Path(__file__).resolve().parents[1]
 BARE_PARSE = """

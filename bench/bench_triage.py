@@ -420,7 +420,7 @@ def main() -> None:
     kinds = Counter(re.sub(r"vllm-\d+", "vllm-N", d.split(": ", 1)[-1])[:90] for d in failed.values())
     print(f"triage's failed sources, by detail: {kinds.most_common(4)}")
     print("critical path, request by request (before triage | after triage):")
-    for (step, a), b in zip(before.steps().items(), after.steps().values()):
+    for (step, a), b in zip(before.steps().items(), after.steps().values(), strict=False):
         print(f"  {step}: {a:.3f} | {b:.3f} s")
     path = (before.seconds + after.seconds) / 2
     print(

@@ -528,7 +528,7 @@ def main() -> None:
         if not e.format_message():  # no arguments at all: the help was printed
             sys.exit(0)
         _fail(f"{e.format_message()} (see `{PROGRAM} --help`)")
-    except Exception as e:  # noqa: BLE001 - the last guard: users get one line, never a traceback
+    except Exception as e:  # the last guard: users get one line, never a traceback
         _fail(f"internal error: {type(e).__name__}: {e} (please report this with the bundle)")
     code = code if isinstance(code, int) else 0
     abandoned = "diag.collect.runner" in sys.modules and sys.modules["diag.collect.runner"].collectors_still_running()

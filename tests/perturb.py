@@ -270,7 +270,7 @@ def kv_jittered(files: Files, amplitude: float = 0.04) -> Files | None:
     for scrapes in scrapes_by_server(files).values():
         for k, name in enumerate(scrapes):
             sign = 1 if k % 2 == 0 else -1
-            changed[name] = _map_samples(files[name], _KV, lambda v, _: _kv(v, sign * amplitude))
+            changed[name] = _map_samples(files[name], _KV, lambda v, _, sign=sign: _kv(v, sign * amplitude))
             touched = True
     for name in ("prometheus/vllm_kv_cache_usage_perc.json", "prometheus/vllm_gpu_cache_usage_perc.json"):
         answer = _json(files, name)

@@ -77,7 +77,9 @@ def queue_per_scrape(scrapes: list[Scrape]) -> list[dict] | None:
     None (unknown) when no scrape reported both: an empty list would read as "never queued"."""
     running = per_scrape_total(scrapes, REQUESTS_RUNNING[0])
     waiting = per_scrape_total(scrapes, REQUESTS_WAITING[0])
-    both = [{"running": r, "waiting": w} for r, w in zip(running, waiting) if r is not None and w is not None]
+    both = [
+        {"running": r, "waiting": w} for r, w in zip(running, waiting, strict=True) if r is not None and w is not None
+    ]
     return both or None
 
 
@@ -173,7 +175,7 @@ class _Scrapes:
         if queues is None or flags is None:
             return None
         lasting = held(flags, self.settings)
-        waiting = [q["waiting"] for q, flag in zip(queues, flags) if flag]
+        waiting = [q["waiting"] for q, flag in zip(queues, flags, strict=True) if flag]
         return {"held": lasting, "waiting_least": min(waiting) if lasting else None,
                 "queued_scrapes": f"{sum(flags)} of {len(flags)} scrapes"}  # fmt: skip
 
@@ -213,7 +215,7 @@ class _Scrapes:
         }
 
     def queue_growth(self) -> Fact:
-        m, s = self.m, self.settings
+        m = self.m
         if m is None:
             return None
         found = _all_known(self._queue_held(), _above(m.waiting_growth, 0.0), _above(m.generation_tokens_delta, 0.0))
@@ -401,7 +403,7 @@ class _History:
             "ttft_tail": max(span.values("ttft_p99"), default=None),
             "tail": "p99",
             "itl_mean": max(span.values("itl_mean")),
-            "queue_share": round(max(q / t for q, t in zip(queue, ttft)), 3),
+            "queue_share": round(max(q / t for q, t in zip(queue, ttft, strict=False)), 3),
         }
 
     def decode_slow(self) -> Fact:

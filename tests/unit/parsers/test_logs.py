@@ -272,6 +272,7 @@ def test_kubectl_timestamps_are_preferred():
                 "INFO 03-14 09:03:00 [api_server.py:1880] Starting vLLM API server 0 on http://0.0.0.0:8000",
                 "INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)",
             ],
+            strict=True,
         )
     )
     assert model_load_seconds(stamped) == 181.0
