@@ -77,7 +77,8 @@ def main() -> None:
     # PYTHONDONTWRITEBYTECODE set, as on the CI machines, every run would compile diag/ again.
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "diag")], check=True)
     print(
-        f"{'size':>4} {'MB':>7} {'bare s':>8} {'analyze s':>10} {'ratio':>6} {'growth':>7} {'RSS MB':>7} {'xbundle':>7}  faults"
+        f"{'size':>4} {'MB':>7} {'bare s':>8} {'analyze s':>10} "
+        f"{'ratio':>6} {'growth':>7} {'RSS MB':>7} {'xbundle':>7}  faults"
     )
     previous: tuple[float, float] | None = None
     for size in sizes:

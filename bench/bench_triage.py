@@ -70,7 +70,8 @@ PAGE = 500  # diag/collect/kube.py PAGE_SIZE
 MAX_ITEMS = 5000  # diag/collect/kube.py MAX_ITEMS
 NAMESPACED_KINDS = {  # diag/collect/k8s.py NAMESPACED_KINDS, as API paths
     "services": "/api/v1/namespaces/{ns}/services", "endpoints": "/api/v1/namespaces/{ns}/endpoints",
-    "deployments": "/apis/apps/v1/namespaces/{ns}/deployments", "statefulsets": "/apis/apps/v1/namespaces/{ns}/statefulsets",
+    "deployments": "/apis/apps/v1/namespaces/{ns}/deployments",
+    "statefulsets": "/apis/apps/v1/namespaces/{ns}/statefulsets",
     "hpa": "/apis/autoscaling/v2/namespaces/{ns}/horizontalpodautoscalers",
     "rayclusters": "/apis/ray.io/v1/namespaces/{ns}/rayclusters",
     "rayservices": "/apis/ray.io/v1/namespaces/{ns}/rayservices",

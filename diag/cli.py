@@ -265,7 +265,8 @@ _TARGET_OPTIONS: dict[str, tuple[object, object]] = {
             None,
             "--prometheus-service",
             metavar="NS/NAME[:PORT]",
-            help="A Prometheus Service in the cluster, read through the API server's service proxy (port default 9090).",
+            help="A Prometheus Service in the cluster, read through "
+            "the API server's service proxy (port default 9090).",
         ),
     ),
     "prometheus_selector": (
@@ -327,7 +328,8 @@ _TARGET_OPTIONS: dict[str, tuple[object, object]] = {
         typer.Option(
             None,
             "--request-timeout",
-            help="Each request to the API server, as kubectl's flag: 10s, 1m (default 30s); the reachability check before "
+            help="Each request to the API server, as kubectl's flag: "
+            "10s, 1m (default 30s); the reachability check before "
             "collecting waits at most 5s or this, if shorter.",
         ),
     ),

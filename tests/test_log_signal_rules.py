@@ -133,8 +133,10 @@ def test_a_ray_cannot_be_scheduled_line_reaches_the_ray_rule() -> None:
     bundle.add(
         f"k8s/logs/{pod}.log",
         (
-            "2025-03-14 10:05:00,123\tWARNING worker.py:1034 -- The actor or task with ID ffffffffffffffff4c25a1a9c6d57d3c01000000 "
-            "cannot be scheduled right now. It requires {GPU: 1.000000}, {CPU: 1.000000} for placement, however the cluster "
+            "2025-03-14 10:05:00,123\tWARNING worker.py:1034 -- The actor "
+            "or task with ID ffffffffffffffff4c25a1a9c6d57d3c01000000 "
+            "cannot be scheduled right now. It requires {GPU: 1.000000}, "
+            "{CPU: 1.000000} for placement, however the cluster "
             "currently cannot provide the requested resources.\n"
         ),
     )
@@ -171,8 +173,8 @@ def test_a_crash_loop_with_no_known_cause_is_explained_by_its_decisive_line() ->
     [crash] = [f for f in report.findings if f.rule == "K8S-213"]
     assert crash.explained_by == "VLLM-129"
     assert (
-        "no known failure line; the decisive line of its log: vllm serve: error: unrecognized arguments: --max-num-batch-tokens 16384 (vllm layer)"
-        in crash.evidence
+        "no known failure line; the decisive line of its log: vllm serve: "
+        "error: unrecognized arguments: --max-num-batch-tokens 16384 (vllm layer)" in crash.evidence
     )
 
 
@@ -256,8 +258,10 @@ def test_vllms_own_weights_oom_message_names_the_weights() -> None:
     bundle.add(
         log,
         (
-            "(EngineCore pid=36704) ERROR 04-07 15:58:28 [gpu_model_runner.py:4818] Failed to load model - not enough GPU "
-            "memory. Try lowering --gpu-memory-utilization to free memory for weights, increasing --tensor-parallel-size, "
+            "(EngineCore pid=36704) ERROR 04-07 15:58:28 "
+            "[gpu_model_runner.py:4818] Failed to load model - not enough GPU "
+            "memory. Try lowering --gpu-memory-utilization to free "
+            "memory for weights, increasing --tensor-parallel-size, "
             "or using --quantization.\n"
         ),
     )

@@ -170,9 +170,12 @@ def test_a_server_prometheus_never_scraped_is_unknown_not_calm() -> None:
 
 
 def _scrape(kv: float, waiting: float, preemptions: float, t: float) -> Scrape:
-    text = (f'vllm:kv_cache_usage_perc{{engine="0",model_name="m"}} {kv}\nvllm:num_requests_waiting{{engine="0",model_name="m"}} {waiting}\n'
-            f'vllm:num_requests_running{{engine="0",model_name="m"}} 40\nvllm:num_preemptions_total{{engine="0",model_name="m"}} {preemptions}\n'
-            f'vllm:generation_tokens_total{{engine="0",model_name="m"}} {t}\nvllm:prompt_tokens_total{{engine="0",model_name="m"}} {t}\n')  # fmt: skip
+    text = (f'vllm:kv_cache_usage_perc{{engine="0",model_name="m"}} {kv}\n'
+            f'vllm:num_requests_waiting{{engine="0",model_name="m"}} {waiting}\n'
+            f'vllm:num_requests_running{{engine="0",model_name="m"}} 40\n'
+            f'vllm:num_preemptions_total{{engine="0",model_name="m"}} {preemptions}\n'
+            f'vllm:generation_tokens_total{{engine="0",model_name="m"}} {t}\n'
+            f'vllm:prompt_tokens_total{{engine="0",model_name="m"}} {t}\n')  # fmt: skip
     return Scrape(parse_exposition(text).samples, t)
 
 

@@ -429,7 +429,8 @@ def _outcome(tally: _Tally, subjects: int, scope: str) -> RuleOutcome:
         decided = subjects - tally.unknown
         return RuleOutcome(
             "unknown",
-            f"{tally.unknown} of {subjects} could not be decided (the values it needs were not reported); {decided} silent",
+            f"{tally.unknown} of {subjects} could not be decided (the "
+            f"values it needs were not reported); {decided} silent",
             subjects,
         )
     return RuleOutcome("silent", f"{subjects} checked", subjects)

@@ -98,7 +98,10 @@ def _merge(scrapes: Fact, history: Fact) -> Fact:
         return scrapes
     if history is not None and history["found"]:
         if scrapes is not None and history["ongoing"]:
-            note = "the /metrics scrapes at collection no longer show it; they read the server itself, later, so it counts as ended"
+            note = (
+                "the /metrics scrapes at collection no longer show it; "
+                "they read the server itself, later, so it counts as ended"
+            )
             return history | {"ongoing": False, "note": note}
         return history
     if scrapes is not None or history is not None:

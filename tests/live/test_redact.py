@@ -153,7 +153,10 @@ def test_well_known_token_formats_anywhere_in_text(line: str, kept: str) -> None
 
 
 def test_a_service_account_jwt_is_redacted() -> None:
-    jwt = "eyJhbGciOiJSUzI1NiIsImtpZCI6InJlcGxheSJ9.eyJpc3MiOiJrdWJlcm5ldGVzL3NlcnZpY2VhY2NvdW50In0.c2lnbmF0dXJlLWJ5dGVzLWhlcmU"
+    jwt = (
+        "eyJhbGciOiJSUzI1NiIsImtpZCI6InJlcGxheSJ9."
+        "eyJpc3MiOiJrdWJlcm5ldGVzL3NlcnZpY2VhY2NvdW50In0.c2lnbmF0dXJlLWJ5dGVzLWhlcmU"
+    )
     hits = Redactor()
     out = hits("k8s/logs/a.log", f"mounted token {jwt}\n".encode()).decode()
     assert out == f"mounted token {REDACTED}\n" and hits.applied[TOKEN_FORMAT] == 1
