@@ -370,8 +370,8 @@ def main() -> None:
 
         script = Path(tmp) / "metrics_server.py"
         script.write_text(METRICS_SERVER)
-        server = subprocess.Popen(["ip", "netns", "exec", cluster.network.name, sys.executable, str(script), str(FIXTURE),
-                                   str(SERVED_PORT)], start_new_session=True)  # fmt: skip
+        server = subprocess.Popen(["ip", "netns", "exec", cluster.network.name, sys.executable, str(script),
+                                   str(FIXTURE), str(SERVED_PORT)], start_new_session=True)  # fmt: skip
         try:
             time.sleep(1.0)
             served_pod = f"vllm-{0:05d}" if served else None

@@ -60,7 +60,8 @@ SIGNAL_RULES = {
     "fabric_manager_not_ready": ("incident-gpu-fabric-manager", "GPU-201"),
     "cuda_compat_unsupported": ("incident-gpu-cuda-compat-804", "GPU-202"),
     "gpu_marked_unhealthy": ("incident-gpu-device-plugin-unhealthy", "GPU-204"),
-    # rules/signals/crash-causes.yaml: wordings rules name without a signal, known so that the decisive-line rules stay silent
+    # rules/signals/crash-causes.yaml: wordings rules name without a signal, known so that the decisive-line
+    # rules stay silent
     "ray_version_refused": ("ray-version-mismatch", "RAY-107"),
     "parallel_exceeds_visible_gpus": ("vllm-tp-exceeds-gpus", "VLLM-110"),
 }
@@ -89,7 +90,8 @@ def test_each_log_signal_has_a_fixture_where_its_rule_fires(signal: str) -> None
 
 
 def test_every_signal_is_covered() -> None:
-    # nvml: the test below; vllm_process: tests/test_workload_recognition.py (it names what a pod runs, no rule reads it)
+    # nvml: the test below; vllm_process: tests/test_workload_recognition.py (it names what a pod runs, no
+    # rule reads it)
     tested_elsewhere = {"xid", "ray_cannot_schedule", "nvml_driver_mismatch", "vllm_process"}
     assert set(SIGNAL_RULES) | tested_elsewhere | SIGNALS_TESTED_APART == set(builtin_signals().names())
 

@@ -149,7 +149,8 @@ def test_without_the_preemption_series_a_steady_queue_at_a_full_cache_is_unknown
 
 def test_the_old_kv_name_is_read_when_the_new_one_has_no_series() -> None:
     history = [answer("vllm_gpu_cache_usage_perc", *r.series) if r.name == "vllm_kv_cache_usage_perc" else
-               answer("vllm_kv_cache_usage_perc") if r.name == "vllm_gpu_cache_usage_perc" else r for r in vllm_history()]  # fmt: skip
+               answer("vllm_kv_cache_usage_perc") if r.name == "vllm_gpu_cache_usage_perc" else r
+               for r in vllm_history()]  # fmt: skip
     [server] = facts(snapshot(history))
     assert server["kv_saturation"]["found"] is True
     assert server["metric_names"]["kv_cache_usage"] == "vllm:gpu_cache_usage_perc"
@@ -212,7 +213,8 @@ def test_tokens_stopping_while_requests_run_is_a_stall_that_ended() -> None:
 
 def test_aborted_requests_are_counted_by_finished_reason() -> None:
     success = answer("vllm_request_success_rate_5m", series(LLM | {"finished_reason": "stop"}, 3.0),
-                     series(LLM | {"finished_reason": "abort"}, 1.0), series(LLM | {"finished_reason": "length"}, 0.0))  # fmt: skip
+                     series(LLM | {"finished_reason": "abort"}, 1.0),
+                     series(LLM | {"finished_reason": "length"}, 0.0))  # fmt: skip
     snap = snapshot([*vllm_history(kv=0.5, preempt=0, waiting=0), success])
     [server] = facts(snap)
     aborted = server["aborted_requests"]

@@ -55,7 +55,9 @@ def record(name: str) -> Path:
     expected = EXPECTED[name]
     layer = None if expected.rule is None else ("gpu" if expected.rule.startswith("GPU") else "vllm")
     (fixture / "expected.json").write_text(json.dumps({
-        "description": DESCRIPTIONS[name], "verdict": {"layer": layer, "rule": expected.rule}, "fires": list(expected.fires),
+        "description": DESCRIPTIONS[name],
+        "verdict": {"layer": layer, "rule": expected.rule},
+        "fires": list(expected.fires),
     }, indent=2) + "\n")  # fmt: skip
     return fixture
 

@@ -362,7 +362,8 @@ def _pod_lasting(pod: Pod, index: Lookups) -> dict:
         ],
         dev_shm_in_memory=_dev_shm_in_memory(pod),
         memory_volumes_text=", ".join(
-            f"{v.get('name')} ({'sizeLimit ' + str(v['emptyDir']['sizeLimit']) if v['emptyDir'].get('sizeLimit') else 'no sizeLimit'})"
+            f"{v.get('name')} ("
+            f"{'sizeLimit ' + str(v['emptyDir']['sizeLimit']) if v['emptyDir'].get('sizeLimit') else 'no sizeLimit'})"
             for v in pod.volumes
             if isinstance(v.get("emptyDir"), dict) and v["emptyDir"].get("medium") == "Memory"
         ),
@@ -446,7 +447,8 @@ def _ended_at(pod: Pod) -> str | None:
 
 
 def _dev_shm_in_memory(pod: Pod) -> bool:
-    """A container of the pod mounts an emptyDir of medium Memory on /dev/shm (else /dev/shm is the runtime's 64 MiB)."""
+    """A container of the pod mounts an emptyDir of medium Memory on /dev/shm (else /dev/shm is the
+    runtime's 64 MiB)."""
     memory = {
         v.get("name")
         for v in pod.volumes

@@ -272,13 +272,15 @@ class _Scrapes:
         if found is None:
             return None
         return self._base() | {"found": found, "ttft_mean": m.ttft_mean_s, "ttft_tail": m.ttft_p90_s, "tail": "p90",
-                               "itl_mean": m.itl_mean_s, "queue_share": view.ttft_queue_share, "requests": m.ttft_requests}  # fmt: skip
+                               "itl_mean": m.itl_mean_s, "queue_share": view.ttft_queue_share,
+                               "requests": m.ttft_requests}  # fmt: skip
 
     def decode_slow(self) -> Fact:
         m, s = self.m, self.settings
         if m is None:
             return None
-        found = _all_known(_at_least(m.itl_mean_s, s["itl_high_s"]), None if m.ttft_mean_s is None else m.ttft_mean_s < s["ttft_high_s"],
+        found = _all_known(_at_least(m.itl_mean_s, s["itl_high_s"]),
+                           None if m.ttft_mean_s is None else m.ttft_mean_s < s["ttft_high_s"],
                            _at_least(m.ttft_requests, s["latency_min_requests"]))  # fmt: skip
         if found is None:
             return None
@@ -371,7 +373,8 @@ class _History:
         high = self.settings["kv_cache_high"]
         spans = self.t.spans(lambda v: _all_known(
             _at_least(v.get("running"), cap), self._queued(v),
-            None if "kv" not in v else v["kv"] < high, _above(v.get("generation_per_s"), 0.0)), self.min_minutes)  # fmt: skip
+            None if "kv" not in v else v["kv"] < high, _above(v.get("generation_per_s"), 0.0)
+        ), self.min_minutes)  # fmt: skip
         if not spans:
             return {"found": False}
         span = spans[-1]

@@ -232,5 +232,6 @@ def test_an_argv_file_loses_the_value_on_the_line_after_the_flag() -> None:
     )
     out = redact("vllm/127.0.0.1_8000.cmdline.txt", argv.encode()).decode()
     assert out.splitlines() == [
-        "python3", "-m", "vllm.entrypoints.openai.api_server", "--api-key", REDACTED, "--max-num-seqs", "4", f"--hf-token={REDACTED}",
+        "python3", "-m", "vllm.entrypoints.openai.api_server", "--api-key", REDACTED, "--max-num-seqs", "4",
+        f"--hf-token={REDACTED}",
     ]  # fmt: skip

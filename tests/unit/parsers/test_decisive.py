@@ -69,7 +69,7 @@ Traceback (most recent call last):
   File "/usr/local/lib/python3.12/dist-packages/transformers/utils/hub.py", line 527, in cached_files
     raise OSError(
 OSError: PermissionError at /.cache when downloading meta-llama/Llama-3.3-70B-Instruct. Check cache directory permissions.
-"""
+"""  # noqa: E501 - a log as printed
     found = decisive_line(log)
     assert found is not None
     assert found.line.startswith("OSError: PermissionError at /.cache when downloading")
