@@ -307,3 +307,23 @@ def test_a_restart_before_the_history_window_needs_no_log_of_that_run(age: str, 
     assert report.verdict.status == status, report.verdict.summary
     asked = [g.source for g in report.verdict.gaps if g.source.endswith(".previous.log")]
     assert bool(asked) == (status == "inconclusive")
+
+
+def test_ray_outside_kubernetes_without_any_gpu_data_is_never_healthy() -> None:
+    """The Ray view alone counts GPUs, it does not see them: with no GPU data of a node that has GPUs, the
+    verdict says what to collect on that machine."""
+    scenario = FIXTURES / "ray-vm-healthy-busy"
+    files = {
+        str(p.relative_to(scenario)): p.read_bytes()
+        for p in scenario.rglob("*")
+        if p.is_file()
+        and p.suffix != ".md"
+        and p.name != "expected.json"
+        and not str(p.relative_to(scenario)).startswith("gpu/")
+    }
+    report = analyze_bundle(Bundle(files))
+    assert report.verdict.status == "inconclusive"
+    assert any(
+        g.problem.endswith("has no GPU data, so which process holds its GPUs' memory is unknown")
+        for g in report.verdict.gaps
+    )

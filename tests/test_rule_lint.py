@@ -10,6 +10,7 @@ remediation text, where they only choose what to print.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -48,3 +49,14 @@ def test_lint_sees_each_form_of_guard(condition: str, guards: list[str]) -> None
         id="T-001", layer="vllm", severity="info", title="t", scope="pod", when=condition, evidence=[], remediation=""
     )
     assert null_guards(rule) == guards
+
+
+def test_rule_files_are_by_layer() -> None:
+    """One layer a file, named for it (`<layer>.yaml`, `<layer>-<topic>.yaml`): provenance is in each rule's
+    references, not in where it is filed."""
+    wrong = [
+        f"{rule.id} ({rule.layer}) in {Path(rule.file).name}"
+        for rule in load_rules([builtin_rules_dir()])
+        if Path(rule.file).name.split(".")[0].split("-")[0] != rule.layer
+    ]
+    assert wrong == []

@@ -273,6 +273,8 @@ def evaluate(
         count = len(facts.scopes.get(scope, []))
         for rule in scoped_rules:
             outcomes[rule.id] = _outcome(tallies[rule.id], count, scope)
+    # in the rules' order, whichever file each rule is in; a rule's findings in the order of its subjects
+    findings.sort(key=lambda f: f.rule)
     return Evaluation(findings, outcomes)
 
 

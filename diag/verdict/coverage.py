@@ -398,17 +398,19 @@ def _gpu_gaps(snap: Snapshot) -> list[Gap]:
 
 
 def _ray_gpu_join_gaps(snap: Snapshot) -> list[Gap]:
-    """Once GPUs were captured outside Kubernetes, every live Ray node with GPUs and no pod must be joined
-    to its machine's capture: without it, whose memory Ray's workers hold on its GPUs is undecided
-    (GPU-106), and a healthy verdict would rest on a join not made."""
+    """Outside Kubernetes (no pod list read) or once GPUs were captured outside it, every live Ray node with
+    GPUs and no pod must be joined to its machine's capture: without it, whose memory Ray's workers hold
+    on its GPUs is undecided (GPU-106), and a healthy verdict would rest on a GPU never seen."""
     kubernetes_nodes = {n.name for n in snap.nodes}
-    if not any(g.host not in kubernetes_nodes and not g.serving_pods for g in snap.gpus):
+    captured_outside = any(g.host not in kubernetes_nodes and not g.serving_pods for g in snap.gpus)
+    if not captured_outside and _read(snap, "k8s/pods.json"):
         return []
+    why = "could not be joined to a GPU capture by its name or address" if captured_outside else "has no GPU data"
     return [
         Gap(
             f"gpu/{node.hostname or node.node_name or node.node_ip or node.node_id}.json",
-            f"Ray node {node.node_ip or node.node_id} ({_gpus(node)} GPU) could not be joined to a GPU capture "
-            "by its name or address, so which process holds its GPUs' memory is unknown",
+            f"Ray node {node.node_ip or node.node_id} ({_gpus(node)} GPU) {why}, "
+            "so which process holds its GPUs' memory is unknown",
             "on that machine: llmdiag collect --local-gpu --out "
             "gpu-<host>.tar.gz (or nvidia-smi -q -x > gpu/<host>.xml)",
             links=(f"ray_node:{node.node_id}",),
