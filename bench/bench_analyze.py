@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from generate import SIZES, expected_rules, generate  # noqa: E402
+from generate import SIZES, expected_rules, generate
 
 REPO = Path(__file__).resolve().parents[1]
 BARE_PARSE = """
@@ -77,7 +77,8 @@ def main() -> None:
     # PYTHONDONTWRITEBYTECODE set, as on the CI machines, every run would compile diag/ again.
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "diag")], check=True)
     print(
-        f"{'size':>4} {'MB':>7} {'bare s':>8} {'analyze s':>10} {'ratio':>6} {'growth':>7} {'RSS MB':>7} {'xbundle':>7}  faults"
+        f"{'size':>4} {'MB':>7} {'bare s':>8} {'analyze s':>10} "
+        f"{'ratio':>6} {'growth':>7} {'RSS MB':>7} {'xbundle':>7}  faults"
     )
     previous: tuple[float, float] | None = None
     for size in sizes:

@@ -63,7 +63,7 @@ def bench_rust(rules, facts, settings):
                 n += 1
                 try:
                     results.append(programs[id(rule)].execute(env) is True)
-                except Exception:  # noqa: BLE001 - unknown (null) is a valid outcome here
+                except Exception:  # unknown (null) is a valid outcome here
                     results.append(None)
     return t1 - t0, time.perf_counter() - t1, n, results
 
@@ -86,7 +86,7 @@ def bench_python(rules, facts, settings):
                 try:
                     value = programs[id(rule)].evaluate(activation)
                     results.append(bool(value) if isinstance(value, celpy.celtypes.BoolType) else None)
-                except Exception:  # noqa: BLE001
+                except Exception:
                     results.append(None)
     return t1 - t0, time.perf_counter() - t1, n, results
 
@@ -109,9 +109,9 @@ def main() -> None:
         outcomes[name] = results
         print(f"{name:28} compile {compile_s * 1000:8.1f} ms   evaluate {eval_s:8.3f} s   {n / eval_s:10.0f} evals/s")
     a, b = outcomes.values()
-    disagree = sum(1 for x, y in zip(a, b) if (x is True) != (y is True))  # same loop order in both
+    disagree = sum(1 for x, y in zip(a, b, strict=True) if (x is True) != (y is True))  # same loop order in both
     print(f"verdicts that differ between the two: {disagree} of {len(a)}")
-    kinds = Counter((x, y) for x, y in zip(a, b) if (x is True) != (y is True))
+    kinds = Counter((x, y) for x, y in zip(a, b, strict=True) if (x is True) != (y is True))
     for (x, y), count in kinds.most_common():
         print(f"  cel={x!s:5} cel-python={y!s:5}: {count}")
 

@@ -83,7 +83,8 @@ def main() -> None:
         core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
         made = {
             "nodes": _create_all(core.create_node, [_node(i) for i in range(args.nodes)]),
-            "pods": _create_all(lambda b: core.create_namespaced_pod(NS, b), [_pod(i, args.nodes) for i in range(args.pods)]),
+            "pods": _create_all(lambda b: core.create_namespaced_pod(NS, b),
+                                [_pod(i, args.nodes) for i in range(args.pods)]),
             "events": _create_all(lambda b: core.create_namespaced_event(NS, b),
                                   [_event(i, args.pods) for i in range(args.events)]),
         }  # fmt: skip

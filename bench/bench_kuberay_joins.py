@@ -189,7 +189,8 @@ def main() -> None:
         total = done - started
         growth = f"{(total / before[1]) / (nodes / before[0]):.2f}" if before else ""
         print(
-            f"{nodes:>6} {joined - started:>7.2f} {built - joined:>8.2f} {evaluated - built:>8.2f} {done - evaluated:>9.2f} {total:>8.2f} {growth:>7}"
+            f"{nodes:>6} {joined - started:>7.2f} {built - joined:>8.2f} "
+            f"{evaluated - built:>8.2f} {done - evaluated:>9.2f} {total:>8.2f} {growth:>7}"
         )
         before = (nodes, total)
         gc.collect()

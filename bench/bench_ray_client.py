@@ -44,7 +44,8 @@ for name, fn in (("actors", list_actors), ("placement_groups", list_placement_gr
     t = time.perf_counter()
     fn(address=sys.argv[1], detail=True, limit=10000, raise_on_missing_output=False)
     calls[name] = time.perf_counter() - t
-print(json.dumps({"import_s": imported, "calls_s": calls, "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+print(json.dumps({"import_s": imported, "calls_s": calls,
+                  "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
 """
 
 # Runs in this interpreter's environment: the same for requests.
@@ -61,7 +62,8 @@ with requests.Session() as session:
         answer = session.get(sys.argv[1] + path, timeout=30)
         answer.raise_for_status()
         calls[name] = time.perf_counter() - t
-print(json.dumps({"import_s": imported, "calls_s": calls, "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+print(json.dumps({"import_s": imported, "calls_s": calls,
+                  "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
 """
 
 

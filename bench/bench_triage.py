@@ -70,7 +70,8 @@ PAGE = 500  # diag/collect/kube.py PAGE_SIZE
 MAX_ITEMS = 5000  # diag/collect/kube.py MAX_ITEMS
 NAMESPACED_KINDS = {  # diag/collect/k8s.py NAMESPACED_KINDS, as API paths
     "services": "/api/v1/namespaces/{ns}/services", "endpoints": "/api/v1/namespaces/{ns}/endpoints",
-    "deployments": "/apis/apps/v1/namespaces/{ns}/deployments", "statefulsets": "/apis/apps/v1/namespaces/{ns}/statefulsets",
+    "deployments": "/apis/apps/v1/namespaces/{ns}/deployments",
+    "statefulsets": "/apis/apps/v1/namespaces/{ns}/statefulsets",
     "hpa": "/apis/autoscaling/v2/namespaces/{ns}/horizontalpodautoscalers",
     "rayclusters": "/apis/ray.io/v1/namespaces/{ns}/rayclusters",
     "rayservices": "/apis/ray.io/v1/namespaces/{ns}/rayservices",
@@ -369,8 +370,8 @@ def main() -> None:
 
         script = Path(tmp) / "metrics_server.py"
         script.write_text(METRICS_SERVER)
-        server = subprocess.Popen(["ip", "netns", "exec", cluster.network.name, sys.executable, str(script), str(FIXTURE),
-                                   str(SERVED_PORT)], start_new_session=True)  # fmt: skip
+        server = subprocess.Popen(["ip", "netns", "exec", cluster.network.name, sys.executable, str(script),
+                                   str(FIXTURE), str(SERVED_PORT)], start_new_session=True)  # fmt: skip
         try:
             time.sleep(1.0)
             served_pod = f"vllm-{0:05d}" if served else None
@@ -420,7 +421,7 @@ def main() -> None:
     kinds = Counter(re.sub(r"vllm-\d+", "vllm-N", d.split(": ", 1)[-1])[:90] for d in failed.values())
     print(f"triage's failed sources, by detail: {kinds.most_common(4)}")
     print("critical path, request by request (before triage | after triage):")
-    for (step, a), b in zip(before.steps().items(), after.steps().values()):
+    for (step, a), b in zip(before.steps().items(), after.steps().values(), strict=False):
         print(f"  {step}: {a:.3f} | {b:.3f} s")
     path = (before.seconds + after.seconds) / 2
     print(

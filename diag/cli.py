@@ -265,7 +265,8 @@ _TARGET_OPTIONS: dict[str, tuple[object, object]] = {
             None,
             "--prometheus-service",
             metavar="NS/NAME[:PORT]",
-            help="A Prometheus Service in the cluster, read through the API server's service proxy (port default 9090).",
+            help="A Prometheus Service in the cluster, read through "
+            "the API server's service proxy (port default 9090).",
         ),
     ),
     "prometheus_selector": (
@@ -327,7 +328,8 @@ _TARGET_OPTIONS: dict[str, tuple[object, object]] = {
         typer.Option(
             None,
             "--request-timeout",
-            help="Each request to the API server, as kubectl's flag: 10s, 1m (default 30s); the reachability check before "
+            help="Each request to the API server, as kubectl's flag: "
+            "10s, 1m (default 30s); the reachability check before "
             "collecting waits at most 5s or this, if shorter.",
         ),
     ),
@@ -528,7 +530,7 @@ def main() -> None:
         if not e.format_message():  # no arguments at all: the help was printed
             sys.exit(0)
         _fail(f"{e.format_message()} (see `{PROGRAM} --help`)")
-    except Exception as e:  # noqa: BLE001 - the last guard: users get one line, never a traceback
+    except Exception as e:  # the last guard: users get one line, never a traceback
         _fail(f"internal error: {type(e).__name__}: {e} (please report this with the bundle)")
     code = code if isinstance(code, int) else 0
     abandoned = "diag.collect.runner" in sys.modules and sys.modules["diag.collect.runner"].collectors_still_running()

@@ -168,7 +168,8 @@ def _crashlooping_web_pod() -> dict:
                     "state": {
                         "waiting": {
                             "reason": "CrashLoopBackOff",
-                            "message": f"back-off 5m0s restarting failed container=web pod={name}_{UNRELATED_NAMESPACE}(5b0e3c1a-77d2-4a4f-9c1e-0d6b2f8e41aa)",
+                            "message": "back-off 5m0s restarting failed container=web "
+                            f"pod={name}_{UNRELATED_NAMESPACE}(5b0e3c1a-77d2-4a4f-9c1e-0d6b2f8e41aa)",
                         }
                     },
                     "lastState": {
@@ -198,7 +199,8 @@ def _backoff_event() -> dict:
             "uid": "5b0e3c1a-77d2-4a4f-9c1e-0d6b2f8e41aa",
         },
         "reason": "BackOff",
-        "message": f"Back-off restarting failed container web in pod {name}_{UNRELATED_NAMESPACE}(5b0e3c1a-77d2-4a4f-9c1e-0d6b2f8e41aa)",
+        "message": "Back-off restarting failed container web in pod "
+        f"{name}_{UNRELATED_NAMESPACE}(5b0e3c1a-77d2-4a4f-9c1e-0d6b2f8e41aa)",
         "type": "Warning",
         "count": 61,
         "firstTimestamp": "2026-11-28T09:12:40Z",
@@ -270,7 +272,7 @@ def kv_jittered(files: Files, amplitude: float = 0.04) -> Files | None:
     for scrapes in scrapes_by_server(files).values():
         for k, name in enumerate(scrapes):
             sign = 1 if k % 2 == 0 else -1
-            changed[name] = _map_samples(files[name], _KV, lambda v, _: _kv(v, sign * amplitude))
+            changed[name] = _map_samples(files[name], _KV, lambda v, _, sign=sign: _kv(v, sign * amplitude))
             touched = True
     for name in ("prometheus/vllm_kv_cache_usage_perc.json", "prometheus/vllm_gpu_cache_usage_perc.json"):
         answer = _json(files, name)

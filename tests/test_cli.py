@@ -421,7 +421,8 @@ def test_prometheus_flag_mistakes_are_one_line_before_anything_is_collected(
     out = tmp_path / "case"
     extra = ["--out", str(out)] if command == "collect" else []
     result = subprocess.run(
-        [sys.executable, "-m", "diag.cli", command, "--kubeconfig", str(tmp_path / "none"), "--no-local-gpu", *args, *extra],
+        [sys.executable, "-m", "diag.cli", command, "--kubeconfig", str(tmp_path / "none"), "--no-local-gpu", *args,
+         *extra],
         capture_output=True, text=True, timeout=120, env=_no_cluster_env(tmp_path),
     )  # fmt: skip
     assert result.returncode == 3
@@ -440,7 +441,8 @@ def test_help_lists_the_prometheus_flags(tmp_path: Path, command: str) -> None:
         timeout=120,
         env=_no_cluster_env(tmp_path),
     ).stdout
-    for flag in ("--prometheus-url", "--prometheus-service", "--prometheus-selector", "--prometheus-token", "--prometheus-user",
+    for flag in ("--prometheus-url", "--prometheus-service", "--prometheus-selector", "--prometheus-token",
+                 "--prometheus-user",
                  "--prometheus-password", "--prometheus-ca-file", "--prometheus-header", "--since"):  # fmt: skip
         assert flag in shown
 

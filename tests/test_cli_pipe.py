@@ -31,8 +31,12 @@ ROOT = Path(__file__).resolve().parent.parent
     ],
 )
 def test_fail_on_decides_which_findings_fail(
-    gpu_bundle: Path, tmp_path: Path, severity: str, flags: list[str], code: int
-) -> None:  # noqa: F811
+    gpu_bundle: Path,  # noqa: F811
+    tmp_path: Path,
+    severity: str,
+    flags: list[str],
+    code: int,
+) -> None:
     result = llmdiag("analyze", str(gpu_bundle), "--rules", str(user_rule(tmp_path, severity)), "-o", "json", *flags)
     assert result.returncode == code, result.stderr
     report = json.loads(result.stdout)
@@ -134,9 +138,9 @@ def test_as_a_kubectl_plugin_it_names_itself_kubectl_llmdiag() -> None:
     probe = (
         "import sys\nsys.argv = ['/usr/local/bin/kubectl-llmdiag', *sys.argv[1:]]\nfrom diag.cli import main\nmain()\n"
     )
-    run = lambda *args: subprocess.run(
+    run = lambda *args: subprocess.run(  # noqa: E731
         [sys.executable, "-c", probe, *args], capture_output=True, text=True, cwd=ROOT, timeout=60
-    )  # noqa: E731
+    )
     assert "Usage: kubectl llmdiag triage" in run("triage", "--help").stdout
     failed = run("analyze")
     assert (

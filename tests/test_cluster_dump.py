@@ -238,7 +238,8 @@ def test_a_bundle_with_a_stray_nodes_json_stays_a_bundle(tmp_path: Path) -> None
 def test_the_cli_analyzes_a_dump(tmp_path: Path) -> None:
     dump = write_dump(TOO_LARGE, tmp_path / "dump")
     result = subprocess.run([sys.executable, "-m", "diag.cli", "analyze", str(dump), "--output", "json"],
-                            cwd=REPO, capture_output=True, text=True, timeout=120, env={**os.environ, "NO_COLOR": "1"})  # fmt: skip
+                            cwd=REPO, capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "NO_COLOR": "1"})  # fmt: skip
     report = json.loads(result.stdout)
     want = _expected(TOO_LARGE)["verdict"]
     assert (report["verdict"]["layer"], report["verdict"]["rule"]) == (want["layer"], want["rule"])

@@ -339,7 +339,10 @@ def test_the_api_servers_own_throttling_is_asked_again_after_retry_after(tmp_pat
     pods = json.dumps(
         {"apiVersion": "v1", "kind": "PodList", "metadata": {"resourceVersion": "1"}, "items": []}
     ).encode()
-    throttled = b'{"kind":"Status","apiVersion":"v1","status":"Failure","message":"Too many requests","reason":"TooManyRequests","code":429}'
+    throttled = (
+        b'{"kind":"Status","apiVersion":"v1","status":"Failure","message":"Too '
+        b'many requests","reason":"TooManyRequests","code":429}'
+    )
     with RetryAfterServer({"/api/v1/namespaces/llm/pods": [Answer(429, throttled), Answer(200, pods)]}, "1") as api:
         kube = KubeAccess(str(_kubeconfig(tmp_path, api.url)))
         assert kube.list_json("pods", namespace="llm")["items"] == []

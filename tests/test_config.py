@@ -75,7 +75,8 @@ def test_a_valid_file_loads(tmp_path: Path) -> None:
         "  - subject: pod/llm/canary-*\n"
         "  - rule: K8S-*\n    label: {team: research}\n"
         "severity:\n  GPU-104: info\n"
-        "settings:\n  kv_cache_high: 0.95\n  gpu_util_low_pct: 25\n  application_xids: [13, 31]\n  history_window_seconds: 2h\n"
+        "settings:\n  kv_cache_high: 0.95\n  gpu_util_low_pct: 25\n"
+        "  application_xids: [13, 31]\n  history_window_seconds: 2h\n"
         "min_severity: warning\n",
     )
     assert config.suppress[0] == {"rule": "GPU-1*"}  # the reason is for people, not for matching

@@ -165,7 +165,10 @@ def test_an_unreachable_dashboard_is_a_gap_only_when_the_ray_cli_did_not_stand_i
     tmp_path: Path, cli_read: bool
 ) -> None:
     bundle = copy_of(RAY_FAULT, tmp_path)
-    detail = "service llm/vllm-ray-head-svc:dashboard GET /api/cluster_status: connection refused; read with `ray` in pod llm/head"
+    detail = (
+        "service llm/vllm-ray-head-svc:dashboard GET /api/cluster_status: "
+        "connection refused; read with `ray` in pod llm/head"
+    )
     (bundle / "manifest.json").write_text(
         json.dumps({"sources": {"ray/dashboard": {"status": "failed", "detail": detail}}})
     )

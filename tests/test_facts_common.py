@@ -22,7 +22,8 @@ BUNDLES = sorted(p for p in FIXTURES.iterdir() if (p / "expected.json").exists()
 def test_plain_is_asdict_for_every_object_of_a_bundle(fixture: Path) -> None:
     snap = join(load_bundle(Bundle.open(fixture)))
     objects = [*snap.pods, *snap.nodes, *snap.gpus, *snap.vllm_servers, *snap.ray_nodes, *snap.ray_actors,
-               *snap.placement_groups, *snap.events, *snap.hpas, *snap.ray_clusters, *snap.daemonsets, *snap.workloads, *snap.services]  # fmt: skip
+               *snap.placement_groups, *snap.events, *snap.hpas, *snap.ray_clusters, *snap.daemonsets, *snap.workloads,
+               *snap.services]  # fmt: skip
     for obj in objects:
         assert plain(obj) == dataclasses.asdict(obj)
     for summary in (s.summary for s in snap.vllm_servers if s.summary is not None):

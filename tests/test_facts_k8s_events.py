@@ -137,7 +137,8 @@ def group_failed(group: str) -> Event:
         involved_kind="ConfigMap",
         involved_name="cluster-autoscaler-status",
         reason="ScaleUpFailed",
-        message=f"Failed adding 1 nodes to group {group} due to QUOTA_EXCEEDED; source errors: Instance 'gke-x' creation failed: "
+        message=f"Failed adding 1 nodes to group {group} due to QUOTA_EXCEEDED; "
+        "source errors: Instance 'gke-x' creation failed: "
         "Quota 'NVIDIA_H100_GPUS' exceeded.  Limit: 16.0 in region us-central1.",
         type="Warning",
         count=6,
@@ -159,7 +160,8 @@ def test_gke_failed_scale_up_on_the_pod_counts_while_current():
         involved_kind="Pod",
         involved_name="vllm-1",
         reason="FailedScaleUp",
-        message="Node scale up in zones us-central1-c associated with this pod failed: GCE quota exceeded. Pod is at risk of not being scheduled.",
+        message="Node scale up in zones us-central1-c associated with this pod "
+        "failed: GCE quota exceeded. Pod is at risk of not being scheduled.",
         type="Warning",
         count=3,
         last_seen="2026-12-02T09:20:00Z",

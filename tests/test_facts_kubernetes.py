@@ -106,7 +106,8 @@ def fired(snap: Snapshot) -> dict[str, list[str]]:
 
 INSUFFICIENT = (
     "0/3 nodes are available: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, "
-    "2 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are available: 2 No preemption victims found for incoming pod, "
+    "2 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are "
+    "available: 2 No preemption victims found for incoming pod, "
     "1 Preemption is not helpful for scheduling."
 )
 
@@ -281,7 +282,10 @@ def test_crash_loops_carry_the_known_cause_lines_of_their_logs():
 
 def test_crashes_no_signal_names_carry_their_decisive_line_by_layer():
     causes = builtin_signals().crash_causes
-    refused = "usage: vllm serve [model_tag] [options]\nvllm serve: error: unrecognized arguments: --max-num-batch-tokens 16384\n"
+    refused = (
+        "usage: vllm serve [model_tag] [options]\n"
+        "vllm serve: error: unrecognized arguments: --max-num-batch-tokens 16384\n"
+    )
     bad_flag = vllm_container(
         state="waiting",
         state_reason="CrashLoopBackOff",
@@ -419,7 +423,10 @@ def test_selector_mismatch_needs_every_gpu_node_to_miss_the_label():
 
 
 def test_liveness_budget_shorter_than_the_logged_load_time_fires_only_without_a_startup_probe():
-    load_log = "(VllmWorker TP0 pid=389) INFO 12-01 14:10:44 [gpu_model_runner.py:2007] Model loading took 32.8854 GiB and 98.611370 seconds\n"
+    load_log = (
+        "(VllmWorker TP0 pid=389) INFO 12-01 14:10:44 [gpu_model_runner.py:2007] "
+        "Model loading took 32.8854 GiB and 98.611370 seconds\n"
+    )
     liveness = Probe(
         "liveness",
         "httpGet",
@@ -709,8 +716,10 @@ def test_other_create_failures_are_not_a_quota_refusal():
 # the LimitRanger admission plugin's wordings (plugin/pkg/admission/limitranger/admission.go)
 LIMIT_RANGE_REFUSALS = [
     'pods "llama-70b-0" is forbidden: maximum memory usage per Container is 32Gi, but limit is 64Gi',
-    'pods "llama-70b-0" is forbidden: [minimum cpu usage per Pod is 1, but request is 500m, maximum memory usage per Container is 4Gi.  No limit is specified]',
-    'pods "llama-70b-0" is forbidden: cpu max limit to request ratio per Container is 2, but provided ratio is 4.000000',
+    'pods "llama-70b-0" is forbidden: [minimum cpu usage per Pod is 1, but request '
+    "is 500m, maximum memory usage per Container is 4Gi.  No limit is specified]",
+    'pods "llama-70b-0" is forbidden: cpu max limit to request '
+    "ratio per Container is 2, but provided ratio is 4.000000",
 ]
 
 

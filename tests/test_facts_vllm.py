@@ -262,8 +262,10 @@ def test_the_specific_failure_line_is_preferred_over_the_engine_death_that_follo
         ],
         "kv_cache_too_small": [
             (
-                "ValueError: To serve at least one request with the models's max seq len (131072), (10.00 GiB KV cache is needed, "
-                "which is larger than the available KV cache memory (6.45 GiB). Based on the available memory, the estimated "
+                "ValueError: To serve at least one request with the models's "
+                "max seq len (131072), (10.00 GiB KV cache is needed, "
+                "which is larger than the available KV cache memory "
+                "(6.45 GiB). Based on the available memory, the estimated "
                 "maximum model length is 84528. Try increasing ..."
             )
         ],

@@ -90,7 +90,10 @@ def gpu_facts(snap: Snapshot) -> list[dict]:
 
 
 def test_an_xid_line_goes_to_the_gpu_whose_pci_address_it_names():
-    line = "NVRM: Xid (PCI:0000:2a:00): 48, pid=1911, name=python3, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 6, subpartition 0."
+    line = (
+        "NVRM: Xid (PCI:0000:2a:00): 48, pid=1911, name=python3, An uncorrectable double bit "
+        "error (DBE) has been detected on GPU in the framebuffer at partition 6, subpartition 0."
+    )
     snap = snapshot(busy_gpu(0), busy_gpu(1), events=[xid_event("gpu-node-a", line)])
     assert [g.xids for g in snap.gpus] == [[], [48]]
     assert snap.gpus[1].xid_lines == [line]
@@ -185,7 +188,10 @@ def test_a_lost_gpu_nvidia_smi_names_by_address_takes_its_xid_line():
 
 
 def test_an_xid_on_a_node_whose_gpus_were_not_captured_is_a_node_finding():
-    line = "NVRM: Xid (PCI:0000:18:00): 48, pid=1911, name=python3, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 6, subpartition 0."
+    line = (
+        "NVRM: Xid (PCI:0000:18:00): 48, pid=1911, name=python3, An uncorrectable double bit "
+        "error (DBE) has been detected on GPU in the framebuffer at partition 6, subpartition 0."
+    )
     snap = join(Snapshot(nodes=[Node("gpu-node-b")], events=[xid_event("gpu-node-b", line)], sources=dict(READ)))
     assert fired(snap, "GPU-108") == {"GPU-108": ["node/gpu-node-b"]}
 
@@ -220,7 +226,8 @@ def test_without_nodes_json_the_gpu_count_of_a_node_is_unknown():
 
 def test_application_and_followup_xids_are_not_gpu_faults():
     lines = [
-        "NVRM: Xid (PCI:0000:18:00): 13, pid='<unknown>', name=<unknown>, Graphics SM Warp Exception on (GPC 2, TPC 1, SM 0): Out Of Range Address",
+        "NVRM: Xid (PCI:0000:18:00): 13, pid='<unknown>', name=<unknown>, "
+        "Graphics SM Warp Exception on (GPC 2, TPC 1, SM 0): Out Of Range Address",
         "NVRM: Xid (PCI:0000:18:00): 45, pid=2271934, name=python3, Ch 00000008",
     ]
     snap = snapshot(busy_gpu(0), events=[xid_event("gpu-node-a", line) for line in lines])
@@ -400,7 +407,8 @@ def test_the_container_runtime_refusing_an_old_driver_fires_gpu_107():
         "failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: "
         "unable to start container process: error during container init: error running hook #0: error running hook: "
         "exit status 1, stdout: , stderr: Auto-detected mode as 'legacy'\nnvidia-container-cli: requirement error: "
-        "unsatisfied condition: cuda>=12.8, please update your driver to a newer version, or use an earlier cuda container: unknown"
+        "unsatisfied condition: cuda>=12.8, please update your driver "
+        "to a newer version, or use an earlier cuda container: unknown"
     )
     pod = crashing_pod(state="waiting", state_reason="RunContainerError", state_message=message)
     snap = snapshot(busy_gpu(0, driver_version="535.183.01", cuda_version="12.2"), pods=[pod])

@@ -24,7 +24,10 @@ LISTS = [*_K8S_LISTS, "endpoints.json", "endpointslices.json"]
 
 def _list_with_huge_integer(name: str) -> str:
     kind = {"hpa.json": "HorizontalPodAutoscaler"}.get(name, name.removesuffix(".json").rstrip("s").capitalize())
-    item = f'{{"apiVersion": "v1", "kind": "{kind}", "metadata": {{"name": "a", "namespace": "ml", "generation": {HUGE}}}}}'
+    item = (
+        f'{{"apiVersion": "v1", "kind": "{kind}", "metadata": '
+        f'{{"name": "a", "namespace": "ml", "generation": {HUGE}}}}}'
+    )
     return f'{{"apiVersion": "v1", "kind": "List", "items": [{item}, {item}'
 
 

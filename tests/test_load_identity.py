@@ -71,7 +71,8 @@ def test_namespaced_files_go_to_their_own_pod_only():
         {
             "k8s/pods.json": TWO_NAMESPACES,
             "k8s/logs/other-team.vllm-0.log": CUDA_OOM,
-            "k8s/logs/llm-serving.vllm-0.vllm.log": "INFO 12-01 14:00:00 [api_server.py:1] vLLM API server version 0.11.0\n",
+            "k8s/logs/llm-serving.vllm-0.vllm.log": "INFO 12-01 14:00:00 [api_server.py:1] "
+            "vLLM API server version 0.11.0\n",
             "vllm/llm-serving.vllm-0.metrics.txt": METRICS,
             "vllm/other-team.vllm-0.health.txt": "503",
             "gpu/other-team.vllm-0.csv": GPU_CSV.format(uuid="GPU-170d82e3-8af2-c5db-84bc-c44f13158028"),

@@ -60,7 +60,8 @@ SIGNAL_RULES = {
     "fabric_manager_not_ready": ("incident-gpu-fabric-manager", "GPU-201"),
     "cuda_compat_unsupported": ("incident-gpu-cuda-compat-804", "GPU-202"),
     "gpu_marked_unhealthy": ("incident-gpu-device-plugin-unhealthy", "GPU-204"),
-    # rules/signals/crash-causes.yaml: wordings rules name without a signal, known so that the decisive-line rules stay silent
+    # rules/signals/crash-causes.yaml: wordings rules name without a signal, known so that the decisive-line
+    # rules stay silent
     "ray_version_refused": ("ray-version-mismatch", "RAY-107"),
     "parallel_exceeds_visible_gpus": ("vllm-tp-exceeds-gpus", "VLLM-110"),
 }
@@ -89,7 +90,8 @@ def test_each_log_signal_has_a_fixture_where_its_rule_fires(signal: str) -> None
 
 
 def test_every_signal_is_covered() -> None:
-    # nvml: the test below; vllm_process: tests/test_workload_recognition.py (it names what a pod runs, no rule reads it)
+    # nvml: the test below; vllm_process: tests/test_workload_recognition.py (it names what a pod runs, no
+    # rule reads it)
     tested_elsewhere = {"xid", "ray_cannot_schedule", "nvml_driver_mismatch", "vllm_process"}
     assert set(SIGNAL_RULES) | tested_elsewhere | SIGNALS_TESTED_APART == set(builtin_signals().names())
 
@@ -133,8 +135,10 @@ def test_a_ray_cannot_be_scheduled_line_reaches_the_ray_rule() -> None:
     bundle.add(
         f"k8s/logs/{pod}.log",
         (
-            "2025-03-14 10:05:00,123\tWARNING worker.py:1034 -- The actor or task with ID ffffffffffffffff4c25a1a9c6d57d3c01000000 "
-            "cannot be scheduled right now. It requires {GPU: 1.000000}, {CPU: 1.000000} for placement, however the cluster "
+            "2025-03-14 10:05:00,123\tWARNING worker.py:1034 -- The actor "
+            "or task with ID ffffffffffffffff4c25a1a9c6d57d3c01000000 "
+            "cannot be scheduled right now. It requires {GPU: 1.000000}, "
+            "{CPU: 1.000000} for placement, however the cluster "
             "currently cannot provide the requested resources.\n"
         ),
     )
@@ -171,8 +175,8 @@ def test_a_crash_loop_with_no_known_cause_is_explained_by_its_decisive_line() ->
     [crash] = [f for f in report.findings if f.rule == "K8S-213"]
     assert crash.explained_by == "VLLM-129"
     assert (
-        "no known failure line; the decisive line of its log: vllm serve: error: unrecognized arguments: --max-num-batch-tokens 16384 (vllm layer)"
-        in crash.evidence
+        "no known failure line; the decisive line of its log: vllm serve: "
+        "error: unrecognized arguments: --max-num-batch-tokens 16384 (vllm layer)" in crash.evidence
     )
 
 
@@ -256,8 +260,10 @@ def test_vllms_own_weights_oom_message_names_the_weights() -> None:
     bundle.add(
         log,
         (
-            "(EngineCore pid=36704) ERROR 04-07 15:58:28 [gpu_model_runner.py:4818] Failed to load model - not enough GPU "
-            "memory. Try lowering --gpu-memory-utilization to free memory for weights, increasing --tensor-parallel-size, "
+            "(EngineCore pid=36704) ERROR 04-07 15:58:28 "
+            "[gpu_model_runner.py:4818] Failed to load model - not enough GPU "
+            "memory. Try lowering --gpu-memory-utilization to free "
+            "memory for weights, increasing --tensor-parallel-size, "
             "or using --quantization.\n"
         ),
     )

@@ -105,7 +105,7 @@ def test_damaged_files_never_make_a_fault_healthy(scenario: Path) -> None:
         [_expected(scenario)["fires"]] * len(variants),
         chunksize=8,
     )
-    for (name, how, _), outcome in zip(variants, outcomes):
+    for (name, how, _), outcome in zip(variants, outcomes, strict=True):
         kind = "faulty" if layer else "healthy"
         TALLY[f"damage ({how}) of {kind} fixtures -> {outcome}"] += 1
         if layer is not None and outcome in ("healthy", "other layer"):

@@ -149,7 +149,8 @@ def test_without_the_preemption_series_a_steady_queue_at_a_full_cache_is_unknown
 
 def test_the_old_kv_name_is_read_when_the_new_one_has_no_series() -> None:
     history = [answer("vllm_gpu_cache_usage_perc", *r.series) if r.name == "vllm_kv_cache_usage_perc" else
-               answer("vllm_kv_cache_usage_perc") if r.name == "vllm_gpu_cache_usage_perc" else r for r in vllm_history()]  # fmt: skip
+               answer("vllm_kv_cache_usage_perc") if r.name == "vllm_gpu_cache_usage_perc" else r
+               for r in vllm_history()]  # fmt: skip
     [server] = facts(snapshot(history))
     assert server["kv_saturation"]["found"] is True
     assert server["metric_names"]["kv_cache_usage"] == "vllm:gpu_cache_usage_perc"
@@ -170,9 +171,12 @@ def test_a_server_prometheus_never_scraped_is_unknown_not_calm() -> None:
 
 
 def _scrape(kv: float, waiting: float, preemptions: float, t: float) -> Scrape:
-    text = (f'vllm:kv_cache_usage_perc{{engine="0",model_name="m"}} {kv}\nvllm:num_requests_waiting{{engine="0",model_name="m"}} {waiting}\n'
-            f'vllm:num_requests_running{{engine="0",model_name="m"}} 40\nvllm:num_preemptions_total{{engine="0",model_name="m"}} {preemptions}\n'
-            f'vllm:generation_tokens_total{{engine="0",model_name="m"}} {t}\nvllm:prompt_tokens_total{{engine="0",model_name="m"}} {t}\n')  # fmt: skip
+    text = (f'vllm:kv_cache_usage_perc{{engine="0",model_name="m"}} {kv}\n'
+            f'vllm:num_requests_waiting{{engine="0",model_name="m"}} {waiting}\n'
+            f'vllm:num_requests_running{{engine="0",model_name="m"}} 40\n'
+            f'vllm:num_preemptions_total{{engine="0",model_name="m"}} {preemptions}\n'
+            f'vllm:generation_tokens_total{{engine="0",model_name="m"}} {t}\n'
+            f'vllm:prompt_tokens_total{{engine="0",model_name="m"}} {t}\n')  # fmt: skip
     return Scrape(parse_exposition(text).samples, t)
 
 
@@ -209,7 +213,8 @@ def test_tokens_stopping_while_requests_run_is_a_stall_that_ended() -> None:
 
 def test_aborted_requests_are_counted_by_finished_reason() -> None:
     success = answer("vllm_request_success_rate_5m", series(LLM | {"finished_reason": "stop"}, 3.0),
-                     series(LLM | {"finished_reason": "abort"}, 1.0), series(LLM | {"finished_reason": "length"}, 0.0))  # fmt: skip
+                     series(LLM | {"finished_reason": "abort"}, 1.0),
+                     series(LLM | {"finished_reason": "length"}, 0.0))  # fmt: skip
     snap = snapshot([*vllm_history(kv=0.5, preempt=0, waiting=0), success])
     [server] = facts(snap)
     aborted = server["aborted_requests"]

@@ -132,7 +132,8 @@ def test_the_scheduler_word_stands_without_node_totals() -> None:
     ("cause", "failure"),
     [
         (
-            "actor died (WORKER_DIED): The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR",
+            "actor died (WORKER_DIED): The actor is dead because its "
+            "worker process has died. Worker exit type: SYSTEM_ERROR",
             True,
         ),
         ("creation task failed: ModuleNotFoundError: No module named 'vllm'", True),
@@ -298,8 +299,10 @@ def test_placement_group_strategy_from_a_demand_line_of_several_bundle_shapes() 
 
 def test_unschedulable_lines_come_from_any_pods_log() -> None:
     line = (
-        "2026-12-03 02:10:41,687\tWARNING worker.py:1034 -- The actor or task with ID cb230a572350ff44ffffffff01000000 cannot be "
-        "scheduled right now. It requires {CPU: 1.000000}, {llama3_70b_gpu: 1.000000} for placement, however the cluster currently "
+        "2026-12-03 02:10:41,687\tWARNING worker.py:1034 -- The actor "
+        "or task with ID cb230a572350ff44ffffffff01000000 cannot be "
+        "scheduled right now. It requires {CPU: 1.000000}, {llama3_70b_gpu: "
+        "1.000000} for placement, however the cluster currently "
         "cannot provide the requested resources."
     )
     driver = Container("driver", log_signals={"ray_cannot_schedule": [line]})

@@ -175,11 +175,13 @@ def test_without_kubernetes_its_lists_are_skipped_not_missing():
 
 def test_a_vllm_pod_dead_of_cuda_oom_is_explained_by_the_process_its_log_names():
     line = "torch.OutOfMemoryError: " + OOM.split("torch.OutOfMemoryError: ", 1)[1]
-    container = Container("vllm", command=["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct"], limits={"nvidia.com/gpu": "1"},
+    container = Container("vllm", command=["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct"],
+                          limits={"nvidia.com/gpu": "1"},
                           log_signals={"cuda_oom": [line]}, logs=line + "\n", logs_scanned=True)  # fmt: skip
     pod = Pod("llm", "llama-0", node_name="gpu-a", phase="Running", containers=[container])
     snap = join(Snapshot(pods=[pod], nodes=[Node("gpu-a")], gpus=[gpu("gpu-a", GPUProcess(1434, "python3", 61962.0))],
-                         sources=dict(READ) | {"k8s/pods.json": SourceStatus("ok"), "k8s/logs/llm.llama-0.log": SourceStatus("ok")}))  # fmt: skip
+                         sources=dict(READ) | {"k8s/pods.json": SourceStatus("ok"),
+                                               "k8s/logs/llm.llama-0.log": SourceStatus("ok")}))  # fmt: skip
     assert snap.vllm_servers[0].gpus == ["GPU-gpu-a"]
     result = evaluate([RULES["GPU-111"], RULES["VLLM-105"]], build_facts(snap), SETTINGS)
     assert sorted(f.rule for f in result.findings) == ["GPU-111", "VLLM-105"]

@@ -98,8 +98,10 @@ def test_text_shapes(line: str, kept: str) -> None:
 
 def test_yaml_files_are_cleaned_as_data_and_block_scalars_in_text() -> None:
     manifest = (
-        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: tls\n  annotations:\n    example.com/api-token: plantYamlTok0070\n"
-        "stringData:\n  tls.key: |\n    -----BEGIN EC PRIVATE KEY-----\n    plantYamlPem0071\n    -----END EC PRIVATE KEY-----\n"
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: tls\n"
+        "  annotations:\n    example.com/api-token: plantYamlTok0070\n"
+        "stringData:\n  tls.key: |\n    -----BEGIN EC PRIVATE KEY-----\n"
+        "    plantYamlPem0071\n    -----END EC PRIVATE KEY-----\n"
         "  replicas: '3'\n"
     )
     cleaned = redact("k8s/extra.yaml", manifest.encode()).decode()
@@ -131,7 +133,11 @@ def test_a_value_repeated_across_a_list_is_cleaned_and_counted_every_time() -> N
 def test_a_json_file_with_nothing_to_hide_stays_byte_for_byte() -> None:
     """The detectors look at every string and count 0 when they find nothing: that is no redaction,
     and the file keeps the source's own bytes (a 40 MB event list is not written again)."""
-    raw = b'{"apiVersion": "v1",\n "items": [{"metadata": {"name": "vllm-0", "uid": "a1b2c3d4-0000-4e5f-8a9b-0123456789ab"},\n   "message": "Started container vllm", "lastTimestamp": "2026-12-04T13:44:01Z"}], "kind": "List"}\n'
+    raw = (
+        b'{"apiVersion": "v1",\n "items": [{"metadata": {"name": "vllm-0", "uid": '
+        b'"a1b2c3d4-0000-4e5f-8a9b-0123456789ab"},\n'
+        b'   "message": "Started container vllm", "lastTimestamp": "2026-12-04T13:44:01Z"}], "kind": "List"}\n'
+    )
     redactor = Redactor()
     assert redactor("k8s/events.json", raw) is raw
     assert not any(redactor.applied.values())

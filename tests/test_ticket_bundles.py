@@ -88,5 +88,5 @@ def test_a_missing_optional_list_leaves_the_verdict_standing(scenario: Path) -> 
     dropped = [name for name in OPTIONAL if name in files and not any(name.startswith(p) for p in cause)]
     variants = [{k: v for k, v in files.items() if k != name} for name in dropped]
     verdicts = list(_pool().map(_verdict, variants))
-    changed = {name: got for name, got in zip(dropped, verdicts) if got != _expected(scenario)}
+    changed = {name: got for name, got in zip(dropped, verdicts, strict=True) if got != _expected(scenario)}
     assert changed == {}

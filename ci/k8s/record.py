@@ -64,8 +64,8 @@ def record(recording: Recording, out: Path) -> None:
         target = out / recording.fixture
         shutil.rmtree(target, ignore_errors=True)
         done = subprocess.run(
-            [sys.executable, "-m", "diag.cli", "collect", f"--kubeconfig={cluster.kubeconfig}", "-n", recording.namespace,
-             "--no-local-gpu", "--scrapes=1", "--timeout=60", "--out", str(target)],
+            [sys.executable, "-m", "diag.cli", "collect", f"--kubeconfig={cluster.kubeconfig}",
+             "-n", recording.namespace, "--no-local-gpu", "--scrapes=1", "--timeout=60", "--out", str(target)],
             cwd=REPO, capture_output=True, text=True, timeout=180,
         )  # fmt: skip
         if done.returncode not in (0, 1):

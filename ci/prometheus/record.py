@@ -24,11 +24,20 @@ from history_scenarios import CLUSTER_FIXTURE, EXPECTED, SCENARIOS, collect_hist
 from live_services import running_prometheus  # noqa: E402
 
 DESCRIPTIONS = {
-    "healthy-busy-hour": "busy-but-healthy with 30 minutes of Prometheus history of a busy, healthy hour (queues come and go, KV 0.6-0.75); another tenant's KV storm in namespace research is outside the collected namespace.",
-    "kv-storm-ended": "busy-but-healthy (calm at collection) whose Prometheus history shows pod pfnp5's KV cache full with a climbing queue and preemptions for the first 20 of the last 30 minutes: the storm the on-call arrived after.",
-    "queue-building": "busy-but-healthy whose Prometheus history shows pod pfnp5's queue climbing 0 -> 30 over the last 20 minutes with 32 running and KV near 0.6; --max-num-seqs is not set, so the cap is unknown (VLLM-114). The /metrics scrapes at collection show the queue draining: the finding says the scrapes were trusted for now.",
-    "xid-on-one-gpu": "busy-but-healthy whose dcgm-exporter series show Xid 79 on GPU 1 of gpu-h100-2 for the last 6 minutes; nvidia-smi's CSV cannot show Xids.",
-    "requests-aborted": "busy-but-healthy whose Prometheus history shows pod pfnp5 finishing 12 of every 42 requests with finished_reason=abort for the last 15 minutes (a gateway timing out).",
+    "healthy-busy-hour": "busy-but-healthy with 30 minutes of Prometheus history of a busy, "
+    "healthy hour (queues come and go, KV 0.6-0.75); another tenant's "
+    "KV storm in namespace research is outside the collected namespace.",
+    "kv-storm-ended": "busy-but-healthy (calm at collection) whose Prometheus history shows "
+    "pod pfnp5's KV cache full with a climbing queue and preemptions for the "
+    "first 20 of the last 30 minutes: the storm the on-call arrived after.",
+    "queue-building": "busy-but-healthy whose Prometheus history shows pod pfnp5's queue climbing 0 "
+    "-> 30 over the last 20 minutes with 32 running and KV near 0.6; --max-num-seqs "
+    "is not set, so the cap is unknown (VLLM-114). The /metrics scrapes at collection "
+    "show the queue draining: the finding says the scrapes were trusted for now.",
+    "xid-on-one-gpu": "busy-but-healthy whose dcgm-exporter series show Xid 79 on GPU 1 of "
+    "gpu-h100-2 for the last 6 minutes; nvidia-smi's CSV cannot show Xids.",
+    "requests-aborted": "busy-but-healthy whose Prometheus history shows pod pfnp5 finishing 12 of every 42 "
+    "requests with finished_reason=abort for the last 15 minutes (a gateway timing out).",
 }
 
 
@@ -46,7 +55,9 @@ def record(name: str) -> Path:
     expected = EXPECTED[name]
     layer = None if expected.rule is None else ("gpu" if expected.rule.startswith("GPU") else "vllm")
     (fixture / "expected.json").write_text(json.dumps({
-        "description": DESCRIPTIONS[name], "verdict": {"layer": layer, "rule": expected.rule}, "fires": list(expected.fires),
+        "description": DESCRIPTIONS[name],
+        "verdict": {"layer": layer, "rule": expected.rule},
+        "fires": list(expected.fires),
     }, indent=2) + "\n")  # fmt: skip
     return fixture
 

@@ -209,7 +209,8 @@ def _split_logs(namespace: str, pod: str, rel: str, data: bytes, out: Converted)
         target = f"k8s/logs/{namespace}.{pod}.{container}.log"
         if _LOG_ERROR.fullmatch(body):
             out.skipped[target] = (
-                f"{target}: {LAYOUT} has no log of container {container}: {' '.join(body.decode('utf-8', errors='replace').split())}"
+                f"{target}: {LAYOUT} has no log of container {container}: "
+                f"{' '.join(body.decode('utf-8', errors='replace').split())}"
             )
             continue
         out.files[target] = body

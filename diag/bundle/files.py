@@ -185,7 +185,8 @@ class _Reader:
         if size > self.limits.file_bytes:
             self.refuse(
                 rel,
-                f"{size:,} bytes, over the limit of {self.limits.file_bytes:,} for one file (setting bundle_max_file_bytes): not read",
+                f"{size:,} bytes, over the limit of {self.limits.file_bytes:,} "
+                "for one file (setting bundle_max_file_bytes): not read",
             )
             self.spend(rel, size)
             return False
@@ -260,7 +261,8 @@ def _read_file(path: Path, rel: str, reader: _Reader) -> None:
             if len(data) > reader.limits.file_bytes:  # grew while read
                 reader.refuse(
                     rel,
-                    f"over the limit of {reader.limits.file_bytes:,} bytes for one file (setting bundle_max_file_bytes): not read",
+                    f"over the limit of {reader.limits.file_bytes:,} bytes "
+                    "for one file (setting bundle_max_file_bytes): not read",
                 )
             else:
                 reader.files[rel] = data

@@ -109,7 +109,7 @@ class _Loader:
             self.failed(name, str(e))
         except MemoryError:
             raise
-        except Exception as e:  # noqa: BLE001 - any bad file (RecursionError, OverflowError, csv.Error ...) fails its source only
+        except Exception as e:  # any bad file (RecursionError, OverflowError, csv.Error ...) fails its source only
             self.failed(name, unexpected(e))
         else:
             self.ok(name)
@@ -143,7 +143,7 @@ class _Loader:
             cut = k8s.recover_truncated_list(text)
         except MemoryError:
             raise
-        except Exception:  # noqa: BLE001 - the recovery is a second chance: the first read's failure stands
+        except Exception:  # the recovery is a second chance: the first read's failure stands
             cut = None
         if cut is None:
             return
@@ -232,13 +232,16 @@ class _Loader:
     def _gpu(self, rel: str, text: str) -> None:
         name = PurePosixPath(rel).name
         parsers = (nvml.parse_nvml_json, nvidia_smi.parse_xml, nvidia_smi.parse_csv)
-        for suffix, parse in zip(GPU_FILE_SUFFIXES, parsers, strict=True):
-            if name.endswith(suffix):
-                host = name.removesuffix(suffix)
-                use = lambda t: _merge_gpus(self.snap, parse(t, host), self.gpus_by_key)  # noqa: E731
-                self.run_lines(rel, text, use) if suffix == ".csv" else self.run(rel, lambda: use(text))
-                return
-        self.snap.sources[rel] = SourceStatus("skipped", f"{rel}: unknown GPU file")
+        found = [
+            (suffix, parse) for suffix, parse in zip(GPU_FILE_SUFFIXES, parsers, strict=True) if name.endswith(suffix)
+        ]
+        if not found:
+            self.snap.sources[rel] = SourceStatus("skipped", f"{rel}: unknown GPU file")
+            return
+        suffix, parse = found[0]
+        host = name.removesuffix(suffix)
+        use = lambda t: _merge_gpus(self.snap, parse(t, host), self.gpus_by_key)  # noqa: E731
+        self.run_lines(rel, text, use) if suffix == ".csv" else self.run(rel, lambda: use(text))
 
     def _vllm(self, rel: str, text: str) -> None:
         m = VLLM_FILE.match(rel)
@@ -270,7 +273,10 @@ class _Loader:
                     if i < len(stamps) and isinstance(stamps[i], (int, float)) and not isinstance(stamps[i], bool)
                     else None
                 )
-                self.run(files[n], lambda: self._read_scrape(self.servers[name], files[n], taken_at))
+                self.run(
+                    files[n],
+                    lambda name=name, rel=files[n], at=taken_at: self._read_scrape(self.servers[name], rel, at),
+                )
         self.snap.vllm_servers.extend(self.servers.values())
 
     def _read_scrape(self, server: VllmServer, rel: str, taken_at: float | None) -> None:

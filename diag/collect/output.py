@@ -38,11 +38,13 @@ def check_output_path(out: str | os.PathLike, force: bool = False) -> Path:
             raise UserError(f"refusing to write the bundle to {out}: it exists and is not a folder (choose a new name)")
         if not force:
             raise UserError(
-                f"refusing to write the bundle to {out}: the folder is not empty (choose a new name, or --force to replace an earlier bundle)"
+                f"refusing to write the bundle to {out}: the folder is not empty "
+                "(choose a new name, or --force to replace an earlier bundle)"
             )
         if not _is_bundle(dest):
             raise UserError(
-                f"refusing to write the bundle to {out}: the folder holds files but no earlier bundle (no {MANIFEST}); --force replaces only a bundle"
+                f"refusing to write the bundle to {out}: the folder holds files but "
+                f"no earlier bundle (no {MANIFEST}); --force replaces only a bundle"
             )
     return dest
 

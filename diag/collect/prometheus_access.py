@@ -218,7 +218,8 @@ def _split_url(url: str) -> tuple[str, str | None, str | None]:
         raise UserError(f"--prometheus-url: {public_url_hint(text)!r} is not an http(s) URL")
     if parts.query or parts.fragment:
         raise UserError(
-            "--prometheus-url: a query string or fragment is not supported (credentials go in --prometheus-header, or --prometheus-token)"
+            "--prometheus-url: a query string or fragment is not supported "
+            "(credentials go in --prometheus-header, or --prometheus-token)"
         )
     try:
         port = parts.port

@@ -92,7 +92,9 @@ _AUTH_HEADER = re.compile(
     r"(?:(?P<scheme>[A-Za-z][A-Za-z0-9\-]*)[ \t]+)?)(?P<value>[^\r\n]*)"
 )
 _PEM_BLOCK = re.compile(
-    r"(?P<begin>-{4,5} ?BEGIN (?P<kind>[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?) ?-{4,5})(?P<body>.*?)(?P<end>-{4,5} ?END (?P=kind) ?-{4,5}|\Z)",
+    r"(?P<begin>-{4,5} ?BEGIN (?P<kind>[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?) ?-{4,5})"
+    r"(?P<body>.*?)"
+    r"(?P<end>-{4,5} ?END (?P=kind) ?-{4,5}|\Z)",
     re.DOTALL,
 )
 _QUOTED_KEY = re.compile(

@@ -164,7 +164,7 @@ def _preflight(kube: KubeAccess, target: Target) -> str | None:
             target.total_timeout_s,
         )
         return kube.preflight(min(limits))
-    except Exception:  # noqa: BLE001 - a check that broke is no reason to skip the sources it guards
+    except Exception:  # a check that broke is no reason to skip the sources it guards
         return None
 
 
@@ -202,8 +202,12 @@ def _run_all(
     On Ctrl-C stop waiting: what has not come back is "interrupted"."""
     providers = [c for c in collectors if c.phase == 1]
     waits = [c.phase != 1 and c.needs_pods and bool(providers) for c in collectors]
-    held = [c for c, wait_for_pods in zip(collectors, waits) if c.kube_only and not wait_for_pods] if gate else []
-    later = [c for c, wait_for_pods in zip(collectors, waits) if wait_for_pods]
+    held = (
+        [c for c, wait_for_pods in zip(collectors, waits, strict=True) if c.kube_only and not wait_for_pods]
+        if gate
+        else []
+    )
+    later = [c for c, wait_for_pods in zip(collectors, waits, strict=True) if wait_for_pods]
     running: dict[Future[list[SourceResult]], _Running] = {}
     results: list[SourceResult] = []
     reported: set[int] = set()  # id() of the collectors whose lines are in
@@ -220,7 +224,7 @@ def _run_all(
         view.finished(c.name, got)
 
     try:
-        for c, wait_for_pods in zip(collectors, waits):
+        for c, wait_for_pods in zip(collectors, waits, strict=True):
             if not wait_for_pods and c not in held:
                 start(c)
         providers_left = len(providers)
@@ -293,7 +297,7 @@ def _timed_out(run: _Running, now: float, deadline: float) -> SourceResult:
 def _guarded(collector: Collector, ctx: CollectContext) -> list[SourceResult]:
     try:
         return collector.run(ctx)
-    except Exception as e:  # noqa: BLE001 - a collector's bug is one failed source, never a crash
+    except Exception as e:  # a collector's bug is one failed source, never a crash
         text = str(e).strip()
         first = text.splitlines()[0] if text else ""
         return [SourceResult(collector.name, "failed", f"{type(e).__name__}: {first}" if first else type(e).__name__)]

@@ -86,7 +86,7 @@ def collect_vllm(
     if not endpoints:
         return []
     per_server: list[list[SourceResult]] = [[] for _ in endpoints]
-    steps = [_server_steps(e, sink, target, out) for e, out in zip(endpoints, per_server)]
+    steps = [_server_steps(e, sink, target, out) for e, out in zip(endpoints, per_server, strict=True)]
     _Steps(steps, max_at_once, min(slow_s, target.source_timeout_s)).run()
     return [result for results in per_server for result in results]
 
@@ -172,7 +172,7 @@ class _Steps:
                 next_due = next(step)
             except StopIteration:
                 pass
-            except BaseException as e:  # noqa: BLE001 - raised by run() once every server is done
+            except BaseException as e:  # raised by run() once every server is done
                 with self._for_steps:
                     self._error = self._error or e
             with self._for_steps:

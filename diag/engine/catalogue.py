@@ -49,13 +49,15 @@ def catalogue_markdown(extra: list[Path]) -> str:
         "## Log signals",
         "",
         "Lines the rules read as `log_signals.<name>`, from `rules/signals/*.yaml` (add your own in a",
-        "`signals/` folder beside rule files given with `--rules`). A crash cause is a crash loop's known failure line (K8S-213).",
+        "`signals/` folder beside rule files given with `--rules`). "
+        "A crash cause is a crash loop's known failure line (K8S-213).",
         "",
         "| name | layer | crash cause | what its lines say |",
         "| --- | --- | --- | --- |",
     ]
     out += [
-        f"| `{name}` | {signals.layers[name]} | {'yes' if name in signals.crash_causes else 'no'} | {signals.descriptions[name]} |"
+        f"| `{name}` | {signals.layers[name]} | "
+        f"{'yes' if name in signals.crash_causes else 'no'} | {signals.descriptions[name]} |"
         for name in sorted(signals.names())
     ]
     out.append("")
@@ -68,7 +70,8 @@ def _section(r: Rule) -> str:
     lines = [
         f"## {r.id}",
         "",
-        f"**{r.title}** — layer `{r.layer}`, severity `{r.severity}`, one check per `{r.scope}` (file `rules/{r.file}`).",
+        f"**{r.title}** — layer `{r.layer}`, severity `{r.severity}`, "
+        f"one check per `{r.scope}` (file `rules/{r.file}`).",
         "",
     ]
     if r.description:

@@ -41,7 +41,7 @@ def _evaluator() -> ModuleType:
                 del sys.modules[_NAME]
                 raise
             return module
-    import cel  # noqa: PLC0415 - another layout: the package as it is
+    import cel  # another layout: the package as it is
 
     return cel
 

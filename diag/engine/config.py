@@ -170,7 +170,10 @@ class Config:
         return kept
 
 
-_EVERYTHING = "this suppression matches every finding (it would hide any incident): name a rule, a subject, a namespace or a label"
+_EVERYTHING = (
+    "this suppression matches every finding (it would hide any "
+    "incident): name a rule, a subject, a namespace or a label"
+)
 
 
 def _matches_all(pattern: str) -> bool:

@@ -255,7 +255,7 @@ def evaluate(
             started = time.perf_counter()
             try:
                 env = judged.context(scope, subject)
-            except Exception as e:  # noqa: BLE001 - a value CEL cannot hold (an integer past 64 bits ...)
+            except Exception as e:  # a value CEL cannot hold (an integer past 64 bits ...)
                 for rule in left_to_cel:
                     tallies[
                         rule.id
@@ -342,7 +342,7 @@ def _run(
             tally.fired += 1
     except MemoryError:
         raise
-    except Exception as e:  # noqa: BLE001 - OverflowError and the like: this rule's one-line failure
+    except Exception as e:  # OverflowError and the like: this rule's one-line failure
         if _reads_unknown(e):
             tally.unknown += 1
         else:
@@ -431,7 +431,8 @@ def _outcome(tally: _Tally, subjects: int, scope: str) -> RuleOutcome:
         decided = subjects - tally.unknown
         return RuleOutcome(
             "unknown",
-            f"{tally.unknown} of {subjects} could not be decided (the values it needs were not reported); {decided} silent",
+            f"{tally.unknown} of {subjects} could not be decided (the "
+            f"values it needs were not reported); {decided} silent",
             subjects,
         )
     return RuleOutcome("silent", f"{subjects} checked", subjects)

@@ -112,7 +112,7 @@ def _guarded(snap: Snapshot, part: str, build: Callable[[], T], empty: T) -> T:
         return build()
     except MemoryError:
         raise
-    except Exception as e:  # noqa: BLE001 - content no builder foresaw costs that part, not the analysis
+    except Exception as e:  # content no builder foresaw costs that part, not the analysis
         name = f"facts/{part.replace(' ', '-')}"
         snap.sources[name] = SourceStatus(
             "failed", f"{name}: the {part} facts could not be built from this bundle: {unexpected(e)}"

@@ -38,7 +38,7 @@ def _copy_of(cls: type, drop: tuple[str, ...]) -> Callable[[Any], dict]:
             namespace[f"copy_{name}"] = copier
             items.append(f"{name!r}: (v if type(v := obj.{name}) in SCALARS else copy_{name}(v))")
     # field names are identifiers (dataclasses checks them), so the source is made of them alone
-    exec(f"def copy(obj):\n    return {{{', '.join(items)}}}", namespace)  # noqa: S102
+    exec(f"def copy(obj):\n    return {{{', '.join(items)}}}", namespace)
     return namespace["copy"]
 
 
@@ -48,7 +48,7 @@ def _copiers_of(cls: type) -> tuple[tuple[str, Callable[[Any], Any]], ...]:
     line) is copied in one call; anything else goes value by value."""
     try:
         hints = typing.get_type_hints(cls, include_extras=True)
-    except Exception:  # noqa: BLE001 - a type not resolvable here: copied value by value
+    except Exception:  # a type not resolvable here: copied value by value
         hints = {}
     return tuple((f.name, _copier(hints.get(f.name))) for f in dataclasses.fields(cls))
 

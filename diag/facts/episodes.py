@@ -66,7 +66,8 @@ class Timeline:
 
     @classmethod
     def of(cls, history: History, stems: dict[str, tuple[str, ...]], step: float, window_end: float | None) -> Timeline:
-        """`stems`: a name for each signal -> the stems that can hold it, first with data wins (old and new vLLM names)."""
+        """`stems`: a name for each signal -> the stems that can hold it, first with data wins (old and new
+        vLLM names)."""
         by_time: dict[float, Values] = {}
         for name, candidates in stems.items():
             points = next((history[s] for s in candidates if history.get(s)), [])

@@ -143,7 +143,10 @@ def _csv_used_text(gpu: GPU) -> list[str]:
 
 def _fb_used_text(history: GpuHistory) -> str:
     used = "?" if history.fb_used_mib is None else f"{history.fb_used_mib:.0f} MiB"
-    return f"DCGM_FI_DEV_FB_USED = {used} at the newest sample (dcgm-exporter; which processes hold it, only nvidia-smi on the node tells)"
+    return (
+        f"DCGM_FI_DEV_FB_USED = {used} at the newest sample (dcgm-exporter; "
+        "which processes hold it, only nvidia-smi on the node tells)"
+    )
 
 
 def _either(seen: bool | None, in_history: bool | None) -> bool | None:

@@ -49,7 +49,10 @@ def gpu_history(gpu: GPU, settings: dict, clock: Clock, window: PromWindow | Non
     if timeline.has("uncorrectable_rows"):
         rows = _values(timeline, "uncorrectable_rows")
         found.rows_remapped = rows[-1] > rows[0]
-        found.rows_remapped_text = f"DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS went {rows[0]:g} -> {rows[-1]:g} within the window (dcgm-exporter)"
+        found.rows_remapped_text = (
+            f"DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS went {rows[0]:g} "
+            f"-> {rows[-1]:g} within the window (dcgm-exporter)"
+        )
     exported = [name for name in _VIOLATIONS if timeline.has(name)]
     if exported and timeline.has("util"):
         found.throttled = _throttled(timeline, exported, settings, clock)
@@ -84,5 +87,6 @@ def _throttled(timeline: Timeline, exported: list[str], settings: dict, clock: C
         for span in timeline.spans(throttled, settings["history_min_minutes"]):
             worst = max(span.values(name)) / 1e9
             texts.append(f"{_VIOLATIONS[name]} throttling {worst:.0%} of the time while {min(span.values('util')):g}-"
-                         f"{max(span.values('util')):g} % busy (DCGM_FI_DEV_{_VIOLATIONS[name].upper()}_VIOLATION), {span.when(clock)}")  # fmt: skip
+                         f"{max(span.values('util')):g} % busy "
+                         f"(DCGM_FI_DEV_{_VIOLATIONS[name].upper()}_VIOLATION), {span.when(clock)}")  # fmt: skip
     return texts

@@ -145,10 +145,11 @@ def failed_mounts(events: list[Event]) -> list[str]:
 
 
 def crash_loops(pod: Pod, cause_signals: Sequence[str]) -> list[dict]:
-    """Crash-looping containers, init containers included, not OOMKilled (K8S-210 names that), each with the known failure lines
-    its current or previous log holds: the last line of each of `cause_signals` (the catalogue's signals
-    that name why a container exits, diag.parsers.signals) it matched, else the decisive line of its log
-    (diag.parsers.decisive) with the layer it points at. A rule that names such a cause explains the crash loop."""
+    """Crash-looping containers, init containers included, not OOMKilled (K8S-210 names that), each with
+    the known failure lines its current or previous log holds: the last line of each of `cause_signals`
+    (the catalogue's signals that name why a container exits, diag.parsers.signals) it matched, else the
+    decisive line of its log (diag.parsers.decisive) with the layer it points at. A rule that names such
+    a cause explains the crash loop."""
     crashes = []
     for c in pod.containers + pod.init_containers:  # an init container that crash-loops keeps the pod from starting
         if c.state_reason != "CrashLoopBackOff" or c.last_terminated_reason == "OOMKilled":

@@ -129,5 +129,6 @@ def _event(e: Event) -> dict:
         "count": e.count,
         "last_seen": e.last_seen,
         "source": e.source,
-        "line": f"{e.reason} ({e.source or 'reporter unknown'}, {e.count}x, last {e.last_seen or 'at an unknown time'}): {e.message}",
+        "line": f"{e.reason} ({e.source or 'reporter unknown'}, {e.count}x, "
+        f"last {e.last_seen or 'at an unknown time'}): {e.message}",
     }

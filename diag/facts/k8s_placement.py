@@ -207,5 +207,8 @@ def toleration_text(toleration: dict) -> str:
 def toleration_for(taint: dict) -> str:
     """The toleration that lets a pod onto a node with this taint, as a pod-spec snippet."""
     if taint.get("value"):
-        return f'{{key: "{taint.get("key")}", operator: "Equal", value: "{taint.get("value")}", effect: "{taint.get("effect")}"}}'
+        return (
+            f'{{key: "{taint.get("key")}", operator: "Equal", value: '
+            f'"{taint.get("value")}", effect: "{taint.get("effect")}"}}'
+        )
     return f'{{key: "{taint.get("key")}", operator: "Exists", effect: "{taint.get("effect")}"}}'

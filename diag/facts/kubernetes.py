@@ -69,7 +69,8 @@ QUOTA_EXCEEDED = "exceeded quota"
 # 'maximum memory usage per Container is 32Gi, but limit is 64Gi', 'minimum cpu usage per Pod is 1.  No
 # request is specified', 'cpu max limit to request ratio per Container is 2, but provided ratio is 4.000000'.
 LIMIT_RANGE_REFUSAL = re.compile(
-    r"(?:minimum|maximum) \S+ usage per (?:Container|Pod) is \S+?(?:, but (?:request|limit) is |\.  No (?:request|limit) is specified)"
+    r"(?:minimum|maximum) \S+ usage per (?:Container|Pod) is \S+?(?:, "
+    r"but (?:request|limit) is |\.  No (?:request|limit) is specified)"
     r"|\S+ max limit to request ratio per (?:Container|Pod) is \S+, but "
 )
 # GPU-operator / device-plugin daemonsets that put GPUs into pods, recognised by name or image.
@@ -215,7 +216,8 @@ def cluster_facts(snap: Snapshot, index: Lookups) -> dict:
         "gpu_allocated_total": sum(index.allocated.values()),
         "gpu_allocatable_max_per_node": max((v or 0 for v in allocatable.values()), default=0) if known else None,
         "gpu_nodes_without_devices": [
-            f"{n.name} ({_gpu_labels_text(n)}; allocatable nvidia.com/gpu: {n.allocatable.get('nvidia.com/gpu', 'absent')})"
+            f"{n.name} ({_gpu_labels_text(n)}; allocatable nvidia.com/gpu: "
+            f"{n.allocatable.get('nvidia.com/gpu', 'absent')})"
             for n in index.gpu_nodes
             if not placement.advertises_gpus(n)
         ],
@@ -238,7 +240,8 @@ def _kuberay_validation(snap: Snapshot, clock: Clock) -> dict:
         for kind, condition in sorted(c.conditions.items()):
             if condition.get("reason") == KUBERAY_VALIDATION_FAILED:
                 refused.setdefault(f"{c.namespace}/{c.name}", []).append(
-                    f"{c.kind.lower()} {c.namespace}/{c.name}: {kind}={condition.get('status')} (ValidationFailed): {condition.get('message') or 'no message'}"
+                    f"{c.kind.lower()} {c.namespace}/{c.name}: {kind}={condition.get('status')} "
+                    f"(ValidationFailed): {condition.get('message') or 'no message'}"
                 )
     for e in snap.events:  # the window is asked last: a fleet has tens of thousands of events
         if (
@@ -359,7 +362,8 @@ def _pod_lasting(pod: Pod, index: Lookups) -> dict:
         ],
         dev_shm_in_memory=_dev_shm_in_memory(pod),
         memory_volumes_text=", ".join(
-            f"{v.get('name')} ({'sizeLimit ' + str(v['emptyDir']['sizeLimit']) if v['emptyDir'].get('sizeLimit') else 'no sizeLimit'})"
+            f"{v.get('name')} ("
+            f"{'sizeLimit ' + str(v['emptyDir']['sizeLimit']) if v['emptyDir'].get('sizeLimit') else 'no sizeLimit'})"
             for v in pod.volumes
             if isinstance(v.get("emptyDir"), dict) and v["emptyDir"].get("medium") == "Memory"
         ),
@@ -443,7 +447,8 @@ def _ended_at(pod: Pod) -> str | None:
 
 
 def _dev_shm_in_memory(pod: Pod) -> bool:
-    """A container of the pod mounts an emptyDir of medium Memory on /dev/shm (else /dev/shm is the runtime's 64 MiB)."""
+    """A container of the pod mounts an emptyDir of medium Memory on /dev/shm (else /dev/shm is the
+    runtime's 64 MiB)."""
     memory = {
         v.get("name")
         for v in pod.volumes

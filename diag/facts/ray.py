@@ -401,7 +401,8 @@ def _never_placeable(pg: PlacementGroup, nodes: list[RayNode]) -> list[str]:
     eligible = [totals for totals in known if any(fits(b, totals) for b in pg.bundles)]
     if pg.strategy == "STRICT_SPREAD" and len(pg.bundles) > len(eligible):
         reasons.append(
-            f"STRICT_SPREAD puts each of its {len(pg.bundles)} bundles on its own node; {len(eligible)} of the {len(known)} node(s) can hold one"
+            f"STRICT_SPREAD puts each of its {len(pg.bundles)} bundles on its "
+            f"own node; {len(eligible)} of the {len(known)} node(s) can hold one"
         )
     for bundle in pg.bundles if pg.strategy != "STRICT_PACK" else []:  # STRICT_PACK's check above covers each
         if not capacity.fits(bundle):

@@ -225,7 +225,8 @@ def serve_replicas_too_big(cluster: RayClusterSpec) -> list[str] | None:
             need, how = _replica_gpus(deployment)
             if need > largest:
                 found.append(
-                    f"application {app.get('name')}, deployment {deployment.get('name')}: one replica asks {need:g} GPU(s) "
+                    f"application {app.get('name')}, deployment "
+                    f"{deployment.get('name')}: one replica asks {need:g} GPU(s) "
                     f"on one node ({how}); the largest node of the cluster has {largest:g} ({where})"
                 )
     return found

@@ -334,11 +334,20 @@ def _logs_command(server: VllmServer, pod: Pod | None) -> str:
 def _edit_hint(server: VllmServer, pod: Pod | None) -> str:
     """Where a flag of this server is changed."""
     if pod is not None and pod.workload_kind in ("Deployment", "StatefulSet"):
-        return f"kubectl -n {word(pod.namespace)} edit {word(pod.workload_kind.lower() + '/' + pod.workload_name)}   # spec.template.spec.containers[].args"
+        return (
+            f"kubectl -n {word(pod.namespace)} edit {word(pod.workload_kind.lower() + '/' + pod.workload_name)}"
+            "   # spec.template.spec.containers[].args"
+        )
     if pod is not None and pod.ray_cluster:
-        return f"kubectl -n {word(pod.namespace)} edit {word('raycluster/' + pod.ray_cluster)}   # the vLLM container's args, or the Serve app's engine_kwargs"
+        return (
+            f"kubectl -n {word(pod.namespace)} edit {word('raycluster/' + pod.ray_cluster)}   "
+            "# the vLLM container's args, or the Serve app's engine_kwargs"
+        )
     if pod is not None:
-        return f"kubectl -n {word(pod.namespace)} get pod {word(pod.name)} -o yaml   # change the args in whatever created this pod"
+        return (
+            f"kubectl -n {word(pod.namespace)} get pod {word(pod.name)} "
+            "-o yaml   # change the args in whatever created this pod"
+        )
     return f"the command line that starts {word(server.name)} (see {word('vllm/' + server.name + '.cmdline.txt')})"
 
 

@@ -77,7 +77,9 @@ def queue_per_scrape(scrapes: list[Scrape]) -> list[dict] | None:
     None (unknown) when no scrape reported both: an empty list would read as "never queued"."""
     running = per_scrape_total(scrapes, REQUESTS_RUNNING[0])
     waiting = per_scrape_total(scrapes, REQUESTS_WAITING[0])
-    both = [{"running": r, "waiting": w} for r, w in zip(running, waiting) if r is not None and w is not None]
+    both = [
+        {"running": r, "waiting": w} for r, w in zip(running, waiting, strict=True) if r is not None and w is not None
+    ]
     return both or None
 
 
@@ -96,7 +98,10 @@ def _merge(scrapes: Fact, history: Fact) -> Fact:
         return scrapes
     if history is not None and history["found"]:
         if scrapes is not None and history["ongoing"]:
-            note = "the /metrics scrapes at collection no longer show it; they read the server itself, later, so it counts as ended"
+            note = (
+                "the /metrics scrapes at collection no longer show it; "
+                "they read the server itself, later, so it counts as ended"
+            )
             return history | {"ongoing": False, "note": note}
         return history
     if scrapes is not None or history is not None:
@@ -173,7 +178,7 @@ class _Scrapes:
         if queues is None or flags is None:
             return None
         lasting = held(flags, self.settings)
-        waiting = [q["waiting"] for q, flag in zip(queues, flags) if flag]
+        waiting = [q["waiting"] for q, flag in zip(queues, flags, strict=True) if flag]
         return {"held": lasting, "waiting_least": min(waiting) if lasting else None,
                 "queued_scrapes": f"{sum(flags)} of {len(flags)} scrapes"}  # fmt: skip
 
@@ -213,7 +218,7 @@ class _Scrapes:
         }
 
     def queue_growth(self) -> Fact:
-        m, s = self.m, self.settings
+        m = self.m
         if m is None:
             return None
         found = _all_known(self._queue_held(), _above(m.waiting_growth, 0.0), _above(m.generation_tokens_delta, 0.0))
@@ -267,13 +272,15 @@ class _Scrapes:
         if found is None:
             return None
         return self._base() | {"found": found, "ttft_mean": m.ttft_mean_s, "ttft_tail": m.ttft_p90_s, "tail": "p90",
-                               "itl_mean": m.itl_mean_s, "queue_share": view.ttft_queue_share, "requests": m.ttft_requests}  # fmt: skip
+                               "itl_mean": m.itl_mean_s, "queue_share": view.ttft_queue_share,
+                               "requests": m.ttft_requests}  # fmt: skip
 
     def decode_slow(self) -> Fact:
         m, s = self.m, self.settings
         if m is None:
             return None
-        found = _all_known(_at_least(m.itl_mean_s, s["itl_high_s"]), None if m.ttft_mean_s is None else m.ttft_mean_s < s["ttft_high_s"],
+        found = _all_known(_at_least(m.itl_mean_s, s["itl_high_s"]),
+                           None if m.ttft_mean_s is None else m.ttft_mean_s < s["ttft_high_s"],
                            _at_least(m.ttft_requests, s["latency_min_requests"]))  # fmt: skip
         if found is None:
             return None
@@ -366,7 +373,8 @@ class _History:
         high = self.settings["kv_cache_high"]
         spans = self.t.spans(lambda v: _all_known(
             _at_least(v.get("running"), cap), self._queued(v),
-            None if "kv" not in v else v["kv"] < high, _above(v.get("generation_per_s"), 0.0)), self.min_minutes)  # fmt: skip
+            None if "kv" not in v else v["kv"] < high, _above(v.get("generation_per_s"), 0.0)
+        ), self.min_minutes)  # fmt: skip
         if not spans:
             return {"found": False}
         span = spans[-1]
@@ -401,7 +409,7 @@ class _History:
             "ttft_tail": max(span.values("ttft_p99"), default=None),
             "tail": "p99",
             "itl_mean": max(span.values("itl_mean")),
-            "queue_share": round(max(q / t for q, t in zip(queue, ttft)), 3),
+            "queue_share": round(max(q / t for q, t in zip(queue, ttft, strict=False)), 3),
         }
 
     def decode_slow(self) -> Fact:

@@ -233,7 +233,7 @@ def _ray_nodes_to_gpu_hosts(snap: Snapshot) -> None:
     for gpu in snap.gpus:
         if gpu.host in nodes or not isinstance(names.pod(gpu.host), Pod):
             for name in (gpu.host, gpu.host_name, *(a for a in gpu.host_addresses if not _loopback(a))):
-                for index, key in zip((exact, short), _host_keys(name)):
+                for index, key in zip((exact, short), _host_keys(name), strict=True):
                     if key:
                         index.setdefault(key, set()).add(gpu.host)
     machines = {host for hosts in exact.values() for host in hosts}

@@ -3,7 +3,8 @@
 A signal is a name the rules read (`pod.log_signals.<name>`, `vllm_server.log_signals.<name>`) and the
 patterns that recognise its lines, each with where its wording comes from and an example line it must
 match. A signal names why a container exits (a crash loop's "known failure line") unless it says
-`crash_cause: false` (a symptom such as the engine's death, a traceback frame, a warning). A pattern from a new incident thread is a few lines of YAML, in the built-in folder or in a
+`crash_cause: false` (a symptom such as the engine's death, a traceback frame, a warning). A pattern
+from a new incident thread is a few lines of YAML, in the built-in folder or in a
 `signals/` folder beside the rule files given with `--rules`; a file that is wrong is one line naming
 the file and the signal.
 """

@@ -21,7 +21,8 @@ listen there); a VLLM_* name vLLM does not read (VLLM_URL, VLLM_ENDPOINT, VLLM_M
 settings for reaching a server), VLLM_API_KEY (a client sends the key under that name too) and
 VLLM_PORT (Kubernetes sets it in every pod of a namespace with a Service named vllm). A command that
 starts another server (SGLang, TGI, Triton, TensorRT-LLM, LMDeploy, ...) is that server whatever its
-flags or env; a fork that keeps vLLM's flags (Aphrodite) is taken for vLLM when its program is not in sight. A Ray head or worker runs vLLM, if at all, inside Ray actors: its env and its log (which
+flags or env; a fork that keeps vLLM's flags (Aphrodite) is taken for vLLM when its program is not
+in sight. A Ray head or worker runs vLLM, if at all, inside Ray actors: its env and its log (which
 carries the actors' lines) do not make the container a server; only a command starting vLLM does.
 
 A Ray node is recognised from its KubeRay labels (diag.parsers.k8s) or, without them, from a

@@ -1,7 +1,8 @@
 """`--output json`: the report shape other programs rely on (docs/bundle-format.md, "llmdiag/report/v1").
 
-Fields beyond the contract (verdict.status, verdict.gaps, verdict.confidence and verdict.caveats, title, references, serving_path, rules,
-tool, bundle, prometheus_window, context, config) are additions; none of the contract's fields is renamed or retyped.
+Fields beyond the contract (verdict.status, verdict.gaps, verdict.confidence and verdict.caveats, title,
+references, serving_path, rules, tool, bundle, prometheus_window, context, config) are additions; none
+of the contract's fields is renamed or retyped.
 """
 
 from __future__ import annotations

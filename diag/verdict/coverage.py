@@ -104,9 +104,12 @@ _RAY_SOURCES = {
     ): "kubectl exec <ray-head-pod> -- ray list placement-groups --detail --format json > ray/placement_groups.json",
 }
 _REMEDY_BY_PREFIX = {
-    "facts/": "llmdiag could not read this content (a bug): report it with the bundle; the sources above say which files were read",
-    "bundle": "check the bundle (what it holds: tar tzvf, ls -lR); raise settings.bundle_max_* in .llmdiag.yaml only for a bundle you trust",
-    "kubernetes": "check the kubeconfig and its context: kubectl config current-context; kubectl get pods -n <namespace>",
+    "facts/": "llmdiag could not read this content (a bug): report it "
+    "with the bundle; the sources above say which files were read",
+    "bundle": "check the bundle (what it holds: tar tzvf, ls -lR); raise "
+    "settings.bundle_max_* in .llmdiag.yaml only for a bundle you trust",
+    "kubernetes": "check the kubeconfig and its context: kubectl config "
+    "current-context; kubectl get pods -n <namespace>",
     "k8s/": "collect it again: kubectl get <kind> -o json",
     "ray/": "collect it again on the Ray head (ray status; ray list ... --format json)",
     "gpu/": "collect it again: nvidia-smi -q -x on the node",
@@ -341,8 +344,10 @@ def _vllm_gaps(snap: Snapshot) -> list[Gap]:
             found.append(
                 Gap(
                     f"vllm/{server.name}.metrics.1.txt",
-                    f"one /metrics read of vLLM server {server.name}: its counter rates (preemptions, tokens) and whether its queue grows are unknown",
-                    "llmdiag triage ... --scrapes 3 (or a second curl of /metrics a few seconds later, saved as <name>.metrics.1.txt)",
+                    f"one /metrics read of vLLM server {server.name}: its counter rates "
+                    "(preemptions, tokens) and whether its queue grows are unknown",
+                    "llmdiag triage ... --scrapes 3 (or a second curl of "
+                    "/metrics a few seconds later, saved as <name>.metrics.1.txt)",
                     links=link,
                 )
             )
@@ -353,7 +358,8 @@ def _vllm_gaps(snap: Snapshot) -> list[Gap]:
             found.append(
                 Gap(
                     f"vllm/{server.name}.cmdline.txt",
-                    f"requests wait at vLLM server {server.name}, and its engine flags (--max-num-seqs ...) are unknown",
+                    f"requests wait at vLLM server {server.name}, and "
+                    "its engine flags (--max-num-seqs ...) are unknown",
                     "tr '\\0' '\\n' < /proc/<vllm pid>/cmdline > vllm/<server>.cmdline.txt (or read the pod spec)",
                     links=link,
                 )
@@ -362,8 +368,10 @@ def _vllm_gaps(snap: Snapshot) -> list[Gap]:
             found.append(
                 Gap(
                     "manifest.json",
-                    f"the tokens counters of vLLM server {server.name} stood still between scrapes taken at unknown times (a hang, or reads a moment apart)",
-                    "llmdiag triage --vllm-url ... --scrapes 3 --scrape-interval 10 (the manifest records when each scrape was taken)",
+                    f"the tokens counters of vLLM server {server.name} stood still between "
+                    "scrapes taken at unknown times (a hang, or reads a moment apart)",
+                    "llmdiag triage --vllm-url ... --scrapes 3 --scrape-interval "
+                    "10 (the manifest records when each scrape was taken)",
                     links=link,
                     source_layer="vllm",
                 )
@@ -403,7 +411,8 @@ def _ray_gpu_join_gaps(snap: Snapshot) -> list[Gap]:
             f"gpu/{node.hostname or node.node_name or node.node_ip or node.node_id}.json",
             f"Ray node {node.node_ip or node.node_id} ({_gpus(node)} GPU) {why}, "
             "so which process holds its GPUs' memory is unknown",
-            "on that machine: llmdiag collect --local-gpu --out gpu-<host>.tar.gz (or nvidia-smi -q -x > gpu/<host>.xml)",
+            "on that machine: llmdiag collect --local-gpu --out "
+            "gpu-<host>.tar.gz (or nvidia-smi -q -x > gpu/<host>.xml)",
             links=(f"ray_node:{node.node_id}",),
             source_layer="gpu",
             moot_if_root_explains="GPU-106",
@@ -427,8 +436,10 @@ def _log_gaps(snap: Snapshot, clock: Clock | None) -> list[Gap]:
                 found.append(
                     Gap(
                         f"k8s/logs/{pod.namespace}.{pod.name}.{container.name}{missing}",
-                        f"container {container.name} of pod {pod.key} {_crash_words(container)}, and its log was not collected",
-                        f"kubectl -n {word(pod.namespace)} logs {word(pod.name)} -c {word(container.name)}{flag} --tail=200",
+                        f"container {container.name} of pod {pod.key} "
+                        f"{_crash_words(container)}, and its log was not collected",
+                        f"kubectl -n {word(pod.namespace)} logs {word(pod.name)} "
+                        f"-c {word(container.name)}{flag} --tail=200",
                         links=(f"pod:{pod.key}",),
                         moot_if_root_explains=CRASH_LOOP_RULE,
                     )

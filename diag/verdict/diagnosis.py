@@ -128,7 +128,8 @@ def verdict(
             "inconclusive",
             None,
             None,
-            f"Inconclusive: no fault found in what was read, but {names} could not be read, so a fault there cannot be ruled out.",
+            f"Inconclusive: no fault found in what was read, but {names} "
+            "could not be read, so a fault there cannot be ruled out.",
             gaps=gaps,
         )
     gap = f"; {undecided} could not be decided from this bundle (see sources)" if undecided else ""

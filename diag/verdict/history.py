@@ -68,7 +68,10 @@ class History:
 
     def heading(self) -> str:
         window = age_text(self.clock.window_s) if self.clock.window_s is not None else "no window"
-        return f"History: older than {window} at collection ({iso(self.clock.now) if self.clock.now else '?'}), not counted as current faults"
+        return (
+            f"History: older than {window} at collection "
+            f"({iso(self.clock.now) if self.clock.now else '?'}), not counted as current faults"
+        )
 
 
 _WINDOW_FACT = "history_window_s"  # the one cluster fact that always differs between the two passes

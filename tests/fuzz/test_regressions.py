@@ -135,7 +135,8 @@ CASES = {
     # OverflowError in clock.iso_time (facts/episodes.py): a Prometheus matrix time of -1e308
     "a Prometheus time of -1e308": (
         {
-            "prometheus/x.json": b'{"status": "success", "data": {"resultType": "matrix", "result": [{"metric": {}, "values": [[-1e308, "1"], [1733900015, "2"]]}]}}'
+            "prometheus/x.json": b'{"status": "success", "data": {"resultType": "matrix", "result": '
+            b'[{"metric": {}, "values": [[-1e308, "1"], [1733900015, "2"]]}]}}'
         },
         "prometheus/x.json",
         "is not a Unix time",

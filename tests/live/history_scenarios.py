@@ -130,9 +130,11 @@ def openmetrics(scenario: Scenario, end: int) -> str:
                        f'{labels},finished_reason="{reason}"', totals[reason], t)  # fmt: skip
     for node, uuids in GPUS.items():
         for index, uuid in enumerate(uuids):
-            labels = (f'DCGM_FI_DRIVER_VERSION="550.90.07",Hostname="{node}",UUID="{uuid}",container="nvidia-dcgm-exporter",'
+            labels = (f'DCGM_FI_DRIVER_VERSION="550.90.07",Hostname="{node}",'
+                      f'UUID="{uuid}",container="nvidia-dcgm-exporter",'
                       f'device="nvidia{index}",gpu="{index}",instance="{node}:9400",job="nvidia-dcgm-exporter",'
-                      f'modelName="NVIDIA H100 80GB HBM3",namespace="gpu-operator",pci_bus_id="00000000:{0x18 + index:02X}:00.0",'
+                      'modelName="NVIDIA H100 80GB '
+                      f'HBM3",namespace="gpu-operator",pci_bus_id="00000000:{0x18 + index:02X}:00.0",'
                       f'pod="nvidia-dcgm-exporter-{node[-1]}"')  # fmt: skip
             for i in range(SAMPLES + 1):
                 t = end - WINDOW_S + i * STEP_S

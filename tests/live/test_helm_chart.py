@@ -112,7 +112,7 @@ def test_custom_namespaces_schedule_and_a_job(helm: Path, tmp_path: Path) -> Non
     assert [c["metadata"]["name"] for c in crons] == ["ops-llmdiag-llm-serving", "ops-llmdiag-batch"]
     assert [j["metadata"]["name"] for j in jobs] == ["ops-llmdiag-llm-serving", "ops-llmdiag-batch"]
     assert {c["spec"]["schedule"] for c in crons} == {"7 * * * *"}
-    for run, ns in zip(crons + jobs, ["llm-serving", "batch"] * 2):
+    for run, ns in zip(crons + jobs, ["llm-serving", "batch"] * 2, strict=True):
         pod = pod_of(run)
         assert_locked_down(pod, "triage-bot")
         (container,) = pod["containers"]

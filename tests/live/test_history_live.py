@@ -62,7 +62,8 @@ def test_triage_with_prometheus_alone(scenario, tmp_path: Path) -> None:
     name, url, _ = scenario
     env = {**os.environ, "KUBECONFIG": str(tmp_path / "none"), "NO_COLOR": "1"}
     run = subprocess.run(
-        [sys.executable, "-m", "diag.cli", "triage", "--prometheus-url", url, "-n", NAMESPACE, "--no-local-gpu", "-o", "json"],
+        [sys.executable, "-m", "diag.cli", "triage", "--prometheus-url", url, "-n", NAMESPACE, "--no-local-gpu", "-o",
+         "json"],
         capture_output=True, text=True, timeout=120, env=env, cwd=REPO,
     )  # fmt: skip
     report = json.loads(run.stdout)

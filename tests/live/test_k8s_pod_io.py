@@ -4,7 +4,8 @@ kwok answers the kubelet's API for the pods of the pod I/O namespace (PodIO): `p
 container is the log of a REAL vLLM server (CPU build) that listens on that pod's IP inside the test's
 network namespace, which is also where the API server's pod proxy takes `/metrics`; `pods/exec` of
 `nvidia-smi` prints our H200 capture; `ray status` and `ray list` in the head pod of a RayCluster (its
-CRD and objects as KubeRay's operator leaves them) run the real Ray CLI against the live Ray head. `llmdiag collect` reads all of it as it would on a cluster.
+CRD and objects as KubeRay's operator leaves them) run the real Ray CLI against the live Ray head.
+`llmdiag collect` reads all of it as it would on a cluster.
 """
 
 from __future__ import annotations
@@ -53,7 +54,8 @@ def kuberay_crd(kind: str, plural: str) -> dict:
             "group": "ray.io", "scope": "Namespaced",
             "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural, "singular": kind.lower()},
             "versions": [{"name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
-                          "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}],
+                          "schema": {"openAPIV3Schema": {"type": "object",
+                                                         "x-kubernetes-preserve-unknown-fields": True}}}],
         },
     }  # fmt: skip
 
@@ -81,10 +83,13 @@ def ready_status(head_pod: dict) -> dict:
     now = head_pod["status"]["startTime"]
     return {"status": {
         "state": "ready", "desiredWorkerReplicas": 0, "availableWorkerReplicas": 0, "readyWorkerReplicas": 0,
-        "head": {"podIP": head_pod["status"]["podIP"], "podName": head_pod["metadata"]["name"], "serviceName": f"{RAY_CLUSTER}-head-svc"},
+        "head": {"podIP": head_pod["status"]["podIP"], "podName": head_pod["metadata"]["name"],
+                 "serviceName": f"{RAY_CLUSTER}-head-svc"},
         "conditions": [
-            {"type": "HeadPodReady", "status": "True", "reason": "HeadPodRunningAndReady", "message": "", "lastTransitionTime": now},
-            {"type": "RayClusterProvisioned", "status": "True", "reason": "AllPodRunningAndReadyFirstTime", "message": "",
+            {"type": "HeadPodReady", "status": "True", "reason": "HeadPodRunningAndReady", "message": "",
+             "lastTransitionTime": now},
+            {"type": "RayClusterProvisioned", "status": "True", "reason": "AllPodRunningAndReadyFirstTime",
+             "message": "",
              "lastTransitionTime": now},
         ],
     }}  # fmt: skip
@@ -178,7 +183,9 @@ def scene(
     # and the endpoints controller, under load, may not yet have put the ready vLLM pod behind its Service
     for svc in ("tiny-llama",):
         wait_for(f"service {svc}'s ready endpoints",
-                 lambda svc=svc: any(s.get("addresses") for s in get(control_plane, "endpoints", svc, "-n", ns).get("subsets") or []))  # fmt: skip
+                 lambda svc=svc: any(
+                     s.get("addresses") for s in get(control_plane, "endpoints", svc, "-n", ns).get("subsets") or []
+                 ))  # fmt: skip
     assert_only_test_addresses(control_plane)
     io.ray_address_file.write_text(ray_head.gcs_address)
     healthy = SCENARIOS["healthy"]  # a 1 GiB KV cache, as in the live vLLM tests

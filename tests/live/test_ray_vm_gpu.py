@@ -22,7 +22,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from live_services import (  # noqa: E402
+from live_services import (
     REPO,
     RayHead,
     ServiceUnavailable,
@@ -140,7 +140,7 @@ if __name__ == "__main__":
     scenario, out = sys.argv[1], Path(sys.argv[2]).resolve()
     with vm_scenario(scenario) as (ray_head, actor_pids):
         home = out.parent / f".home-{scenario}"
-        gpu_pids = dict(zip(("458", "459"), map(str, actor_pids.values()))) if scenario == "busy" else {}
+        gpu_pids = dict(zip(("458", "459"), map(str, actor_pids.values()), strict=False)) if scenario == "busy" else {}
         result = llmdiag(
             vm_env(home, gpu_pids),
             "collect",

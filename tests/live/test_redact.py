@@ -153,7 +153,10 @@ def test_well_known_token_formats_anywhere_in_text(line: str, kept: str) -> None
 
 
 def test_a_service_account_jwt_is_redacted() -> None:
-    jwt = "eyJhbGciOiJSUzI1NiIsImtpZCI6InJlcGxheSJ9.eyJpc3MiOiJrdWJlcm5ldGVzL3NlcnZpY2VhY2NvdW50In0.c2lnbmF0dXJlLWJ5dGVzLWhlcmU"
+    jwt = (
+        "eyJhbGciOiJSUzI1NiIsImtpZCI6InJlcGxheSJ9."
+        "eyJpc3MiOiJrdWJlcm5ldGVzL3NlcnZpY2VhY2NvdW50In0.c2lnbmF0dXJlLWJ5dGVzLWhlcmU"
+    )
     hits = Redactor()
     out = hits("k8s/logs/a.log", f"mounted token {jwt}\n".encode()).decode()
     assert out == f"mounted token {REDACTED}\n" and hits.applied[TOKEN_FORMAT] == 1
@@ -229,5 +232,6 @@ def test_an_argv_file_loses_the_value_on_the_line_after_the_flag() -> None:
     )
     out = redact("vllm/127.0.0.1_8000.cmdline.txt", argv.encode()).decode()
     assert out.splitlines() == [
-        "python3", "-m", "vllm.entrypoints.openai.api_server", "--api-key", REDACTED, "--max-num-seqs", "4", f"--hf-token={REDACTED}",
+        "python3", "-m", "vllm.entrypoints.openai.api_server", "--api-key", REDACTED, "--max-num-seqs", "4",
+        f"--hf-token={REDACTED}",
     ]  # fmt: skip

@@ -329,7 +329,8 @@ class _Handler(BaseHTTPRequestHandler):
             message = (
                 f'no endpoints available for service "{target}"'
                 if info.resource == "services"
-                else f"error trying to reach service: dial tcp {_pod_ip(self.replay.cluster, info)}:{port}: connect: connection refused"
+                else "error trying to reach service: dial tcp "
+                f"{_pod_ip(self.replay.cluster, info)}:{port}: connect: connection refused"
             )
             return self._status(HTTPStatus.SERVICE_UNAVAILABLE, "ServiceUnavailable", message)
         rest = path.split("/proxy", 1)[1]
@@ -372,7 +373,8 @@ class _Handler(BaseHTTPRequestHandler):
                 {"metadata": {}, "status": "Success"}
                 if answer.exit_code == 0
                 else _exec_failure(
-                    f"command terminated with non-zero exit code: error executing command {list(argv)}, exit code {answer.exit_code}",
+                    "command terminated with non-zero exit code: error "
+                    f"executing command {list(argv)}, exit code {answer.exit_code}",
                     "NonZeroExitCode",
                     answer.exit_code,
                 )

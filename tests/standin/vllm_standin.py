@@ -57,7 +57,7 @@ class Recording:
 
 def make_handler(recording: Recording, health_status: int) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        def do_GET(self) -> None:  # http.server's naming
             path = self.path.split("?", 1)[0]
             if path == "/metrics":
                 self._answer(200, recording.next_scrape(), METRICS_CONTENT_TYPE)
@@ -76,7 +76,7 @@ def make_handler(recording: Recording, health_status: int) -> type[BaseHTTPReque
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (http.server's signature)
+        def log_message(self, format: str, *args: object) -> None:  # http.server's signature
             sys.stderr.write("standin: " + (format % args) + "\n")
 
     return Handler

@@ -98,11 +98,11 @@ def _cel_answer(text: str, variables: dict):
     try:
         program = cel.compile(text)
         context = cel.Context(variables)
-    except Exception:  # noqa: BLE001 - not a condition CEL takes, or values it cannot hold
+    except Exception:  # not a condition CEL takes, or values it cannot hold
         return None
     try:
         return program.execute(context)
-    except Exception as e:  # noqa: BLE001 - as the engine sees it
+    except Exception as e:  # as the engine sees it
         return UNKNOWN if _reads_unknown(e) else e
 
 

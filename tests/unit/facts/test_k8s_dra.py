@@ -36,7 +36,8 @@ def test_kubelet_and_controller_events() -> None:
     events = [
         _event(
             "FailedPrepareDynamicResources",
-            "Failed to prepare dynamic resources: prepare dynamic resources: DRA driver gpu.nvidia.com is not registered",
+            "Failed to prepare dynamic resources: prepare dynamic "
+            "resources: DRA driver gpu.nvidia.com is not registered",
         ),
         _event(
             "FailedResourceClaimCreation",

@@ -69,7 +69,7 @@ Traceback (most recent call last):
   File "/usr/local/lib/python3.12/dist-packages/transformers/utils/hub.py", line 527, in cached_files
     raise OSError(
 OSError: PermissionError at /.cache when downloading meta-llama/Llama-3.3-70B-Instruct. Check cache directory permissions.
-"""
+"""  # noqa: E501 - a log as printed
     found = decisive_line(log)
     assert found is not None
     assert found.line.startswith("OSError: PermissionError at /.cache when downloading")
@@ -87,10 +87,12 @@ def test_prefixes_of_vllm_kubectl_and_torchrun_are_read_through() -> None:
                 f'  File "{VLLM}/distributed/parallel_state.py", line 353, in all_reduce',
                 "    return torch.ops.vllm.all_reduce(input_,",
                 "RuntimeError: CUDA error: uncorrectable NVLink error detected during the execution",
-                "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.",
+                "CUDA kernel errors might be asynchronously reported at some "
+                "other API call, so the stacktrace below might be incorrect.",
             ]
         )
-        + "[rank0]: RuntimeError: Worker failed with error 'CUDA error: uncorrectable NVLink error detected during the execution\n"
+        + "[rank0]: RuntimeError: Worker failed with error 'CUDA error: "
+        "uncorrectable NVLink error detected during the execution\n"
     )
     found = decisive_line(log)
     assert found is not None
@@ -139,7 +141,8 @@ E1201 13:52:07.527500       1 main.go:190] shutting down
 
 def test_the_last_error_line_when_nothing_else_is_there() -> None:
     found = decisive_line(
-        "usage: vllm serve [model_tag] [options]\nvllm serve: error: unrecognized arguments: --max-num-batch-tokens 16384\n"
+        "usage: vllm serve [model_tag] [options]\n"
+        "vllm serve: error: unrecognized arguments: --max-num-batch-tokens 16384\n"
     )
     assert found is not None
     assert (found.kind, found.family, found.layer) == ("last error line", "argument_refused", None)
@@ -147,7 +150,10 @@ def test_the_last_error_line_when_nothing_else_is_there() -> None:
 
 
 def test_lines_that_only_point_elsewhere_are_never_decisive() -> None:
-    log = "ERROR 12-01 14:13:31 [core.py:632] EngineCore failed to start.\nRuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n"
+    log = (
+        "ERROR 12-01 14:13:31 [core.py:632] EngineCore failed to start.\n"
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n"
+    )
     found = decisive_line(log)
     assert found is not None
     assert found.line == "ERROR EngineCore failed to start."
@@ -208,7 +214,8 @@ def test_a_long_message_is_cut() -> None:
     ("text", "says"),
     [
         (
-            "families:\n  f:\n    description: d\n    fix: x\n    layer: network\n    patterns: [{regex: a, source: s, example: a}]\n",
+            "families:\n  f:\n    description: d\n    fix: x\n    layer: network\n"
+            "    patterns: [{regex: a, source: s, example: a}]\n",
             "layer must be one of",
         ),
         (

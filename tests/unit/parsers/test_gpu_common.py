@@ -45,11 +45,13 @@ def test_the_real_h200_capture_and_a_kernel_line_name_the_same_gpu() -> None:
     ("line", "found"),
     [
         (  # drivers before 5xx: the address only
-            "Unable to determine the device handle for GPU 0000:05:00.0: GPU is lost.  Reboot the system to recover this GPU",
+            "Unable to determine the device handle for GPU 0000:05:00.0: "
+            "GPU is lost.  Reboot the system to recover this GPU",
             UnopenedGpu(None, "0000:05:00.0", "GPU is lost"),
         ),
         (  # later drivers: index and address
-            "Unable to determine the device handle for GPU0: 0000:01:00.0: GPU is lost. Reboot the system to recover this GPU",
+            "Unable to determine the device handle for GPU0: 0000:01:00.0: "
+            "GPU is lost. Reboot the system to recover this GPU",
             UnopenedGpu(0, "0000:01:00.0", "GPU is lost"),
         ),
         (
@@ -108,8 +110,8 @@ def test_gpus_around_a_lost_one_keep_their_own_indexes() -> None:
     element = xml[head:gpu_end]
     two_gpus = xml[:gpu_end] + "\n\t" + element.replace("00000000:00:06.0", "00000000:00:07.0") + xml[gpu_end:]
     text = (
-        "Unable to determine the device handle for GPU1: 0000:00:08.0: GPU is lost. Reboot the system to recover this GPU\n"
-        + two_gpus
+        "Unable to determine the device handle for GPU1: 0000:00:08.0: "
+        "GPU is lost. Reboot the system to recover this GPU\n" + two_gpus
     )
     gpus = parse_xml(text, "h200")
     assert [(g.index, pci_address(g.pci_bus_id), g.open_error) for g in gpus] == [

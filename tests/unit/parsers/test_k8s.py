@@ -145,7 +145,8 @@ VLLM_POD = {
                 "state": {
                     "waiting": {
                         "reason": "CrashLoopBackOff",
-                        "message": "back-off 5m0s restarting failed container=vllm pod=llama-8b-7d9c6b5f4-x2x9k_llm(5f0c2a6e-3f1e-4b8e-9a57-0d8f2c1b7e11)",
+                        "message": "back-off 5m0s restarting failed container=vllm "
+                        "pod=llama-8b-7d9c6b5f4-x2x9k_llm(5f0c2a6e-3f1e-4b8e-9a57-0d8f2c1b7e11)",
                     }
                 },
                 "lastState": {
@@ -395,7 +396,8 @@ def _broken(path: list, value) -> str:
         (_broken(["metadata", "namespace"], KeyError), "pod llama-8b-7d9c6b5f4-x2x9k: metadata.namespace is missing"),
         (
             _broken(["spec", "containers", 0, "ports", 0, "containerPort"], "8000"),
-            "pod llm/llama-8b-7d9c6b5f4-x2x9k: spec.containers[0].ports[0].containerPort: expected an integer, found a string",
+            "pod llm/llama-8b-7d9c6b5f4-x2x9k: spec.containers[0].ports[0].containerPort: "
+            "expected an integer, found a string",
         ),
         (_broken(["metadata", "labels"], ["app"]), "metadata.labels: expected an object, found a list"),
         (
@@ -475,7 +477,8 @@ CORE_EVENTS = [
             "fieldPath": "spec.containers{vllm}",
         },
         "reason": "Unhealthy",
-        "message": 'Liveness probe failed: Get "http://10.244.1.18:8000/health": dial tcp 10.244.1.18:8000: connect: connection refused',
+        "message": 'Liveness probe failed: Get "http://10.244.1.18:8000/health": '
+        "dial tcp 10.244.1.18:8000: connect: connection refused",
         "type": "Warning",
         "count": 3,
         "lastTimestamp": "2025-08-12T06:41:57Z",
@@ -488,7 +491,8 @@ CORE_EVENTS = [
         "metadata": {"name": "llama-8b-7d9c6b5f4-x2x9k.17e9a2b3c4d5e6f9", "namespace": "llm"},
         "involvedObject": {"kind": "Pod", "name": "llama-8b-7d9c6b5f4-x2x9k", "namespace": "llm"},
         "reason": "BackOff",
-        "message": "Back-off restarting failed container vllm in pod llama-8b-7d9c6b5f4-x2x9k_llm(5f0c2a6e-3f1e-4b8e-9a57-0d8f2c1b7e11)",
+        "message": "Back-off restarting failed container vllm in pod "
+        "llama-8b-7d9c6b5f4-x2x9k_llm(5f0c2a6e-3f1e-4b8e-9a57-0d8f2c1b7e11)",
         "type": "Warning",
         "eventTime": "2025-08-12T05:46:00.000000Z",
         "series": {"count": 256, "lastObservedTime": "2025-08-12T06:44:41.000000Z"},
@@ -925,7 +929,8 @@ HPA_V2 = {
                 "type": "ScalingActive",
                 "status": "False",
                 "reason": "FailedGetPodsMetric",
-                "message": "the HPA was unable to compute the replica count: unable to get metric vllm:num_requests_waiting",
+                "message": "the HPA was unable to compute the replica count: "
+                "unable to get metric vllm:num_requests_waiting",
             },
             {
                 "type": "ScalingLimited",

@@ -38,7 +38,7 @@ INFO 03-14 09:00:02 [__init__.py:241] Automatically detected platform cuda.
 (APIServer pid=1) INFO:     Application startup complete.
 (APIServer pid=1) INFO:     10.244.0.1:52344 - "GET /health HTTP/1.1" 200 OK
 (APIServer pid=1) INFO 03-14 09:02:17 [loggers.py:123] Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 0.0 tokens/s, Running: 0 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.0%, Prefix cache hit rate: 0.0%
-"""
+"""  # noqa: E501 - vLLM lines as printed
 
 FAILURES = """\
 (EngineCore_0 pid=263) ERROR 03-14 10:00:01 [core.py:700] EngineCore failed to start.
@@ -100,7 +100,7 @@ nvidia-container-cli: initialization error: nvml error: driver/library version m
   File "/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/openai/api_server.py", line 1920, in run_server
 RuntimeError: Version mismatch: The cluster was started with:
 AssertionError: local_world_size (8) must be less than or equal to the number of visible devices (4).
-"""
+"""  # noqa: E501 - log lines as printed
 
 
 def test_every_signal_is_found():
@@ -162,7 +162,7 @@ def test_engine_dead_after_a_requested_shutdown_is_not_a_failure():
 (APIServer pid=1) ERROR 03-14 09:30:00 [async_llm.py:906] vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.
 (APIServer pid=1) INFO 03-14 09:30:00 [launcher.py:279] [shutdown] API server: engine client stopped
 INFO:     Shutting down
-"""
+"""  # noqa: E501 - vLLM lines as printed
     )
     assert set(scan_log(stopped)) == {"vllm_process"}
     # a death before any shutdown request still counts, and so do other failures during shutdown
@@ -272,6 +272,7 @@ def test_kubectl_timestamps_are_preferred():
                 "INFO 03-14 09:03:00 [api_server.py:1880] Starting vLLM API server 0 on http://0.0.0.0:8000",
                 "INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)",
             ],
+            strict=True,
         )
     )
     assert model_load_seconds(stamped) == 181.0
@@ -300,7 +301,7 @@ def test_durations_take_the_slowest_worker_and_newer_wording():
 (VllmWorker rank=0 pid=300) INFO 03-14 09:01:11 [gpu_model_runner.py:2007] Model loading took 7.1000 GiB and 30.500000 seconds
 (VllmWorker rank=1 pid=301) INFO 03-14 09:01:13 [gpu_model_runner.py:2007] Model loading took 7.1000 GiB and 33.000000 seconds
 (EngineCore_DP0 pid=250) INFO 03-14 09:04:00 [core.py:283] init engine (profile, create kv cache, warmup model) took 200.69 s (compilation: 1.48 s)
-"""
+"""  # noqa: E501 - vLLM lines as printed
     assert model_load_seconds(text) == pytest.approx(233.69)
     assert model_load_seconds("Model loading took 14.46 GiB memory and 61.25 seconds") == 61.25
 

@@ -195,7 +195,8 @@ def test_only_comments_is_an_exposition_without_samples():
         ('{"detail": "Not Found"}', "JSON, not Prometheus text exposition"),
         (
             "Internal Server Error",
-            "not Prometheus text exposition, no sample found (line 1: value 'Server' is not a number: Internal Server Error)",
+            "not Prometheus text exposition, no sample found (line "
+            "1: value 'Server' is not a number: Internal Server Error)",
         ),
     ],
 )

@@ -133,7 +133,8 @@ def test_warnings_are_ignored():
             "answer: data.result[0].metric: expected an object, found a list",
         ),
         (
-            '{"status": "success", "data": {"resultType": "vector", "result": [{"metric": {"job": 3.5}, "value": [1, "2"]}]}}',
+            '{"status": "success", "data": {"resultType": "vector", '
+            '"result": [{"metric": {"job": 3.5}, "value": [1, "2"]}]}}',
             "answer: data.result[0].metric.job: expected a string, found a number",
         ),
         (

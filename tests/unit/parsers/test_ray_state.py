@@ -119,7 +119,8 @@ def test_without_detail_restarts_are_unknown():
 def test_death_causes_read_as_one_line():
     worker_died = (
         "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit detail: "
-        "Worker exits unexpectedly. Worker exits with an exit code None. The worker may have exceeded K8s pod memory limits."
+        "Worker exits unexpectedly. Worker exits with an exit code "
+        "None. The worker may have exceeded K8s pod memory limits."
     )
     traceback = (
         "\x1b[36mray::LLMWorker.__init__()\x1b[39m (pid=4121, ip=10.0.3.4, actor_id=b71c0e5a93d24f8e6a1c7d2e02000000)\n"

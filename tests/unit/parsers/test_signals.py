@@ -52,11 +52,13 @@ def _signals_dir(tmp_path: Path, text: str) -> Path:
         ),
         ("signals:\n  x:\n    layer: vllm\n    description: d\n    patterns: [{regex: a}]", "needs a `source`"),
         (
-            "signals:\n  x:\n    layer: vllm\n    description: d\n    patterns: [{regex: abc, source: s, example: xyz}]",
+            "signals:\n  x:\n    layer: vllm\n    description: d\n"
+            "    patterns: [{regex: abc, source: s, example: xyz}]",
             "example does not match",
         ),
         (
-            "signals:\n  x:\n    layer: vllm\n    description: d\n    colour: red\n    patterns: [{regex: a, source: s}]",
+            "signals:\n  x:\n    layer: vllm\n    description: d\n"
+            "    colour: red\n    patterns: [{regex: a, source: s}]",
             "unknown key(s) colour",
         ),
     ],
@@ -95,7 +97,10 @@ rules:
 """)
     bundle = Bundle.open(FIXTURES / "busy-but-healthy")
     logs = sorted(name for name in bundle.files if name.startswith("k8s/logs/") and "llama-70b" in name)
-    line = "(APIServer pid=1) ERROR 12-01 10:00:00 [serving.py:99] ValueError: Loading lora my-adapter failed: No adapter found\n"
+    line = (
+        "(APIServer pid=1) ERROR 12-01 10:00:00 [serving.py:99] "
+        "ValueError: Loading lora my-adapter failed: No adapter found\n"
+    )
     bundle.files[logs[0]] = bundle.files[logs[0]] + line.encode()
     fired = [f for f in analyze_bundle(bundle, extra_rule_dirs=[extra]).findings if f.rule == "MINE-001"]
     assert len(fired) == 1 and "Loading lora my-adapter failed" in fired[0].evidence[0]
@@ -133,12 +138,18 @@ signals:
     wanted = "known failure line: vllm serve: error: unrecognized arguments: --max-num-batch-tokens 16384"
     assert (wanted in crash.evidence) is named
     # not a known cause: the decisive line of the crashed run's log stands in (diag.parsers.decisive)
-    decisive = "no known failure line; the decisive line of its log: vllm serve: error: unrecognized arguments: --max-num-batch-tokens 16384 (vllm layer)"
+    decisive = (
+        "no known failure line; the decisive line of its log: vllm serve: "
+        "error: unrecognized arguments: --max-num-batch-tokens 16384 (vllm layer)"
+    )
     assert named or decisive in crash.evidence
 
 
 def test_crash_cause_must_be_a_boolean(tmp_path: Path) -> None:
-    text = "signals:\n  x:\n    layer: vllm\n    description: d\n    crash_cause: 'no'\n    patterns: [{regex: a, source: s}]"
+    text = (
+        "signals:\n  x:\n    layer: vllm\n    description: d\n"
+        "    crash_cause: 'no'\n    patterns: [{regex: a, source: s}]"
+    )
     with pytest.raises(SignalError, match="crash_cause must be true or false"):
         load_signals([_signals_dir(tmp_path, text)])
 

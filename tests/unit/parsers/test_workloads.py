@@ -126,7 +126,8 @@ def test_arguments_to_an_unseen_entrypoint_give_only_the_flags_given() -> None:
     [
         "INFO 12-01 14:13:01 api_server.py:528] vLLM API server version 0.6.3.post1",
         "(APIServer pid=1) INFO 11-30 08:05:30 [api_server.py:1880] Starting vLLM API server 0 on http://0.0.0.0:8000",
-        '  File "/opt/nim/llm/.venv/lib/python3.12/site-packages/vllm/engine/multiprocessing/engine.py", line 125, in from_engine_args',
+        '  File "/opt/nim/llm/.venv/lib/python3.12/site-packages/vllm/'
+        'engine/multiprocessing/engine.py", line 125, in from_engine_args',
         '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py", line 691, in run_engine_core',
     ],
 )

@@ -15,7 +15,10 @@ from diag.report.markdown import render_markdown
 from diag.report.safe import code, fence, md, plain
 from diag.report.terminal import print_report
 
-HOSTILE = "\x1b]0;owned\x07\x1b[2J\x1b[31mred\x1b[0m [bold]loud[/bold] [link=https://evil.example]click[/link] :warning: `tick` a|b \u202eevil\x00\r\nnext"
+HOSTILE = (
+    "\x1b]0;owned\x07\x1b[2J\x1b[31mred\x1b[0m [bold]loud[/bold] "
+    "[link=https://evil.example]click[/link] :warning: `tick` a|b \u202eevil\x00\r\nnext"
+)
 
 
 def test_plain_drops_escapes_and_controls_and_keeps_one_line() -> None:
