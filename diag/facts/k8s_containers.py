@@ -140,6 +140,31 @@ def image_pull_errors(pod: Pod, events: list[Event]) -> list[dict]:
     ]
 
 
+# A container the kubelet could not create or start: its waiting reason, and the kubelet's words for why
+CANNOT_START_REASONS = (
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "RunContainerError",
+    "ContainerCannotRun",
+    "PreStartHookError",
+    "PostStartHookError",
+)
+
+
+def cannot_start(pod: Pod, events: list[Event]) -> list[dict]:
+    """Containers, init containers included, that the kubelet cannot create or start (a Secret or
+    ConfigMap key that does not exist, a command not found in the image, a hook that fails), each with
+    the kubelet's words: the waiting state's message, else the pod's newest Failed event's."""
+    failed = max((e for e in events if e.reason == "Failed"), key=lambda e: e.last_seen or "", default=None)
+    found = []
+    for c, init in [(c, False) for c in pod.containers] + [(c, True) for c in pod.init_containers]:
+        if c.state != "waiting" or c.state_reason not in CANNOT_START_REASONS:
+            continue
+        message = c.state_message or (failed.message.removeprefix("Error: ") if failed else None)
+        found.append({"container": c.name, "init": init, "reason": c.state_reason, "message": message})
+    return found
+
+
 def failed_mounts(events: list[Event]) -> list[str]:
     return [e.message for e in events if e.reason in ("FailedMount", "FailedAttachVolume")]
 

@@ -416,6 +416,7 @@ def _pod_windowed(pod: Pod, index: Lookups) -> dict:
         "oom_killed": containers.oom_killed(pod, clock),
         "unnamed_crashes": containers.unnamed_crashes(pod, looked_for(index.snap).crash_causes, clock),
         "image_pull_errors": containers.image_pull_errors(pod, events),
+        "cannot_start": containers.cannot_start(pod, events),
         "failed_mounts": containers.failed_mounts(events) if events_read else None,
         "probe_failures": [e.message for e in events if e.reason == "Unhealthy"] if events_read else None,
         "placement_refusals": _placement_refusals(events) if events_read else None,
