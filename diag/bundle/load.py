@@ -263,7 +263,8 @@ class _Loader:
         manifest_scrapes = self.snap.manifest.get("scrapes")
         times = manifest_scrapes if isinstance(manifest_scrapes, dict) else {}
         for name, files in self.scrapes.items():
-            stamps = times.get(name) if isinstance(times.get(name), list) else []
+            listed = times.get(name)
+            stamps = listed if isinstance(listed, list) else []
             for i, n in enumerate(sorted(files)):
                 taken_at = (
                     stamps[i]
