@@ -123,6 +123,13 @@ def test_engine_args_from_a_cmdline_file_are_named_as_such() -> None:
     assert facts["gpus_provided"] is None
 
 
+def test_an_owner_reference_without_a_name_gives_the_pods_own_edit_hint() -> None:
+    pod = vllm_pod(["--model", "m"])
+    pod.owner_kind, pod.owner_name = "StatefulSet", None
+    facts = facts_of(served(pod, scrape(v1(1, 0, 10))))
+    assert facts["edit_hint"].startswith("kubectl -n llm get pod vllm-0 -o yaml")
+
+
 # --------------------------------------------------------------------------- progress, idleness
 
 

@@ -122,11 +122,11 @@ def convert(files: dict[str, bytes], refused: dict[str, str], bundle_folders: fr
             out.refused[rel] = why
         else:
             not_read.setdefault(target, []).append(f"{rel}: {why}")
-    for kind, parts in lists.items():
+    for kind, listed in lists.items():
         target, list_kind = _LISTS[kind]
-        out.files[target], problem = _merge(parts, list_kind)
+        out.files[target], problem = _merge(listed, list_kind)
         problems = [p for p in (problem, *not_read.pop(target, ())) if p]
-        out.derived[target] = Derived(tuple(rel for rel, _ in parts), "; ".join(problems) or None)
+        out.derived[target] = Derived(tuple(rel for rel, _ in listed), "; ".join(problems) or None)
     for target, whys in not_read.items():  # no list of its kind was read at all
         out.refused[target] = "; ".join(whys)
     for kind, names in not_used.items():

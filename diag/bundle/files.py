@@ -315,13 +315,13 @@ class _Header(tarfile.TarInfo):
     on the end-of-archive blocks, on a stream that stops, and on a damaged header."""
 
     @classmethod
-    def fromtarfile(cls, tarfile_: tarfile.TarFile) -> tarfile.TarInfo:
+    def fromtarfile(cls, tarfile_: tarfile.TarFile) -> _Header:
         try:
             return super().fromtarfile(tarfile_)
-        except tarfile.EOFHeaderError:
+        except tarfile.EOFHeaderError:  # type: ignore[attr-defined]  # tarfile has it; typeshed's stubs lack it
             tarfile_.llmdiag_end = None  # type: ignore[attr-defined]
             raise
-        except tarfile.EmptyHeaderError:
+        except tarfile.EmptyHeaderError:  # type: ignore[attr-defined]  # as EOFHeaderError
             tarfile_.llmdiag_end = "it ends without the end-of-archive blocks (cut short?)"  # type: ignore[attr-defined]
             raise
         except tarfile.HeaderError as e:
@@ -336,7 +336,7 @@ def _check_end(tar: tarfile.TarFile, reader: _Reader) -> None:
     if end:
         reader.stopped = f"the archive is damaged after its first {reader.seen:,} entries: {end}; the rest was not read"
         return
-    while chunk := tar.fileobj.read(_CHUNK):  # type: ignore[union-attr]
+    while chunk := tar.fileobj.read(_CHUNK):
         reader.spend("the end of the archive", len(chunk))
         if chunk.count(0) != len(chunk):
             reader.stopped = (

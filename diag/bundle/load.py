@@ -6,6 +6,7 @@ that the layout knows but the bundle lacks is "missing": never read as healthy.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import time
@@ -266,17 +267,15 @@ class _Loader:
         manifest_scrapes = self.snap.manifest.get("scrapes")
         times = manifest_scrapes if isinstance(manifest_scrapes, dict) else {}
         for name, files in self.scrapes.items():
-            stamps = times.get(name) if isinstance(times.get(name), list) else []
+            listed = times.get(name)
+            stamps = listed if isinstance(listed, list) else []
             for i, n in enumerate(sorted(files)):
                 taken_at = (
                     stamps[i]
                     if i < len(stamps) and isinstance(stamps[i], (int, float)) and not isinstance(stamps[i], bool)
                     else None
                 )
-                self.run(
-                    files[n],
-                    lambda name=name, rel=files[n], at=taken_at: self._read_scrape(self.servers[name], rel, at),
-                )
+                self.run(files[n], functools.partial(self._read_scrape, self.servers[name], files[n], taken_at))
         self.snap.vllm_servers.extend(self.servers.values())
 
     def _read_scrape(self, server: VllmServer, rel: str, taken_at: float | None) -> None:

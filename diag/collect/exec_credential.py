@@ -34,7 +34,8 @@ def install(timeout_s: float) -> None:
     with _lock:
         _timeout_s = timeout_s
         if not _installed:
-            kube_config.ExecProvider = BoundedExecProvider
+            # the client's loader builds its plugins from this name: the class is replaced on purpose
+            kube_config.ExecProvider = BoundedExecProvider  # type: ignore[misc]
             logging.getLogger().addFilter(_drop_client_log)
             _installed = True
     _state.failure = None

@@ -52,7 +52,8 @@ def direct_get(
     """GET <base_url><path> with plain requests (a server outside Kubernetes, or port-forwarded);
     `headers` go with every request, `ca_file` verifies its TLS."""
     base = normalize_base_url(base_url)
-    options = {"headers": dict(headers or {}), "verify": ca_file or True}
+    sent_headers = dict(headers or {})
+    verify: str | bool = ca_file or True
 
     def once(path: str, started: float, deadline: float) -> tuple[int, bytes, str | None]:
         import requests
@@ -60,7 +61,9 @@ def direct_get(
 
         remaining = max(0.001, deadline - time.monotonic())
         try:
-            with requests.get(base + path, timeout=remaining, stream=True, **options) as response:
+            with requests.get(
+                base + path, timeout=remaining, stream=True, headers=sent_headers, verify=verify
+            ) as response:
                 body = read_capped(lambda n: response.raw.read(n, decode_content=True), max_bytes, started, deadline)
                 return response.status_code, body, response.headers.get("Retry-After")
         except requests.Timeout as e:

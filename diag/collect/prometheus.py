@@ -116,8 +116,13 @@ def collect_prometheus(
     """Run every query over `window` -> prometheus/<stem>.json; one SourceResult per query."""
     asked = [(q, promql(q, selector_of_vllm)) for q in queries]
     gave_up = _GiveUp()
+
+    def ask(item: tuple[RangeQuery, str]) -> tuple[str, SourceResult, int | None]:
+        query, sent = item
+        return _query_range(get, access, query, sent, window, sink, timeout_s, gave_up)
+
     with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_QUERIES, max(1, len(asked)))) as pool:
-        answers = list(pool.map(lambda item: _query_range(get, access, *item, window, sink, timeout_s, gave_up), asked))
+        answers = list(pool.map(ask, asked))
     return _merge_renamed(answers, window)
 
 

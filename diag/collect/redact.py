@@ -28,7 +28,7 @@ import math
 import re
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from diag.collect import json_text
@@ -334,10 +334,12 @@ _DELIMITERS = " \t\r\n=:\"'"
 def _detectors() -> tuple[re.Pattern[str], ...]:
     """The denylist regexes of every regex-based detector detect-secrets ships."""
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
-    from detect_secrets.plugins.base import RegexBasedDetector
+    from detect_secrets.plugins.base import BasePlugin, RegexBasedDetector
 
     patterns: list[re.Pattern[str]] = []
-    for detector in get_mapping_from_secret_type_to_class().values():
+    # the library's return type has a TypeVar that nothing binds: the plugins are BasePlugin classes
+    plugins: Mapping[str, type[BasePlugin]] = get_mapping_from_secret_type_to_class()
+    for detector in plugins.values():
         if issubclass(detector, RegexBasedDetector) and detector.__name__ not in _SKIPPED_DETECTORS:
             patterns += detector().denylist
     return tuple(patterns)

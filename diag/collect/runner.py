@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Self, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from diag.bundle.files import Bundle
 from diag.collect.base import Sink, SourceResult, Target
@@ -263,7 +263,7 @@ def _run_all(
                 later = []
             if running or held:
                 next_limit = min((r.limit for r in running.values()), default=now + WAIT_SLICE_S)
-                waited = [
+                waited: list[Future[Any]] = [
                     *running,
                     *([gate] if held and gate is not None else []),
                     *([ctx.pods_known] if later else []),
@@ -315,7 +315,7 @@ class _ProgressView:
         self._lock = threading.Lock()
         self._live: Live | None = None
 
-    def __enter__(self) -> Self:
+    def __enter__(self) -> _ProgressView:
         if self._console is not None:
             from rich.live import Live
 

@@ -15,6 +15,7 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 _NAME = "cel.cel"
 
@@ -46,4 +47,7 @@ def _evaluator() -> ModuleType:
     return cel
 
 
-cel = _evaluator()
+if TYPE_CHECKING:
+    from cel import cel  # the extension's own stubs (cel/cel.pyi)
+else:
+    cel = _evaluator()

@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import ErrorDetails
 
 from diag.core.errors import UserError
 from diag.core.rules_dir import default_settings
@@ -201,7 +202,7 @@ def _matches(entry: dict[str, Any], f: Finding, pod_labels: dict[str, dict[str, 
 # ----------------------------------------------------------------------------- settings
 
 
-def _setting(path: Path, root: yaml.Node, name: str, value: Any) -> Any:
+def _setting(path: Path, root: yaml.Node | None, name: str, value: Any) -> Any:
     """A setting's value, checked against the type of its declared default."""
     where = f"{path}:{_line_at(root, ('settings', name))}: settings.{name}"
     declared = default_settings()
@@ -292,7 +293,7 @@ def _where(loc: tuple) -> str:
     return text or "(top level)"
 
 
-def _message(error: dict) -> str:
+def _message(error: ErrorDetails) -> str:
     if error["type"] == "extra_forbidden":
         return "unknown key (a misspelling?)"
     if error["type"] == "literal_error":

@@ -114,7 +114,7 @@ _loaded: dict[tuple, list[Rule]] = {}
 def load_rules(dirs: list[Path]) -> list[Rule]:
     """Every rule of the folders, compiled; the same files (by name, size and time) are compiled once
     per process."""
-    key = tuple(
+    key: tuple[tuple[str, int, int] | str, ...] = tuple(
         (str(p), p.stat().st_mtime_ns, p.stat().st_size) for d in dirs if d.is_dir() for p in sorted(d.glob("*.yaml"))
     )
     key += tuple(str(d) for d in dirs)

@@ -23,6 +23,7 @@ from diag.snapshot.clock import Clock, iso
 from diag.snapshot.model import Snapshot, SourceStatus
 
 T = TypeVar("T")
+E = TypeVar("E")
 
 Subject = dict
 
@@ -69,8 +70,9 @@ def build_facts(
     if settings is None:
         settings = default_settings()
     # one index for both Kubernetes parts; a failure to build it is each part's failure
-    if unwindowed_of is not None and unwindowed_of.lookups is not None:
-        k8s_index = functools.cache(lambda: replace(unwindowed_of.lookups, clock=clock))
+    built = unwindowed_of.lookups if unwindowed_of is not None else None
+    if built is not None:
+        k8s_index = functools.cache(lambda: replace(built, clock=clock))
     else:
         k8s_index = functools.cache(lambda: kubernetes.lookups(snap, clock))
     cluster: dict = _guarded(snap, "kubernetes cluster", lambda: kubernetes.cluster_facts(snap, k8s_index()), {})
@@ -107,7 +109,7 @@ def build_facts(
     return Facts(scopes=scopes, cluster=cluster, lookups=_guarded(snap, "kubernetes", k8s_index, None))
 
 
-def _guarded(snap: Snapshot, part: str, build: Callable[[], T], empty: T) -> T:
+def _guarded(snap: Snapshot, part: str, build: Callable[[], T], empty: E) -> T | E:
     try:
         return build()
     except MemoryError:

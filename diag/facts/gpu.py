@@ -125,8 +125,8 @@ def _gpu_facts(
         "ray_counts_free": _ray_counts_free(gpu, ray_node, ray),
         "oom_from_unowned": oom_from_unowned,
         # what `remediation` runs the commands through: the Ray pod that holds the GPU, or nothing on a bare machine
-        "exec_prefix": f"kubectl -n {word(pod['namespace'])} exec {word(pod['name'])} -- "
-        if (pod := _pod_ref(ray_node.pod if ray_node else None))
+        "exec_prefix": f"kubectl -n {word(ref['namespace'])} exec {word(ref['name'])} -- "
+        if (ref := _pod_ref(ray_node.pod if ray_node else None))
         else "",
         "_subject": f"gpu/{gpu.host}/{gpu.index}",
         "_links": link("gpu", gpu.uuid or f"{gpu.host}/{gpu.index}")

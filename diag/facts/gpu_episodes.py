@@ -8,9 +8,10 @@ one Xid report, dated by when the value appeared.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from diag.facts.episodes import Timeline
+from diag.facts.episodes import Timeline, Values
 from diag.snapshot.clock import Clock
 from diag.snapshot.model import GPU, PromWindow
 
@@ -63,10 +64,14 @@ def _values(timeline: Timeline, name: str) -> list[float]:
     return [v[name] for _, v in timeline.rows if name in v]
 
 
+def _xid_is(code: int) -> Callable[[Values], bool | None]:
+    return lambda v: None if "xid" not in v else int(v["xid"]) == code
+
+
 def _xids(timeline: Timeline, clock: Clock) -> list[tuple[int, str]]:
     reports: list[tuple[int, str]] = []
     for code in sorted({int(v) for v in _values(timeline, "xid") if v > 0}):
-        for span in timeline.spans(lambda v, code=code: None if "xid" not in v else int(v["xid"]) == code, 0):
+        for span in timeline.spans(_xid_is(code), 0):
             older = (
                 "; set before the window began, so the Xid may be older" if span.start == timeline.rows[0][0] else ""
             )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from typing import Any
 
 from diag.facts.common import aged
 from diag.parsers import workloads
@@ -202,7 +203,8 @@ def unnamed_crashes(pod: Pod, cause_signals: Sequence[str], clock: Clock) -> dic
     Only crashed containers' logs are read, and only their tails; a crash past the history window, in a
     container running since, is history. None when such a container left no log in the bundle and none
     other had a decisive line."""
-    found, unread = [], False
+    found: list[dict[str, Any]] = []
+    unread = False
     for c, init in [(c, False) for c in pod.containers] + [(c, True) for c in pod.init_containers]:
         if not _crashed(c, clock) or any(c.log_signals.get(s) for s in cause_signals):
             continue

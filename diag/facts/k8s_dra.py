@@ -9,6 +9,7 @@ error, kubelet pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go (GetPlugin)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from diag.snapshot.model import Event
 
@@ -76,7 +77,7 @@ class _Names:
         self.templates: list[str] = []
         self.drivers: list[str] = []
 
-    def add(self, groups: dict[str, str | None]) -> None:
+    def add(self, groups: Mapping[str, str | None]) -> None:
         for key, into in (
             ("claim", self.claims),
             ("device_class", self.device_classes),

@@ -148,9 +148,9 @@ class Lookups:
         servers_of_workload: dict[tuple[str, str | None], list[VllmServer]] = {}
         servers_in_pod: dict[str, list[VllmServer]] = {}
         for server in snap.vllm_servers:
-            if server.pod and (pod := snap.pod(server.pod)) is not None:
-                servers_of_workload.setdefault((pod.namespace, pod.workload_name), []).append(server)
-                servers_in_pod.setdefault(pod.key, []).append(server)
+            if server.pod and (its_pod := snap.pod(server.pod)) is not None:
+                servers_of_workload.setdefault((its_pod.namespace, its_pod.workload_name), []).append(server)
+                servers_in_pod.setdefault(its_pod.key, []).append(server)
         ray_node_in_pod: dict[str, RayNode] = {}
         for ray_node in snap.ray_nodes:
             if ray_node.pod:

@@ -234,7 +234,8 @@ def serve_replicas_too_big(cluster: RayClusterSpec) -> list[str] | None:
 
 def _replica_gpus(deployment: dict) -> tuple[float, str]:
     """The GPUs one replica needs on a single node, and where the config says so."""
-    options = deployment.get("ray_actor_options") if isinstance(deployment.get("ray_actor_options"), dict) else {}
+    given = deployment.get("ray_actor_options")
+    options = given if isinstance(given, dict) else {}
     need, how = _number(options.get("num_gpus")) or 0.0, "ray_actor_options.num_gpus"
     bundles = [b for b in deployment.get("placement_group_bundles") or [] if isinstance(b, dict)]
     gpus = [_number(b.get("GPU")) or 0.0 for b in bundles]

@@ -333,7 +333,7 @@ def _logs_command(server: VllmServer, pod: Pod | None) -> str:
 
 def _edit_hint(server: VllmServer, pod: Pod | None) -> str:
     """Where a flag of this server is changed."""
-    if pod is not None and pod.workload_kind in ("Deployment", "StatefulSet"):
+    if pod is not None and pod.workload_kind in ("Deployment", "StatefulSet") and pod.workload_name:
         return (
             f"kubectl -n {word(pod.namespace)} edit {word(pod.workload_kind.lower() + '/' + pod.workload_name)}"
             "   # spec.template.spec.containers[].args"

@@ -46,7 +46,7 @@ class ScrapeView:
 
 
 def episode_facts(server: VllmServer, summary: VllmMetrics | None, view: ScrapeView, settings: dict, clock: Clock,
-                  window: PromWindow | None) -> dict[str, Fact]:  # fmt: skip
+                  window: PromWindow | None) -> dict[str, Fact | bool]:  # fmt: skip
     timeline = Timeline.of(server.history, SIGNALS, window.step if window else 15.0, window.end if window else None)
     history = _History(timeline, settings, clock)
     scrapes = _Scrapes(summary, view, settings)

@@ -17,7 +17,18 @@ from diag.parsers import workloads
 from diag.parsers.gpu_common import pci_address
 from diag.parsers.logs import xid_device, xids_in
 from diag.parsers.vllm_metrics import summarize
-from diag.snapshot.model import GPU, Container, Pod, RayActor, RayNode, Service, Snapshot, SourceStatus, VllmServer
+from diag.snapshot.model import (
+    GPU,
+    Container,
+    Pod,
+    RayActor,
+    RayClusterSpec,
+    RayNode,
+    Service,
+    Snapshot,
+    SourceStatus,
+    VllmServer,
+)
 
 
 def join(snap: Snapshot) -> Snapshot:
@@ -37,9 +48,9 @@ def join(snap: Snapshot) -> Snapshot:
 
 
 def _events_to_objects(snap: Snapshot) -> None:
-    pods = {(p.namespace, p.name): p for p in snap.pods}
+    pods: dict[tuple[str | None, str], Pod] = {(p.namespace, p.name): p for p in snap.pods}
     nodes = {n.name: n for n in snap.nodes}
-    clusters = {(c.namespace, c.name): c for c in snap.ray_clusters}
+    clusters: dict[tuple[str | None, str], RayClusterSpec] = {(c.namespace, c.name): c for c in snap.ray_clusters}
     for event in snap.events:
         if event.involved_kind == "Pod" and (pod := pods.get((event.namespace, event.involved_name))):
             if event.involved_uid and pod.uid and event.involved_uid != pod.uid:
@@ -97,20 +108,20 @@ def _vllm_servers_to_pods(snap: Snapshot) -> None:
             by_pod[found.key] = server
     services = _ServicesBySelector.of(snap.services)
     for pod in snap.pods:
-        if (found := workloads.vllm_container(pod)) is None:
+        if (in_pod := workloads.vllm_container(pod)) is None:
             continue
-        container, how = found
-        server = by_pod.get(pod.key)
-        if server is None:
-            server = by_pod[pod.key] = VllmServer(name=_server_name(pod, names))
-            snap.vllm_servers.append(server)
-        server.engine_args = server.engine_args or workloads.vllm_engine_args(container, how)
-        _server_in_pod(server, pod, container, services)
+        container, how = in_pod
+        of_pod = by_pod.get(pod.key)
+        if of_pod is None:
+            of_pod = by_pod[pod.key] = VllmServer(name=_server_name(pod, names))
+            snap.vllm_servers.append(of_pod)
+        of_pod.engine_args = of_pod.engine_args or workloads.vllm_engine_args(container, how)
+        _server_in_pod(of_pod, pod, container, services)
     # A server known only by its files runs in the pod they name even when no container starts vLLM
     # itself: Ray Serve runs it in pods whose command is `ray start`.
     for key, server in by_pod.items():
-        if server.pod is None and (pod := snap.pod(key)) is not None and pod.containers:
-            _server_in_pod(server, pod, pod.containers[0], services)
+        if server.pod is None and (named := snap.pod(key)) is not None and named.containers:
+            _server_in_pod(server, named, named.containers[0], services)
 
 
 def _server_name(pod: Pod, names: PodNames) -> str:
@@ -190,8 +201,8 @@ def _gpus_to_nodes_and_pods(snap: Snapshot) -> None:
             gpu.xids = sorted(set(gpu.xids) | set(xids_in(gpu.xid_lines)))
     gpus_by_pod: dict[str, list[GPU]] = {}
     for gpu in snap.gpus:
-        for pod in dict.fromkeys(gpu.serving_pods):
-            gpus_by_pod.setdefault(pod, []).append(gpu)
+        for pod_key in dict.fromkeys(gpu.serving_pods):
+            gpus_by_pod.setdefault(pod_key, []).append(gpu)
     for server in snap.vllm_servers:
         server.gpus = [_gpu_ref(g) for g in gpus_by_pod.get(server.pod or "", [])]
 
@@ -290,9 +301,7 @@ def _gpu_processes_to_ray_actors(snap: Snapshot) -> None:
     processes count: pids repeat across machines too."""
     on_host = {n.gpu_host: n for n in snap.ray_nodes if n.gpu_host is not None}
     joined = {n.node_id for n in on_host.values()}
-    node_of_ray_node = {
-        n.node_id: (snap.pod(n.pod).node_name if n.pod and snap.pod(n.pod) else None) for n in snap.ray_nodes
-    }
+    node_of_ray_node = {n.node_id: (p.node_name if n.pod and (p := snap.pod(n.pod)) else None) for n in snap.ray_nodes}
     pod_of_ray_node = {n.node_id: n.pod for n in snap.ray_nodes}
     last_alive: dict[tuple[int, str | None], tuple[int, RayActor]] = {}
     alive_on_node: dict[tuple[int, str], RayActor] = {}
@@ -306,10 +315,10 @@ def _gpu_processes_to_ray_actors(snap: Snapshot) -> None:
         if (ray_node := on_host.get(gpu.host)) is not None:
             workers = {w["pid"]: w for w in ray_node.workers or [] if w.get("pid") is not None}
             for proc in gpu.processes:
-                actor = alive_on_node.get((proc.pid, ray_node.node_id))
+                alive = alive_on_node.get((proc.pid, ray_node.node_id))
                 worker = workers.get(proc.pid)
-                proc.ray_worker = worker is not None or actor is not None
-                proc.ray_actor_id = actor.actor_id if actor else worker.get("actor_id") if worker else None
+                proc.ray_worker = worker is not None or alive is not None
+                proc.ray_actor_id = alive.actor_id if alive else worker.get("actor_id") if worker else None
             continue
         for proc in gpu.processes:
             found = [last_alive.get((proc.pid, gpu.node)), last_alive.get((proc.pid, None))]

@@ -130,6 +130,7 @@ def decisive_line(text: str | None, table: FamilyTable | None = None) -> Decisiv
 def _unprefixed(line: str) -> tuple[str, str | None]:
     """The line without the prefixes in front of the program's own text, and the level vLLM's logger gave it."""
     m = _PREFIX.match(line)
+    assert m is not None  # every part of _PREFIX is optional: it matches every line
     rest, level = line[m.end() :].rstrip("\r"), m.group(1)
     # inside a traceback vLLM logs every line at ERROR: keep the traceback's own text
     if level is None or rest.startswith((" ", _TRACEBACK)) or not rest or rest in _CHAINED or _EXCEPTION.match(rest):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from diag.core.errors import ParseError
@@ -130,7 +131,7 @@ class Fields:
             value = self._typed(key, (dict,), "an object")
         return Fields(value, self.where, self._path(key))
 
-    def children(self, key: str) -> list[Fields]:
+    def children(self, key: str) -> Sequence[Fields]:
         items = self._typed(key, (list,), "a list") or []
         path = self._path(key)
         return [Fields(item, self.where, f"{path}[{i}]") for i, item in enumerate(items)]

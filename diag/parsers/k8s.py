@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -428,7 +429,7 @@ def _pod(obj: _Object) -> Pod:
     )
 
 
-def _containers(specs: list[Fields], statuses: list[Fields]) -> list[Container]:
+def _containers(specs: Sequence[Fields], statuses: Sequence[Fields]) -> list[Container]:
     by_name = {_required_text(s, "name"): s for s in statuses}
     containers = []
     for spec in specs:

@@ -12,16 +12,17 @@ is scanned.
 from __future__ import annotations
 
 import re
+import sys
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-try:
+if sys.version_info >= (3, 11):
     from re import _constants as _sre
     from re import _parser as _sre_parse
-except ImportError:  # Python 3.10
-    import sre_constants as _sre  # type: ignore[no-redef]
-    import sre_parse as _sre_parse  # type: ignore[no-redef]
+else:
+    import sre_constants as _sre
+    import sre_parse as _sre_parse
 
 # Shorter literals ("at ", "in ") would pick out most lines and save nothing.
 MIN_LITERAL = 4
@@ -46,8 +47,9 @@ class LineGate:
     _pieces: _Pieces | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        one_pass = self.literals is not None and len(self.literals) >= ONE_PASS_FROM
-        object.__setattr__(self, "_pieces", _Pieces.of(self.literals) if one_pass else None)
+        literals = self.literals
+        pieces = _Pieces.of(literals) if literals is not None and len(literals) >= ONE_PASS_FROM else None
+        object.__setattr__(self, "_pieces", pieces)
 
     @classmethod
     def of(cls, patterns: Iterable[re.Pattern[str]]) -> LineGate:
@@ -196,7 +198,7 @@ def required_literals(pattern: re.Pattern[str]) -> list[_Needle] | None:
         parsed = _sre_parse.parse(pattern.pattern, pattern.flags)
     except Exception:  # compiled already; a parser change only turns the gate off
         return None
-    return _of_sequence(list(parsed), bool(parsed.state.flags & _sre.SRE_FLAG_IGNORECASE))
+    return _of_sequence(list(parsed.data), bool(parsed.state.flags & _sre.SRE_FLAG_IGNORECASE))
 
 
 def _of_sequence(items: list, icase: bool) -> list[_Needle] | None:

@@ -7,6 +7,7 @@ failed, so the value is unknown.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from diag.core.errors import ParseError
@@ -36,7 +37,7 @@ class _NvmlFields(Fields):
     def child(self, key: str) -> _NvmlFields:
         return _NvmlFields(self._typed(key, (dict,), "an object"), self.where, self._path(key))
 
-    def children(self, key: str) -> list[_NvmlFields]:
+    def children(self, key: str) -> Sequence[_NvmlFields]:
         items = self._typed(key, (list,), "a list") or []
         return [_NvmlFields(item, self.where, f"{self._path(key)}[{i}]") for i, item in enumerate(items)]
 

@@ -182,7 +182,7 @@ def _sample(line: str) -> tuple[str, dict[str, str], float]:
     if plain is not None:
         name, body, value, timestamp = plain.groups()
         pairs = _PLAIN_PAIR.findall(body) if body else []
-        labels = dict(pairs)
+        labels: dict[str, str] = dict(pairs)
         if len(labels) == len(pairs):  # a label given twice: the full parser says so
             number = _number(value, "value")
             if timestamp is not None:
@@ -191,7 +191,7 @@ def _sample(line: str) -> tuple[str, dict[str, str], float]:
     name_match = _METRIC_NAME.match(line)
     name = name_match.group() if name_match else None
     rest = line[name_match.end() :] if name_match else line
-    labels: dict[str, str] = {}
+    labels = {}
     if rest.lstrip(" \t").startswith("{"):
         quoted_name, labels, rest = _label_set(rest.lstrip(" \t"), allow_name=name is None)
         name = name or quoted_name

@@ -73,13 +73,13 @@ def load_signals(rule_dirs: list[Path]) -> LogSignals:
                     "crash_cause", crash_cause.get(name, True)
                 )  # a file that says nothing keeps it
                 regexes.setdefault(name, []).extend(patterns)
-        patterns = {name: re.compile("|".join(f"(?:{r})" for r in rs)) for name, rs in regexes.items()}
+        joined = {name: re.compile("|".join(f"(?:{r})" for r in rs)) for name, rs in regexes.items()}
         _loaded[key] = LogSignals(
-            patterns,
+            joined,
             layers,
             descriptions,
             tuple(name for name in regexes if crash_cause[name]),
-            LineGate.of(patterns.values()),
+            LineGate.of(joined.values()),
         )
     return _loaded[key]
 

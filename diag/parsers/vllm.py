@@ -35,7 +35,7 @@ def parse_models(text: str) -> tuple[list[str], int | None]:
             raise ParseError(f"{card.place('id')}: missing")
         ids.append(model_id)
     base_models = [card for card in cards if card.text("parent") is None]
-    lengths = (card.integer("max_model_len") for card in base_models + cards)
+    lengths = (card.integer("max_model_len") for card in [*base_models, *cards])
     return ids, next((length for length in lengths if length is not None), None)
 
 

@@ -27,6 +27,7 @@ def render_markdown(report: Report) -> str:
         out += [f"- {md(g.problem)}: {code(g.remedy)}" for g in report.verdict.gaps] + [""]
     else:
         out += [f"**Verdict: {md(str(report.verdict.layer))} layer** — {md(report.verdict.summary)}", ""]
+        assert v.root is not None  # a "fault" verdict carries its root finding
         out += _finding_section(v.root, "Root cause")
         if report.verdict.caveats:
             out += [f"Not read, and could change this verdict (confidence: {md(str(report.verdict.confidence))}):", ""]

@@ -50,6 +50,7 @@ def print_report(report: Report, console: Console) -> None:
         title = Text.assemble(
             f"llmdiag verdict: {plain(str(verdict.layer))} layer at fault (", (plain(str(verdict.rule)), _RULE_ID), ")"
         )
+        assert v.root is not None  # a "fault" verdict carries its root finding
         console.print(Panel(_finding_body(v.root), title=title, border_style=_STYLE[v.root.severity]))
         _print_fix(v.root, console)
         _print_caveats(verdict, console)
@@ -140,7 +141,10 @@ def _gaps_body(verdict: Verdict) -> Group:
 
 
 def _finding_body(f: Finding) -> Group:
-    parts = [Text(plain(f.title), style="bold"), Text(f"subject: {plain(f.subject)}   severity: {f.severity}")]
+    parts: list[Text | Table] = [
+        Text(plain(f.title), style="bold"),
+        Text(f"subject: {plain(f.subject)}   severity: {f.severity}"),
+    ]
     parts += [Text("Evidence:", style="bold")] + [_hanging(Text(plain(line)), "  • ") for line in f.evidence]
     return Group(*parts)
 

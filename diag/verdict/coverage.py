@@ -505,8 +505,9 @@ def _namespaces_seen(snap: Snapshot) -> set[str]:
 
 
 def _target_words(snap: Snapshot) -> str:
-    kubernetes = snap.manifest.get("kubernetes") if isinstance(snap.manifest.get("kubernetes"), dict) else {}
-    selectors = snap.manifest.get("selectors") if isinstance(snap.manifest.get("selectors"), dict) else {}
+    given, selected = snap.manifest.get("kubernetes"), snap.manifest.get("selectors")
+    kubernetes = given if isinstance(given, dict) else {}
+    selectors = selected if isinstance(selected, dict) else {}
     namespaces = kubernetes.get("namespaces") or []
     words = [f"namespace {', '.join(map(str, namespaces))}" if namespaces else "the namespace"]
     for key, label in (("label", "selector"), ("pod", "pod"), ("ray_cluster", "Ray cluster")):
