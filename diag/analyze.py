@@ -69,7 +69,7 @@ def settings_with_overrides(rules_dir: Path, config: Config) -> dict:
 @contextmanager
 def _without_cycle_collection() -> Iterator[None]:
     """An analysis makes millions of objects and drops few: the cyclic collector's passes over them were
-    a quarter of a fleet's analysis (11.4 s of CPU, 8.8 s without, at bench/'s size L, same peak memory).
+    a quarter of a fleet's analysis, at the same peak memory (bench/README.md).
     Reference counting still frees what is dropped; cycles wait until the analysis ends."""
     enabled = gc.isenabled()
     gc.disable()

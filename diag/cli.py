@@ -504,7 +504,7 @@ def rules_docs(rules: list[Path] | None = RulesOpt) -> None:
 
 
 # What analyses built, left for the process's end to drop (main() then ends with os._exit): freeing a
-# fleet's millions of objects one at a time cost 0.47 s of CPU at bench/'s size L, and the OS takes the
+# fleet's millions of objects one at a time costs CPU for nothing (bench/README.md), and the OS takes the
 # heap back at once. None outside main() (tests call the app in their own process).
 _held_until_exit: list[object] | None = None
 
@@ -514,7 +514,7 @@ def main() -> None:
     global _held_until_exit
     _held_until_exit = []
     # A one-shot process: the cyclic collector, enabled again after an analysis, would walk the
-    # millions of objects the analysis made (0.7 s of CPU at bench/'s size L) to free none of them.
+    # millions of objects the analysis made to free none of them (bench/README.md has the cost).
     gc.disable()
     try:
         code = app(prog_name=PROGRAM, standalone_mode=False)

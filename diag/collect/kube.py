@@ -255,8 +255,8 @@ class KubeAccess:
     def _get(self, what: str, resource_path: str, query: Mapping[str, str | None]) -> bytes:
         """GET a path of the API server and read its body (at most the cap, within the timeout); an
         answer outside 2xx raises as the client's generated methods raise it. Built on the client's
-        ApiClient, not its generated API classes: loading CoreV1Api's models took 0.4 s of CPU at
-        the start of every collection, on the way to the pods."""
+        ApiClient, not its generated API classes: loading CoreV1Api's models cost CPU at the start
+        of every collection, on the way to the pods (bench/triage.md)."""
         from kubernetes.client.exceptions import ApiException
 
         given = [(key, value) for key, value in query.items() if value is not None]

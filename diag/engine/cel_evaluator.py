@@ -2,7 +2,7 @@
 the package's REPL.
 
 `import cel` runs the package's __init__, which imports its command-line REPL (cel.cli) and with it
-prompt_toolkit and pygments: 0.21 s of CPU against 0.02 s for the evaluator, paid by every analysis.
+prompt_toolkit and pygments: ten times the evaluator's own import, paid by every analysis.
 The extension is loaded here from the installed package's folder and registered as `cel.cel`, so that
 a later `import cel` (the package, elsewhere) finds it and does not load it a second time. Where the
 package is laid out otherwise, `import cel` is used as it is.
