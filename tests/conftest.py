@@ -1,4 +1,4 @@
-"""Prints the perturbation suite's counts (tests/test_perturbation.py) at the end of a run, and the
+"""Prints the perturbation suite's counts (tests/rules/test_perturbation.py) at the end of a run, and the
 fixtures tests of every folder share."""
 
 from __future__ import annotations

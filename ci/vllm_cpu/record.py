@@ -124,7 +124,7 @@ def write_bundle(scenario: Scenario, rec: Recording, out: Path, version: str) ->
         "scrapes": {name: [round(when, 3) for when, _ in rec.scrapes]},
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-    expected = {  # the catalogue's format (tests/test_catalogue.py)
+    expected = {  # the catalogue's format (tests/rules/test_catalogue.py)
         "description": scenario.description,
         "verdict": {"layer": "vllm" if scenario.expected_rule else None, "rule": scenario.expected_rule},
         "fires": [scenario.expected_rule] if scenario.expected_rule else [],

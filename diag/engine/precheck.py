@@ -14,7 +14,7 @@ once: a fleet runs some 300,000 checks, and a function call per node of the cond
 this replaced) cost three times the checks themselves.
 
 diag/test_precheck.py holds every answer against the CEL evaluator on generated values, and
-tests/test_engine_precheck.py checks that every fixture's analysis is the same without it.
+tests/unit/engine/test_engine_precheck.py checks that every fixture's analysis is the same without it.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ Null in the facts means "not known". A condition that reads a null value cannot 
 subject is counted as "unknown", never as healthy or faulty. CEL's && and || decide around an
 undecidable side (`false && <unknown>` is false, `true || <unknown>` is true), so conditions are
 written plainly; a null guard (`x != null && ...`) would turn unknown into "checked, silent" and
-tests/test_rule_lint.py refuses it. Evidence and remediation are text with `{{ expr }}`
+tests/rules/test_rule_lint.py refuses it. Evidence and remediation are text with `{{ expr }}`
 holes, each hole a CEL expression over the same variables.
 """
 

@@ -13,7 +13,8 @@ from diag.snapshot.model import JSON_ONLY, Event, Pod
 
 def plain(obj: Any, drop: tuple[str, ...] = ()) -> dict:
     """A dataclass as a dict of plain values (what CEL can read), without the named fields. The same as
-    dataclasses.asdict (tests/test_facts_common.py), many times faster: a fleet makes hundreds of thousands."""
+    dataclasses.asdict (tests/unit/facts/test_facts_common.py), many times faster: a fleet makes
+    hundreds of thousands."""
     copy = _COPIES.get((type(obj), drop))
     if copy is None:
         copy = _COPIES[(type(obj), drop)] = _copy_of(type(obj), drop)

@@ -1,5 +1,5 @@
 """diag.collect.gpu against a stand-in NVML (the real nvidia-ml-py module, its C calls replaced) and
-stand-in nvidia-smi programs on PATH. The same code ran on a real H200: tests/test_gpu_real_h200.py."""
+stand-in nvidia-smi programs on PATH. The same code ran on a real H200: tests/unit/parsers/test_gpu_real_h200.py."""
 
 from __future__ import annotations
 

@@ -32,7 +32,7 @@ from diag.snapshot.model import (
 )
 from diag.verdict.diagnosis import link_causes
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
 RULES = {r.id: r for r in load_rules([builtin_rules_dir()])}
 SETTINGS = settings_with_overrides(builtin_rules_dir(), Config())
 READ = {name: SourceStatus("ok") for name in ("gpu/gpu-a.nvml.json", "ray/nodes.json", "ray/actors.json")}

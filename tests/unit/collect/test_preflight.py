@@ -18,7 +18,7 @@ from tests.replay.harness import NAMESPACE, collect_from, live_target, recorded_
 from tests.replay.server import ReplayServer
 from tests.replay.upstream import RecordedHttp, vllm_routes
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _closed_port() -> int:

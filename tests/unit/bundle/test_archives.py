@@ -17,7 +17,7 @@ from diag.bundle.files import BUNDLE_SOURCE, Bundle, BundleError
 from diag.report.json_report import to_dict
 from tests.archives import multi_member, tar_bytes
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
 SCENARIOS = sorted(p.parent for p in FIXTURES.rglob("expected.json"))
 ONE = FIXTURES / "k8s-gpu-cluster-full"
 

@@ -17,7 +17,7 @@ from diag.bundle.load import _K8S_LISTS
 from diag.core.errors import ParseError
 from diag.parsers.json_fields import load_json
 
-FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "k8s-gpu-cluster-full"
+FIXTURE = Path(__file__).resolve().parents[3] / "fixtures" / "k8s-gpu-cluster-full"
 HUGE = "9" * 5000
 LISTS = [*_K8S_LISTS, "endpoints.json", "endpointslices.json"]
 

@@ -338,7 +338,7 @@ def test_the_json_report_says_which_window_of_history_it_read() -> None:
     from diag.bundle.files import Bundle
     from diag.report.json_report import to_dict
 
-    fixtures = Path(__file__).resolve().parent.parent / "fixtures"
+    fixtures = Path(__file__).resolve().parents[3] / "fixtures"
     window = to_dict(analyze_bundle(Bundle.open(fixtures / "history-kv-storm-ended")))["prometheus_window"]
     assert window["step_seconds"] == 15 and window["start"] < window["end"] and window["end"].endswith("Z")
     assert to_dict(analyze_bundle(Bundle.open(fixtures / "busy-but-healthy")))["prometheus_window"] is None
@@ -351,7 +351,7 @@ def test_the_terminal_and_markdown_reports_say_which_window_they_read() -> None:
     from diag.bundle.files import Bundle
     from diag.report.markdown import render_markdown
 
-    fixtures = Path(__file__).resolve().parent.parent / "fixtures"
+    fixtures = Path(__file__).resolve().parents[3] / "fixtures"
     with_history = render_markdown(analyze_bundle(Bundle.open(fixtures / "history-kv-storm-ended")))
     assert (
         "- Prometheus history read from 2026-12-03 16:33 to 2026-12-03 17:03 UTC, a sample every 15 s" in with_history

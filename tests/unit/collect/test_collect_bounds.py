@@ -23,7 +23,7 @@ from diag.collect.http import Unreachable, direct_get
 from diag.collect.runner import collect, default_collectors
 from tests.replay.upstream import Answer, RecordedHttp, vllm_routes
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 RAY_LIVE = REPO / "tests" / "fixtures" / "ray-live"
 MARGIN_S = 4.0  # scheduling on a shared 2-core machine; the limits asserted are far below the unbounded cases
 TWO_HUNDRED_MB = 200 * 1024 * 1024

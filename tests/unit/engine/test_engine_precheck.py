@@ -10,7 +10,7 @@ from diag.analyze import analyze_bundle
 from diag.bundle.files import Bundle
 from diag.engine import rules as engine
 
-FIXTURES = sorted(p for p in (Path(__file__).parents[1] / "fixtures").iterdir() if (p / "expected.json").exists())
+FIXTURES = sorted(p for p in (Path(__file__).parents[3] / "fixtures").iterdir() if (p / "expected.json").exists())
 
 
 def _what_it_says(fixture: Path) -> tuple:

@@ -25,7 +25,7 @@ from diag.report.markdown import render_markdown
 from diag.report.terminal import print_report
 from diag.snapshot.clock import Clock, age_text, parse_duration, parse_time
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
 TEN_DAYS = 10 * 86400
 TEN_MINUTES = 600
 

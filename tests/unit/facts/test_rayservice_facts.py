@@ -15,7 +15,7 @@ from diag.snapshot.model import Event, RayClusterSpec, ServeStatus, Snapshot, So
 from diag.verdict.diagnosis import link_causes
 
 NOW = datetime(2026, 12, 3, 3, 0, tzinfo=UTC)
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
 
 
 def _service(**fields) -> RayClusterSpec:

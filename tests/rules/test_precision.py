@@ -23,7 +23,7 @@ from diag.analyze import analyze_bundle
 from diag.bundle.files import Bundle
 from tests import perturb
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 HEALTHY = sorted(
     p.parent for p in FIXTURES.rglob("expected.json") if json.loads(p.read_text())["verdict"]["layer"] is None
 )

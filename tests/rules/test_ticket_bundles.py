@@ -23,7 +23,7 @@ from diag.bundle.files import Bundle
 from diag.core.rules_dir import builtin_rules_dir
 from diag.engine.rules import load_rules
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 FAULTY = sorted(
     p.parent for p in FIXTURES.rglob("expected.json") if json.loads(p.read_text())["verdict"]["layer"] is not None
 )

@@ -14,7 +14,7 @@ from diag.parsers.nvidia_smi import parse_csv, parse_xml
 from diag.parsers.nvml import parse_nvml_json
 from diag.snapshot.model import GPU
 
-CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "real" / "h200"
+CAPTURES = Path(__file__).resolve().parents[3] / "fixtures" / "real" / "h200"
 UUID = "GPU-4b794de7-279f-721d-5fe5-8f6fcbfb3cf4"
 HOLDER_PID, MATMUL_PID = 458, 459  # load/pids.txt
 

@@ -16,7 +16,7 @@ from diag.core.rules_dir import builtin_rules_dir
 from diag.engine.config import Config, ConfigError
 from diag.engine.rules import load_rules
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 RULE_IDS = [r.id for r in load_rules([builtin_rules_dir()])]
 
 

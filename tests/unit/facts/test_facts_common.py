@@ -14,7 +14,7 @@ from diag.facts.common import plain
 from diag.link.join import join
 from diag.snapshot.model import JSON_ONLY, Pod
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
 BUNDLES = sorted(p for p in FIXTURES.iterdir() if (p / "expected.json").exists())
 
 

@@ -429,7 +429,7 @@ def test_the_real_h200_load_capture_raises_nothing():
     from diag.analyze import analyze_bundle
     from diag.bundle.files import Bundle
 
-    bundle = Path(__file__).resolve().parent.parent / "fixtures" / "real-h200-load"
+    bundle = Path(__file__).resolve().parents[2] / "fixtures" / "real-h200-load"
     report = analyze_bundle(Bundle.open(bundle))
     assert report.findings == []
     assert {rid: report.outcomes[rid].status for rid in ("GPU-101", "GPU-104", "GPU-105")} == {

@@ -11,7 +11,7 @@ from diag.facts import build_facts
 from diag.link.join import join
 from diag.snapshot.clock import Clock
 
-FIXTURES = sorted(p for p in (Path(__file__).parents[1] / "fixtures").iterdir() if (p / "expected.json").exists())
+FIXTURES = sorted(p for p in (Path(__file__).parents[3] / "fixtures").iterdir() if (p / "expected.json").exists())
 
 
 @pytest.mark.parametrize("fixture", FIXTURES, ids=lambda p: p.name)

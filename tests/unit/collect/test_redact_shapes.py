@@ -154,7 +154,7 @@ def test_a_document_in_hand_is_written_as_its_text_would_be(fixture: str) -> Non
 
     from diag.collect import json_text
 
-    document = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / fixture).read_text())
+    document = json.loads((Path(__file__).resolve().parents[3] / "fixtures" / fixture).read_text())
     planted = json.loads(json.dumps(document))
     planted["items"][0].setdefault("metadata", {}).setdefault("annotations", {})["example.com/api-token"] = (
         "plantAnnotation0070"

@@ -12,7 +12,7 @@ import pytest
 from diag.analyze import EXIT_CANNOT_ANALYZE, EXIT_HEALTHY, analyze_bundle
 from diag.bundle.files import Bundle
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
 HEALTHY = FIXTURES / "healthy-k8s-vllm"
 RAY_FAULT = FIXTURES / "ray-infeasible-actor"
 
@@ -256,7 +256,7 @@ def test_a_single_metrics_read_cannot_show_rates_and_is_a_gap(tmp_path: Path) ->
 def test_a_ray_node_on_another_machine_than_the_gpu_capture_is_a_gap_never_healthy() -> None:
     """Ray outside Kubernetes: a GPU capture that no live Ray node with GPUs can be joined to (by name or
     address) leaves GPU-106 undecided; the verdict names the node and the command, never "healthy"."""
-    scenario = Path(__file__).resolve().parent.parent / "fixtures" / "ray-vm-healthy-busy"
+    scenario = Path(__file__).resolve().parents[3] / "fixtures" / "ray-vm-healthy-busy"
     files = {
         str(p.relative_to(scenario)): p.read_bytes()
         for p in scenario.rglob("*")

@@ -16,7 +16,7 @@ from diag.parsers.logs import scan_log
 from diag.parsers.signals import builtin_signals
 from diag.snapshot.model import GPU, Container, GPUProcess, Node, Pod, Snapshot, SourceStatus
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 # signal -> (fixture whose pod logs hold it, the rule that reads it and fires there)
 SIGNAL_RULES = {
@@ -90,7 +90,7 @@ def test_each_log_signal_has_a_fixture_where_its_rule_fires(signal: str) -> None
 
 
 def test_every_signal_is_covered() -> None:
-    # nvml: the test below; vllm_process: tests/test_workload_recognition.py (it names what a pod runs, no
+    # nvml: the test below; vllm_process: tests/unit/parsers/test_workload_recognition.py (it names what a pod runs, no
     # rule reads it)
     tested_elsewhere = {"xid", "ray_cannot_schedule", "nvml_driver_mismatch", "vllm_process"}
     assert set(SIGNAL_RULES) | tested_elsewhere | SIGNALS_TESTED_APART == set(builtin_signals().names())

@@ -17,7 +17,7 @@ from diag.engine.rules import render
 from diag.report.safe import block
 from tests.hostile import MARK, PAYLOADS, hostile_bundle, outside_single_quotes
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 SCENARIOS = sorted(p.parent for p in FIXTURES.rglob("expected.json"))
 
 

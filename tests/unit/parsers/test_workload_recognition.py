@@ -21,7 +21,7 @@ from diag.parsers.logs import scan_log
 from diag.parsers.workloads import VLLM_LOG_SIGNAL
 from diag.verdict.relevance import serving_pods
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
 CUSTOM = "incident-vllm-custom-image-bf16"
 POD = "mistral-7b-5c9d7f8b6-fxbfs"  # the replica on the T4 node
 LOG = f"k8s/logs/{POD}.previous.log"

@@ -8,7 +8,7 @@ import pytest
 from diag.analyze import analyze_bundle
 from diag.bundle.files import Bundle
 
-DEMO = Path(__file__).parents[1] / "fixtures" / "healthy-k8s-vllm"
+DEMO = Path(__file__).parents[2] / "fixtures" / "healthy-k8s-vllm"
 
 
 def test_the_collector_is_on_again_after_an_analysis_and_after_one_that_failed(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,7 +18,7 @@ from diag.bundle.files import Bundle, BundleLimits
 from diag.bundle.load import load_bundle
 from tests.cluster_dump_writer import container_block, typed_list, write_dump
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 FIXTURES = REPO / "fixtures"
 TOO_LARGE = FIXTURES / "k8s-gpu-request-too-large"
 CRASHLOOP = FIXTURES / "k8s-crashloop-bad-flag"

@@ -30,7 +30,7 @@ from diag.core.rules_dir import builtin_rules_dir
 from diag.engine.rules import load_rules
 from tests import perturb
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 SCENARIOS = sorted(p.parent for p in FIXTURES.rglob("expected.json"))
 WITH_PODS = [s for s in SCENARIOS if (s / "k8s" / "pods.json").exists()]
 WITH_EVENTS = [s for s in SCENARIOS if (s / "k8s" / "events.json").exists()]
