@@ -37,3 +37,11 @@ def test_the_floors_are_the_import_contracts_layers_in_its_order() -> None:
     assert [" | ".join(dotted(p) for p in row) for row in rows] == layers
     packages = {p.name for p in (ROOT / "diag").iterdir() if (p / "__init__.py").is_file()}
     assert packages == {dotted(p).split(".")[1] for row in rows for p in row if p.endswith("/")}
+
+
+def test_tests_live_in_one_place_by_one_rule() -> None:
+    """No test inside the package; tests/unit/<package>/ only for packages that exist."""
+    assert sorted(str(p.relative_to(ROOT)) for p in (ROOT / "diag").rglob("test_*.py")) == []
+    packages = {p.name for p in (ROOT / "diag").iterdir() if (p / "__init__.py").is_file()}
+    folders = {p.name for p in (ROOT / "tests" / "unit").iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders <= packages
