@@ -15,6 +15,7 @@ from pathlib import PurePosixPath
 
 from diag.bundle.files import Bundle
 from diag.bundle.identity import GPU_FILE_SUFFIXES, VLLM_FILE, Ambiguous, PodNames
+from diag.bundle.layout import KUBE_LISTS
 from diag.bundle.prometheus_queries import RENAMED_PAIRS
 from diag.core.errors import ParseError, unexpected
 from diag.core.stopwatch import Stopwatch, file_kind
@@ -58,16 +59,7 @@ EXPECTED_SOURCES = (
 _SAME_SOURCE = {"ray/status": ("ray/cluster_status",), "ray/nodes.json": ("ray/nodes_summary.json",)}
 
 _K8S_LISTS: dict[str, Callable[[Snapshot, str], None]] = {
-    "pods.json": lambda s, t: s.pods.extend(k8s.parse_pods(t)),
-    "events.json": lambda s, t: s.events.extend(k8s.parse_events(t)),
-    "nodes.json": lambda s, t: s.nodes.extend(k8s.parse_nodes(t)),
-    "services.json": lambda s, t: s.services.extend(k8s.parse_services(t)),
-    "deployments.json": lambda s, t: s.workloads.extend(k8s.parse_workloads(t, "Deployment")),
-    "statefulsets.json": lambda s, t: s.workloads.extend(k8s.parse_workloads(t, "StatefulSet")),
-    "hpa.json": lambda s, t: s.hpas.extend(k8s.parse_hpas(t)),
-    "rayclusters.json": lambda s, t: s.ray_clusters.extend(k8s.parse_rayclusters(t)),
-    "rayservices.json": lambda s, t: s.ray_clusters.extend(k8s.parse_rayservices(t)),
-    "daemonsets.json": lambda s, t: s.daemonsets.extend(k8s.parse_daemonsets(t)),
+    row.path.removeprefix("k8s/"): row.load for row in KUBE_LISTS if row.load is not None
 }
 
 _LOG_FILE = re.compile(r"^k8s/logs/(?P<stem>.+?)(?P<previous>\.previous)?\.log$")

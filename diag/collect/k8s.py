@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
+from diag.bundle.layout import KUBE_LISTS
 from diag.collect.base import Sink, SourceResult, Target
 from diag.core.errors import ParseError
 from diag.parsers.k8s import RAY_CLUSTER_LABEL, RAY_NODE_TYPE_LABEL, parse_pods_document
@@ -29,8 +30,12 @@ if TYPE_CHECKING:
     from diag.collect.kube import KubeAccess
 
 # Kinds listed in the target's namespace(s), after the pods; file k8s/<kind>.json
-NAMESPACED_KINDS = ("services", "endpoints", "deployments", "statefulsets", "hpa", "rayclusters", "rayservices")
-RAY_KINDS = ("rayclusters", "rayservices")
+NAMESPACED_KINDS = tuple(
+    row.kind
+    for row in KUBE_LISTS
+    if row.scope == "namespace" and row.kind not in ("pods", "events") and row.instead_of is None
+)
+RAY_KINDS = tuple(row.kind for row in KUBE_LISTS if row.kuberay)
 # Daemonsets whose name or label values contain one of these: the node's GPU stack
 GPU_DAEMONSETS = ("nvidia-device-plugin", "gpu-operator", "nvidia-dcgm-exporter", "gpu-feature-discovery")
 MAX_LOG_PODS = 40  # pods whose logs are read, the most suspicious first

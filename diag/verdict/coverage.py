@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from diag.bundle.layout import BY_PATH, KUBE_LISTS
 from diag.bundle.prometheus_queries import RANGE_QUERIES
 from diag.core.shell import word
 from diag.engine.rules import Rule, RuleOutcome
@@ -74,23 +75,14 @@ _LAYER_OF_SOURCE = (
 )
 
 
+_ENDPOINT_KINDS = ("endpoints", "endpointslices")  # a gap only where Services were read
 _KUBERNETES_SOURCES = {
-    "k8s/pods.json": "kubectl get pods {ns} -o json > k8s/pods.json",
-    "k8s/nodes.json": "kubectl get nodes -o json > k8s/nodes.json",
-    "k8s/events.json": "kubectl get events {ns} -o json > k8s/events.json",
-    "k8s/services.json": "kubectl get services {ns} -o json > k8s/services.json",
-    "k8s/deployments.json": "kubectl get deployments {ns} -o json > k8s/deployments.json",
-    "k8s/statefulsets.json": "kubectl get statefulsets {ns} -o json > k8s/statefulsets.json",
-    "k8s/hpa.json": "kubectl get hpa {ns} -o json > k8s/hpa.json",
-    "k8s/daemonsets.json": "kubectl get daemonsets -A -o json > k8s/daemonsets.json",
+    row.path: row.kubectl("{ns}") for row in KUBE_LISTS if not row.kuberay and row.kind not in _ENDPOINT_KINDS
 }
 CRASH_LOOP_RULE = "K8S-213"  # a container in CrashLoopBackOff, its cause not known
-_ENDPOINTS = ("k8s/endpoints.json", "k8s/endpointslices.json")
+_ENDPOINTS = tuple(row.path for row in KUBE_LISTS if row.kind in _ENDPOINT_KINDS)
 # Read where Ray runs on Kubernetes; "skipped" (the CRDs are not installed) is an answer too.
-_KUBERAY_SOURCES = {
-    "k8s/rayclusters.json": "kubectl get rayclusters.ray.io {ns} -o json > k8s/rayclusters.json",
-    "k8s/rayservices.json": "kubectl get rayservices.ray.io {ns} -o json > k8s/rayservices.json",
-}
+_KUBERAY_SOURCES = {row.path: row.kubectl("{ns}") for row in KUBE_LISTS if row.kuberay}
 # Each Ray need is met by any one of its files (the `ray` CLI's output or the dashboard's answer).
 _RAY_SOURCES = {
     ("ray/status.txt", "ray/cluster_status.json"): "kubectl exec <ray-head-pod> -- ray status > ray/status.txt",
@@ -279,7 +271,7 @@ def _kubernetes_gaps(snap: Snapshot) -> list[Gap]:
             Gap(
                 _ENDPOINTS[0],
                 f"{_ENDPOINTS[0]}: {_state(snap, _ENDPOINTS[0])}",
-                f"kubectl get endpoints {ns} -o json > k8s/endpoints.json",
+                BY_PATH[_ENDPOINTS[0]].kubectl(ns),
             )
         )
     if _ray_relevant(snap):

@@ -13,13 +13,13 @@ import pytest
 
 from diag.analyze import analyze_bundle
 from diag.bundle.files import Bundle
-from diag.bundle.load import _K8S_LISTS
+from diag.bundle.layout import KUBE_LISTS
 from diag.core.errors import ParseError
 from diag.parsers.json_fields import load_json
 
 FIXTURE = Path(__file__).resolve().parents[3] / "fixtures" / "k8s-gpu-cluster-full"
 HUGE = "9" * 5000
-LISTS = [*_K8S_LISTS, "endpoints.json", "endpointslices.json"]
+LISTS = [row.path.removeprefix("k8s/") for row in KUBE_LISTS]
 
 
 def _list_with_huge_integer(name: str) -> str:
