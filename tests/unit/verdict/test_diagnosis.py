@@ -7,8 +7,22 @@ from diag.verdict.coverage import Gap
 from diag.verdict.diagnosis import link_causes, verdict
 
 
-def rule(rid: str, layer: str, explains: tuple[str, ...] = ()) -> Rule:
-    return Rule(rid, layer, "critical", rid, "pod", "true", [], "", explains=list(explains))
+def rule(
+    rid: str, layer: str, explains: tuple[str, ...] = (), requires: tuple[str, ...] = (), certain: bool = False
+) -> Rule:
+    return Rule(
+        rid,
+        layer,
+        "critical",
+        rid,
+        "pod",
+        "true",
+        [],
+        "",
+        explains=list(explains),
+        requires=list(requires),
+        certain=certain,
+    )
 
 
 def finding(
@@ -82,20 +96,7 @@ def test_no_fault_with_a_gap_is_inconclusive_and_names_it() -> None:
 
 def test_a_gap_no_explaining_rule_needs_is_no_caveat() -> None:
     """The over-hedge: a list none of the root's possible causes reads leaves the verdict whole."""
-    rules = RULES | {
-        "K8S-310": Rule(
-            "K8S-310",
-            "kubernetes",
-            "critical",
-            "t",
-            "pod",
-            "true",
-            [],
-            "",
-            explains=["VLLM-101"],
-            requires=["k8s/hpa.json"],
-        )
-    }
+    rules = RULES | {"K8S-310": rule("K8S-310", "kubernetes", ("VLLM-101",), requires=("k8s/hpa.json",))}
     statefulsets = Gap("k8s/statefulsets.json", "not in the bundle", "kubectl get statefulsets -n ns -o json")
     v = verdict([finding("VLLM-101", "vllm")], 3, 0, [statefulsets], rules, {})
     assert (v.status, v.layer, v.rule, v.caveats, v.confidence) == ("fault", "vllm", "VLLM-101", [], "high")
@@ -103,20 +104,7 @@ def test_a_gap_no_explaining_rule_needs_is_no_caveat() -> None:
 
 
 def test_a_gap_an_undecided_explaining_rule_needs_is_a_caveat_not_a_shrug() -> None:
-    rules = RULES | {
-        "K8S-310": Rule(
-            "K8S-310",
-            "kubernetes",
-            "critical",
-            "t",
-            "pod",
-            "true",
-            [],
-            "",
-            explains=["VLLM-101"],
-            requires=["k8s/hpa.json"],
-        )
-    }
+    rules = RULES | {"K8S-310": rule("K8S-310", "kubernetes", ("VLLM-101",), requires=("k8s/hpa.json",))}
     hpa = Gap("k8s/hpa.json", "not in the bundle", "kubectl get hpa -n ns -o json")
     v = verdict([finding("VLLM-101", "vllm")], 3, 0, [hpa], rules, {"K8S-310": RuleOutcome("skipped")})
     assert (v.status, v.layer, v.rule) == ("fault", "vllm", "VLLM-101")
@@ -130,27 +118,14 @@ def test_explaining_rules_are_followed_through_chains() -> None:
     """GPU-102 explains K8S-103, which explains K8S-101: a missing GPU file can change a K8S-101 root."""
     rules = {
         **RULES,
-        "GPU-102": Rule(
-            "GPU-102", "gpu", "critical", "t", "node", "true", [], "", explains=["K8S-103"], requires=["gpu/"]
-        ),
+        "GPU-102": rule("GPU-102", "gpu", ("K8S-103",), requires=("gpu/",)),
     }
     xml = Gap("gpu/node-a.xml", "not XML", "nvidia-smi -q -x")
     v = verdict([finding("K8S-101", "kubernetes")], 3, 0, [xml], rules, {"GPU-102": RuleOutcome("unknown")})
     assert [c.rules for c in v.caveats] == [("GPU-102",)] and v.confidence == "low"
     same_layer = {
         **rules,
-        "K8S-103": Rule(
-            "K8S-103",
-            "kubernetes",
-            "critical",
-            "t",
-            "node",
-            "true",
-            [],
-            "",
-            explains=["K8S-101"],
-            requires=["k8s/nodes.json"],
-        ),
+        "K8S-103": rule("K8S-103", "kubernetes", ("K8S-101",), requires=("k8s/nodes.json",)),
     }
     nodes = Gap("k8s/nodes.json", "truncated", "kubectl get nodes -o json")
     v = verdict([finding("K8S-101", "kubernetes")], 3, 0, [nodes], same_layer, {"K8S-103": RuleOutcome("skipped")})
@@ -160,20 +135,16 @@ def test_explaining_rules_are_followed_through_chains() -> None:
 def test_a_certain_root_has_no_caveat() -> None:
     rules = {
         **RULES,
-        "GPU-102": Rule(
-            "GPU-102", "gpu", "critical", "t", "node", "true", [], "", explains=["VLLM-101"], requires=["gpu/"]
-        ),
+        "GPU-102": rule("GPU-102", "gpu", ("VLLM-101",), requires=("gpu/",)),
     }
-    rules["VLLM-101"] = Rule("VLLM-101", "vllm", "critical", "t", "pod", "true", [], "", certain=True)
+    rules["VLLM-101"] = rule("VLLM-101", "vllm", (), certain=True)
     v = verdict([finding("VLLM-101", "vllm")], 3, 0, [Gap("gpu/node-a.xml", "not XML", "nvidia-smi -q -x")], rules, {})
     assert (v.rule, v.caveats, v.confidence) == ("VLLM-101", [], "high")
 
 
 def test_a_missing_crash_log_of_the_roots_own_pod_is_a_caveat_unless_the_root_explains_the_crash() -> None:
-    crash_loop = Rule("K8S-213", "kubernetes", "critical", "t", "pod", "true", [], "", requires=["k8s/pods.json"])
-    log_rule = Rule(
-        "VLLM-201", "vllm", "critical", "t", "pod", "true", [], "", explains=["K8S-213"], requires=["k8s/logs/"]
-    )
+    crash_loop = rule("K8S-213", "kubernetes", (), requires=("k8s/pods.json",))
+    log_rule = rule("VLLM-201", "vllm", ("K8S-213",), requires=("k8s/logs/",))
     rules = {"K8S-213": crash_loop, "VLLM-201": log_rule}
     log = Gap(
         "k8s/logs/ns.a.vllm.log",
@@ -185,7 +156,7 @@ def test_a_missing_crash_log_of_the_roots_own_pod_is_a_caveat_unless_the_root_ex
     v = verdict([finding("K8S-213", "kubernetes")], 3, 0, [log], rules, {"VLLM-201": RuleOutcome("skipped")})
     assert (v.status, v.layer, v.rule) == ("fault", "kubernetes", "K8S-213")
     assert [c.rules for c in v.caveats] == [("VLLM-201",)] and v.confidence == "low"
-    oom = Rule("K8S-210", "kubernetes", "critical", "t", "pod", "true", [], "", explains=["K8S-213"])
+    oom = rule("K8S-210", "kubernetes", ("K8S-213",))
     v = verdict([finding("K8S-210", "kubernetes")], 3, 0, [log], {**rules, "K8S-210": oom}, {})
     assert (v.rule, v.caveats) == ("K8S-210", [])
 
