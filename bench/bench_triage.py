@@ -63,12 +63,12 @@ FIXTURE_ARGS = ["meta-llama/Llama-3.3-70B-Instruct", "--served-model-name", "lla
                 "--gpu-memory-utilization", "0.92", "--enable-prefix-caching", "--port", str(SERVED_PORT)]  # fmt: skip
 # what triage imports before its first request and for its report: start-up, in no chain of requests
 STARTUP_IMPORTS = (
-    "import diag.cli, diag.collect.runner, diag.collect.kube, diag.collect.k8s, diag.collect.vllm, "
+    "import diag.cli, diag.collect.runner, diag.collect.kube, diag.collect.kubernetes, diag.collect.vllm, "
     "kubernetes.client, kubernetes.stream, diag.analyze, diag.report.json_report"
 )
 PAGE = 500  # diag/collect/kube.py PAGE_SIZE
 MAX_ITEMS = 5000  # diag/collect/kube.py MAX_ITEMS
-NAMESPACED_KINDS = {  # diag/collect/k8s.py NAMESPACED_KINDS, as API paths
+NAMESPACED_KINDS = {  # diag/collect/kubernetes.py NAMESPACED_KINDS, as API paths
     "services": "/api/v1/namespaces/{ns}/services", "endpoints": "/api/v1/namespaces/{ns}/endpoints",
     "deployments": "/apis/apps/v1/namespaces/{ns}/deployments",
     "statefulsets": "/apis/apps/v1/namespaces/{ns}/statefulsets",
@@ -116,7 +116,7 @@ METRICS_SERVER = textwrap.dedent("""
 # each step of collect_objects (wrapped in the process), and around the analysis; printed on stderr.
 PHASES = textwrap.dedent("""
     import gc, sys, threading, time
-    import diag.analyze, diag.collect.k8s as k8s, diag.collect.runner as runner
+    import diag.analyze, diag.collect.kubernetes as k8s, diag.collect.runner as runner
     from diag.cli import app
     gc.disable()  # as diag.cli.main does: with the cyclic collector on, a list of the pods took twice as long
     t0, marks, lock = time.monotonic(), [], threading.Lock()

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from diag.core.errors import ParseError
 from diag.parsers.json_fields import load_json
-from diag.parsers.k8s import recover_truncated_list
+from diag.parsers.kubernetes import recover_truncated_list
 
 LAYOUT = "kubectl cluster-info dump"
 

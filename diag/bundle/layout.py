@@ -1,6 +1,6 @@
 """The bundle's Kubernetes lists, one row each: where the file is, what reads it, what writes it, and
 the command that makes it by hand. Loading (diag/bundle/load.py), the gaps (diag/verdict/coverage.py)
-and the collector (diag/collect/k8s.py) read this table; a new list is one row here."""
+and the collector (diag/collect/kubernetes.py) read this table; a new list is one row here."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from diag.parsers import k8s
+from diag.parsers import kubernetes
 from diag.snapshot.model import Snapshot
 
 
@@ -35,26 +35,28 @@ class KubeList:
 
 
 KUBE_LISTS = (
-    KubeList("pods", lambda s, t: s.pods.extend(k8s.parse_pods(t)), "namespace"),
-    KubeList("nodes", lambda s, t: s.nodes.extend(k8s.parse_nodes(t)), "all"),
-    KubeList("events", lambda s, t: s.events.extend(k8s.parse_events(t)), "namespace"),
-    KubeList("services", lambda s, t: s.services.extend(k8s.parse_services(t)), "namespace"),
+    KubeList("pods", lambda s, t: s.pods.extend(kubernetes.parse_pods(t)), "namespace"),
+    KubeList("nodes", lambda s, t: s.nodes.extend(kubernetes.parse_nodes(t)), "all"),
+    KubeList("events", lambda s, t: s.events.extend(kubernetes.parse_events(t)), "namespace"),
+    KubeList("services", lambda s, t: s.services.extend(kubernetes.parse_services(t)), "namespace"),
     KubeList("endpoints", None, "namespace"),
     KubeList("endpointslices", None, "namespace", instead_of="endpoints"),
-    KubeList("deployments", lambda s, t: s.workloads.extend(k8s.parse_workloads(t, "Deployment")), "namespace"),
-    KubeList("statefulsets", lambda s, t: s.workloads.extend(k8s.parse_workloads(t, "StatefulSet")), "namespace"),
-    KubeList("hpa", lambda s, t: s.hpas.extend(k8s.parse_hpas(t)), "namespace"),
-    KubeList("daemonsets", lambda s, t: s.daemonsets.extend(k8s.parse_daemonsets(t)), "all"),
+    KubeList("deployments", lambda s, t: s.workloads.extend(kubernetes.parse_workloads(t, "Deployment")), "namespace"),
+    KubeList(
+        "statefulsets", lambda s, t: s.workloads.extend(kubernetes.parse_workloads(t, "StatefulSet")), "namespace"
+    ),
+    KubeList("hpa", lambda s, t: s.hpas.extend(kubernetes.parse_hpas(t)), "namespace"),
+    KubeList("daemonsets", lambda s, t: s.daemonsets.extend(kubernetes.parse_daemonsets(t)), "all"),
     KubeList(
         "rayclusters",
-        lambda s, t: s.ray_clusters.extend(k8s.parse_rayclusters(t)),
+        lambda s, t: s.ray_clusters.extend(kubernetes.parse_rayclusters(t)),
         "namespace",
         True,
         kubectl_kind="rayclusters.ray.io",
     ),
     KubeList(
         "rayservices",
-        lambda s, t: s.ray_clusters.extend(k8s.parse_rayservices(t)),
+        lambda s, t: s.ray_clusters.extend(kubernetes.parse_rayservices(t)),
         "namespace",
         True,
         kubectl_kind="rayservices.ray.io",

@@ -21,7 +21,7 @@ from diag.core.errors import ParseError, unexpected
 from diag.core.stopwatch import Stopwatch, file_kind
 from diag.parsers import (
     engine_args,
-    k8s,
+    kubernetes,
     logs,
     nvidia_smi,
     nvml,
@@ -133,7 +133,7 @@ class _Loader:
         if self.snap.sources[rel].status == "ok":
             return
         try:
-            cut = k8s.recover_truncated_list(text)
+            cut = kubernetes.recover_truncated_list(text)
         except MemoryError:
             raise
         except Exception:  # the recovery is a second chance: the first read's failure stands
@@ -191,9 +191,9 @@ class _Loader:
         elif name in _K8S_LISTS:
             self.k8s_list(rel, text, lambda t: _K8S_LISTS[name](self.snap, t))
         elif name == "endpoints.json":
-            self.k8s_list(rel, text, lambda t: self.endpoints.update(k8s.parse_endpoints(t)))
+            self.k8s_list(rel, text, lambda t: self.endpoints.update(kubernetes.parse_endpoints(t)))
         elif name == "endpointslices.json":
-            self.k8s_list(rel, text, lambda t: self.endpoints.update(k8s.parse_endpointslices(t)))
+            self.k8s_list(rel, text, lambda t: self.endpoints.update(kubernetes.parse_endpointslices(t)))
         else:
             self.snap.sources[rel] = SourceStatus("skipped", f"{rel}: unknown Kubernetes file")
 

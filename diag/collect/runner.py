@@ -175,7 +175,7 @@ def collectors_still_running() -> bool:
 
 
 def _namespace(kube: KubeAccess | None, target: Target) -> str | None:
-    from diag.collect.k8s import target_namespace
+    from diag.collect.kubernetes import target_namespace
 
     return target_namespace(kube, target) if kube else None
 
@@ -390,7 +390,7 @@ def collect_live(target: Target, progress: Console | None = None) -> Bundle:
 
 
 def _kubernetes_objects(ctx: CollectContext) -> list[SourceResult]:
-    from diag.collect.k8s import collect_objects
+    from diag.collect.kubernetes import collect_objects
 
     if ctx.kube is None:
         return [SourceResult("k8s", "skipped", "no Kubernetes configuration")]
@@ -398,7 +398,7 @@ def _kubernetes_objects(ctx: CollectContext) -> list[SourceResult]:
 
 
 def _kubernetes_logs(ctx: CollectContext) -> list[SourceResult]:
-    from diag.collect.k8s import collect_logs
+    from diag.collect.kubernetes import collect_logs
 
     if ctx.kube is None:
         return [SourceResult("k8s/logs", "skipped", "no Kubernetes configuration")]
@@ -406,7 +406,7 @@ def _kubernetes_logs(ctx: CollectContext) -> list[SourceResult]:
 
 
 def _gpu_exec(ctx: CollectContext) -> list[SourceResult]:
-    from diag.collect.k8s import collect_gpu_exec
+    from diag.collect.kubernetes import collect_gpu_exec
 
     if ctx.kube is None:
         return [SourceResult("gpu/exec", "skipped", "no Kubernetes configuration")]
@@ -414,7 +414,7 @@ def _gpu_exec(ctx: CollectContext) -> list[SourceResult]:
 
 
 def _vllm_in_pods(ctx: CollectContext) -> list[SourceResult]:
-    from diag.collect.k8s import vllm_server_pods
+    from diag.collect.kubernetes import vllm_server_pods
     from diag.collect.vllm import collect_vllm, pod_endpoint
 
     servers = vllm_server_pods(ctx.pods) if ctx.kube is not None else []
@@ -438,7 +438,7 @@ def _vllm_urls(ctx: CollectContext) -> list[SourceResult]:
 
 
 def _ray(ctx: CollectContext) -> list[SourceResult]:
-    from diag.collect.k8s import ray_head_pods
+    from diag.collect.kubernetes import ray_head_pods
     from diag.collect.ray import RayHead, collect_ray_address, collect_ray_head
 
     if ctx.target.ray_address:

@@ -17,7 +17,7 @@ from typing import TypeVar
 
 from diag.core.errors import unexpected
 from diag.core.rules_dir import default_settings
-from diag.facts import gpu, k8s_events, kubernetes, ray, vllm
+from diag.facts import gpu, kubernetes, kubernetes_events, ray, vllm
 from diag.link.prometheus_join import history_window
 from diag.snapshot.clock import Clock, iso
 from diag.snapshot.model import Snapshot, SourceStatus
@@ -98,7 +98,7 @@ def build_facts(
         windowed = unwindowed_of.scopes, replace(clock, window_s=unwindowed_of.cluster.get("history_window_s"))
     scopes.update(_guarded(snap, "kubernetes", lambda: kubernetes.scopes(snap, k8s_index(), windowed), {}))
     if unwindowed_of is None:
-        scopes.update(_guarded(snap, "kubernetes events", lambda: k8s_events.scopes(snap), {}))
+        scopes.update(_guarded(snap, "kubernetes events", lambda: kubernetes_events.scopes(snap), {}))
     scopes.update(_guarded(snap, "ray", lambda: ray.scopes(snap, clock), {}))
     if unwindowed_of is None:
         scopes.update(_guarded(snap, "gpu", lambda: gpu.scopes(snap, settings, clock), {}))

@@ -7,10 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from diag.facts import k8s_containers as containers
-from diag.facts import k8s_dra as dra
-from diag.facts import k8s_events, ray_pods
-from diag.facts import k8s_placement as placement
+from diag.facts import kubernetes_containers as containers
+from diag.facts import kubernetes_dra as dra
+from diag.facts import kubernetes_events, ray_pods
+from diag.facts import kubernetes_placement as placement
 from diag.facts.common import aged, aged_events, current_events, event_facts, link, plain, pod_window_times
 from diag.facts.vllm_episodes import queue_per_scrape
 from diag.parsers.logs import model_load_seconds
@@ -420,8 +420,8 @@ def _pod_windowed(pod: Pod, index: Lookups) -> dict:
         "failed_mounts": containers.failed_mounts(events) if events_read else None,
         "probe_failures": [e.message for e in events if e.reason == "Unhealthy"] if events_read else None,
         "placement_refusals": _placement_refusals(events) if events_read else None,
-        "scale_up_failures": k8s_events.scale_up_failures(
-            pod.events, events, current_events(index.events_about.get(k8s_events.AUTOSCALER_STATUS, []), clock)
+        "scale_up_failures": kubernetes_events.scale_up_failures(
+            pod.events, events, current_events(index.events_about.get(kubernetes_events.AUTOSCALER_STATUS, []), clock)
         )
         if events_read
         else None,

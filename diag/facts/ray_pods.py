@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from diag.facts.k8s_containers import GPU_VISIBILITY_ENV, NO_GPU_VALUES
+from diag.facts.kubernetes_containers import GPU_VISIBILITY_ENV, NO_GPU_VALUES
 from diag.snapshot.model import Container, Pod, RayClusterSpec, Snapshot
 
 # KubeRay starts Ray in the pod's first container (utils.RayContainerIndex): its bash -c argument is the

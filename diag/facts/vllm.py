@@ -7,8 +7,8 @@ import re
 
 from diag.core.shell import word
 from diag.facts.common import link, plain
-from diag.facts.k8s_containers import vllm_container
 from diag.facts.kubernetes import pod_gpu_request
+from diag.facts.kubernetes_containers import vllm_container
 from diag.facts.vllm_engine_death import dead_engine_serving
 from diag.facts.vllm_episodes import ScrapeView, episode_facts, per_scrape_total, queue_per_scrape
 from diag.link.prometheus_join import history_window

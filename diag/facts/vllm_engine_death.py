@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import re
 
-from diag.facts.k8s_containers import vllm_container
+from diag.facts.kubernetes_containers import vllm_container
 from diag.parsers.log_gate import LineGate
 from diag.parsers.logs import scan_rules_out
 from diag.parsers.signals import LogSignals, builtin_signals

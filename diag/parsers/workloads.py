@@ -25,7 +25,7 @@ flags or env; a fork that keeps vLLM's flags (Aphrodite) is taken for vLLM when 
 in sight. A Ray head or worker runs vLLM, if at all, inside Ray actors: its env and its log (which
 carries the actors' lines) do not make the container a server; only a command starting vLLM does.
 
-A Ray node is recognised from its KubeRay labels (diag.parsers.k8s) or, without them, from a
+A Ray node is recognised from its KubeRay labels (diag.parsers.kubernetes) or, without them, from a
 `ray start` command (`--head`: head; `--address`, or RAY_ADDRESS set: worker).
 """
 

@@ -12,8 +12,8 @@ every finding counts.
 from __future__ import annotations
 
 from diag.engine.rules import Finding
-from diag.facts.k8s_placement import is_gpu_node
 from diag.facts.kubernetes import GPU_COMPONENTS, wants_gpus
+from diag.facts.kubernetes_placement import is_gpu_node
 from diag.snapshot.model import Pod, Snapshot
 
 # Links of these kinds are on the serving path wherever they appear.

@@ -479,7 +479,7 @@ def _replayable_bundles() -> list[Path]:
 
 
 def _gpu_stack(daemonset: dict) -> bool:
-    from diag.collect.k8s import GPU_DAEMONSETS
+    from diag.collect.kubernetes import GPU_DAEMONSETS
 
     meta = daemonset["metadata"]
     return any(p in text for text in (meta["name"], *(meta.get("labels") or {}).values()) for p in GPU_DAEMONSETS)

@@ -28,8 +28,8 @@ from k8s_scenarios import (
     vllm_deployment,
 )
 
-from diag.collect import k8s as collect_k8s
 from diag.collect import kube as kube_module
+from diag.collect import kubernetes as collect_k8s
 from diag.collect.kube import KubeAccess
 
 pytestmark = pytest.mark.live

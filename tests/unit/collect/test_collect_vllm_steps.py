@@ -16,8 +16,8 @@ from diag.bundle.files import Bundle
 from diag.collect import vllm
 from diag.collect.base import Sink, Target
 from diag.collect.http import TIMEOUT, Unreachable
-from diag.collect.k8s import PARALLEL_REQUESTS
 from diag.collect.kube import CONNECTION_POOL_SIZE, KubeAccess
+from diag.collect.kubernetes import PARALLEL_REQUESTS
 from diag.collect.prometheus import MAX_PARALLEL_QUERIES
 from diag.collect.ray import DASHBOARD_FILES
 from diag.collect.vllm import MAX_READS_AT_ONCE, VllmEndpoint, collect_vllm

@@ -10,8 +10,8 @@ import pytest
 from diag.core.rules_dir import builtin_rules_dir, load_settings
 from diag.engine.rules import evaluate, load_rules
 from diag.facts import build_facts
-from diag.facts import k8s_containers as containers
-from diag.facts import k8s_placement as placement
+from diag.facts import kubernetes_containers as containers
+from diag.facts import kubernetes_placement as placement
 from diag.link.join import join
 from diag.parsers.signals import builtin_signals
 from diag.snapshot.clock import Clock

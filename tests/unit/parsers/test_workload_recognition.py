@@ -11,12 +11,12 @@ from pathlib import Path
 from diag.analyze import analyze_bundle
 from diag.bundle.files import Bundle
 from diag.bundle.load import load_bundle
-from diag.collect.k8s import vllm_server_pods
+from diag.collect.kubernetes import vllm_server_pods
 from diag.core.rules_dir import builtin_rules_dir
 from diag.engine.rules import load_rules, render
 from diag.facts import build_facts
 from diag.link.join import join
-from diag.parsers import k8s
+from diag.parsers import kubernetes
 from diag.parsers.logs import scan_log
 from diag.parsers.workloads import VLLM_LOG_SIGNAL
 from diag.verdict.relevance import serving_pods
@@ -98,12 +98,12 @@ def test_recognised_from_its_arguments_the_flags_given_are_known_and_no_others()
 
 def test_the_collector_probes_a_custom_image_server_and_the_workload_fronts_vllm() -> None:
     bundle = _custom()
-    pods = k8s.parse_pods(bundle.text("k8s/pods.json"))
+    pods = kubernetes.parse_pods(bundle.text("k8s/pods.json"))
     assert [(p.pod, p.container, p.port) for p in vllm_server_pods(pods)] == [
         ("mistral-7b-5c9d7f8b6-pfnp5", "server", 8000),
         (POD, "server", 8000),
     ]
-    (deployment,) = k8s.parse_workloads(bundle.text("k8s/deployments.json"), "Deployment")
+    (deployment,) = kubernetes.parse_workloads(bundle.text("k8s/deployments.json"), "Deployment")
     assert deployment.template_runs_vllm
 
 

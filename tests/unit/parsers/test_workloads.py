@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from diag.parsers import k8s
+from diag.parsers import kubernetes
 from diag.parsers.logs import scan_log
 from diag.parsers.workloads import VLLM_LOG_SIGNAL, ray_node_type, vllm_container, vllm_engine_args, vllm_recognition
 from diag.snapshot.model import Container, Pod
@@ -200,11 +200,11 @@ def _pod_json(labels: dict, command: list[str], args: list[str]) -> str:
 
 
 def test_the_pod_parser_reads_a_ray_node_kuberay_did_not_make() -> None:
-    (pod,) = k8s.parse_pods(
+    (pod,) = kubernetes.parse_pods(
         _pod_json({"app": "ray-head"}, ["/bin/bash", "-c", "--"], ["ray start --head --port=6379 --block"])
     )
     assert (pod.ray_node_type, pod.ray_cluster) == ("head", None)  # no cluster name is made up
-    (labelled,) = k8s.parse_pods(
+    (labelled,) = kubernetes.parse_pods(
         _pod_json({"ray.io/node-type": "worker", "ray.io/cluster": "llm"}, ["ray", "start", "--head"], [])
     )
     assert labelled.ray_node_type == "worker"  # KubeRay's label is what KubeRay made it

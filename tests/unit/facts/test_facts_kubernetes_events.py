@@ -3,7 +3,7 @@ is missing or cut off, and never for an object that list does show."""
 
 from __future__ import annotations
 
-from diag.facts import k8s_events
+from diag.facts import kubernetes_events
 from diag.snapshot.model import Event, Node, Pod, Snapshot, SourceStatus
 
 FAILED_SCHEDULING = Event(
@@ -43,7 +43,7 @@ NODE_OOM = Event(
 
 
 def subjects(snap: Snapshot) -> dict[str, dict]:
-    return {s["_subject"]: s for s in k8s_events.scopes(snap)["unlisted_object"]}
+    return {s["_subject"]: s for s in kubernetes_events.scopes(snap)["unlisted_object"]}
 
 
 def test_lists_missing_the_events_speak_for_pod_and_node():
@@ -148,10 +148,10 @@ def group_failed(group: str) -> Event:
 
 
 def test_a_group_failure_counts_for_the_pod_whose_scale_up_named_that_group():
-    [found] = k8s_events.scale_up_failures([TRIGGERED], [], [group_failed(GROUP)])
+    [found] = kubernetes_events.scale_up_failures([TRIGGERED], [], [group_failed(GROUP)])
     assert found["reason"] == "ScaleUpFailed" and "QUOTA_EXCEEDED" in found["message"]
-    assert k8s_events.scale_up_failures([TRIGGERED], [], [group_failed(GROUP + "-other")]) == []
-    assert k8s_events.scale_up_failures([], [], [group_failed(GROUP)]) == []  # no scale-up was made for this pod
+    assert kubernetes_events.scale_up_failures([TRIGGERED], [], [group_failed(GROUP + "-other")]) == []
+    assert kubernetes_events.scale_up_failures([], [], [group_failed(GROUP)]) == []  # no scale-up was made for this pod
 
 
 def test_gke_failed_scale_up_on_the_pod_counts_while_current():
@@ -167,5 +167,5 @@ def test_gke_failed_scale_up_on_the_pod_counts_while_current():
         last_seen="2026-12-02T09:20:00Z",
         source="cluster-autoscaler",
     )
-    assert [f["message"] for f in k8s_events.scale_up_failures([gke], [gke], [])] == [gke.message]
-    assert k8s_events.scale_up_failures([gke], [], []) == []  # aged out of the window: history
+    assert [f["message"] for f in kubernetes_events.scale_up_failures([gke], [gke], [])] == [gke.message]
+    assert kubernetes_events.scale_up_failures([gke], [], []) == []  # aged out of the window: history

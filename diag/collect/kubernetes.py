@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, TypeVar
 from diag.bundle.layout import KUBE_LISTS
 from diag.collect.base import Sink, SourceResult, Target
 from diag.core.errors import ParseError
-from diag.parsers.k8s import RAY_CLUSTER_LABEL, RAY_NODE_TYPE_LABEL, parse_pods_document
+from diag.parsers.kubernetes import RAY_CLUSTER_LABEL, RAY_NODE_TYPE_LABEL, parse_pods_document
 from diag.parsers.quantity import gpu_count, mig_total
 from diag.snapshot.model import Container, Pod
 

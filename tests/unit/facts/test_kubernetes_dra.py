@@ -1,4 +1,4 @@
-from diag.facts.k8s_dra import dra_refusals
+from diag.facts.kubernetes_dra import dra_refusals
 from diag.snapshot.model import Event
 
 

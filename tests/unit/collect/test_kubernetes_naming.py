@@ -1,7 +1,7 @@
 """File names the Kubernetes collector gives pods: always <namespace>.<pod>, so that a pod name other
 namespaces share (StatefulSet names like vllm-0) never lends one pod's files to another."""
 
-from diag.collect.k8s import _log_requests, file_stems, vllm_server_pods
+from diag.collect.kubernetes import _log_requests, file_stems, vllm_server_pods
 from diag.snapshot.model import Container, Pod
 
 

@@ -10,7 +10,7 @@ from typing import NoReturn
 import pytest
 
 from diag.core.errors import ParseError
-from diag.parsers import k8s
+from diag.parsers import kubernetes
 from diag.snapshot.model import Container, Event, Pod, Probe
 
 
@@ -266,7 +266,7 @@ RAY_WORKER_POD = {
 
 
 def test_pod_spec_fields_and_statuses_are_merged():
-    vllm, pending, evicted, worker = k8s.parse_pods(as_list(VLLM_POD, PENDING_POD, EVICTED_POD, RAY_WORKER_POD))
+    vllm, pending, evicted, worker = kubernetes.parse_pods(as_list(VLLM_POD, PENDING_POD, EVICTED_POD, RAY_WORKER_POD))
 
     assert (vllm.namespace, vllm.name, vllm.key) == ("llm", "llama-8b-7d9c6b5f4-x2x9k", "llm/llama-8b-7d9c6b5f4-x2x9k")
     assert (vllm.owner_kind, vllm.owner_name) == ("ReplicaSet", "llama-8b-7d9c6b5f4")
@@ -353,20 +353,20 @@ def test_pod_spec_fields_and_statuses_are_merged():
 
 
 def test_a_single_pod_object_and_empty_list():
-    (pod,) = k8s.parse_pods(json.dumps(VLLM_POD))
+    (pod,) = kubernetes.parse_pods(json.dumps(VLLM_POD))
     assert pod.name == "llama-8b-7d9c6b5f4-x2x9k"
-    assert k8s.parse_pods(as_list()) == []
-    assert k8s.parse_pods("\ufeff" + as_list()) == []
+    assert kubernetes.parse_pods(as_list()) == []
+    assert kubernetes.parse_pods("\ufeff" + as_list()) == []
     # the API server's own answer: kind PodList, items without kind
     bare = {k: v for k, v in PENDING_POD.items() if k not in ("kind", "apiVersion")}
-    (pod,) = k8s.parse_pods(json.dumps({"kind": "PodList", "apiVersion": "v1", "items": [bare]}))
+    (pod,) = kubernetes.parse_pods(json.dumps({"kind": "PodList", "apiVersion": "v1", "items": [bare]}))
     assert pod.name == "llama-70b-0"
 
 
 def test_first_owner_when_none_is_the_controller():
     pod = copy.deepcopy(EVICTED_POD)
     pod["metadata"]["ownerReferences"] = [{"kind": "Job", "name": "batch-1"}, {"kind": "Workflow", "name": "wf"}]
-    (parsed,) = k8s.parse_pods(as_list(pod))
+    (parsed,) = kubernetes.parse_pods(as_list(pod))
     assert (parsed.owner_kind, parsed.owner_name) == ("Job", "batch-1")
 
 
@@ -438,7 +438,7 @@ def _broken(path: list, value) -> str:
     ],
 )
 def test_bad_pod_files_are_one_line_parse_errors(text, expected):
-    assert expected in one_line_error(k8s.parse_pods, text)
+    assert expected in one_line_error(kubernetes.parse_pods, text)
 
 
 # --------------------------------------------------------------------------- events
@@ -516,7 +516,7 @@ CORE_EVENTS = [
 
 
 def test_core_v1_events():
-    failed, unhealthy, backoff, node = k8s.parse_events(as_list(*CORE_EVENTS))
+    failed, unhealthy, backoff, node = kubernetes.parse_events(as_list(*CORE_EVENTS))
     assert (failed.namespace, failed.involved_kind, failed.involved_name) == ("llm", "Pod", "llama-70b-0")
     assert (failed.reason, failed.type, failed.count) == ("FailedScheduling", "Warning", 70)
     assert failed.message.startswith("0/3 nodes are available: 3 Insufficient nvidia.com/gpu.")
@@ -553,7 +553,7 @@ EVENTS_K8S_IO = {
 
 
 def test_events_k8s_io_v1():
-    killing, with_series = k8s.parse_events(
+    killing, with_series = kubernetes.parse_events(
         as_list(
             EVENTS_K8S_IO,
             {
@@ -584,16 +584,18 @@ def test_events_k8s_io_v1():
         "default-scheduler",
     )
     assert with_series.message.endswith("didn't match Pod's node affinity/selector.")
-    (single,) = k8s.parse_events(json.dumps(EVENTS_K8S_IO))
+    (single,) = kubernetes.parse_events(json.dumps(EVENTS_K8S_IO))
     assert single.reason == "Killing"
 
 
 def test_bad_events():
     no_object = {k: v for k, v in CORE_EVENTS[0].items() if k != "involvedObject"}
-    assert "involvedObject.kind: expected a string, found null" in one_line_error(k8s.parse_events, as_list(no_object))
+    assert "involvedObject.kind: expected a string, found null" in one_line_error(
+        kubernetes.parse_events, as_list(no_object)
+    )
     wrong_count = {**CORE_EVENTS[0], "count": "70"}
-    assert "count: expected an integer, found a string" in one_line_error(k8s.parse_events, as_list(wrong_count))
-    assert "items[0] is a Pod, not an Event" in one_line_error(k8s.parse_events, as_list(VLLM_POD))
+    assert "count: expected an integer, found a string" in one_line_error(kubernetes.parse_events, as_list(wrong_count))
+    assert "items[0] is a Pod, not an Event" in one_line_error(kubernetes.parse_events, as_list(VLLM_POD))
 
 
 # --------------------------------------------------------------------------- nodes
@@ -656,7 +658,7 @@ CORDONED_NODE = {
 
 
 def test_nodes():
-    gpu, cordoned = k8s.parse_nodes(as_list(GPU_NODE, CORDONED_NODE))
+    gpu, cordoned = kubernetes.parse_nodes(as_list(GPU_NODE, CORDONED_NODE))
     assert gpu.name == "gpu-node-1" and gpu.labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
     assert gpu.taints == [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
     assert gpu.unschedulable is False
@@ -675,10 +677,10 @@ def test_nodes():
 def test_bad_nodes():
     node = copy.deepcopy(GPU_NODE)
     node["status"]["allocatable"]["nvidia.com/gpu"] = "seven"
-    assert "node gpu-node-1: status.allocatable.nvidia.com/gpu" in one_line_error(k8s.parse_nodes, as_list(node))
+    assert "node gpu-node-1: status.allocatable.nvidia.com/gpu" in one_line_error(kubernetes.parse_nodes, as_list(node))
     node = copy.deepcopy(GPU_NODE)
     node["spec"]["unschedulable"] = "yes"
-    assert "spec.unschedulable: expected a boolean" in one_line_error(k8s.parse_nodes, as_list(node))
+    assert "spec.unschedulable: expected a boolean" in one_line_error(kubernetes.parse_nodes, as_list(node))
 
 
 # --------------------------------------------------------------------------- services and endpoints
@@ -700,7 +702,7 @@ SERVICE = {
 
 
 def test_services():
-    (svc,) = k8s.parse_services(
+    (svc,) = kubernetes.parse_services(
         as_list(
             SERVICE,
         )
@@ -709,11 +711,11 @@ def test_services():
     assert [(p.port, p.target_port, p.name) for p in svc.ports] == [(80, "http", "http"), (9090, 9090, None)]
     assert svc.endpoints_seen is False and svc.ready_addresses == []
     headless = {**SERVICE, "spec": {"clusterIP": "None"}}
-    (svc,) = k8s.parse_services(as_list(headless))
+    (svc,) = kubernetes.parse_services(as_list(headless))
     assert (svc.type, svc.selector, svc.ports) == ("ClusterIP", {}, [])
     bad = copy.deepcopy(SERVICE)
     bad["spec"]["ports"][0]["port"] = "80"
-    assert "spec.ports[0].port: expected an integer" in one_line_error(k8s.parse_services, as_list(bad))
+    assert "spec.ports[0].port: expected an integer" in one_line_error(kubernetes.parse_services, as_list(bad))
 
 
 ENDPOINTS = {
@@ -744,7 +746,7 @@ ENDPOINTS = {
 
 
 def test_endpoints():
-    found = k8s.parse_endpoints(
+    found = kubernetes.parse_endpoints(
         as_list(ENDPOINTS, {"kind": "Endpoints", "metadata": {"name": "nothing-ready", "namespace": "llm"}})
     )
     assert found[("llm", "llama-8b")] == (["llama-8b-7d9c6b5f4-q8r2m", "10.244.3.9"], ["llama-8b-7d9c6b5f4-x2x9k"])
@@ -752,7 +754,7 @@ def test_endpoints():
     bad = copy.deepcopy(ENDPOINTS)
     del bad["subsets"][0]["addresses"][1]["ip"]
     assert "subsets[0].addresses[1].ip: expected a string, found null" in one_line_error(
-        k8s.parse_endpoints, as_list(bad)
+        kubernetes.parse_endpoints, as_list(bad)
     )
 
 
@@ -792,13 +794,13 @@ def test_endpointslices_are_merged_per_service():
         _slice("llama-8b-fghij", "llama-8b", [{"addresses": ["10.244.3.9"], "conditions": {}}]),
         _slice("custom", None, [{"addresses": ["10.0.0.1"]}]),
     )
-    assert k8s.parse_endpointslices(text) == {
+    assert kubernetes.parse_endpointslices(text) == {
         ("llm", "llama-8b"): (["llama-8b-7d9c6b5f4-q8r2m", "10.244.3.9"], ["llama-8b-7d9c6b5f4-x2x9k"]),
     }
     bad = as_list(_slice("x", "llama-8b", [{"addresses": "10.244.3.9"}]))
-    assert "endpoints[0].addresses: expected a list of strings" in one_line_error(k8s.parse_endpointslices, bad)
+    assert "endpoints[0].addresses: expected a list of strings" in one_line_error(kubernetes.parse_endpointslices, bad)
     assert "expected an EndpointSlice list, found an Endpoints" in one_line_error(
-        k8s.parse_endpointslices, json.dumps(ENDPOINTS)
+        kubernetes.parse_endpointslices, json.dumps(ENDPOINTS)
     )
 
 
@@ -833,7 +835,7 @@ DEPLOYMENT = {
 
 
 def test_workloads():
-    (deploy,) = k8s.parse_workloads(as_list(DEPLOYMENT), "Deployment")
+    (deploy,) = kubernetes.parse_workloads(as_list(DEPLOYMENT), "Deployment")
     assert (deploy.kind, deploy.namespace, deploy.name) == ("Deployment", "llm", "llama-8b")
     assert (deploy.replicas, deploy.ready_replicas, deploy.available_replicas) == (2, 1, 1)
     assert deploy.selector == {"app": "llama-8b"}
@@ -845,16 +847,16 @@ def test_workloads():
         "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "llama-70b"}}},
         "status": {"replicas": 1, "currentReplicas": 1},
     }
-    (parsed,) = k8s.parse_workloads(as_list(sts), "StatefulSet")
+    (parsed,) = kubernetes.parse_workloads(as_list(sts), "StatefulSet")
     assert (parsed.kind, parsed.replicas, parsed.ready_replicas, parsed.available_replicas) == ("StatefulSet", 1, 0, 0)
     assert "items[0] is a Deployment, not a StatefulSet" in one_line_error(
-        k8s.parse_workloads, as_list(DEPLOYMENT), "StatefulSet"
+        kubernetes.parse_workloads, as_list(DEPLOYMENT), "StatefulSet"
     )
 
 
 def test_workload_pod_template_labels_and_gpus():
     """What its pods would be, known even while none exists (a quota refused them all)."""
-    (bare,) = k8s.parse_workloads(as_list(DEPLOYMENT), "Deployment")
+    (bare,) = kubernetes.parse_workloads(as_list(DEPLOYMENT), "Deployment")
     assert (bare.template_labels, bare.template_gpus, bare.template_runs_vllm) == ({}, 0, False)
     deploy = copy.deepcopy(DEPLOYMENT)
     deploy["spec"]["template"] = {
@@ -865,7 +867,7 @@ def test_workload_pod_template_labels_and_gpus():
             {"name": "sidecar", "resources": {"requests": {"cpu": "100m"}}},
         ]},
     }  # fmt: skip
-    (parsed,) = k8s.parse_workloads(as_list(deploy), "Deployment")
+    (parsed,) = kubernetes.parse_workloads(as_list(deploy), "Deployment")
     assert parsed.template_labels == {"app": "llama-8b", "tier": "serving"}
     assert (parsed.template_gpus, parsed.template_runs_vllm) == (2, True)
 
@@ -944,7 +946,7 @@ HPA_V2 = {
 
 
 def test_hpa_v2():
-    (hpa,) = k8s.parse_hpas(as_list(HPA_V2))
+    (hpa,) = kubernetes.parse_hpas(as_list(HPA_V2))
     assert (hpa.target_kind, hpa.target_name, hpa.min_replicas, hpa.max_replicas) == ("Deployment", "llama-8b", 1, 4)
     assert (hpa.current_replicas, hpa.desired_replicas) == (4, 4)
     assert hpa.metrics == [
@@ -991,7 +993,7 @@ def test_hpa_v1_reads_its_cpu_target_and_conditions_annotation():
         },
         "status": {"currentReplicas": 1, "desiredReplicas": 1},
     }
-    (hpa,) = k8s.parse_hpas(as_list(v1))
+    (hpa,) = kubernetes.parse_hpas(as_list(v1))
     assert hpa.metrics == [{"type": "Resource", "name": "cpu"}]
     assert hpa.conditions["ScalingActive"] == {
         "status": "False",
@@ -999,7 +1001,7 @@ def test_hpa_v1_reads_its_cpu_target_and_conditions_annotation():
         "message": conditions[1]["message"],
     }
     v1["metadata"]["annotations"]["autoscaling.alpha.kubernetes.io/conditions"] = "[{"
-    message = one_line_error(k8s.parse_hpas, as_list(v1))
+    message = one_line_error(kubernetes.parse_hpas, as_list(v1))
     assert "autoscaling.alpha.kubernetes.io/conditions" in message and "not valid JSON" in message
 
 
@@ -1045,7 +1047,7 @@ DEVICE_PLUGIN = {
 
 
 def test_daemonsets():
-    (ds,) = k8s.parse_daemonsets(as_list(DEVICE_PLUGIN))
+    (ds,) = kubernetes.parse_daemonsets(as_list(DEVICE_PLUGIN))
     assert (ds.namespace, ds.name) == ("kube-system", "nvidia-device-plugin-daemonset")
     assert ds.images == ["nvcr.io/nvidia/k8s-device-plugin:v0.17.0"] * 2
     assert (ds.desired, ds.ready, ds.available, ds.unavailable) == (3, 2, 2, 1)
@@ -1055,7 +1057,7 @@ def test_daemonsets():
     assert ds.labels == {"app.kubernetes.io/name": "nvidia-device-plugin"}
     bad = copy.deepcopy(DEVICE_PLUGIN)
     bad["status"]["numberReady"] = "2"
-    assert "status.numberReady: expected an integer" in one_line_error(k8s.parse_daemonsets, as_list(bad))
+    assert "status.numberReady: expected an integer" in one_line_error(kubernetes.parse_daemonsets, as_list(bad))
 
 
 # --------------------------------------------------------------------------- KubeRay
@@ -1138,7 +1140,7 @@ def test_rayclusters():
         "metadata": {"name": "new", "namespace": "ray"},
         "spec": {"headGroupSpec": {"rayStartParams": {}, "template": _group_template("ray-head", "1")}},
     }
-    cluster, new = k8s.parse_rayclusters(as_list(RAY_CLUSTER, fresh))
+    cluster, new = kubernetes.parse_rayclusters(as_list(RAY_CLUSTER, fresh))
     assert (cluster.kind, cluster.namespace, cluster.name, cluster.state) == (
         "RayCluster",
         "ray",
@@ -1165,16 +1167,16 @@ def test_rayclusters():
 def test_bad_rayclusters():
     bad = copy.deepcopy(RAY_CLUSTER)
     bad["spec"]["workerGroupSpecs"][0]["rayStartParams"] = {"num-gpus": ["1"]}
-    message = one_line_error(k8s.parse_rayclusters, as_list(bad))
+    message = one_line_error(kubernetes.parse_rayclusters, as_list(bad))
     assert "raycluster ray/llm-cluster: spec.workerGroupSpecs[0].rayStartParams.num-gpus: expected a string" in message
     bad = copy.deepcopy(RAY_CLUSTER)
     del bad["spec"]["workerGroupSpecs"][1]["groupName"]
-    assert "workerGroupSpecs[1].groupName" in one_line_error(k8s.parse_rayclusters, as_list(bad))
+    assert "workerGroupSpecs[1].groupName" in one_line_error(kubernetes.parse_rayclusters, as_list(bad))
     bad = copy.deepcopy(RAY_CLUSTER)
     bad["spec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = (
         "one"
     )
-    assert "nvidia.com/gpu" in one_line_error(k8s.parse_rayclusters, as_list(bad))
+    assert "nvidia.com/gpu" in one_line_error(kubernetes.parse_rayclusters, as_list(bad))
 
 
 SERVE_CONFIG = """\
@@ -1231,7 +1233,7 @@ def test_rayservices():
         "spec": {"rayClusterConfig": RAY_CLUSTER_SPEC},
         "status": {"serviceStatus": ""},
     }
-    service, new = k8s.parse_rayservices(as_list(RAY_SERVICE, starting))
+    service, new = kubernetes.parse_rayservices(as_list(RAY_SERVICE, starting))
     assert (service.kind, service.namespace, service.name, service.state) == (
         "RayService",
         "ray",
@@ -1266,7 +1268,7 @@ def test_rayservice_serve_statuses_of_active_and_pending_clusters():
             }
         },
     }
-    (service,) = k8s.parse_rayservices(as_list(upgrading))
+    (service,) = kubernetes.parse_rayservices(as_list(upgrading))
     assert (service.active_cluster, service.pending_cluster) == (
         "llm-serve-raycluster-abcde",
         "llm-serve-raycluster-fghij",
@@ -1281,7 +1283,7 @@ def test_rayservice_serve_statuses_of_active_and_pending_clusters():
         ("pending", "llm-serve-raycluster-fghij", "llm", "LLMServer", "DEPLOY_FAILED", "failed to start 3 times"),
     ]
     upgrading["status"]["pendingServiceStatus"]["applicationStatuses"]["llm"]["serveDeploymentStatuses"] = ["LLMServer"]
-    message = one_line_error(k8s.parse_rayservices, as_list(upgrading))
+    message = one_line_error(kubernetes.parse_rayservices, as_list(upgrading))
     assert (
         "pendingServiceStatus.applicationStatuses.llm.serveDeploymentStatuses: expected an object, found a list"
         in message
@@ -1291,17 +1293,19 @@ def test_rayservice_serve_statuses_of_active_and_pending_clusters():
 def test_bad_rayservices():
     broken = copy.deepcopy(RAY_SERVICE)
     broken["spec"]["serveConfigV2"] = "applications:\n  - name: llm\n   import_path: [unclosed\n"
-    message = one_line_error(k8s.parse_rayservices, as_list(broken))
+    message = one_line_error(kubernetes.parse_rayservices, as_list(broken))
     assert message.startswith("rayservice ray/llm-serve: spec.serveConfigV2: not valid YAML")
     broken["spec"]["serveConfigV2"] = "- just\n- a list\n"
-    assert "expected a YAML mapping, found a list" in one_line_error(k8s.parse_rayservices, as_list(broken))
+    assert "expected a YAML mapping, found a list" in one_line_error(kubernetes.parse_rayservices, as_list(broken))
     broken["spec"]["serveConfigV2"] = "applications:\n  - name: llm\n    released: 2025-13-01\n"
-    assert "not valid YAML: month must be in 1..12" in one_line_error(k8s.parse_rayservices, as_list(broken))
+    assert "not valid YAML: month must be in 1..12" in one_line_error(kubernetes.parse_rayservices, as_list(broken))
     broken["spec"]["serveConfigV2"] = {"applications": []}
     assert "spec.serveConfigV2: expected a string, found an object" in one_line_error(
-        k8s.parse_rayservices, as_list(broken)
+        kubernetes.parse_rayservices, as_list(broken)
     )
-    assert "items[0] is a RayCluster, not a RayService" in one_line_error(k8s.parse_rayservices, as_list(RAY_CLUSTER))
+    assert "items[0] is a RayCluster, not a RayService" in one_line_error(
+        kubernetes.parse_rayservices, as_list(RAY_CLUSTER)
+    )
 
 
 # --------------------------------------------------------------------------- robustness
@@ -1331,19 +1335,22 @@ def _mutations(doc):
 @pytest.mark.parametrize(
     ("parse", "doc"),
     [
-        (k8s.parse_pods, VLLM_POD),
-        (k8s.parse_pods, RAY_WORKER_POD),
-        (k8s.parse_events, CORE_EVENTS[2]),
-        (k8s.parse_events, EVENTS_K8S_IO),
-        (k8s.parse_nodes, GPU_NODE),
-        (k8s.parse_services, SERVICE),
-        (k8s.parse_endpoints, ENDPOINTS),
-        (k8s.parse_endpointslices, _slice("s", "svc", [{"addresses": ["10.0.0.1"], "conditions": {"ready": True}}])),
-        (lambda t: k8s.parse_workloads(t, "Deployment"), DEPLOYMENT),
-        (k8s.parse_hpas, HPA_V2),
-        (k8s.parse_daemonsets, DEVICE_PLUGIN),
-        (k8s.parse_rayclusters, RAY_CLUSTER),
-        (k8s.parse_rayservices, RAY_SERVICE),
+        (kubernetes.parse_pods, VLLM_POD),
+        (kubernetes.parse_pods, RAY_WORKER_POD),
+        (kubernetes.parse_events, CORE_EVENTS[2]),
+        (kubernetes.parse_events, EVENTS_K8S_IO),
+        (kubernetes.parse_nodes, GPU_NODE),
+        (kubernetes.parse_services, SERVICE),
+        (kubernetes.parse_endpoints, ENDPOINTS),
+        (
+            kubernetes.parse_endpointslices,
+            _slice("s", "svc", [{"addresses": ["10.0.0.1"], "conditions": {"ready": True}}]),
+        ),
+        (lambda t: kubernetes.parse_workloads(t, "Deployment"), DEPLOYMENT),
+        (kubernetes.parse_hpas, HPA_V2),
+        (kubernetes.parse_daemonsets, DEVICE_PLUGIN),
+        (kubernetes.parse_rayclusters, RAY_CLUSTER),
+        (kubernetes.parse_rayservices, RAY_SERVICE),
     ],
 )
 def test_wrong_typed_fields_never_escape_as_other_errors(parse, doc):
@@ -1379,29 +1386,29 @@ def cut_at(text: str, mark: str, occurrence: int = 1) -> str:
 
 
 def test_cut_mid_item_keeps_the_items_before_it():
-    cut = k8s.recover_truncated_list(cut_at(ALL_NAMESPACES, '"containerStatuses"', 2))
+    cut = kubernetes.recover_truncated_list(cut_at(ALL_NAMESPACES, '"containerStatuses"', 2))
     assert cut is not None and cut.items == 1
-    assert [(p.namespace, p.name) for p in k8s.parse_pods(cut.text)] == [("llm-serving", "vllm-0")]
+    assert [(p.namespace, p.name) for p in kubernetes.parse_pods(cut.text)] == [("llm-serving", "vllm-0")]
 
 
 def test_cut_between_items_keeps_every_complete_item():
     text = ALL_NAMESPACES[: ALL_NAMESPACES.index("kube-system")]
     text = text[: text.rindex("},") + 2]  # right after the second item and its comma
-    cut = k8s.recover_truncated_list(text)
+    cut = kubernetes.recover_truncated_list(text)
     assert cut is not None and cut.items == 2
-    assert [p.key for p in k8s.parse_pods(cut.text)] == ["llm-serving/vllm-0", "other-team/vllm-0"]
+    assert [p.key for p in kubernetes.parse_pods(cut.text)] == ["llm-serving/vllm-0", "other-team/vllm-0"]
 
 
 def test_cut_inside_a_string():
     text = cut_at(ALL_NAMESPACES, "coredns") + "core"
-    cut = k8s.recover_truncated_list(text)
+    cut = kubernetes.recover_truncated_list(text)
     assert cut is not None and cut.items == 2
 
 
 @pytest.mark.parametrize("tail", ["tr", "fals", "nu", "1.", "-", '"ab\\'])
 def test_cut_inside_a_literal_number_or_escape(tail):
     text = cut_at(ALL_NAMESPACES, "coredns") + 'x", "flag": ' + tail
-    cut = k8s.recover_truncated_list(text)
+    cut = kubernetes.recover_truncated_list(text)
     assert cut is not None and cut.items == 2
 
 
@@ -1409,7 +1416,7 @@ def test_every_cut_point_keeps_exactly_the_items_completed_before_it():
     item_ends = [m.end() for m in re.finditer(r"\n        }", ALL_NAMESPACES)]
     assert len(item_ends) == 3
     for i in range(0, len(ALL_NAMESPACES), 11):  # every 11th cut point: each kind of token is cut somewhere
-        cut = k8s.recover_truncated_list(ALL_NAMESPACES[:i])
+        cut = kubernetes.recover_truncated_list(ALL_NAMESPACES[:i])
         items = None if cut is None else cut.items
         if i <= ALL_NAMESPACES.index("["):
             assert items is None  # cut before the items began: nothing to recover
@@ -1418,24 +1425,24 @@ def test_every_cut_point_keeps_exactly_the_items_completed_before_it():
 
 
 def test_whole_damaged_and_non_json_texts_are_not_truncated_lists():
-    assert k8s.recover_truncated_list(ALL_NAMESPACES) is None
-    assert k8s.recover_truncated_list('error: the server doesn\'t have a resource type "podz"') is None
-    assert k8s.recover_truncated_list("") is None
+    assert kubernetes.recover_truncated_list(ALL_NAMESPACES) is None
+    assert kubernetes.recover_truncated_list('error: the server doesn\'t have a resource type "podz"') is None
+    assert kubernetes.recover_truncated_list("") is None
     damaged = ALL_NAMESPACES.replace('"phase"', '"phase" "x"', 1)  # broken in the middle, not cut
-    assert k8s.recover_truncated_list(damaged) is None
+    assert kubernetes.recover_truncated_list(damaged) is None
 
 
 def test_empty_file_is_one_line_error():
-    assert one_line_error(k8s.parse_pods, "") == "empty file: expected a Pod list (kubectl get -o json)"
-    assert one_line_error(k8s.parse_events, " \n") == "empty file: expected an Event list (kubectl get -o json)"
+    assert one_line_error(kubernetes.parse_pods, "") == "empty file: expected a Pod list (kubectl get -o json)"
+    assert one_line_error(kubernetes.parse_events, " \n") == "empty file: expected an Event list (kubectl get -o json)"
 
 
 def test_a_list_with_zero_items():
-    assert k8s.parse_pods(as_list()) == []
-    assert k8s.recover_truncated_list(as_list()) is None  # whole
-    cut = k8s.recover_truncated_list('{\n    "apiVersion": "v1",\n    "items": [\n')
+    assert kubernetes.parse_pods(as_list()) == []
+    assert kubernetes.recover_truncated_list(as_list()) is None  # whole
+    cut = kubernetes.recover_truncated_list('{\n    "apiVersion": "v1",\n    "items": [\n')
     assert cut is not None and cut.items == 0
-    assert k8s.parse_pods(cut.text) == []
+    assert kubernetes.parse_pods(cut.text) == []
 
 
 def test_a_truncated_list_keeps_its_kind_for_the_parser():
@@ -1447,16 +1454,16 @@ def test_a_truncated_list_keeps_its_kind_for_the_parser():
         }
     )
     text = cut_at(whole, "gpu-2")
-    cut = k8s.recover_truncated_list(text)
+    cut = kubernetes.recover_truncated_list(text)
     assert cut is not None and cut.items == 1
-    assert [n.name for n in k8s.parse_nodes(cut.text)] == ["gpu-1"]
+    assert [n.name for n in kubernetes.parse_nodes(cut.text)] == ["gpu-1"]
 
 
 # --------------------------------------------------------------------------- events and pods: every field, odd input
 
 
 def test_every_event_field():
-    assert k8s.parse_events(as_list(*CORE_EVENTS, EVENTS_K8S_IO)) == [
+    assert kubernetes.parse_events(as_list(*CORE_EVENTS, EVENTS_K8S_IO)) == [
         Event(
             "llm",
             "Pod",
@@ -1531,7 +1538,7 @@ def test_event_fields_left_out_or_null():
         "source": None,
         "series": None,
     }
-    (event,) = k8s.parse_events(as_list(bare))
+    (event,) = kubernetes.parse_events(as_list(bare))
     assert event == Event(None, "", "x", "", "", "", 1, None, None, None)
     regarding_only = {
         "metadata": {"name": "e2", "namespace": "llm"},
@@ -1539,14 +1546,14 @@ def test_event_fields_left_out_or_null():
         "deprecatedSource": {"host": "gpu-node-1"},
         "deprecatedFirstTimestamp": "2025-08-12T04:00:00Z",
     }
-    (event,) = k8s.parse_events(as_list(regarding_only))  # no apiVersion: events.k8s.io, as it has `regarding`
+    (event,) = kubernetes.parse_events(as_list(regarding_only))  # no apiVersion: events.k8s.io, as it has `regarding`
     assert event == Event("llm", "Pod", "p", "", "", "", 1, "2025-08-12T04:00:00Z", "gpu-node-1", None)
 
 
 def test_event_fields_read_only_when_needed():
     """A field behind one that answers (series.count before count) is not read, so its type does not matter."""
     event = {**CORE_EVENTS[2], "count": "many", "lastTimestamp": 7, "source": {"component": 1}}
-    (parsed,) = k8s.parse_events(as_list(event))
+    (parsed,) = kubernetes.parse_events(as_list(event))
     assert (parsed.count, parsed.last_seen, parsed.source) == (256, "2025-08-12T06:44:41.000000Z", "kubelet")
 
 
@@ -1597,20 +1604,20 @@ def test_event_fields_read_only_when_needed():
     ],
 )
 def test_bad_event_items(item, expected):
-    assert expected in one_line_error(k8s.parse_events, as_list(item))
+    assert expected in one_line_error(kubernetes.parse_events, as_list(item))
 
 
 def test_duplicate_keys_are_refused_at_every_depth():
     text = as_list(CORE_EVENTS[0]).replace(
         '"reason": "FailedScheduling"', '"reason": "A", "reason": "FailedScheduling"'
     )
-    assert one_line_error(k8s.parse_events, text) == "not valid JSON: the key 'reason' twice in one object"
+    assert one_line_error(kubernetes.parse_events, text) == "not valid JSON: the key 'reason' twice in one object"
     text = as_list(CORE_EVENTS[0]).replace('"kind": "Pod"', '"kind": "Pod", "kind": "Node"')
-    assert one_line_error(k8s.parse_events, text) == "not valid JSON: the key 'kind' twice in one object"
+    assert one_line_error(kubernetes.parse_events, text) == "not valid JSON: the key 'kind' twice in one object"
     text = json.dumps(VLLM_POD).replace('"cpu": "8"', '"cpu": "8", "cpu": "9"')
-    assert one_line_error(k8s.parse_pods, text) == "not valid JSON: the key 'cpu' twice in one object"
+    assert one_line_error(kubernetes.parse_pods, text) == "not valid JSON: the key 'cpu' twice in one object"
     text = '{"kind": "List", "items": [], "items": []}'
-    assert one_line_error(k8s.parse_pods, text) == "not valid JSON: the key 'items' twice in one object"
+    assert one_line_error(kubernetes.parse_pods, text) == "not valid JSON: the key 'items' twice in one object"
 
 
 def test_unicode_names_and_messages():
@@ -1619,20 +1626,20 @@ def test_unicode_names_and_messages():
     event["message"] = "ノードが足りません \U0001f680"
     text = as_list(event)
     for same in (text, json.dumps(json.loads(text), ensure_ascii=False), "\ufeff" + text):
-        (parsed,) = k8s.parse_events(same)
+        (parsed,) = kubernetes.parse_events(same)
         assert parsed.message == "ノードが足りません \U0001f680"
-    assert "event llm/modèle-0.17e9: count" in one_line_error(k8s.parse_events, as_list({**event, "count": "x"}))
+    assert "event llm/modèle-0.17e9: count" in one_line_error(kubernetes.parse_events, as_list({**event, "count": "x"}))
 
 
 def test_a_truncated_event_list_keeps_its_complete_events():
     text = as_list(*CORE_EVENTS)
-    cut = k8s.recover_truncated_list(cut_at(text, '"NodeNotReady"'))
+    cut = kubernetes.recover_truncated_list(cut_at(text, '"NodeNotReady"'))
     assert cut is not None and cut.items == 3
-    assert k8s.parse_events(cut.text) == k8s.parse_events(as_list(*CORE_EVENTS[:3]))
+    assert kubernetes.parse_events(cut.text) == kubernetes.parse_events(as_list(*CORE_EVENTS[:3]))
 
 
 def test_every_pod_field():
-    (pod,) = k8s.parse_pods(as_list(VLLM_POD))
+    (pod,) = kubernetes.parse_pods(as_list(VLLM_POD))
     (vllm,) = pod.containers
     assert vllm == Container(
         name="vllm",
@@ -1710,7 +1717,7 @@ def test_pod_fields_left_out_null_or_numbers():
         },
         "status": {"containerStatuses": [{"name": "other", "ready": True}], "conditions": None},
     }
-    (parsed,) = k8s.parse_pods(as_list(pod))
+    (parsed,) = kubernetes.parse_pods(as_list(pod))
     assert parsed == Pod(
         namespace="ns",
         name="p",
@@ -1770,16 +1777,16 @@ def test_pod_fields_left_out_null_or_numbers():
     ],
 )
 def test_bad_pod_fields(path, value, expected):
-    assert expected in one_line_error(k8s.parse_pods, _broken(path, value))
+    assert expected in one_line_error(kubernetes.parse_pods, _broken(path, value))
 
 
 @pytest.mark.parametrize(
     ("parse", "doc"),
     [
-        (k8s.parse_pods, VLLM_POD),
-        (k8s.parse_pods, RAY_WORKER_POD),
-        (k8s.parse_nodes, GPU_NODE),
-        *((k8s.parse_events, event) for event in (*CORE_EVENTS, EVENTS_K8S_IO)),
+        (kubernetes.parse_pods, VLLM_POD),
+        (kubernetes.parse_pods, RAY_WORKER_POD),
+        (kubernetes.parse_nodes, GPU_NODE),
+        *((kubernetes.parse_events, event) for event in (*CORE_EVENTS, EVENTS_K8S_IO)),
     ],
 )
 def test_plain_and_checked_readings_agree(parse, doc, monkeypatch):
@@ -1798,11 +1805,11 @@ def test_plain_and_checked_readings_agree(parse, doc, monkeypatch):
         return found
 
     def irregular(*_: object) -> NoReturn:
-        raise k8s._Irregular
+        raise kubernetes._Irregular
 
     plain = read_all(doc)
     for reader in ("_plain_identity", "_plain_event", "_plain_conditions"):
-        monkeypatch.setattr(k8s, reader, irregular)
+        monkeypatch.setattr(kubernetes, reader, irregular)
     assert read_all(doc) == plain
 
 
@@ -1812,7 +1819,7 @@ _POD_LISTS = sorted((Path(__file__).parents[3] / "fixtures").glob("*/k8s/pods.js
 @pytest.mark.parametrize("path", _POD_LISTS, ids=lambda p: p.parent.parent.name)
 def test_pods_read_from_a_document_are_those_read_from_its_text(path: Path) -> None:
     text = path.read_text()
-    assert k8s.parse_pods_document(json.loads(text)) == k8s.parse_pods(text)
+    assert kubernetes.parse_pods_document(json.loads(text)) == kubernetes.parse_pods(text)
 
 
 @pytest.mark.parametrize(
@@ -1820,7 +1827,7 @@ def test_pods_read_from_a_document_are_those_read_from_its_text(path: Path) -> N
 )
 def test_a_document_that_is_no_pod_list_is_refused_as_its_text_is(doc: object) -> None:
     with pytest.raises(ParseError) as from_text:
-        k8s.parse_pods(json.dumps(doc))
+        kubernetes.parse_pods(json.dumps(doc))
     with pytest.raises(ParseError) as from_document:
-        k8s.parse_pods_document(doc)
+        kubernetes.parse_pods_document(doc)
     assert str(from_document.value) == str(from_text.value)
