@@ -422,15 +422,15 @@ def collect(
     out: Path | None = typer.Option(None, "--out", help="Where to write the bundle: a folder, or FILE.tar.gz."),
     old_out: Path | None = typer.Option(None, "-o", hidden=True, help="Deprecated: --out."),
     force: bool = typer.Option(
-        False, "--force", help="Replace an earlier bundle (a folder holding manifest.json) at --out."
+        False, "--force", help="Replace an earlier bundle (an archive, or a folder holding manifest.json) at --out."
     ),
     since: str | None = CollectSinceOpt,
     quiet: bool = QuietOpt,
 ) -> None:
     """Collect the raw bundle (secrets redacted, files 0600) to attach to a ticket; analyze it later.
 
-    The output path must not be a symbolic link, nor a folder that holds anything but, with --force,
-    an earlier bundle (docs/security.md).
+    The output path must not be a symbolic link, an archive that exists, nor a folder that holds anything
+    but, with --force, an earlier bundle (docs/security.md).
 
     Exits 3 when no source gave anything (the bundle, holding only manifest.json, is still written:
     it says why each source failed)."""

@@ -5,9 +5,11 @@ that only this user can enter), then renamed into place. A rename replaces the n
 planted at the output path is never followed, and a file that existed there (whatever its mode) is
 replaced by a new one of mode 0600. Folders are created 0700.
 
-A folder that holds anything is refused: a bundle must not mix with other files. `--force` lets a new
-bundle replace an earlier one (a folder with manifest.json at its top), never any other folder, so a
-mistyped path cannot cost a folder of the user's files; a symbolic link is refused whatever the flags.
+A folder that holds anything is refused: a bundle must not mix with other files. An archive that
+exists is refused too: a second run (the cluster unreachable by then, say) must not replace the
+bundle of the first. `--force` lets a new bundle replace an earlier one (an archive, or a folder with
+manifest.json at its top), never any other folder, so a mistyped path cannot cost a folder of the
+user's files; a symbolic link is refused whatever the flags.
 """
 
 from __future__ import annotations
@@ -33,6 +35,10 @@ def check_output_path(out: str | os.PathLike, force: bool = False) -> Path:
     as_tar = dest.name.endswith(TAR_SUFFIXES)
     if dest.is_dir() and as_tar:
         raise UserError(f"refusing to write the bundle to {out}: it is a folder")
+    if as_tar and dest.exists() and not force:
+        raise UserError(
+            f"refusing to write the bundle to {out}: it exists (choose a new name, or --force to replace it)"
+        )
     if dest.exists() and not as_tar and not (dest.is_dir() and not any(dest.iterdir())):
         if not dest.is_dir():
             raise UserError(f"refusing to write the bundle to {out}: it exists and is not a folder (choose a new name)")

@@ -37,11 +37,21 @@ def test_a_symlink_at_the_output_path_is_refused_and_its_target_untouched(tmp_pa
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([name, "victim.txt"])  # no temporary left
 
 
-def test_an_existing_0644_file_is_replaced_by_a_0600_one(tmp_path: Path) -> None:
+def test_an_existing_archive_is_kept_without_force(tmp_path: Path) -> None:
+    """A second collect to the same name (the cluster unreachable by then) must not cost the first bundle."""
+    out = tmp_path / "case.tar.gz"
+    out.write_bytes(b"the first bundle")
+    with pytest.raises(UserError, match="it exists .*--force to replace it"):
+        save_bundle(_bundle(), out)
+    assert out.read_bytes() == b"the first bundle"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["case.tar.gz"]
+
+
+def test_force_replaces_an_existing_0644_archive_by_a_0600_one(tmp_path: Path) -> None:
     out = tmp_path / "case.tar.gz"
     out.write_bytes(b"old")
     os.chmod(out, 0o644)
-    save_bundle(_bundle(), out)
+    save_bundle(_bundle(), out, force=True)
     assert _mode(out) == 0o600
     with tarfile.open(out) as tar:
         assert sorted(tar.getnames()) == ["case/k8s/pods.json", "case/manifest.json", "case/vllm/a.metrics.txt"]
