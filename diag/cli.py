@@ -8,6 +8,7 @@ import functools
 import gc
 import inspect
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,7 +27,8 @@ if TYPE_CHECKING:  # the analysis (CEL, YAML, the rules) loads when a command ru
 # Help is click's plain text: typer's rich help loads rich's Markdown and tracebacks, twice the start-up.
 app = typer.Typer(
     rich_markup_mode=None,
-    context_settings={"max_content_width": 120},  # a wide terminal sees each command's summary whole
+    # a wide terminal sees each command's summary whole; -h as every command-line tool has it
+    context_settings={"max_content_width": 120, "help_option_names": ["-h", "--help"]},
     add_completion=True,  # --install-completion / --show-completion
     no_args_is_help=True,
     help="Name the layer at fault when LLM inference on Kubernetes + Ray + vLLM + NVIDIA GPUs misbehaves.\n\n"
@@ -111,7 +113,7 @@ MinSeverityOpt = typer.Option(None, "--min-severity", help="Hide findings below 
 SinceOpt = typer.Option(
     None,
     "--since",
-    help="History window, e.g. 30m, 1h, 2d: events, container terminations and Ray deaths older than this at "
+    help="History window, e.g. 30m, 1h30m, 2d: events, container terminations and Ray deaths older than this at "
     "collection time are reported as history, not as current faults (default: setting history_window_seconds, 1h). "
     "In triage it is also the Prometheus window (default 30m).",
 )
@@ -329,7 +331,7 @@ _TARGET_OPTIONS: dict[str, tuple[object, object]] = {
             None,
             "--request-timeout",
             help="Each request to the API server, as kubectl's flag: "
-            "10s, 1m (default 30s); the reachability check before "
+            "10s, 1m30s (default 30s); the reachability check before "
             "collecting waits at most 5s or this, if shorter.",
         ),
     ),
@@ -513,6 +515,9 @@ def main() -> None:
     """Run the app; every user-facing failure is one line on stderr and exit code 3."""
     global _held_until_exit
     _held_until_exit = []
+    # A reader that stops reading (`| head -1`) ends the process as it ends any Unix tool: by SIGPIPE,
+    # not by an exit code that a runbook would read as "warnings only".
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     # A one-shot process: the cyclic collector, enabled again after an analysis, would walk the
     # millions of objects the analysis made to free none of them (bench/README.md has the cost).
     gc.disable()

@@ -192,3 +192,28 @@ def test_request_timeout_mistakes_are_one_line(tmp_path: Path, args: list[str], 
 def test_impersonation_mistakes_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:
     result = llmdiag("triage", "--kubeconfig", str(tmp_path / "none"), "--no-local-gpu", *args)
     assert result.returncode == 3 and result.stdout == "" and result.stderr.startswith(message), result.stderr
+
+
+def test_h_is_help_for_the_tool_and_every_command() -> None:
+    for args in ([], ["analyze"], ["rules", "list"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "diag.cli", *args, "-h"], capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0 and done.stdout.startswith("Usage: "), (args, done.stderr)
+
+
+def test_a_reader_that_stops_reading_ends_it_by_sigpipe_not_an_exit_code() -> None:
+    """`llmdiag analyze ... | head -1`: exit 1 would read as "warnings only" in a runbook."""
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "demo"
+    done = subprocess.run(
+        [
+            "bash",
+            "-c",
+            f'"{sys.executable}" -m diag.cli analyze "{fixture}" | head -1 >/dev/null; echo "${{PIPESTATUS[0]}}"',
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert done.stdout.strip() == "141", done.stderr

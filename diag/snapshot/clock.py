@@ -133,17 +133,17 @@ def age_text(seconds: float | None) -> str:
     return f"{s // 86400}d {s % 86400 // 3600}h" if s % 86400 // 3600 else f"{s // 86400}d"
 
 
-_DURATION = re.compile(r"^\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>s|m|h|d|w)?\s*$")
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_DURATION = re.compile(r"^\s*(?:\d+(?:\.\d+)?(?:ms|s|m|h|d|w))+\s*$|^\s*\d+(?:\.\d+)?\s*$")
+_DURATION_PART = re.compile(r"(?P<n>\d+(?:\.\d+)?)(?P<unit>ms|s|m|h|d|w)?")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
 def parse_duration(text: str, what: str = "the window") -> float:
-    """`30m`, `1h`, `2d`, `90s`, `1w` or plain seconds, in seconds; ValueError with one line otherwise
-    (`what` names the duration in it)."""
-    m = _DURATION.match(text)
-    if m is None:
-        raise ValueError(f"{text!r} is not a duration (use e.g. 30m, 1h, 2d)")
-    seconds = float(m["n"]) * _UNIT_SECONDS[m["unit"] or "s"]
+    """`30m`, `1h`, `2d`, `90s`, `1w`, kubectl's compound `1h30m` or `2m30s`, `500ms`, or plain seconds, in
+    seconds; ValueError with one line otherwise (`what` names the duration in it)."""
+    if _DURATION.match(text) is None:
+        raise ValueError(f"{text!r} is not a duration (use e.g. 30m, 1h30m, 2d)")
+    seconds = sum(float(m["n"]) * _UNIT_SECONDS[m["unit"] or "s"] for m in _DURATION_PART.finditer(text))
     if seconds <= 0:
         raise ValueError(f"{text!r}: {what} must be longer than 0")
     return seconds

@@ -231,12 +231,24 @@ def test_ages():
     assert [age_text(s) for s in (5, 600, 3600, 3900, 10 * 86400 + 7200)] == ["5s", "10m", "1h", "1h 5m", "10d 2h"]
 
 
-@pytest.mark.parametrize(("text", "seconds"), [("30m", 1800), ("1h", 3600), ("2d", 172800), ("90", 90), ("1.5h", 5400)])
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("30m", 1800),
+        ("1h", 3600),
+        ("2d", 172800),
+        ("90", 90),
+        ("1.5h", 5400),
+        ("1h30m", 5400),
+        ("2m30s", 150),
+        ("500ms", 0.5),
+    ],
+)
 def test_durations(text, seconds):
     assert parse_duration(text) == seconds
 
 
-@pytest.mark.parametrize("text", ["", "soon", "-1h", "0"])
+@pytest.mark.parametrize("text", ["", "soon", "-1h", "0", "1h30", "h30m", "0s0m"])
 def test_bad_durations(text):
     with pytest.raises(ValueError):
         parse_duration(text)
@@ -268,7 +280,7 @@ def test_since_on_the_command_line(tmp_path: Path):
     bad = run("--since", "soon")
     assert (
         bad.returncode == 3
-        and bad.stderr.strip() == "llmdiag: --since: 'soon' is not a duration (use e.g. 30m, 1h, 2d)"
+        and bad.stderr.strip() == "llmdiag: --since: 'soon' is not a duration (use e.g. 30m, 1h30m, 2d)"
     )
 
 
