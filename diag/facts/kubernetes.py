@@ -117,6 +117,7 @@ class Lookups:
         default_factory=dict
     )  # (namespace, workload)
     servers_in_pod: dict[str, list[VllmServer]] = field(default_factory=dict)  # by pod key
+    vllm_pods_in: dict[str, list[Pod]] = field(default_factory=dict)  # by namespace
     ray_node_in_pod: dict[str, RayNode] = field(default_factory=dict)  # the first Ray node of each pod key
     pods_of_ray_cluster: dict[tuple[str, str | None], list[Pod]] = field(
         default_factory=dict
@@ -151,6 +152,10 @@ class Lookups:
             if server.pod and (its_pod := snap.pod(server.pod)) is not None:
                 servers_of_workload.setdefault((its_pod.namespace, its_pod.workload_name), []).append(server)
                 servers_in_pod.setdefault(its_pod.key, []).append(server)
+        vllm_pods_in: dict[str, list[Pod]] = {}
+        for key in servers_in_pod:
+            if (vllm_pod := snap.pod(key)) is not None:
+                vllm_pods_in.setdefault(vllm_pod.namespace, []).append(vllm_pod)
         ray_node_in_pod: dict[str, RayNode] = {}
         for ray_node in snap.ray_nodes:
             if ray_node.pod:
@@ -164,6 +169,7 @@ class Lookups:
             events_about=events_about,
             servers_of_workload=servers_of_workload,
             servers_in_pod=servers_in_pod,
+            vllm_pods_in=vllm_pods_in,
             ray_node_in_pod=ray_node_in_pod,
             pods_of_ray_cluster=pods_of_ray_cluster,
             rayservices_owning=_rayservices_owning(snap.ray_clusters),
@@ -695,7 +701,19 @@ def _node_windowed(node: Node, index: Lookups) -> dict:
 def _service(svc: Service, index: Lookups) -> dict:
     selected = [p for p in _candidates(svc, index.pods_by_label) if _selects(svc, p.labels)]
     workloads = [w for w in _candidates(svc, index.workloads_by_label) if _selects(svc, w.template_labels)]
+    selects_nothing = bool(svc.selector) and not selected and not workloads
+    # vLLM pods of its namespace labelled with a key of its selector, but another value: what it was meant for
+    lookalikes = (
+        [p for p in index.vllm_pods_in.get(svc.namespace, []) if set(p.labels) & set(svc.selector)]
+        if selects_nothing
+        else []
+    )
     return plain(svc) | {
+        "selects_nothing": selects_nothing,
+        "lookalike_vllm_pods": [
+            f"{p.name} ({', '.join(f'{k}={p.labels[k]}' for k in sorted(svc.selector) if k in p.labels)})"
+            for p in lookalikes
+        ],
         "selected_pods": [p.key for p in selected],
         "selected_pod_states": [_pod_state(p) for p in selected],
         "selected_pod_names": [p.name for p in sorted(selected, key=lambda p: p.phase == "Failed")],  # live ones first
@@ -709,7 +727,8 @@ def _service(svc: Service, index: Lookups) -> dict:
         + [f"pod:{p.key}" for p in selected]
         + [f"vllm:{p.vllm_server}" for p in selected if p.vllm_server]
         # the workloads whose pods it would select, even while they have none
-        + [f"workload:{w.namespace}/{w.name}" for w in workloads],
+        + [f"workload:{w.namespace}/{w.name}" for w in workloads]
+        + [f"pod:{p.key}" for p in lookalikes],
     }
 
 
