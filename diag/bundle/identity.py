@@ -6,16 +6,9 @@ pod another pod's logs, metrics or GPUs.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from diag.snapshot.model import Container, Pod
-
-# vllm/<server>.<kind>: <server> is the pod ref (or a URL's host:port for a server outside Kubernetes)
-VLLM_FILE = re.compile(
-    r"^vllm/(?P<server>.+?)\.(?P<kind>metrics(?:\.(?P<n>\d+))?\.txt|models\.json|health\.txt|cmdline\.txt)$"
-)
-GPU_FILE_SUFFIXES = (".nvml.json", ".xml", ".csv")  # gpu/<host or pod ref><suffix>
 
 
 @dataclass(frozen=True)

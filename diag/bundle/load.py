@@ -8,61 +8,20 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 import time
 from collections.abc import Callable
 from pathlib import PurePosixPath
 
+from diag.bundle import layout
 from diag.bundle.files import Bundle
-from diag.bundle.identity import GPU_FILE_SUFFIXES, VLLM_FILE, Ambiguous, PodNames
-from diag.bundle.layout import KUBE_LISTS
+from diag.bundle.identity import Ambiguous, PodNames
 from diag.bundle.prometheus_queries import RENAMED_PAIRS
+from diag.bundle.readers import Loading
 from diag.core.errors import ParseError, unexpected
-from diag.core.stopwatch import Stopwatch, file_kind
-from diag.parsers import (
-    engine_args,
-    kubernetes,
-    logs,
-    nvidia_smi,
-    nvml,
-    prom_text,
-    prometheus_api,
-    ray_state,
-    ray_status,
-    vllm,
-    vllm_metrics,
-)
-from diag.parsers.json_fields import load_json
+from diag.core.stopwatch import Stopwatch
+from diag.parsers import kubernetes, logs, prom_text, vllm_metrics
 from diag.parsers.signals import LogSignals, builtin_signals
-from diag.snapshot.model import (
-    GPU,
-    PromResult,
-    Scrape,
-    Snapshot,
-    SourceStatus,
-    VllmServer,
-)
-
-# The sources every analysis looks for; absent ones are reported "missing".
-EXPECTED_SOURCES = (
-    "k8s/pods.json",
-    "k8s/events.json",
-    "k8s/nodes.json",
-    "ray/status",
-    "ray/actors.json",
-    "ray/nodes.json",
-    "gpu",
-    "vllm",
-)
-
-# Files that stand for an expected source under another name (the dashboard's answer for `ray status`).
-_SAME_SOURCE = {"ray/status": ("ray/cluster_status",), "ray/nodes.json": ("ray/nodes_summary.json",)}
-
-_K8S_LISTS: dict[str, Callable[[Snapshot, str], None]] = {
-    row.path.removeprefix("k8s/"): row.load for row in KUBE_LISTS if row.load is not None
-}
-
-_LOG_FILE = re.compile(r"^k8s/logs/(?P<stem>.+?)(?P<previous>\.previous)?\.log$")
+from diag.snapshot.model import Scrape, Snapshot, SourceStatus, VllmServer
 
 
 class _Degraded(ParseError):
@@ -79,11 +38,7 @@ class _Loader:
         self.stopwatch = stopwatch
         self.signals = signals or builtin_signals()
         self.snap = Snapshot(manifest=bundle.manifest(), signals=self.signals)
-        self.endpoints: dict[tuple[str, str], tuple[list[str], list[str]]] = {}
-        self.log_files: list[tuple[str, str, bool]] = []  # (stem, text, previous)
-        self.scrapes: dict[str, dict[int, str]] = {}  # server -> n -> file
-        self.servers: dict[str, VllmServer] = {}
-        self.gpus_by_key: dict[tuple[str, int], GPU] = {}  # snap.gpus by (host, index)
+        self.state = Loading(self.snap)
 
     def ok(self, name: str, detail: str = "") -> None:
         self.snap.sources[name] = SourceStatus("ok", detail)
@@ -91,11 +46,12 @@ class _Loader:
     def failed(self, name: str, detail: str, recovered: int | None = None) -> None:
         self.snap.sources[name] = SourceStatus("failed", f"{name}: {detail}", recovered)
 
-    def run(self, name: str, action: Callable[[], object]) -> None:
-        """Run one parse step; a bad file becomes a failed source, never an exception."""
+    def run(self, name: str, action: Callable[[], object], kind: str | None = None) -> None:
+        """Run one parse step; a bad file becomes a failed source, never an exception. What the step
+        returns, where it is text, is the source's detail. `kind`: the file's row, for --profile."""
         started = time.perf_counter()
         try:
-            action()
+            detail = action()
         except _Degraded as e:
             self.failed(name, str(e), e.used)
         except ParseError as e:
@@ -105,19 +61,19 @@ class _Loader:
         except Exception as e:  # any bad file (RecursionError, OverflowError, csv.Error ...) fails its source only
             self.failed(name, unexpected(e))
         else:
-            self.ok(name)
+            self.ok(name, detail if isinstance(detail, str) else "")
         finally:
             if self.stopwatch is not None:
-                self.stopwatch.add(self.stopwatch.parsers, file_kind(name), time.perf_counter() - started)
+                self.stopwatch.add(self.stopwatch.parsers, kind or name, time.perf_counter() - started)
 
-    def run_lines(self, rel: str, text: str, use: Callable[[str], object]) -> None:
+    def run_lines(self, rel: str, text: str, use: Callable[[str], object], kind: str) -> None:
         """A text that commands end with a line break: one cut off mid-line gives its complete lines,
         and the source stays "failed" (degraded) so that nobody reads it as the whole output."""
         if not text or text.endswith("\n"):
-            self.run(rel, lambda: use(text))
+            self.run(rel, lambda: use(text), kind)
             return
         complete = text[: text.rfind("\n") + 1]
-        self.run(rel, lambda: use(complete))
+        self.run(rel, lambda: use(complete), kind)
         if self.snap.sources[rel].status == "ok":
             lines = complete.count("\n")
             self.failed(
@@ -126,10 +82,10 @@ class _Loader:
                 lines,
             )
 
-    def k8s_list(self, rel: str, text: str, use: Callable[[str], object]) -> None:
+    def k8s_list(self, rel: str, text: str, use: Callable[[str], object], kind: str) -> None:
         """A `kubectl get -o json` list; one cut off part-way still gives its complete items, and the
         source stays "failed" so that nobody reads it as the whole list."""
-        self.run(rel, lambda: use(text))
+        self.run(rel, lambda: use(text), kind)
         if self.snap.sources[rel].status == "ok":
             return
         try:
@@ -140,7 +96,7 @@ class _Loader:
             cut = None
         if cut is None:
             return
-        self.run(rel, lambda: use(cut.text))
+        self.run(rel, lambda: use(cut.text), kind)
         if self.snap.sources[rel].status == "ok":
             self.failed(
                 rel,
@@ -162,18 +118,7 @@ class _Loader:
         for rel in sorted(self.bundle.files):
             if rel == "manifest.json" or PurePosixPath(rel).name.startswith("."):
                 continue
-            top = rel.split("/", 1)[0]
-            handler = {
-                "k8s": self._k8s,
-                "ray": self._ray,
-                "gpu": self._gpu,
-                "vllm": self._vllm,
-                "prometheus": self._prometheus,
-            }.get(top)
-            if handler is None:
-                self.snap.sources[rel] = SourceStatus("skipped", f"{rel}: not part of the bundle layout")
-                continue
-            handler(rel, self.bundle.text(rel))
+            self._read(rel)
         self._finish_vllm()
         self._note_empty_answers()
         self._attach_logs()
@@ -183,82 +128,30 @@ class _Loader:
         self._note_derived()
         return self.snap
 
-    def _k8s(self, rel: str, text: str) -> None:
-        name = rel.removeprefix("k8s/")
-        if (m := _LOG_FILE.match(rel)) is not None:
-            self.log_files.append((m["stem"], text, bool(m["previous"])))
-            self.ok(rel)
-        elif name in _K8S_LISTS:
-            self.k8s_list(rel, text, lambda t: _K8S_LISTS[name](self.snap, t))
-        elif name == "endpoints.json":
-            self.k8s_list(rel, text, lambda t: self.endpoints.update(kubernetes.parse_endpoints(t)))
-        elif name == "endpointslices.json":
-            self.k8s_list(rel, text, lambda t: self.endpoints.update(kubernetes.parse_endpointslices(t)))
-        else:
-            self.snap.sources[rel] = SourceStatus("skipped", f"{rel}: unknown Kubernetes file")
-
-    def _ray(self, rel: str, text: str) -> None:
-        name = rel.removeprefix("ray/")
-        snap = self.snap
-        if name == "status.txt":
-            self.run_lines(rel, text, lambda t: setattr(snap, "ray_status", ray_status.parse_ray_status(t)))
-        elif name == "cluster_status.json":
-            if snap.ray_status is None:  # `ray status` text, when present too, is the richer one
-                self.run(rel, lambda: setattr(snap, "ray_status", ray_status.parse_cluster_status_json(text)))
-            else:
-                self.ok(rel, "ray/status.txt used instead")
-        elif name == "actors.json":
-            self.run(rel, lambda: snap.ray_actors.extend(ray_state.parse_actors(text)))
-        elif name == "placement_groups.json":
-            self.run(rel, lambda: snap.placement_groups.extend(ray_state.parse_placement_groups(text)))
-        elif name == "nodes.json":
-            self.run(rel, lambda: _merge_ray_nodes(snap, ray_state.parse_nodes(text)))
-        elif name == "nodes_summary.json":
-            self.run(rel, lambda: _merge_ray_nodes(snap, ray_state.parse_nodes_summary(text)))
-        elif name == "logical_actors.json":
-            self.run(rel, lambda: _merge_actor_gpu_ids(snap, ray_state.parse_logical_actors(text)))
-        elif name == "version.json":
-            self.run(rel, lambda: _set_ray_version(snap, text))
-        else:
-            snap.sources[rel] = SourceStatus("skipped", f"{rel}: unknown Ray file")
-
-    def _gpu(self, rel: str, text: str) -> None:
-        name = PurePosixPath(rel).name
-        parsers = (nvml.parse_nvml_json, nvidia_smi.parse_xml, nvidia_smi.parse_csv)
-        found = [
-            (suffix, parse) for suffix, parse in zip(GPU_FILE_SUFFIXES, parsers, strict=True) if name.endswith(suffix)
-        ]
-        if not found:
-            self.snap.sources[rel] = SourceStatus("skipped", f"{rel}: unknown GPU file")
+    def _read(self, rel: str) -> None:
+        """One file, by its row of the layout."""
+        row, parts = layout.source_of(rel) or (None, None)
+        if row is None or row.read is None or parts is None:
+            folder = layout.folder_of(rel)
+            why = f"unknown {folder.words} file" if folder is not None else "not part of the bundle layout"
+            self.snap.sources[rel] = SourceStatus("skipped", f"{rel}: {why}")
             return
-        suffix, parse = found[0]
-        host = name.removesuffix(suffix)
-        use = lambda t: _merge_gpus(self.snap, parse(t, host), self.gpus_by_key)  # noqa: E731
-        self.run_lines(rel, text, use) if suffix == ".csv" else self.run(rel, lambda: use(text))
-
-    def _vllm(self, rel: str, text: str) -> None:
-        m = VLLM_FILE.match(rel)
-        if m is None:
-            self.snap.sources[rel] = SourceStatus("skipped", f"{rel}: unknown vLLM file")
-            return
-        server = self.servers.setdefault(m["server"], VllmServer(name=m["server"]))
-        kind = m["kind"]
-        if kind.startswith("metrics"):
-            self.scrapes.setdefault(m["server"], {})[int(m["n"] or 0)] = rel
-        elif kind == "models.json":
-            self.run(rel, lambda: _set_models(server, text))
-        elif kind == "health.txt":
-            self.run(rel, lambda: setattr(server, "health", vllm.parse_health(text)))
-        elif text and not text.endswith("\n"):  # cmdline.txt cut off: a flag and its value may be apart
-            self.failed(rel, "cut off mid-line: the command line is incomplete, so its flags are not used")
-        else:  # cmdline.txt: the server's argv, one element per line
-            argv = [line for line in text.splitlines() if line.strip()]
-            self.run(rel, lambda: _set_engine_args(server, rel, argv))
+        text = self.bundle.text(rel)
+        use = functools.partial(row.read, self.state, rel, parts)
+        if row.framing == "deferred":
+            use(text)
+        elif row.framing == "list":
+            self.k8s_list(rel, text, use, row.path)
+        elif row.framing == "lines":
+            self.run_lines(rel, text, use, row.path)
+        else:
+            self.run(rel, lambda: use(text), row.path)
 
     def _finish_vllm(self) -> None:
         manifest_scrapes = self.snap.manifest.get("scrapes")
         times = manifest_scrapes if isinstance(manifest_scrapes, dict) else {}
-        for name, files in self.scrapes.items():
+        scrape_row = layout.VLLM_SCRAPE_FILE
+        for name, files in self.state.scrapes.items():
             listed = times.get(name)
             stamps = listed if isinstance(listed, list) else []
             for i, n in enumerate(sorted(files)):
@@ -267,8 +160,9 @@ class _Loader:
                     if i < len(stamps) and isinstance(stamps[i], (int, float)) and not isinstance(stamps[i], bool)
                     else None
                 )
-                self.run(files[n], functools.partial(self._read_scrape, self.servers[name], files[n], taken_at))
-        self.snap.vllm_servers.extend(self.servers.values())
+                read = functools.partial(self._read_scrape, self.state.servers[name], files[n], taken_at)
+                self.run(files[n], read, scrape_row)
+        self.snap.vllm_servers.extend(self.state.servers.values())
 
     def _read_scrape(self, server: VllmServer, rel: str, taken_at: float | None) -> None:
         """One /metrics text: its good samples are used; bad lines and impossible values (a vLLM gauge
@@ -296,15 +190,6 @@ class _Loader:
         if errors:
             raise _Degraded(f"{errors[0]} (degraded: the other {len(samples)} samples were used)", len(samples))
 
-    def _prometheus(self, rel: str, text: str) -> None:
-        stem = PurePosixPath(rel).stem
-
-        def parse() -> None:
-            result: PromResult = prometheus_api.parse_prom_answer(text, stem)
-            self.snap.prometheus.append(result)
-
-        self.run(rel, parse)
-
     # ------------------------------------------------------------------ after all files
 
     def _note_empty_answers(self) -> None:
@@ -322,7 +207,7 @@ class _Loader:
         """k8s/logs/<stem>.log to its container: <stem> is [<namespace>.]<pod>[.<container>]. A bare pod
         name that two namespaces share names neither pod: its log joins nothing and the sources say so."""
         pods = PodNames(self.snap.pods)
-        for stem, text, previous in self.log_files:
+        for stem, text, previous in self.state.log_files:
             rel = f"k8s/logs/{stem}{'.previous' if previous else ''}.log"
             found = pods.container_of(stem)
             if isinstance(found, Ambiguous):
@@ -349,7 +234,7 @@ class _Loader:
 
     def _attach_endpoints(self) -> None:
         for svc in self.snap.services:
-            found = self.endpoints.get((svc.namespace, svc.name))
+            found = self.state.endpoints.get((svc.namespace, svc.name))
             if found is not None:
                 svc.ready_addresses, svc.not_ready_addresses = found
                 svc.endpoints_seen = True
@@ -360,8 +245,8 @@ class _Loader:
         present = self.snap.sources
         recorded = self.snap.manifest.get("sources")
         recorded = recorded if isinstance(recorded, dict) else {}
-        for expected in EXPECTED_SOURCES:
-            names = (expected, *_SAME_SOURCE.get(expected, ()))
+        for expected in layout.EXPECTED:
+            names = (expected, *(n for n in layout.files_of(expected) if "<" not in n))
             if not any(name == n or name.startswith((n + "/", n + ".")) for name in present for n in names):
                 collector = recorded.get(expected.split("/", 1)[0])
                 if isinstance(collector, dict) and collector.get("status") == "skipped":
@@ -391,69 +276,6 @@ class _Loader:
                 status = SourceStatus("failed", f"{rel}: {made.problem}", status.recovered)
             detail = f"{status.detail} ({made.words})" if status.detail else made.words
             self.snap.sources[rel] = SourceStatus(status.status, detail, status.recovered)
-
-
-def _merge_ray_nodes(snap: Snapshot, nodes: list) -> None:
-    """nodes.json and nodes_summary.json describe the same nodes; keep one object per node id."""
-    by_id = {n.node_id: n for n in snap.ray_nodes}
-    for node in nodes:
-        known = by_id.get(node.node_id)
-        if known is None:
-            snap.ray_nodes.append(node)
-            by_id[node.node_id] = node
-            continue
-        for field_name, value in vars(node).items():
-            if value not in (None, [], {}, "") and getattr(known, field_name) in (None, [], {}, ""):
-                setattr(known, field_name, value)
-
-
-def _merge_actor_gpu_ids(snap: Snapshot, logical: list) -> None:
-    """/logical/actors knows which GPU slots each actor holds and when it died; the state API does not."""
-    by_id = {a.actor_id: a for a in logical}
-    for actor in snap.ray_actors:
-        known = by_id.get(actor.actor_id)
-        if known is not None:
-            actor.gpu_ids = actor.gpu_ids or known.gpu_ids
-            actor.end_time = actor.end_time or known.end_time
-
-
-def _set_ray_version(snap: Snapshot, text: str) -> None:
-    """/api/version names the head's Ray version; kept in the manifest-like slot rules read."""
-    data = load_json(text)
-    if not isinstance(data, dict) or not isinstance(data.get("ray_version"), str):
-        raise ParseError("no 'ray_version' string: not a Ray dashboard /api/version answer")
-    snap.ray_head_version = data["ray_version"]
-
-
-def _merge_gpus(snap: Snapshot, gpus: list, by_key: dict[tuple[str, int], GPU]) -> None:
-    """<host>.nvml.json, .xml and .csv of one host describe the same GPUs; the first read wins per field.
-    `by_key`: the GPUs of snap.gpus by (host, index), kept up to date here."""
-    for gpu in gpus:
-        known = by_key.get((gpu.host, gpu.index))
-        if known is None:
-            snap.gpus.append(gpu)
-            by_key[(gpu.host, gpu.index)] = gpu
-            continue
-        known_fields = vars(known)
-        for field_name, value in vars(gpu).items():
-            if not _blank(value) and _blank(known_fields[field_name]):
-                known_fields[field_name] = value
-
-
-def _blank(value: object) -> bool:
-    """None, or an empty list, map or string: a field the file did not fill (a 0 or False is a value)."""
-    return value is None or (not value and type(value) in (list, dict, str))
-
-
-def _set_models(server: VllmServer, text: str) -> None:
-    server.models, server.max_model_len_served = vllm.parse_models(text)
-
-
-def _set_engine_args(server: VllmServer, rel: str, argv: list[str]) -> None:
-    parsed = engine_args.parse_engine_args(argv, [])
-    if parsed is None:
-        raise ParseError("the command line does not run vLLM's OpenAI server")
-    server.engine_args = parsed
 
 
 def load_bundle(bundle: Bundle, stopwatch: Stopwatch | None = None, signals: LogSignals | None = None) -> Snapshot:

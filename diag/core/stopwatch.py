@@ -3,22 +3,10 @@ of bundle file, and the rules, so that a slow rule or parser can be found by who
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-
-_STEM = re.compile(r"^(?P<folder>(?:k8s/logs|[^/]+))/(?P<stem>[^.]+)(?P<kind>\..*)$")
-_OWN_NAMES = ("k8s/", "ray/", "manifest.json")  # files whose names are the kind (k8s/pods.json)
-
-
-def file_kind(rel: str) -> str:
-    """A bundle file's kind: vllm/a.metrics.1.txt -> vllm/*.metrics.1.txt, k8s/pods.json as it is."""
-    match = _STEM.match(rel)
-    if match is None or (rel.startswith(_OWN_NAMES) and not rel.startswith("k8s/logs/")):
-        return rel
-    return f"{match['folder']}/*{match['kind']}"
 
 
 @dataclass
@@ -27,7 +15,7 @@ class Stopwatch:
     # of thousands of clock reads.
     times_rules: bool = False
     phases: dict[str, float] = field(default_factory=dict)
-    parsers: dict[str, float] = field(default_factory=dict)  # file kind -> seconds
+    parsers: dict[str, float] = field(default_factory=dict)  # file kind (its layout row) -> seconds
     rules: dict[str, float] = field(default_factory=dict)  # rule id -> seconds over all its subjects
 
     @contextmanager

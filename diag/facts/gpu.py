@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from diag.bundle import layout
+from diag.bundle.layout import NVML_FILE, SMI_XML_FILE
 from diag.core.shell import word
 from diag.facts.common import link, plain
 from diag.facts.gpu_episodes import GpuHistory, gpu_history
@@ -47,13 +49,12 @@ def scopes(snap: Snapshot, settings: dict, clock: Clock) -> dict[str, list[dict]
 def _process_lists_read(snap: Snapshot) -> set[str]:
     """The captures (file stems) whose GPU process lists were read: nvidia-smi -q -x or the NVML
     snapshot. The --query-gpu CSV lists no processes."""
-    return {
-        rel.removeprefix("gpu/").removesuffix(suffix)
-        for rel, status in snap.sources.items()
-        if status.status == "ok" or status.recovered
-        for suffix in (".xml", ".nvml.json")
-        if rel.startswith("gpu/") and rel.endswith(suffix)
-    }
+    read = (
+        layout.part(rel, "host", SMI_XML_FILE, NVML_FILE)
+        for rel, s in snap.sources.items()
+        if s.status == "ok" or s.recovered
+    )
+    return {host for host in read if host is not None}
 
 
 def _gpu(gpu: GPU, snap: Snapshot, ray: _RayIndex, ooms: _CudaOoms, listed: bool, history: GpuHistory) -> dict:

@@ -11,7 +11,8 @@ from collections import Counter
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from diag.bundle.identity import GPU_FILE_SUFFIXES, VLLM_FILE, Ambiguous, PodNames
+from diag.bundle import layout
+from diag.bundle.identity import Ambiguous, PodNames
 from diag.link.prometheus_join import attach_history
 from diag.parsers import workloads
 from diag.parsers.gpu_common import pci_address
@@ -100,9 +101,7 @@ def _vllm_servers_to_pods(snap: Snapshot) -> None:
     for server in snap.vllm_servers:
         found = names.pod(server.name)
         if isinstance(found, Ambiguous):
-            _refuse(
-                snap, [rel for rel in snap.sources if (m := VLLM_FILE.match(rel)) and m["server"] == server.name], found
-            )
+            _refuse(snap, [rel for rel in snap.sources if layout.part(rel, "server") == server.name], found)
         elif found is not None:
             server.name = _server_name(found, names)
             by_pod[found.key] = server
@@ -190,7 +189,7 @@ def _gpus_to_nodes_and_pods(snap: Snapshot) -> None:
             gpu.node, gpu.serving_pods = None, []
             if gpu.host not in refused:
                 refused.add(gpu.host)
-                _refuse(snap, [rel for rel in snap.sources if _gpu_file_host(rel) == gpu.host], found)
+                _refuse(snap, [rel for rel in snap.sources if layout.part(rel, "host") == gpu.host], found)
         else:
             gpu.node = gpu.host if gpu.host in nodes or not nodes else None
             gpu.serving_pods = [p.key for p in gpu_pods_by_node.get(gpu.host, [])]
@@ -363,14 +362,6 @@ def _placement_group_strategies(snap: Snapshot) -> None:
 
 def _shape(bundle: dict[str, float]) -> tuple[tuple[str, float], ...]:
     return tuple(sorted(bundle.items()))
-
-
-def _gpu_file_host(rel: str) -> str | None:
-    """The host (or pod ref) of gpu/<host>.nvml.json, .xml or .csv."""
-    if not rel.startswith("gpu/"):
-        return None
-    name = rel.removeprefix("gpu/")
-    return next((name.removesuffix(ext) for ext in GPU_FILE_SUFFIXES if name.endswith(ext)), None)
 
 
 def _gpu_limit(limits: dict[str, str]) -> int:

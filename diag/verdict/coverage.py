@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from diag.bundle import layout
 from diag.bundle.layout import BY_PATH, KUBE_LISTS
 from diag.bundle.prometheus_queries import RANGE_QUERIES
 from diag.core.shell import word
@@ -54,25 +55,10 @@ class Gap:
         (a crash log, the whole bundle)."""
         if self.source_layer is not None:
             return self.source_layer
-        if self.source.startswith("k8s/logs/"):
-            return None
-        for prefix, layer in _LAYER_OF_SOURCE:
-            if self.source == prefix.rstrip("/") or self.source.startswith(prefix):
-                return layer
-        return None
+        return layout.layer_of(self.source)
 
 
 RAY_DASHBOARD = "ray/dashboard"  # failed when the dashboard could not be reached (llmdiag collect)
-_LAYER_OF_SOURCE = (
-    ("k8s/", "kubernetes"),
-    ("kubernetes", "kubernetes"),
-    ("ray/", "ray"),
-    ("ray", "ray"),
-    ("gpu/", "gpu"),
-    ("vllm/", "vllm"),
-    ("prometheus/vllm_", "vllm"),
-    ("prometheus/dcgm_", "gpu"),
-)
 
 
 _ENDPOINT_KINDS = ("endpoints", "endpointslices")  # a gap only where Services were read
@@ -83,30 +69,19 @@ CRASH_LOOP_RULE = "K8S-213"  # a container in CrashLoopBackOff, its cause not kn
 _ENDPOINTS = tuple(row.path for row in KUBE_LISTS if row.kind in _ENDPOINT_KINDS)
 # Read where Ray runs on Kubernetes; "skipped" (the CRDs are not installed) is an answer too.
 _KUBERAY_SOURCES = {row.path: row.kubectl("{ns}") for row in KUBE_LISTS if row.kuberay}
-# Each Ray need is met by any one of its files (the `ray` CLI's output or the dashboard's answer).
+# What Ray's health is decided on; each need is met by any one of its files (the `ray` CLI's output or
+# the dashboard's answer), and its gap names the first.
 _RAY_SOURCES = {
-    ("ray/status.txt", "ray/cluster_status.json"): "kubectl exec <ray-head-pod> -- ray status > ray/status.txt",
-    (
-        "ray/nodes.json",
-        "ray/nodes_summary.json",
-    ): "kubectl exec <ray-head-pod> -- ray list nodes --detail --format json > ray/nodes.json",
-    ("ray/actors.json",): "kubectl exec <ray-head-pod> -- ray list actors --detail --format json > ray/actors.json",
-    (
-        "ray/placement_groups.json",
-    ): "kubectl exec <ray-head-pod> -- ray list placement-groups --detail --format json > ray/placement_groups.json",
+    layout.files_of(need): layout.SOURCES_BY_PATH[layout.files_of(need)[0]].command
+    for need in ("ray/status", "ray/nodes.json", "ray/actors.json", "ray/placement_groups.json")
 }
-_REMEDY_BY_PREFIX = {
+_REMEDY_BY_NAME = {
     "facts/": "llmdiag could not read this content (a bug): report it "
     "with the bundle; the sources above say which files were read",
     "bundle": "check the bundle (what it holds: tar tzvf, ls -lR); raise "
     "settings.bundle_max_* in .llmdiag.yaml only for a bundle you trust",
     "kubernetes": "check the kubeconfig and its context: kubectl config "
     "current-context; kubectl get pods -n <namespace>",
-    "k8s/": "collect it again: kubectl get <kind> -o json",
-    "ray/": "collect it again on the Ray head (ray status; ray list ... --format json)",
-    "gpu/": "collect it again: nvidia-smi -q -x on the node",
-    "vllm/": "scrape it again: curl -s http://<pod>:8000/metrics",
-    "prometheus/": "query Prometheus again (llmdiag triage --prometheus-url ...)",
 }
 
 
@@ -152,26 +127,6 @@ def rule_gaps(outcomes: dict[str, RuleOutcome], rules: dict[str, Rule]) -> list[
     ]
 
 
-_DECIDING = (
-    "kubernetes",
-    *_KUBERNETES_SOURCES,
-    *_ENDPOINTS,
-    "ray",
-    "ray/status.txt",
-    "ray/cluster_status.json",
-    "ray/nodes.json",
-    "ray/nodes_summary.json",
-    "ray/actors.json",
-    "ray/placement_groups.json",
-    RAY_DASHBOARD,
-    "gpu",
-    "gpu/",
-    "vllm",
-    "vllm/",
-    "prometheus/",
-)
-
-
 def _failed_sources(snap: Snapshot) -> list[Gap]:
     subjects = _Subjects.of(snap)
     ns = _namespace_flag(snap)
@@ -180,7 +135,7 @@ def _failed_sources(snap: Snapshot) -> list[Gap]:
             name,
             status.detail or f"{name}: could not be read",
             _remedy_for(name, ns),
-            name.startswith(_DECIDING),
+            layout.decides(name),
             subjects.links_of(name),
         )
         for name, status in sorted(snap.sources.items())
@@ -234,12 +189,9 @@ class _Subjects:
 
 def _remedy_for(name: str, ns: str = "-n <namespace>") -> str:
     """The command that writes this file again where one is known, else what to do for its kind."""
-    command = {**_KUBERNETES_SOURCES, **_KUBERAY_SOURCES}.get(name) or next(
-        (command for names, command in _RAY_SOURCES.items() if name in names), None
-    )
-    if command is not None:
-        return f"collect it again: {command.format(ns=ns)}"
-    for prefix, remedy in _REMEDY_BY_PREFIX.items():
+    if (remedy := layout.remedy(name, ns)) is not None:
+        return remedy
+    for prefix, remedy in _REMEDY_BY_NAME.items():
         if name.startswith(prefix):
             return remedy
     return f"check the {name} collector's access (llmdiag collect prints why it failed)"

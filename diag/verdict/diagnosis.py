@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from diag.bundle import layout
 from diag.engine.rules import SEVERITIES, Finding, Rule, RuleOutcome
 from diag.snapshot.model import LAYERS
 from diag.verdict.coverage import Gap
@@ -37,7 +38,7 @@ VerdictStatus = Literal["fault", "healthy", "inconclusive"]
 Confidence = Literal["high", "medium", "low"]
 _UNDECIDED = ("skipped", "unknown", "error")
 # A collector that failed as a whole stands for every file it writes.
-_COLLECTOR_PREFIX = {"kubernetes": "k8s/", "ray": "ray/", "gpu": "gpu/", "vllm": "vllm/", "prometheus": "prometheus/"}
+_COLLECTOR_PREFIX = {folder.collector: f"{folder.name}/" for folder in layout.FOLDERS}
 
 
 @dataclass(frozen=True)
