@@ -475,6 +475,14 @@ def _why_nothing(bundle: Bundle) -> str:
     return "; ".join(reasons[:3]) or "no source answered"
 
 
+@app.command()
+def layout() -> None:
+    """The files a bundle may hold, and the command that makes each by hand (for a hand-made bundle)."""
+    from diag.bundle.layout import render
+
+    sys.stdout.write(render())
+
+
 # ----------------------------------------------------------------------------- rules
 
 

@@ -139,6 +139,7 @@ KUBE_LISTS = (
     ),
 )
 BY_PATH = {row.path: row for row in KUBE_LISTS}
+BY_KIND = {row.kind: row for row in KUBE_LISTS}
 
 NVML_FILE = "gpu/<host>.nvml.json"
 SMI_XML_FILE = "gpu/<host>.xml"
@@ -299,7 +300,7 @@ SOURCES: tuple[Source, ...] = (
     Source("ray/dashboard", "ray", None, collector="diag/collect/ray.py"),
     Source("ray/cli", "ray", None, collector="diag/collect/ray.py"),
     Source("gpu", "gpu", None, collector="diag/collect/gpu.py"),
-    Source("gpu/exec", "gpu", None, collector="diag/collect/kubernetes.py"),
+    Source("gpu/exec", "gpu", None, collector="diag/collect/runner.py"),
     Source("vllm", "vllm", None, collector="diag/collect/vllm.py"),
     Source("prometheus", None, None, collector="diag/collect/prometheus.py", decides=False),
 )
@@ -418,12 +419,13 @@ def remedy(name: str, ns: str) -> str | None:
 
 
 def render() -> str:
-    """The layout as docs/bundle-format.md shows it: each folder's files, the command that makes each."""
-    lines = ["manifest.json  written by `llmdiag collect`: when, what, and how each source fared"]
-    for row in SOURCES:
-        if row.read is None:
-            continue
-        lines.append(f"{row.path}  {row.command.replace('{ns}', '-n <namespace>')}")
-        if row.note:
-            lines.append(f"    ({row.note})")
+    """The layout as docs/bundle-format.md shows it: every file, the command that makes it by hand."""
+    rows = [("manifest.json", "written by `llmdiag collect`: when, what, and how each source fared", "")]
+    rows += [(row.path, row.command.replace("{ns}", "-n <namespace>"), row.note) for row in SOURCES if row.read]
+    width = max(len(path) for path, _, _ in rows) + 2
+    lines = []
+    for path, command, note in rows:
+        lines.append(f"{path:<{width}}{command or '(' + note + ')'}".rstrip())
+        if note and command:
+            lines.append(f"{'':<{width}}({note})")
     return "\n".join(lines) + "\n"

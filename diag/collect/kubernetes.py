@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from diag.bundle.layout import KUBE_LISTS
+from diag.bundle.layout import BY_KIND, KUBE_LISTS
 from diag.collect.base import Sink, SourceResult, Target
 from diag.core.errors import ParseError
 from diag.parsers.kubernetes import RAY_CLUSTER_LABEL, RAY_NODE_TYPE_LABEL, parse_pods_document
@@ -121,14 +121,14 @@ def collect_objects(
         results.extend(events)
     for kind, answer in lists.items():
         results.append(
-            SourceResult(f"k8s/{kind}.json", "ok", _list_detail(answer, scope_note if kind == "pods" else ""))
+            SourceResult(BY_KIND[kind].path, "ok", _list_detail(answer, scope_note if kind == "pods" else ""))
         )
     return results
 
 
 def _write_lists(sink: Sink, lists: dict[str, dict]) -> None:
     for kind, answer in lists.items():
-        sink.write_json(f"k8s/{kind}.json", answer)
+        sink.write_json(BY_KIND[kind].path, answer)
 
 
 def target_namespace(kube: KubeAccess, target: Target) -> str | None:
@@ -149,8 +149,8 @@ def _list(
         return kube.list_json(kind, namespace, label_selector, field_selector)
     except KubeError as e:
         if kind in RAY_KINDS and e.status == 404:
-            return SourceResult(f"k8s/{kind}.json", "skipped", "the ray.io/v1 CRDs are not installed")
-        return SourceResult(f"k8s/{kind}.json", "failed", str(e))
+            return SourceResult(BY_KIND[kind].path, "skipped", "the ray.io/v1 CRDs are not installed")
+        return SourceResult(BY_KIND[kind].path, "failed", str(e))
 
 
 def _scope(target: Target, namespace: str | None, ray_lists: dict[str, dict | SourceResult]) -> tuple[Scope, str]:
