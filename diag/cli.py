@@ -306,6 +306,15 @@ _TARGET_OPTIONS: dict[str, tuple[object, object]] = {
             None, "--local-gpu/--no-local-gpu", help="Read this host's GPUs through NVML (default: when NVML loads)."
         ),
     ),
+    "gpu_sweep": (
+        bool,
+        typer.Option(
+            False,
+            "--gpu-sweep",
+            help="Read every Ray node's GPUs (NVML, nvidia-smi, kernel Xid lines) through a short read-only "
+            "Ray job on the cluster at --ray-address, deleted when done. The one thing llmdiag runs on a cluster.",
+        ),
+    ),
     "scrapes": (
         int,
         typer.Option(2, "--scrapes", min=1, help="/metrics reads per vLLM server (2+ give counter rates)."),
@@ -368,6 +377,11 @@ def with_target(command: Callable) -> Callable:
             raise UserError("--as-group needs --as (Kubernetes impersonates groups only with a user)")
         if len(given["impersonate_groups"]) > 1:
             raise UserError("one --as-group at a time (the Kubernetes client sends one Impersonate-Group header)")
+        if given["gpu_sweep"] and not given["ray_address"]:
+            raise UserError(
+                "--gpu-sweep needs --ray-address, the Ray dashboard's URL (in Kubernetes: "
+                "kubectl port-forward svc/<raycluster>-head-svc 8265, then --ray-address http://127.0.0.1:8265)"
+            )
         target = Target(**given)
         prometheus_access(target)  # a mistake in the --prometheus-* flags is one line before anything runs
         return command(target=target, **kwargs)

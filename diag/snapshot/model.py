@@ -554,6 +554,7 @@ class Snapshot:
     daemonsets: list[DaemonSet] = field(default_factory=list)
     ray_status: RayStatus | None = None
     ray_head_version: str | None = None  # the dashboard's /api/version
+    kernel_xid_lines: dict[str, list[str]] = field(default_factory=dict)  # GPU capture's host -> its Xid lines
     ray_nodes: list[RayNode] = field(default_factory=list)
     ray_actors: list[RayActor] = field(default_factory=list)
     placement_groups: list[PlacementGroup] = field(default_factory=list)
