@@ -24,6 +24,32 @@ if TYPE_CHECKING:  # the analysis (CEL, YAML, the rules) loads when a command ru
     from diag.bundle.files import Bundle
     from diag.engine.config import Config
 
+# The exit codes, as README.md's table "Exit codes" and docs/runbook.md state them word for word
+# (tests/test_cli_exit_codes.py holds the three together).
+EXIT_CODES = (
+    (0, "healthy: every deciding source was read, and no warning or critical finding on the serving path"),
+    (1, "warnings only: a root cause was named, and the worst finding on the serving path is a warning"),
+    (2, "critical: at least one critical finding on the serving path"),
+    (
+        3,
+        "inconclusive: no root cause, and a deciding source could not be read (whatever warnings there are); "
+        "or could not analyze: an unreadable or empty bundle, a wrong flag or config, an internal error "
+        "(one line on stderr)",
+    ),
+)
+
+
+def _exit_code_help() -> str:
+    """The table for --help: click keeps a paragraph that starts with \\b as it is written."""
+    import textwrap
+
+    rows = [
+        textwrap.fill(meaning, width=78, initial_indent=f"  {code}  ", subsequent_indent="     ")
+        for code, meaning in EXIT_CODES
+    ]
+    return "\b\nExit codes (--fail-on critical|never or --exit-zero turn 1 and 2 into 0, never 3):\n" + "\n".join(rows)
+
+
 # Help is click's plain text: typer's rich help loads rich's Markdown and tracebacks, twice the start-up.
 app = typer.Typer(
     rich_markup_mode=None,
@@ -32,8 +58,7 @@ app = typer.Typer(
     add_completion=True,  # --install-completion / --show-completion
     no_args_is_help=True,
     help="Name the layer at fault when LLM inference on Kubernetes + Ray + vLLM + NVIDIA GPUs misbehaves.\n\n"
-    "Exit codes: 0 healthy, 1 warnings only, 2 critical finding, 3 could not analyze "
-    "(--fail-on critical|never, or --exit-zero, turns findings into 0).",
+    + _exit_code_help(),
 )
 
 KUBECTL_PLUGIN = "kubectl-llmdiag"  # the entry point kubectl runs for `kubectl llmdiag`
