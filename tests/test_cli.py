@@ -176,7 +176,9 @@ def test_markdown_report_leads_with_the_verdict(gpu_bundle: Path, tmp_path: Path
     ).stdout
     lines = out.splitlines()
     assert lines[0] == "# llmdiag report"
-    assert lines[2].startswith("**Verdict: gpu layer**")
+    header = out.split("\n\n")[1].splitlines()  # what the report is about, the verdict last
+    assert header[0].startswith("- Bundle: ") and header[-1].startswith("- Verdict: gpu layer at fault (`SITE-001`")
+    assert out.split("\n\n")[2].startswith("**Verdict: gpu layer**")
     assert "## Root cause: `SITE-001`" in out
 
 
