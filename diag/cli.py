@@ -90,9 +90,30 @@ def _options(
     ),
 ) -> None:
     """The app's help says what llmdiag does; this callback carries the options every command shares."""
+    _colour(no_color)
+
+
+def _colour(no_color: bool) -> None:
     global stdout, stderr
     if no_color or os.environ.get("NO_COLOR"):  # no escape sequence at all, bold included
         stdout, stderr = Console(color_system=None), Console(stderr=True, color_system=None)
+
+
+NoColorOpt = typer.Option(False, "--no-color", help="No colour (also before the command, as kubectl takes it).")
+
+
+def with_global_flags(command: Callable) -> Callable:
+    """The flags before the command (`--no-color`) taken after it as well, as kubectl takes its global flags."""
+    own = list(inspect.signature(command).parameters.values())
+    flag = inspect.Parameter("no_color", inspect.Parameter.KEYWORD_ONLY, default=NoColorOpt, annotation=bool)
+
+    @functools.wraps(command)
+    def wrapper(**kwargs):
+        _colour(kwargs.pop("no_color"))
+        return command(**kwargs)
+
+    wrapper.__signature__ = inspect.Signature([*own, flag])  # type: ignore[attr-defined]
+    return wrapper
 
 
 rules_app = typer.Typer(rich_markup_mode=None, no_args_is_help=True, help="The rule catalogue.")
@@ -123,6 +144,13 @@ OutputOpt = typer.Option(
     "--output",
     "-o",
     help="terminal, json or markdown (json and markdown: stdout holds the report only).",
+)
+VerboseOpt = typer.Option(
+    False,
+    "--verbose",
+    "-v",
+    help="The long terminal report: every line of evidence, every reference, each rule that could not be decided "
+    "(by default the first screen is the answer, the rest condensed).",
 )
 QuietOpt = typer.Option(False, "--quiet", "-q", help="Nothing on stderr but errors: no progress, no summary.")
 FailOnOpt = typer.Option(
@@ -199,12 +227,14 @@ def _progress(quiet: bool) -> Console | None:
     return stderr if stderr.is_terminal and not quiet else None
 
 
-def _emit(report: Report, output: Output, fail_on: FailOn = FailOn.warning, exit_zero: bool = False) -> None:
-    _write_report(report, output)
+def _emit(
+    report: Report, output: Output, fail_on: FailOn = FailOn.warning, exit_zero: bool = False, verbose: bool = False
+) -> None:
+    _write_report(report, output, verbose)
     _exit_for(report, fail_on, exit_zero)
 
 
-def _write_report(report: Report, output: Output) -> None:
+def _write_report(report: Report, output: Output, verbose: bool = False) -> None:
     if output is Output.json:
         from diag.report.json_report import render_json
 
@@ -216,7 +246,7 @@ def _write_report(report: Report, output: Output) -> None:
     else:
         from diag.report.terminal import print_report
 
-        print_report(report, stdout)
+        print_report(report, stdout, verbose)
 
 
 def _exit_for(report: Report, fail_on: FailOn, exit_zero: bool) -> None:
@@ -227,9 +257,11 @@ def _exit_for(report: Report, fail_on: FailOn, exit_zero: bool) -> None:
 
 
 @app.command()
+@with_global_flags
 def analyze(
     bundle: Path = typer.Argument(..., help="A bundle folder or .tar.gz (layout: docs/bundle-format.md)."),
     output: Output = OutputOpt,
+    verbose: bool = VerboseOpt,
     rules: list[Path] | None = RulesOpt,
     config: Path | None = ConfigOpt,
     min_severity: str | None = MinSeverityOpt,
@@ -258,7 +290,7 @@ def analyze(
     with _stdout_for_the_report(output):
         report = analyze_bundle(opened(), settings, list(rules or []), stopwatch, _held_until_exit)
     with stopwatch.phase("report"):
-        _write_report(report, output)
+        _write_report(report, output, verbose)
     if profile and not quiet:
         stderr.print("\n".join(stopwatch.lines()), markup=False, highlight=False)
     _exit_for(report, fail_on, exit_zero)
@@ -420,10 +452,12 @@ def _collect_live(target, quiet: bool = False) -> Bundle:
 
 
 @app.command()
+@with_global_flags
 @with_target
 def triage(
     target,
     output: Output = OutputOpt,
+    verbose: bool = VerboseOpt,
     rules: list[Path] | None = RulesOpt,
     config: Path | None = ConfigOpt,
     min_severity: str | None = MinSeverityOpt,
@@ -439,10 +473,11 @@ def triage(
     target.since_s = _seconds("--since", since, "the window")
     with _stdout_for_the_report(output):
         report = analyze_bundle(_collect_live(target, quiet), settings, list(rules or []), held=_held_until_exit)
-    _emit(report, output, fail_on, exit_zero)
+    _emit(report, output, fail_on, exit_zero, verbose)
 
 
 @app.command()
+@with_global_flags
 @with_target
 def collect(
     target,
@@ -503,15 +538,37 @@ def _why_nothing(bundle: Bundle) -> str:
 # ----------------------------------------------------------------------------- rules
 
 
+class ListOutput(str, enum.Enum):
+    table = "table"
+    json = "json"
+
+
 @rules_app.command("list")
-def rules_list(rules: list[Path] | None = RulesOpt) -> None:
-    """Every rule: id, layer, severity, title."""
+@with_global_flags
+def rules_list(
+    rules: list[Path] | None = RulesOpt,
+    output: ListOutput = typer.Option(
+        ListOutput.table,
+        "--output",
+        "-o",
+        help="table, or json: a list of {id, layer, severity, scope, title, requires, explains}.",
+    ),
+) -> None:
+    """Every rule: id, layer, severity, scope, title."""
+    if output is ListOutput.json:
+        import json
+
+        from diag.engine.catalogue import rule_records
+
+        sys.stdout.write(json.dumps(rule_records(list(rules or [])), indent=2) + "\n")
+        return
     from diag.engine.catalogue import rule_table
 
     stdout.print(rule_table(list(rules or [])))
 
 
 @rules_app.command("show")
+@with_global_flags
 def rules_show(rule_id: str = typer.Argument(..., help="e.g. VLLM-101"), rules: list[Path] | None = RulesOpt) -> None:
     """One rule in full: condition, evidence, fix, references, what it explains."""
     from diag.engine.catalogue import rule_markdown
@@ -520,6 +577,7 @@ def rules_show(rule_id: str = typer.Argument(..., help="e.g. VLLM-101"), rules: 
 
 
 @rules_app.command("docs")
+@with_global_flags
 def rules_docs(rules: list[Path] | None = RulesOpt) -> None:
     """The catalogue as Markdown, generated from the rule files (docs/rules.md is this output)."""
     from diag.engine.catalogue import catalogue_markdown

@@ -464,4 +464,6 @@ def test_colour_only_on_a_terminal_and_never_with_no_color_or_NO_COLOR(tmp_path)
     assert "\x1b[" in run("analyze", demo, env=forced)  # a terminal (forced): colours
     assert "\x1b[" not in run("analyze", demo)  # a pipe: none
     assert "\x1b[" not in run("--no-color", "analyze", demo, env=forced)
+    assert "\x1b[" not in run("analyze", demo, "--no-color", env=forced)  # after the command too, as kubectl
+    assert "\x1b[" not in run("rules", "list", "--no-color", env=forced)
     assert "\x1b[" not in run("analyze", demo, env={**forced, "NO_COLOR": "1"})

@@ -5,12 +5,22 @@ Everything is printed as rich `Text` (never as markup), every string from the bu
 
 A fix is printed outside any box: its prose wrapped to the width with a hanging indent, never inside
 a word or a URL; each command on a line of its own from the first column, never wrapped by us (the
-terminal folds a long one), so that a triple-click copies exactly the command."""
+terminal folds a long one), so that a triple-click copies exactly the command.
+
+By default the first screen (`SCREEN` rows at the console's width) is the answer: the verdict, the
+root cause, as much of its evidence as fits beside its whole fix. What follows is condensed: a few
+lines of evidence per finding, no references, the rules that could not be decided counted by
+prefix. `verbose` prints every evidence line, every reference and every undecided rule id. A fix is
+printed once: a later finding with the same fix points back to it."""
 
 from __future__ import annotations
 
+import io
+import math
 import re
 import textwrap
+from collections import Counter
+from dataclasses import dataclass, field
 
 from rich.console import Console, Group
 from rich.panel import Panel
@@ -31,11 +41,22 @@ _RULE_ID = "bold blue"  # every rule id, wherever it is printed
 # (or a manifest field to paste); prose and "- " items start at the first column.
 _COMMAND = COMMAND_LINE
 _ITEM = re.compile(r"^ *- ")
+SCREEN = 24  # rows of the first screen: a terminal's default height
+EVIDENCE_ROWS = 4  # rows of evidence per finding after the first screen, unless verbose
+MORE = "--verbose prints it whole"
 
 
-def print_report(report: Report, console: Console) -> None:
+@dataclass
+class _Printed:
+    """What the report has said so far: the fixes, by their text, and the first rule that gave each."""
+
+    fixes: dict[str, str] = field(default_factory=dict)
+
+
+def print_report(report: Report, console: Console, verbose: bool = False) -> None:
     v = view(report)
     verdict = report.verdict
+    printed = _Printed()
     if verdict.status == "healthy":
         console.print(
             Panel(
@@ -51,9 +72,15 @@ def print_report(report: Report, console: Console) -> None:
             f"llmdiag verdict: {plain(str(verdict.layer))} layer at fault (", (plain(str(verdict.rule)), _RULE_ID), ")"
         )
         assert v.root is not None  # a "fault" verdict carries its root finding
-        console.print(Panel(_finding_body(v.root), title=title, border_style=_STYLE[v.root.severity]))
-        _print_fix(v.root, console)
+        evidence_rows, references = None, True
+        if not verbose:
+            evidence_rows, references = _first_screen(v.root, title, console)
+        console.print(
+            Panel(_finding_body(v.root, console, evidence_rows), title=title, border_style=_STYLE[v.root.severity])
+        )
+        _print_fix(v.root, console, printed, references)
         _print_caveats(verdict, console)
+        later = [] if references else v.root.references
         if v.consequences:
             console.print(
                 Text.assemble("\n", ("Consequences", "bold"), " (explained by the root cause, not separate problems):")
@@ -64,22 +91,30 @@ def print_report(report: Report, console: Console) -> None:
                         Text.assemble((plain(f.rule), _RULE_ID), f" {plain(f.title)} — {plain(f.subject)}"), "  • "
                     )
                 )
+        if later:  # the references that did not fit on the first screen
+            console.print(Text.assemble("\n", ("Read more", "bold"), " on ", (plain(v.root.rule), _RULE_ID), ":"))
+            for reference in later:
+                console.print(Text(f"  {plain(reference)}", style="dim"), no_wrap=True, overflow="ignore", crop=False)
     for layer, findings in v.by_layer.items():
         console.print(Text.assemble("\n", (plain(layer), "bold underline")))
-        _print_findings(findings, console)
+        _print_findings(findings, console, printed, verbose)
     if v.other_problems:
         console.print(
             Text.assemble("\n", ("Other problems", "bold underline"), " (not on the serving path: not the verdict)")
         )
-        _print_findings(v.other_problems, console)
+        _print_findings(v.other_problems, console, printed, verbose)
     history_section.print_section(report, console)
     console.print(
         Text.assemble(
             "\n", ("Checked", "bold"), f": {v.rules_checked} rules had the data they need, {v.rules_fired} fired."
         )
     )
-    if v.rules_unknown:
+    if v.rules_unknown and verbose:
         console.print(Text(f"Not decidable from this bundle: {plain(', '.join(v.rules_unknown))}", style="dim"))
+    elif v.rules_unknown:
+        console.print(
+            Text(f"Not decidable from this bundle: {_counted(v.rules_unknown)}; --verbose lists them", style="dim")
+        )
     if report.config_file:
         style = "yellow" if report.suppressed else ""
         console.print(
@@ -94,30 +129,110 @@ def print_report(report: Report, console: Console) -> None:
         console.print(Text.assemble("  ", (status, "red" if status == "failed" else "dim"), f" {plain(detail)}"))
 
 
-def _print_findings(findings: list[Finding], console: Console) -> None:
+def _print_findings(findings: list[Finding], console: Console, printed: _Printed, verbose: bool) -> None:
     for f in findings:
         console.print(_hanging(_finding_line(f), "  "))
-        for line in f.evidence:
-            console.print(_hanging(Text(plain(line), style="dim"), "    "))
+        rows = None if verbose else EVIDENCE_ROWS
+        for line in _evidence(f.evidence, console, console.width, rows, "    ", "dim"):
+            console.print(line)
         if f.explained_by is None:  # a consequence's fix is its cause's
-            _print_fix(f, console)
+            _print_fix(f, console, printed, references=verbose)
 
 
-def _print_fix(f: Finding, console: Console) -> None:
+def _print_fix(f: Finding, console: Console, printed: _Printed, references: bool = True) -> None:
+    remediation = block(f.remediation)
+    if remediation in printed.fixes:
+        first = printed.fixes[remediation]
+        said = f"the same as {first}'s above"
+        console.print(Text.assemble(("Fix:", "bold"), f" {plain(said)}"))
+        return
+    printed.fixes[remediation] = f.rule
     console.print(Text("Fix:", style="bold"))
-    width = max(40, console.width)
+    for line in _fix_lines(f, console.width, references):
+        console.print(line, no_wrap=True, overflow="ignore", crop=False)
+
+
+def _fix_lines(f: Finding, width: int, references: bool) -> list[Text]:
+    """The fix under its `Fix:` line: prose wrapped to the width, each command whole on a line."""
+    width = max(40, width)
+    lines = []
     for line in block(f.remediation).rstrip("\n").split("\n"):
         if not line.strip():
             continue
         if _COMMAND.match(line):
-            console.print(Text(line.strip()), no_wrap=True, overflow="ignore", crop=False)
+            lines.append(Text(line.strip()))
             continue
         hanging = "    " if _ITEM.match(line) else "  "
         wrapped = textwrap.fill(line.strip(), width=width, initial_indent="  ", subsequent_indent=hanging,
                                 break_long_words=False, break_on_hyphens=False)  # fmt: skip
-        console.print(Text(wrapped), no_wrap=True, overflow="ignore", crop=False)
-    for reference in f.references:
-        console.print(Text(f"  see {plain(reference)}", style="dim"), no_wrap=True, overflow="ignore", crop=False)
+        lines.append(Text(wrapped))
+    if references:
+        lines += [Text(f"  see {plain(reference)}", style="dim") for reference in f.references]
+    return lines
+
+
+def _rows(lines: list[Text], width: int) -> int:
+    """Screen rows of lines printed unwrapped: the terminal folds each longer than its width."""
+    return sum(max(1, math.ceil(len(row) / width)) for line in lines for row in line.plain.split("\n"))
+
+
+def _first_screen(root: Finding, title: Text, console: Console) -> tuple[int | None, bool]:
+    """How many rows of evidence the verdict's box may hold, and whether the fix's references fit, so
+    that the box and the whole fix are the first screen. None: all of the evidence fits."""
+    box = _height(Panel(_finding_body(root, console, 0), title=title), console)
+    fix = 1 + _rows(_fix_lines(root, console.width, False), console.width)  # with its "Fix:" line
+    references = _rows(_fix_lines(root, console.width, True), console.width) + 1 - fix
+    evidence = _height(Panel(_finding_body(root, console, None), title=title), console) - box
+    if box + evidence + fix + references <= SCREEN:
+        return None, True
+    if box + evidence + fix <= SCREEN:
+        return None, False
+    return max(3, SCREEN - box - fix), False  # the first lines of evidence, whatever the fix's length
+
+
+def _height(renderable: Panel, console: Console) -> int:
+    out = io.StringIO()
+    Console(file=out, width=console.width, color_system=None).print(renderable)
+    return out.getvalue().count("\n")
+
+
+def _evidence(
+    evidence: list[str], console: Console, width: int, rows: int | None, lead: str, style: str
+) -> list[Table]:
+    """Each line of evidence after `lead`, in `width` columns; with `rows`, only as many screen rows as
+    that, the last of them saying how many are left out."""
+    if rows is None:
+        return [_hanging(Text(plain(line), style=style), lead) for line in evidence]
+    room = max(10, width - len(lead))
+    wrapped = [[row.plain for row in Text(plain(line)).wrap(console, room)] for line in evidence]
+    shown: list[Table] = []
+    left = rows
+    for n, item in enumerate(wrapped):
+        rest = sum(len(w) for w in wrapped[n:])
+        if rest <= left:
+            shown += [_hanging(Text(plain(line), style=style), lead) for line in evidence[n:]]
+            break
+        take = min(len(item), left - 1)  # one row kept to say what is left out
+        if take == len(item):
+            shown.append(_hanging(Text(plain(evidence[n]), style=style), lead))
+            left -= take
+            continue
+        if take > 0:
+            cut = item[:take]
+            cut[-1] = cut[-1][: room - 2] + " …"
+            shown.append(_hanging(Text("\n".join(cut), style=style), lead))
+        hidden = rest - max(take, 0)
+        more = f"… {hidden} more row{'s' if hidden != 1 else ''} of evidence: {MORE}"
+        shown.append(_hanging(Text(more, style="dim"), lead))
+        break
+    return shown
+
+
+def _counted(rules: list[str]) -> str:
+    """`52 rules (GPU-* 4, K8S-* 1, ...)`: how many, by the prefix that names their layer."""
+    prefixes = Counter(rule.split("-", 1)[0] for rule in rules)
+    by_prefix = ", ".join(f"{plain(prefix)}-* {n}" for prefix, n in sorted(prefixes.items()))
+    return f"{len(rules)} rule{'s' if len(rules) != 1 else ''} ({by_prefix})"
 
 
 def _print_caveats(verdict: Verdict, console: Console) -> None:
@@ -140,12 +255,15 @@ def _gaps_body(verdict: Verdict) -> Group:
     return Group(*parts)
 
 
-def _finding_body(f: Finding) -> Group:
+def _finding_body(f: Finding, console: Console, evidence_rows: int | None) -> Group:
+    """The verdict's box; `evidence_rows`: as many rows of evidence as that (None: all of it)."""
     parts: list[Text | Table] = [
         Text(plain(f.title), style="bold"),
         Text(f"subject: {plain(f.subject)}   severity: {f.severity}"),
+        Text("Evidence:", style="bold"),
     ]
-    parts += [Text("Evidence:", style="bold")] + [_hanging(Text(plain(line)), "  • ") for line in f.evidence]
+    if evidence_rows != 0:
+        parts += _evidence(f.evidence, console, console.width - 4, evidence_rows, "  • ", "")
     return Group(*parts)
 
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from diag.analyze import analyze_bundle
 from diag.bundle.files import Bundle
+from diag.core.shell import COMMAND_LINE
 from diag.report.terminal import print_report
 
 DEMO = Path(__file__).resolve().parents[3] / "fixtures" / "demo"
@@ -52,3 +54,66 @@ def test_every_finding_that_is_not_a_consequence_gets_its_fix() -> None:
     assert lines.count("Fix:") == len(roots) >= 2
     for consequence in (f for f in report.findings if f.explained_by):
         assert sum(consequence.rule in line for line in lines) == 1  # one line each
+
+
+FIXTURES = DEMO.parent
+SCENARIOS = sorted(p.parent for p in FIXTURES.rglob("expected.json"))
+
+
+def _rows(text: str, width: int) -> list[str]:
+    """The screen rows a terminal of `width` columns shows: longer lines fold."""
+    rows = []
+    for line in text.splitlines():
+        rows += [line[i : i + width] for i in range(0, max(len(line), 1), width)]
+    return rows
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda p: str(p.relative_to(FIXTURES)))
+def test_the_first_screen_at_80x24_holds_the_verdict_and_the_root_fix(scenario: Path) -> None:
+    report = analyze_bundle(Bundle.open(scenario))
+    out = io.StringIO()
+    print_report(report, Console(file=out, width=80, color_system=None, force_terminal=False))
+    screen = _rows(out.getvalue(), 80)[:24]
+    assert any(row.lstrip("╭─ ").startswith("llmdiag verdict:") for row in screen), screen
+    root = report.verdict.finding
+    if root is not None:
+        commands = [line.strip() for line in root.remediation.splitlines() if COMMAND_LINE.match(line)]
+        if commands:
+            assert commands[0][:80] in screen, "\n".join(screen)
+    # each fix once: a finding whose fix was printed points back to it
+    fixes = {f.remediation for f in report.findings if f.explained_by is None}
+    assert out.getvalue().splitlines().count("Fix:") == len(fixes)
+    unknown = [r for r, o in report.outcomes.items() if o.status in ("unknown", "skipped")]
+    if len(unknown) > 1:
+        assert not any(all(r in line for r in unknown[:2]) for line in out.getvalue().splitlines())
+
+
+def test_verbose_prints_every_evidence_line_reference_and_undecided_rule() -> None:
+    report = analyze_bundle(Bundle.open(DEMO))
+    short, verbose = io.StringIO(), io.StringIO()
+    print_report(report, Console(file=short, width=80, color_system=None))
+    print_report(report, Console(file=verbose, width=80, color_system=None), verbose=True)
+    unknown = sorted(r for r, o in report.outcomes.items() if o.status in ("unknown", "skipped"))
+    assert len(unknown) > 10
+    flat = " ".join(verbose.getvalue().split())
+    assert all(r in flat for r in unknown)
+    assert f"Not decidable from this bundle: {len(unknown)} rules (" in " ".join(short.getvalue().split())
+    for f in report.findings:
+        for reference in f.references if f.explained_by is None else []:
+            assert reference in verbose.getvalue()
+    assert "more rows of evidence: --verbose" in short.getvalue()
+    assert "more rows of evidence" not in verbose.getvalue()
+    assert len(short.getvalue().splitlines()) < len(verbose.getvalue().splitlines())
+
+
+def test_a_fix_shared_by_two_findings_is_printed_once() -> None:
+    report = analyze_bundle(Bundle.open(FIXTURES / "k8s-tcp-readiness"))
+    for verbose in (False, True):
+        out = io.StringIO()
+        print_report(report, Console(file=out, width=120, color_system=None), verbose=verbose)
+        text = out.getvalue()
+        first_command = next(
+            line.strip() for line in report.findings[0].remediation.splitlines() if COMMAND_LINE.match(line)
+        )
+        assert text.splitlines().count(first_command) == 1
+        assert "Fix: the same as K8S-203's above" in text
