@@ -63,7 +63,9 @@ def settings_with_overrides(rules_dir: Path, config: Config) -> dict:
     values = {name: spec.get("default") for name, spec in declared.items()}
     unknown = sorted(set(config.settings) - set(values))
     if unknown:
-        raise ConfigError(f"unknown setting(s) {', '.join(unknown)} (see `llmdiag rules settings`)")
+        raise ConfigError(
+            f"unknown setting(s) {', '.join(unknown)} (the settings: `llmdiag rules docs`, section Settings)"
+        )
     values.update(config.settings)
     return values
 
