@@ -448,7 +448,20 @@ def _seconds(flag: str, text: str | None, what: str) -> float | None:
 def _collect_live(target, quiet: bool = False) -> Bundle:
     from diag.collect.runner import collect_live
 
+    _kubernetes_usable(target)
     return collect_live(target, progress=_progress(quiet))
+
+
+def _kubernetes_usable(target) -> None:
+    """Where the cluster is all there is to read (no --vllm-url, --ray-address, --prometheus-url or
+    --local-gpu), a kubeconfig or context that cannot be used is one line, as kubectl says it, not a
+    report of every source that could not be read."""
+    if target.vllm_urls or target.ray_address or target.prometheus_url or target.local_gpu:
+        return  # the run reads those; the report names the Kubernetes source as not read, and why
+    from diag.collect.kube import kubeconfig_problem
+
+    if (problem := kubeconfig_problem(target.kubeconfig, target.context)) is not None:
+        raise UserError(problem)
 
 
 @app.command()
