@@ -77,3 +77,35 @@ def test_no_command_in_the_docs_is_missing(flags_by_command: dict[str, set[str]]
     for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
         for command in re.findall(r"llmdiag rules ([a-z]+)", page.read_text()):
             assert f"rules {command}" in flags_by_command, f"{page.name}: llmdiag rules {command}"
+
+
+def test_rules_list_json_has_every_rule_with_its_fields() -> None:
+    import json
+
+    from diag.core.rules_dir import builtin_rules_dir
+    from diag.engine.rules import load_rules
+
+    result = llmdiag("rules", "list", "-o", "json")
+    assert result.returncode == 0, result.stderr
+    listed = json.loads(result.stdout)
+    rules = {r.id: r for r in load_rules([builtin_rules_dir()])}
+    assert [r["id"] for r in listed] == sorted(rules)
+    for entry in listed:
+        rule = rules[entry["id"]]
+        assert entry == {
+            "id": rule.id,
+            "layer": rule.layer,
+            "severity": rule.severity,
+            "scope": rule.scope,
+            "title": rule.title,
+            "requires": rule.requires,
+            "explains": rule.explains,
+        }
+
+
+def test_verbose_after_the_command_gives_the_long_report() -> None:
+    demo = str(ROOT / "fixtures" / "demo")
+    short, verbose = llmdiag("analyze", demo), llmdiag("analyze", demo, "-v", "--no-color")
+    assert short.returncode == verbose.returncode == 2
+    assert "--verbose lists them" in short.stdout and "--verbose lists them" not in verbose.stdout
+    assert "VLLM-220" in verbose.stdout and "VLLM-220" not in short.stdout

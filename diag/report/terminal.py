@@ -64,9 +64,13 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
             )
         )
     elif verdict.status == "inconclusive":
-        console.print(
-            Panel(_gaps_body(verdict), title="llmdiag verdict: inconclusive (could not decide)", border_style="magenta")
+        panel = Panel(
+            Text(plain(verdict.summary), style="bold"),
+            title="llmdiag verdict: inconclusive (could not decide)",
+            border_style="magenta",
         )
+        console.print(panel)
+        _print_gaps(verdict, console, None if verbose else SCREEN - _height(panel, console))
     else:
         title = Text.assemble(
             f"llmdiag verdict: {plain(str(verdict.layer))} layer at fault (", (plain(str(verdict.rule)), _RULE_ID), ")"
@@ -190,7 +194,7 @@ def _first_screen(root: Finding, title: Text, console: Console) -> tuple[int | N
     return max(3, SCREEN - box - fix), False  # the first lines of evidence, whatever the fix's length
 
 
-def _height(renderable: Panel, console: Console) -> int:
+def _height(renderable: Panel | Table, console: Console) -> int:
     out = io.StringIO()
     Console(file=out, width=console.width, color_system=None).print(renderable)
     return out.getvalue().count("\n")
@@ -248,11 +252,25 @@ def _print_caveats(verdict: Verdict, console: Console) -> None:
         console.print(Text(plain(caveat.gap.remedy)), no_wrap=True, overflow="ignore", crop=False)
 
 
-def _gaps_body(verdict: Verdict) -> Group:
-    parts = [Text(plain(verdict.summary), style="bold"), Text("Could not read, and how to get it:", style="bold")]
-    for gap in verdict.gaps:
-        parts += [Text(f"  • {plain(gap.problem)}"), Text(f"      {plain(gap.remedy)}", style="dim")]
-    return Group(*parts)
+def _print_gaps(verdict: Verdict, console: Console, rows: int | None) -> None:
+    """What could not be read and the command that gets it, each command whole on a line of its own;
+    with `rows`, as many gaps as fit in that many screen rows, and how many more there are."""
+    console.print(Text("Could not read, and how to get it:", style="bold"))
+    left = None if rows is None else rows - 1
+    for n, gap in enumerate(verdict.gaps):
+        problem = _hanging(Text(plain(gap.problem)), "  • ")
+        remedy = Text(plain(gap.remedy), style="dim")
+        size = _height(problem, console) + _rows([remedy], console.width)
+        if left is not None and size > left - (1 if n < len(verdict.gaps) - 1 else 0):
+            more = len(verdict.gaps) - n
+            console.print(
+                Text(f"  … {more} more source{'s' if more != 1 else ''} not read: --verbose lists them", style="dim")
+            )
+            return
+        console.print(problem)
+        console.print(remedy, no_wrap=True, overflow="ignore", crop=False)
+        if left is not None:
+            left -= size
 
 
 def _finding_body(f: Finding, console: Console, evidence_rows: int | None) -> Group:

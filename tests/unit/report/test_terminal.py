@@ -117,3 +117,19 @@ def test_a_fix_shared_by_two_findings_is_printed_once() -> None:
         )
         assert text.splitlines().count(first_command) == 1
         assert "Fix: the same as K8S-203's above" in text
+
+
+def test_an_inconclusive_verdict_with_many_gaps_fits_its_first_screen() -> None:
+    from diag.bundle.layout import KUBE_LISTS
+
+    report = analyze_bundle(Bundle({f"k8s/{k.kind}.json": b"{damaged" for k in KUBE_LISTS}))
+    assert report.verdict.status == "inconclusive" and len(report.verdict.gaps) > 10
+    short, verbose = io.StringIO(), io.StringIO()
+    print_report(report, Console(file=short, width=80, color_system=None))
+    print_report(report, Console(file=verbose, width=80, color_system=None), verbose=True)
+    screen = _rows(short.getvalue(), 80)[:24]
+    assert any("llmdiag verdict: inconclusive" in row for row in screen[:1])
+    shown = [g for g in report.verdict.gaps if g.remedy in short.getvalue().splitlines()]
+    assert shown and all(g.remedy[:80] in screen for g in shown)  # each command whole, on the first screen
+    assert f"… {len(report.verdict.gaps) - len(shown)} more sources not read: --verbose lists them" in "\n".join(screen)
+    assert all(g.remedy in verbose.getvalue().splitlines() for g in report.verdict.gaps)
