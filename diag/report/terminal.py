@@ -160,10 +160,8 @@ def _fix_lines(f: Finding, width: int, references: bool) -> list[Text]:
     """The fix under its `Fix:` line: prose wrapped to the width, each command whole on a line."""
     width = max(40, width)
     lines = []
-    for line in block(f.remediation).rstrip("\n").split("\n"):
-        if not line.strip():
-            continue
-        if _COMMAND.match(line):
+    for line, command in _paragraphs(block(f.remediation)):
+        if command:
             lines.append(Text(line.strip()))
             continue
         hanging = "    " if _ITEM.match(line) else "  "
@@ -173,6 +171,25 @@ def _fix_lines(f: Finding, width: int, references: bool) -> list[Text]:
     if references:
         lines += [Text(f"  see {plain(reference)}", style="dim") for reference in f.references]
     return lines
+
+
+def _paragraphs(remediation: str) -> list[tuple[str, bool]]:
+    """The remediation's lines as (text, is a command), its prose joined into paragraphs: rule files
+    break a sentence across lines at their own width, and each piece wrapped on its own would leave a
+    short row in the middle of a sentence. A line continues the prose above it when that one does not
+    end a sentence (or a lead-in: `:`)."""
+    out: list[tuple[str, bool]] = []
+    for line in remediation.rstrip("\n").split("\n"):
+        if not line.strip():
+            continue
+        command = bool(_COMMAND.match(line))
+        if out and not command and not out[-1][1] and not _ITEM.match(line):
+            above = out[-1][0].rstrip()
+            if not above.endswith((".", ":", "!", "?")):
+                out[-1] = (f"{above} {line.strip()}", False)
+                continue
+        out.append((line, command))
+    return out
 
 
 def _rows(lines: list[Text], width: int) -> int:

@@ -133,3 +133,29 @@ def test_an_inconclusive_verdict_with_many_gaps_fits_its_first_screen() -> None:
     assert shown and all(g.remedy[:80] in screen for g in shown)  # each command whole, on the first screen
     assert f"… {len(report.verdict.gaps) - len(shown)} more sources not read: --verbose lists them" in "\n".join(screen)
     assert all(g.remedy in verbose.getvalue().splitlines() for g in report.verdict.gaps)
+
+
+def test_a_sentence_the_rule_file_breaks_across_lines_is_one_paragraph() -> None:
+    from diag.engine.rules import Finding
+    from diag.report.terminal import _fix_lines
+
+    remediation = (
+        "With a driver preinstalled on the host, enable the daemon in the node\n"
+        "image or its bootstrap script.\n"
+        "Then check it:\n"
+        "  nvidia-smi -q\n"
+        "Lines that end a sentence stay apart.\n"
+        "kubectl uncordon gpu-node-b once the GPU passes.\n"
+        "- an item that goes\n"
+        "on here\n"
+    )
+    f = Finding("GPU-207", "gpu", "warning", "t", "s", [], remediation)
+    rows = [row for text in _fix_lines(f, 120, False) for row in text.plain.split("\n")]
+    assert rows == [
+        "  With a driver preinstalled on the host, enable the daemon in the node image or its bootstrap script.",
+        "  Then check it:",
+        "nvidia-smi -q",
+        "  Lines that end a sentence stay apart.",
+        "  kubectl uncordon gpu-node-b once the GPU passes.",
+        "  - an item that goes on here",
+    ]
