@@ -20,7 +20,6 @@ import math
 import re
 import textwrap
 from collections import Counter
-from dataclasses import dataclass, field
 
 from rich.console import Console, Group
 from rich.panel import Panel
@@ -43,20 +42,13 @@ _COMMAND = COMMAND_LINE
 _ITEM = re.compile(r"^ *- ")
 SCREEN = 24  # rows of the first screen: a terminal's default height
 EVIDENCE_ROWS = 4  # rows of evidence per finding after the first screen, unless verbose
-MORE = "--verbose prints it whole"
-
-
-@dataclass
-class _Printed:
-    """What the report has said so far: the fixes, by their text, and the first rule that gave each."""
-
-    fixes: dict[str, str] = field(default_factory=dict)
+_MORE_EVIDENCE = "--verbose prints it whole"
 
 
 def print_report(report: Report, console: Console, verbose: bool = False) -> None:
     v = view(report)
     verdict = report.verdict
-    printed = _Printed()
+    printed: dict[str, str] = {}  # each fix printed so far -> the rule whose finding printed it
     if verdict.status == "healthy":
         console.print(
             Panel(
@@ -133,7 +125,7 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
         console.print(Text.assemble("  ", (status, "red" if status == "failed" else "dim"), f" {plain(detail)}"))
 
 
-def _print_findings(findings: list[Finding], console: Console, printed: _Printed, verbose: bool) -> None:
+def _print_findings(findings: list[Finding], console: Console, printed: dict[str, str], verbose: bool) -> None:
     for f in findings:
         console.print(_hanging(_finding_line(f), "  "))
         rows = None if verbose else EVIDENCE_ROWS
@@ -143,14 +135,14 @@ def _print_findings(findings: list[Finding], console: Console, printed: _Printed
             _print_fix(f, console, printed, references=verbose)
 
 
-def _print_fix(f: Finding, console: Console, printed: _Printed, references: bool = True) -> None:
+def _print_fix(f: Finding, console: Console, printed: dict[str, str], references: bool = True) -> None:
     remediation = block(f.remediation)
-    if remediation in printed.fixes:
-        first = printed.fixes[remediation]
+    if remediation in printed:
+        first = printed[remediation]
         said = f"the same as {first}'s above"
         console.print(Text.assemble(("Fix:", "bold"), f" {plain(said)}"))
         return
-    printed.fixes[remediation] = f.rule
+    printed[remediation] = f.rule
     console.print(Text("Fix:", style="bold"))
     for line in _fix_lines(f, console.width, references):
         console.print(line, no_wrap=True, overflow="ignore", crop=False)
@@ -243,7 +235,7 @@ def _evidence(
             cut[-1] = cut[-1][: room - 2] + " …"
             shown.append(_hanging(Text("\n".join(cut), style=style), lead))
         hidden = rest - max(take, 0)
-        more = f"… {hidden} more row{'s' if hidden != 1 else ''} of evidence: {MORE}"
+        more = f"… {hidden} more row{'s' if hidden != 1 else ''} of evidence: {_MORE_EVIDENCE}"
         shown.append(_hanging(Text(more, style="dim"), lead))
         break
     return shown
