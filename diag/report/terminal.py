@@ -20,6 +20,8 @@ import math
 import re
 import textwrap
 from collections import Counter
+from collections.abc import Callable
+from typing import NamedTuple
 
 from rich.console import Console, Group
 from rich.panel import Panel
@@ -68,15 +70,13 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
             f"llmdiag verdict: {plain(str(verdict.layer))} layer at fault (", (plain(str(verdict.rule)), _RULE_ID), ")"
         )
         assert v.root is not None  # a "fault" verdict carries its root finding
-        evidence_rows, references = None, True
-        if not verbose:
-            evidence_rows, references = _first_screen(v.root, title, console)
+        fit = _Fit(None, True, None) if verbose else _first_screen(verdict, v.root, title, console)
         console.print(
-            Panel(_finding_body(v.root, console, evidence_rows), title=title, border_style=_STYLE[v.root.severity])
+            Panel(_finding_body(v.root, console, fit.evidence_rows), title=title, border_style=_STYLE[v.root.severity])
         )
-        _print_fix(v.root, console, printed, references)
-        _print_caveats(verdict, console)
-        later = [] if references else v.root.references
+        _print_fix(v.root, console, printed, fit.references)
+        _print_caveats(verdict, console, fit.caveat_rows)
+        later = [] if fit.references else v.root.references
         if v.consequences:
             console.print(
                 Text.assemble("\n", ("Consequences", "bold"), " (explained by the root cause, not separate problems):")
@@ -189,24 +189,47 @@ def _rows(lines: list[Text], width: int) -> int:
     return sum(max(1, math.ceil(len(row) / width)) for line in lines for row in line.plain.split("\n"))
 
 
-def _first_screen(root: Finding, title: Text, console: Console) -> tuple[int | None, bool]:
-    """How many rows of evidence the verdict's box may hold, and whether the fix's references fit, so
-    that the box and the whole fix are the first screen. None: all of the evidence fits."""
+class _Fit(NamedTuple):
+    """What of the root cause goes on the first screen beside the box and the whole fix (None: all)."""
+
+    evidence_rows: int | None
+    references: bool
+    caveat_rows: int | None
+
+
+def _first_screen(verdict: Verdict, root: Finding, title: Text, console: Console) -> _Fit:
+    """The box, the whole fix and the sources not read that could change the verdict on the first
+    screen: the fix's references go after it first, then the evidence and the sources not read are cut
+    down, each keeping a few rows."""
     box = _height(Panel(_finding_body(root, console, 0), title=title), console)
     fix = 1 + _rows(_fix_lines(root, console.width, False), console.width)  # with its "Fix:" line
     references = _rows(_fix_lines(root, console.width, True), console.width) + 1 - fix
     evidence = _height(Panel(_finding_body(root, console, None), title=title), console) - box
-    if box + evidence + fix + references <= SCREEN:
-        return None, True
-    if box + evidence + fix <= SCREEN:
-        return None, False
-    return max(3, SCREEN - box - fix), False  # the first lines of evidence, whatever the fix's length
+    caveats = _screen_rows(lambda scratch: _print_caveats(verdict, scratch), console)
+    if box + evidence + fix + references + caveats <= SCREEN:
+        return _Fit(None, True, None)
+    if box + evidence + fix + caveats <= SCREEN:
+        return _Fit(None, False, None)
+    rest = SCREEN - box - fix
+    first = 0  # the heading, the first source on one row, its command, and the count of the others
+    if verdict.caveats:
+        remedy = Text(plain(verdict.caveats[0].gap.remedy))
+        first = 2 + 1 + _rows([remedy], console.width) + (1 if len(verdict.caveats) > 1 else 0)
+    caveat_rows = min(caveats, max(first, rest - min(evidence, EVIDENCE_ROWS)))
+    used = _screen_rows(lambda scratch: _print_caveats(verdict, scratch, caveat_rows), console)
+    evidence_rows = max(3, rest - used)
+    return _Fit(None if evidence_rows >= evidence else evidence_rows, False, caveat_rows)
 
 
 def _height(renderable: Panel | Table, console: Console) -> int:
+    return _screen_rows(lambda scratch: scratch.print(renderable), console)
+
+
+def _screen_rows(draw: Callable[[Console], None], console: Console) -> int:
+    """The rows of what `draw` prints, on a terminal as wide as `console` (which folds longer lines)."""
     out = io.StringIO()
-    Console(file=out, width=console.width, color_system=None).print(renderable)
-    return out.getvalue().count("\n")
+    draw(Console(file=out, width=console.width, color_system=None))
+    return sum(max(1, math.ceil(len(line) / console.width)) for line in out.getvalue().splitlines())
 
 
 def _evidence(
@@ -248,7 +271,7 @@ def _counted(rules: list[str]) -> str:
     return f"{len(rules)} rule{'s' if len(rules) != 1 else ''} ({by_prefix})"
 
 
-def _print_caveats(verdict: Verdict, console: Console) -> None:
+def _print_caveats(verdict: Verdict, console: Console, rows: int | None = None) -> None:
     if not verdict.caveats:
         return
     console.print(
@@ -256,30 +279,42 @@ def _print_caveats(verdict: Verdict, console: Console) -> None:
             "\n", ("Not read, and could change this verdict", "bold"), f" (confidence: {verdict.confidence}):"
         )
     )
-    for caveat in verdict.caveats:
-        console.print(_hanging(Text(f"{plain(caveat.gap.problem)} ({rule_names(caveat.rules)} would read it)"), "  • "))
-        console.print(Text(plain(caveat.gap.remedy)), no_wrap=True, overflow="ignore", crop=False)
+    unread = [(f"{c.gap.problem} ({rule_names(c.rules)} would read it)", c.gap.remedy, "") for c in verdict.caveats]
+    _print_unread(unread, console, None if rows is None else rows - 2)
 
 
 def _print_gaps(verdict: Verdict, console: Console, rows: int | None) -> None:
-    """What could not be read and the command that gets it, each command whole on a line of its own;
-    with `rows`, as many gaps as fit in that many screen rows, and how many more there are."""
     console.print(Text("Could not read, and how to get it:", style="bold"))
-    left = None if rows is None else rows - 1
-    for n, gap in enumerate(verdict.gaps):
-        problem = _hanging(Text(plain(gap.problem)), "  • ")
-        remedy = Text(plain(gap.remedy), style="dim")
-        size = _height(problem, console) + _rows([remedy], console.width)
-        if left is not None and size > left - (1 if n < len(verdict.gaps) - 1 else 0):
-            more = len(verdict.gaps) - n
+    _print_unread([(g.problem, g.remedy, "dim") for g in verdict.gaps], console, None if rows is None else rows - 1)
+
+
+def _print_unread(unread: list[tuple[str, str, str]], console: Console, rows: int | None) -> None:
+    """Each source not read (problem, the command that gets it, its style), the command whole on a line
+    of its own; with `rows`, each problem on one row and as many as fit in that many screen rows, then
+    how many more there are."""
+    left = rows
+    for n, (problem, remedy, style) in enumerate(unread):
+        said = _hanging(Text(plain(problem) if rows is None else _one_row(problem, console.width - 4)), "  • ")
+        command = Text(plain(remedy), style=style)
+        size = _height(said, console) + _rows([command], console.width)
+        if left is not None and size > left - (1 if n < len(unread) - 1 else 0):
+            more = len(unread) - n
             console.print(
                 Text(f"  … {more} more source{'s' if more != 1 else ''} not read: --verbose lists them", style="dim")
             )
             return
-        console.print(problem)
-        console.print(remedy, no_wrap=True, overflow="ignore", crop=False)
+        console.print(said)
+        console.print(command, no_wrap=True, overflow="ignore", crop=False)
         if left is not None:
             left -= size
+
+
+def _one_row(text: str, width: int) -> str:
+    """`text` cut to the words that fit in `width` columns, marked when cut."""
+    text = plain(text)
+    if len(text) <= width:
+        return text
+    return text[: width - 2].rsplit(" ", 1)[0] + " …"
 
 
 def _finding_body(f: Finding, console: Console, evidence_rows: int | None) -> Group:

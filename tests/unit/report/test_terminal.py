@@ -69,7 +69,7 @@ def _rows(text: str, width: int) -> list[str]:
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda p: str(p.relative_to(FIXTURES)))
-def test_the_first_screen_at_80x24_holds_the_verdict_and_the_root_fix(scenario: Path) -> None:
+def test_the_first_screen_at_80x24_holds_the_verdict_the_root_fix_and_what_could_change_it(scenario: Path) -> None:
     report = analyze_bundle(Bundle.open(scenario))
     out = io.StringIO()
     print_report(report, Console(file=out, width=80, color_system=None, force_terminal=False))
@@ -80,6 +80,8 @@ def test_the_first_screen_at_80x24_holds_the_verdict_and_the_root_fix(scenario: 
         commands = [line.strip() for line in root.remediation.splitlines() if COMMAND_LINE.match(line)]
         if commands:
             assert commands[0][:80] in screen, "\n".join(screen)
+    if report.verdict.caveats:  # the first source not read that could change the verdict, and how to get it
+        assert report.verdict.caveats[0].gap.remedy[:80] in screen, "\n".join(screen)
     # each fix once: a finding whose fix was printed points back to it
     fixes = {f.remediation for f in report.findings if f.explained_by is None}
     assert out.getvalue().splitlines().count("Fix:") == len(fixes)
