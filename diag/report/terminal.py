@@ -8,10 +8,12 @@ a word or a URL; each command on a line of its own from the first column, never 
 terminal folds a long one), so that a triple-click copies exactly the command.
 
 By default the first screen (`SCREEN` rows at the console's width) is the answer: the verdict, the
-root cause, as much of its evidence as fits beside its whole fix. What follows is condensed: a few
-lines of evidence per finding, no references, the rules that could not be decided counted by
-prefix. `verbose` prints every evidence line, every reference and every undecided rule id. A fix is
-printed once: a later finding with the same fix points back to it."""
+root cause, as much of its evidence as fits beside its whole fix, and the sources not read that could
+change it (`_first_screen` decides what fits). What follows is condensed: a few rows of evidence per
+finding, the root's references after its consequences and none for the others, the rules that could
+not be decided counted by prefix. `verbose` prints every evidence line, every reference, every source
+not read and every undecided rule id. A fix is printed once: a later finding with the same fix points
+back to it."""
 
 from __future__ import annotations
 
