@@ -30,7 +30,6 @@ _KEYS = {"rule", "case", "cluster", "settings", "fires", "links", "silent"}
 
 @dataclass
 class Case:
-    file: str
     rule: str
     case: str
     subject: dict[str, Any]
@@ -48,6 +47,9 @@ def load_cases(directory: Path = CASES_DIR) -> list[Case]:
     cases = []
     for path in sorted(directory.glob("*.yaml")):
         for raw in yaml.safe_load(path.read_text())["tests"]:
+            assert raw.get("rule") in RULES and raw.get("case"), (
+                f"{path.name}: each case names a `rule:` and its `case:`"
+            )
             rule = RULES[raw["rule"]]
             assert rule.file == path.name, f"{path.name}: {rule.id} is a rule of {rule.file}"
             extra = set(raw) - _KEYS - {rule.scope}
@@ -56,7 +58,6 @@ def load_cases(directory: Path = CASES_DIR) -> list[Case]:
             assert raw.get("silent", True) is True
             cases.append(
                 Case(
-                    file=path.name,
                     rule=rule.id,
                     case=raw["case"],
                     subject=raw["cluster"] if rule.scope == "cluster" else raw[rule.scope],
