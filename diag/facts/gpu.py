@@ -143,7 +143,16 @@ def _gpu_facts(
             if gpu.memory_used_mib is not None and gpu.memory_total_mib
             else None
         ),
+        "ecc_uncorrected_volatile": _ecc_uncorrected(gpu, history),
         "memory_faults": _memory_faults(gpu)
+        + (
+            [
+                f"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL = {history.ecc_uncorrected:g} (dcgm-exporter): uncorrectable ECC errors "
+                "since the driver loaded"
+            ]
+            if history.ecc_uncorrected and not gpu.ecc_uncorrected_volatile
+            else []
+        )  # fmt: skip
         + ([history.rows_remapped_text] if history.rows_remapped else [])
         + (["a row remapping failed (DCGM_FI_DEV_ROW_REMAP_FAILURE, dcgm-exporter)"] if history.remap_failure else []),
         "slowdown_reasons": _slowdown_reasons(gpu, history, nvidia_smi_seen),
@@ -189,6 +198,11 @@ def _fb_used_text(history: GpuHistory) -> str:
         f"DCGM_FI_DEV_FB_USED = {used} at the newest sample (dcgm-exporter; "
         "which processes hold it, only nvidia-smi on the node tells)"
     )
+
+
+def _ecc_uncorrected(gpu: GPU, history: GpuHistory) -> float | None:
+    """nvidia-smi's count where it was read, else dcgm-exporter's (not in its default counters)."""
+    return gpu.ecc_uncorrected_volatile if gpu.ecc_uncorrected_volatile is not None else history.ecc_uncorrected
 
 
 def _either(seen: bool | None, in_history: bool | None) -> bool | None:

@@ -30,6 +30,7 @@ SIGNALS: dict[str, tuple[str, ...]] = {
     "power": ("dcgm_power_usage",),
     "power_limit": ("dcgm_power_mgmt_limit",),
     "reasons": ("dcgm_clocks_event_reasons", "dcgm_clock_throttle_reasons"),  # DCGM 3.3 renamed the field
+    "ecc_dbe": ("dcgm_ecc_dbe_vol_total",),
 }
 # NVML's clocks-event reason bits (nvmlClocksEventReasons): the ones that hold clocks down against the
 # workload. SW_POWER_CAP (0x4) alone is not one: a busy GPU sits at its power limit by design.
@@ -87,6 +88,7 @@ class GpuHistory:
     fb_used_mib: float | None = None  # DCGM_FI_DEV_FB_USED at the newest sample
     slowdowns: list[Slowdown] | None = None  # None: clocks or utilisation not exported
     slowdown_texts: list[str] = field(default_factory=list)
+    ecc_uncorrected: float | None = None  # DCGM_FI_DEV_ECC_DBE_VOL_TOTAL at its highest: since the driver loaded
 
 
 def _range(values: list[float]) -> str:
@@ -113,6 +115,8 @@ def gpu_history(
     found = GpuHistory(read=True, xids=_xids(timeline, clock))
     if timeline.has("fb_used_mib"):
         found.fb_used_mib = _values(timeline, "fb_used_mib")[-1]
+    if timeline.has("ecc_dbe"):
+        found.ecc_uncorrected = max(_values(timeline, "ecc_dbe"))
     if timeline.has("remap_failure"):
         found.remap_failure = any(v > 0 for v in _values(timeline, "remap_failure"))
     if timeline.has("uncorrectable_rows"):

@@ -184,3 +184,31 @@ def test_a_slowdown_outside_the_servers_slow_minutes_explains_nothing() -> None:
                     manifest={"kubernetes": {"namespaces": ["llm"]}})  # fmt: skip
     assert gpu_facts(snap)["gpu/gpu-1/0"]["serving_slowdown"] == {"found": False}
     assert "GPU-104" in fired(snap) and "GPU-119" not in fired(snap)
+
+
+def test_uncorrectable_ecc_errors_dcgm_exporter_counted_are_the_gpus() -> None:
+    labels = dcgm(0, "vllm-0")
+    snap = snapshot([answer("dcgm_ecc_dbe_vol_total", series(labels, lambda i: 0 if i < 100 else 2))], gpus=gpus(1))
+    gpu = gpu_facts(snap)["gpu/gpu-1/0"]
+    assert gpu["ecc_uncorrected_volatile"] == 2 and "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL = 2" in gpu["memory_faults"][0]
+    assert "GPU-101" in fired(snap)
+
+
+def test_dcgm_exporters_pod_label_keeps_a_neighbours_hot_gpu_off_the_server() -> None:
+    """Both pods hold GPUs of one node: without the label every GPU of the node would be the server's."""
+    from diag.link.join import join
+    from diag.snapshot.model import Container, Node, Pod, Snapshot, SourceStatus
+
+    def pod(namespace: str, name: str) -> Pod:
+        return Pod(namespace=namespace, name=name, node_name="gpu-1", phase="Running",
+                   containers=[Container(name="c", limits={"nvidia.com/gpu": "2"}, state="running")])  # fmt: skip
+
+    server = VllmServer(name="vllm-0", namespace="llm", pod="llm/vllm-0")
+    results = [*vllm(generation(2900, 950)), *gpu_answers({0: busy, 1: busy, 2: hot, 3: busy})]
+    snap = join(Snapshot(vllm_servers=[server], gpus=gpus(), prometheus=results, nodes=[Node(name="gpu-1")],
+                         pods=[pod("llm", "vllm-0"), pod("research", "train-0")],
+                         sources={f"prometheus/{r.name}.json": SourceStatus("ok") for r in results}))  # fmt: skip
+    assert server.gpus == ["GPU-0000", "GPU-0001"]
+    by_gpu = gpu_facts(snap)
+    assert by_gpu["gpu/gpu-1/2"]["serving_pods"] == ["research/train-0"]
+    assert by_gpu["gpu/gpu-1/2"]["serving_slowdown"] is None and "GPU-119" not in fired(snap)
