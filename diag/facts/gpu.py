@@ -145,14 +145,7 @@ def _gpu_facts(
         ),
         "ecc_uncorrected_volatile": _ecc_uncorrected(gpu, history),
         "memory_faults": _memory_faults(gpu)
-        + (
-            [
-                f"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL = {history.ecc_uncorrected:g} (dcgm-exporter): uncorrectable ECC errors "
-                "since the driver loaded"
-            ]
-            if history.ecc_uncorrected and not gpu.ecc_uncorrected_volatile
-            else []
-        )  # fmt: skip
+        + _ecc_text(gpu, history)
         + ([history.rows_remapped_text] if history.rows_remapped else [])
         + (["a row remapping failed (DCGM_FI_DEV_ROW_REMAP_FAILURE, dcgm-exporter)"] if history.remap_failure else []),
         "slowdown_reasons": _slowdown_reasons(gpu, history, nvidia_smi_seen),
@@ -198,6 +191,15 @@ def _fb_used_text(history: GpuHistory) -> str:
         f"DCGM_FI_DEV_FB_USED = {used} at the newest sample (dcgm-exporter; "
         "which processes hold it, only nvidia-smi on the node tells)"
     )
+
+
+def _ecc_text(gpu: GPU, history: GpuHistory) -> list[str]:
+    if not history.ecc_uncorrected or gpu.ecc_uncorrected_volatile:
+        return []  # none, or nvidia-smi's count already says it
+    count = f"{history.ecc_uncorrected:g}"
+    return [
+        f"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL = {count} (dcgm-exporter): uncorrectable ECC errors since the driver loaded"
+    ]
 
 
 def _ecc_uncorrected(gpu: GPU, history: GpuHistory) -> float | None:
