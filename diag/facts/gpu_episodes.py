@@ -32,9 +32,9 @@ SIGNALS: dict[str, tuple[str, ...]] = {
     "reasons": ("dcgm_clocks_event_reasons", "dcgm_clock_throttle_reasons"),  # DCGM 3.3 renamed the field
     "ecc_dbe": ("dcgm_ecc_dbe_vol_total",),
 }
-# NVML's clocks-event reason bits (nvmlClocksEventReasons): the ones that hold clocks down against the
-# workload. SW_POWER_CAP (0x4) alone is not one: a busy GPU sits at its power limit by design.
-_HW_SLOWDOWN, _SW_THERMAL, _HW_THERMAL, _HW_POWER_BRAKE = 0x8, 0x20, 0x40, 0x80
+# NVML's clocks-event reason bits (nvmlClocksEventReasons). SW_POWER_CAP (0x4) alone is no fault: a busy
+# GPU sits at its power limit by design; only a limit far below what its model draws holds it down.
+_SW_POWER_CAP, _HW_SLOWDOWN, _SW_THERMAL, _HW_THERMAL, _HW_POWER_BRAKE = 0x4, 0x8, 0x20, 0x40, 0x80
 
 
 @dataclass(frozen=True)
@@ -143,24 +143,35 @@ def _slowdown_kind(v: Values, ceiling: Ceiling, settings: dict) -> tuple[str, st
     if v["util"] < settings["gpu_in_use_pct"] or v["sm_clock"] > ceiling.sm_clock * settings["gpu_clock_held_share"]:
         return False
     hot = "temp" in v and v["temp"] >= settings["gpu_temperature_high_c"]
-    if "reasons" in v:  # the driver says why; trust it, and a power cap alone is no fault
+    starved = _power_starved(v, ceiling, settings)
+    if "reasons" in v:  # the driver says why; trust it
         bits = int(v["reasons"])
         told = f"clock-event reasons 0x{bits:x}"
         if bits & (_SW_THERMAL | _HW_THERMAL) or (bits & _HW_SLOWDOWN and hot):
             return "thermal", told
         if bits & (_HW_POWER_BRAKE | _HW_SLOWDOWN):
             return "power", told
-        return False
+        if bits & _SW_POWER_CAP and starved:
+            return "power", f"{told}, {starved}"
+        return False  # the power cap at the draw GPUs of its model reach is the cap doing its job
     if hot:
         return "thermal", f"at or above {settings['gpu_temperature_high_c']} C"
-    limit = v.get("power_limit")
-    if "power" in v and limit and v["power"] >= 0.95 * limit:
-        return False  # held at the power limit it was given: the power cap doing its job
-    if "power" in v and ceiling.power and v["power"] <= ceiling.power * settings["gpu_power_drop_share"]:
-        # a capped GPU draws its limit; clocks and draw falling together on a cool GPU is the power
-        # brake or a hardware slowdown
-        return "power", "clocks and power draw fell together on a cool GPU; clock-event reasons not exported"
+    if starved:
+        return "power", f"{starved}; clock-event reasons not exported"
     return False
+
+
+def _power_starved(v: Values, ceiling: Ceiling, settings: dict) -> str:
+    """Why the GPU's power draw says power holds it down ("" when it does not): it draws at most
+    gpu_power_drop_share of what GPUs of its model draw in the window, at a power limit set that low, or
+    with clocks and draw falling together (the power brake, a hardware slowdown). A GPU held at the
+    usual limit draws it."""
+    if "power" not in v or not ceiling.power or v["power"] > ceiling.power * settings["gpu_power_drop_share"]:
+        return ""
+    limit = v.get("power_limit")
+    if limit and v["power"] >= 0.95 * limit:
+        return f"held at a power limit of {limit:g} W, where GPUs of its model draw up to {ceiling.power:g} W"
+    return f"drawing {v['power']:g} W where GPUs of its model draw up to {ceiling.power:g} W"
 
 
 def _slowdowns(timeline: Timeline, ceiling: Ceiling, settings: dict) -> list[Slowdown]:
@@ -177,9 +188,6 @@ def _slowdowns(timeline: Timeline, ceiling: Ceiling, settings: dict) -> list[Slo
 
 
 def _because(span: Span, ceiling: Ceiling, settings: dict) -> str:
-    reasons = sorted({int(r) for r in span.values("reasons")})
-    if reasons:
-        return "clock-event reasons " + ", ".join(f"0x{r:x}" for r in reasons)
     kind = _slowdown_kind(span.samples[0][1], ceiling, settings)
     return kind[1] if isinstance(kind, tuple) else ""
 

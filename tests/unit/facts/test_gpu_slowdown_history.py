@@ -212,3 +212,13 @@ def test_dcgm_exporters_pod_label_keeps_a_neighbours_hot_gpu_off_the_server() ->
     by_gpu = gpu_facts(snap)
     assert by_gpu["gpu/gpu-1/2"]["serving_pods"] == ["research/train-0"]
     assert by_gpu["gpu/gpu-1/2"]["serving_slowdown"] is None and "GPU-119" not in fired(snap)
+
+
+def test_a_power_limit_set_far_below_what_the_model_draws_holds_the_gpu_down() -> None:
+    def lowered(i: int) -> dict[str, float]:
+        return {"util": 100, "sm_clock": 1100, "temp": 60, "power": 400, "reasons": 0x4}
+
+    snap = snapshot(gpu_answers({0: lowered, 2: lambda i: busy(i) | {"reasons": 0x4}}), gpus=gpus())
+    episode = gpu_facts(snap)["gpu/gpu-1/0"]["slowdown_episodes"]
+    assert [e["kind"] for e in episode] == ["power"]
+    assert "drawing 400 W where GPUs of its model draw up to 690 W" in episode[0]["text"]
