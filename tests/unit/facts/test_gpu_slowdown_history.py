@@ -11,6 +11,7 @@ from test_prometheus_history import END, LLM, STEP, WINDOW, N, answer, facts, fi
 from diag.analyze import Report, analyze_bundle
 from diag.bundle.files import Bundle
 from diag.bundle.prometheus_queries import RANGE_QUERIES
+from diag.snapshot.clock import iso_time
 from diag.snapshot.model import GPU, PromResult, VllmServer
 
 MODEL = "NVIDIA H100 80GB HBM3"
@@ -134,7 +135,9 @@ def test_a_sudden_drop_is_measured_against_the_fifteen_minutes_before() -> None:
     drop = facts(snap)[0]["throughput_drop"]
     assert drop["found"] and (drop["baseline"], drop["lowest"], drop["baseline_minutes"]) == (2900, 950, 15)
     assert drop["text"].endswith("fell from 2,900 to 950 tokens/s (by 67%) against the 15 minutes before")
-    assert drop["minutes"] == 15 and drop["from"] == facts(snap)[0]["throughput_drop"]["from"]
+    first, last = END - (N - SLOW[0]) * STEP, END - (N - SLOW[-1]) * STEP
+    assert (drop["minutes"], drop["from"], drop["until"]) == (15, iso_time(first), iso_time(last))
+    assert "(60 samples 15 s apart, 15 min)" in drop["exact"]
     assert "VLLM-119" in fired(snap)
 
 
