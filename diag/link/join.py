@@ -192,7 +192,9 @@ def _gpus_to_nodes_and_pods(snap: Snapshot) -> None:
                 _refuse(snap, [rel for rel in snap.sources if layout.part(rel, "host") == gpu.host], found)
         else:
             gpu.node = gpu.host if gpu.host in nodes or not nodes else None
-            gpu.serving_pods = [p.key for p in gpu_pods_by_node.get(gpu.host, [])]
+            on_node = [p.key for p in gpu_pods_by_node.get(gpu.host, [])]
+            # dcgm-exporter's pod mapping names the one pod of the node this GPU is given to
+            gpu.serving_pods = [p for p in on_node if p in gpu.labelled_pods] or on_node
     node_xid_lines = xid_lines_by_node(snap)
     for gpu in snap.gpus:
         kernel = snap.kernel_xid_lines.get(gpu.host, [])
@@ -204,8 +206,12 @@ def _gpus_to_nodes_and_pods(snap: Snapshot) -> None:
     for gpu in snap.gpus:
         for pod_key in dict.fromkeys(gpu.serving_pods):
             gpus_by_pod.setdefault(pod_key, []).append(gpu)
+    for gpu in snap.gpus:
+        if not gpu.serving_pods:  # no pod list (Prometheus alone): the pod dcgm-exporter names
+            for pod_key in gpu.labelled_pods:
+                gpus_by_pod.setdefault(pod_key, []).append(gpu)
     for server in snap.vllm_servers:
-        server.gpus = [_gpu_ref(g) for g in gpus_by_pod.get(server.pod or "", [])]
+        server.gpus = [_gpu_ref(g) for g in gpus_by_pod.get(server.pod or _pod_key_of(server), [])]
 
 
 def xid_lines_by_node(snap: Snapshot) -> dict[str, list[str]]:
@@ -374,6 +380,13 @@ def _gpu_limit(limits: dict[str, str]) -> int:
         return int(value) if value is not None else 0
     except ValueError:
         return 0
+
+
+def _pod_key_of(server: VllmServer) -> str:
+    """ "ns/name" of a server known from Prometheus alone (named "<namespace>.<pod>"), else "" (joins nothing)."""
+    if server.namespace and server.name.startswith(f"{server.namespace}."):
+        return f"{server.namespace}/{server.name.removeprefix(server.namespace + '.')}"
+    return ""
 
 
 def _gpu_ref(gpu: GPU) -> str:

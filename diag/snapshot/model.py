@@ -398,6 +398,9 @@ class GPU:
     only_in_prometheus: bool = (
         False  # known from dcgm-exporter's series alone: nvidia-smi's fields are unknown, not empty
     )
+    # "ns/name" of the pods dcgm-exporter's pod mapping labels this GPU's series with (its `namespace`
+    # and `pod` labels, or `exported_namespace` and `exported_pod` where Prometheus kept the target's)
+    labelled_pods: list[str] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------- vllm
