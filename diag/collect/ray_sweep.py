@@ -60,7 +60,7 @@ def probe(modules, xid_wait_s):
         files["gpu/NODE.xid.txt"] = xid
     statuses["gpu/NODE.xid.txt"] = status
     return {
-        "files": {k: base64.b64encode(v).decode() for k, v in files.items()},
+        "files": {k: base64.b64encode(zlib.compress(v, 6)).decode() for k, v in files.items()},
         "statuses": statuses,
         "hostname": socket.gethostname(),
     }
@@ -205,7 +205,7 @@ def _write(answers: list[dict], sink: Sink, spec: Sweep) -> list[SourceResult]:
             )
             continue
         for rel, data in answer.get("files", {}).items():
-            sink.write(rel.replace("NODE", stem, 1), base64.b64decode(data))
+            sink.write(rel.replace("NODE", stem, 1), zlib.decompress(base64.b64decode(data)))
         for rel, (status, detail) in answer.get("statuses", {}).items():
             results.append(SourceResult(rel.replace("NODE", stem, 1), status, f"{where}: {detail}" if detail else ""))
     return results
