@@ -11,7 +11,7 @@ from diag.facts import kubernetes_containers as containers
 from diag.facts import kubernetes_dra as dra
 from diag.facts import kubernetes_events, ray_pods
 from diag.facts import kubernetes_placement as placement
-from diag.facts.common import aged, aged_events, current_events, event_facts, link, plain, pod_window_times
+from diag.facts.common import aged, aged_events, current_events, event_facts, link, plain
 from diag.facts.vllm_episodes import queue_per_scrape
 from diag.parsers.logs import model_load_seconds
 from diag.parsers.quantity import gpu_count, mig_counts
@@ -272,34 +272,24 @@ def _gpu_labels_text(node: Node) -> str:
     return ", ".join(shown) or "no GPU labels"
 
 
-def scopes(
-    snap: Snapshot, index: Lookups, windowed: tuple[dict[str, list[dict]], Clock] | None = None
-) -> dict[str, list[dict]]:
-    """`windowed`: the facts built with a window, by scope, and that clock, when these are built again
-    without one (the history pass): a pod or node with nothing outside the window keeps its facts,
-    another keeps those no window changes (_pod_lasting, _node_lasting) and has the others built again."""
-    clock = index.clock
-    refusals = _failed_create_events(snap, clock)
+def scopes(snap: Snapshot, index: Lookups) -> dict[str, list[dict]]:
+    return {
+        "pod": [_pod_lasting(p, index) | pod_windowed(p, index) for p in snap.pods],
+        "node": [_node_lasting(n, index) | node_windowed(n, index) for n in snap.nodes],
+    } | object_scopes(snap, index)
+
+
+def object_scopes(snap: Snapshot, index: Lookups) -> dict[str, list[dict]]:
+    """The scopes beside pods and nodes: services, workloads, HPAs, RayClusters, daemonsets."""
+    refusals = _failed_create_events(snap, index.clock)
     events_read = source_read(snap, "k8s/events.json")
     return {
-        "pod": _pods(snap, index, windowed),
-        "node": _nodes(snap, index, windowed),
         "service": [_service(s, index) for s in snap.services],
         "workload": [_workload(w, refusals, events_read) for w in snap.workloads],
         "hpa": [_hpa(h, index) for h in snap.hpas],
         "raycluster": [_raycluster(c, index) for c in snap.ray_clusters],
         "daemonset": [_daemonset(d, index) for d in snap.daemonsets],
     }
-
-
-def _pods(snap: Snapshot, index: Lookups, windowed: tuple[dict[str, list[dict]], Clock] | None) -> list[dict]:
-    if windowed is None or len(windowed[0].get("pod", ())) != len(snap.pods):
-        return [_pod(p, index) for p in snap.pods]
-    facts, window = windowed[0]["pod"], windowed[1]
-    return [
-        old if all(window.current(t) for t in pod_window_times(p)) else old | _pod_windowed(p, index)
-        for p, old in zip(snap.pods, facts, strict=True)
-    ]
 
 
 def _node_brief(node: Node, index: Lookups) -> dict:
@@ -330,12 +320,8 @@ def _event_signals(events: list[Event], index: Lookups) -> dict[str, list[str]]:
     return found
 
 
-def _pod(pod: Pod, index: Lookups) -> dict:
-    return _pod_lasting(pod, index) | _pod_windowed(pod, index)
-
-
 def _pod_lasting(pod: Pod, index: Lookups) -> dict:
-    """The facts of a pod that no history window changes: the history pass keeps them."""
+    """The facts of a pod that no history window changes: the history pass keeps them (see pod_windowed)."""
     facts = plain(pod, drop=("containers", "init_containers", "events"))
     logs_read = _any_log_read(pod)
     # every signal looked for: one no line matched is known absent ([]), not unknown
@@ -406,7 +392,7 @@ def _pod_lasting(pod: Pod, index: Lookups) -> dict:
 _CONTAINER_TEXTS = ("logs", "previous_logs", "logs_scanned")  # read through log_signals and the facts above
 
 
-def _pod_windowed(pod: Pod, index: Lookups) -> dict:
+def pod_windowed(pod: Pod, index: Lookups) -> dict:
     """The facts of a pod that read its events, terminations or eviction against the history window."""
     clock = index.clock
     events = current_events(pod.events, clock)  # what derived facts read: aged events are history
@@ -645,20 +631,6 @@ def _vllm_facts(pod: Pod, server: VllmServer | None) -> dict | None:
 # --------------------------------------------------------------------------- nodes
 
 
-def _nodes(snap: Snapshot, index: Lookups, windowed: tuple[dict[str, list[dict]], Clock] | None) -> list[dict]:
-    if windowed is None or len(windowed[0].get("node", ())) != len(snap.nodes):
-        return [_node(n, index) for n in snap.nodes]
-    facts, window = windowed[0]["node"], windowed[1]
-    return [
-        old if all(window.current(e.last_seen) for e in n.events if e.last_seen) else old | _node_windowed(n, index)
-        for n, old in zip(snap.nodes, facts, strict=True)
-    ]
-
-
-def _node(node: Node, index: Lookups) -> dict:
-    return _node_lasting(node, index) | _node_windowed(node, index)
-
-
 def _node_lasting(node: Node, index: Lookups) -> dict:
     """The facts of a node that no history window changes: the history pass keeps them."""
     on_node = index.pods_on(node.name)
@@ -686,7 +658,7 @@ def _node_lasting(node: Node, index: Lookups) -> dict:
     )
 
 
-def _node_windowed(node: Node, index: Lookups) -> dict:
+def node_windowed(node: Node, index: Lookups) -> dict:
     """The facts of a node that read its events against the history window."""
     return {
         "events": event_facts(node.events, index.clock),
