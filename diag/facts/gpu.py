@@ -14,11 +14,11 @@ from diag.link.join import xid_lines_by_node
 from diag.link.prometheus_join import history_window
 from diag.parsers.gpu_common import pci_address
 from diag.parsers.logs import xid_device, xids_in
-from diag.parsers.quantity import GPU_RESOURCE, gpu_count
 from diag.parsers.signals import looked_for
 from diag.parsers.xid_catalogue import builtin_catalogue
 from diag.snapshot.clock import Clock
 from diag.snapshot.model import GPU, GPUProcess, Node, RayNode, Snapshot
+from diag.snapshot.quantity import GPU_RESOURCE, gpu_count
 
 # Clocks-event reasons that mean something holds the clocks down against the workload (names as in
 # diag.parsers.gpu_common). sw_power_cap is not one: a busy GPU reaches its power limit and the driver

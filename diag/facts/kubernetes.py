@@ -14,10 +14,10 @@ from diag.facts import kubernetes_placement as placement
 from diag.facts.common import aged, aged_events, current_events, event_facts, link, plain
 from diag.facts.vllm_episodes import queue_per_scrape
 from diag.parsers.logs import model_load_seconds
-from diag.parsers.quantity import gpu_count, mig_counts
 from diag.parsers.scheduler import parse_fit_error
 from diag.parsers.signals import LogSignals, builtin_signals, looked_for
 from diag.snapshot.clock import Clock
+from diag.snapshot.gpu_resources import GPU_NODE_LABELS, gpu_component, is_gpu_node, pod_gpu_request, wants_gpus
 from diag.snapshot.model import (
     HPA,
     DaemonSet,
@@ -33,6 +33,7 @@ from diag.snapshot.model import (
     VllmServer,
     Workload,
 )
+from diag.snapshot.quantity import gpu_count, mig_counts
 
 T = TypeVar("T")
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -73,26 +74,12 @@ LIMIT_RANGE_REFUSAL = re.compile(
     r"but (?:request|limit) is |\.  No (?:request|limit) is specified)"
     r"|\S+ max limit to request ratio per (?:Container|Pod) is \S+, but "
 )
-# GPU-operator / device-plugin daemonsets that put GPUs into pods, recognised by name or image.
-GPU_COMPONENTS: dict[str, tuple[str, ...]] = {
-    "device-plugin": ("nvidia-device-plugin",),  # by name: GPU feature discovery ships in the same image
-    "driver": ("nvidia-driver-daemonset", "nvcr.io/nvidia/driver"),
-    "container-toolkit": ("nvidia-container-toolkit", "container-toolkit"),
-}
 
 
 def source_read(snap: Snapshot, name: str) -> bool:
     """Was this bundle file read? Facts drawn from a file that was not are unknown (None), not empty."""
     status = snap.sources.get(name)
     return status is not None and status.status == "ok"
-
-
-def pod_gpu_request(pod: Pod) -> int:
-    return sum(gpu_count(c.limits, c.requests) for c in pod.containers)
-
-
-def wants_gpus(pod: Pod) -> bool:
-    return pod_gpu_request(pod) > 0 or any(mig_counts(c.limits, c.requests) for c in pod.containers)
 
 
 @dataclass
@@ -174,7 +161,7 @@ class Lookups:
             pods_of_ray_cluster=pods_of_ray_cluster,
             rayservices_owning=_rayservices_owning(snap.ray_clusters),
             nodes={n.name: n for n in snap.nodes},
-            gpu_nodes=[n for n in snap.nodes if placement.is_gpu_node(n)],
+            gpu_nodes=[n for n in snap.nodes if is_gpu_node(n)],
             allocated=allocated,
             servers={s.name: s for s in snap.vllm_servers},
             by_node=by_node,
@@ -268,7 +255,7 @@ def _kuberay_validation(snap: Snapshot, clock: Clock) -> dict:
 
 
 def _gpu_labels_text(node: Node) -> str:
-    shown = [f"{k}={node.labels[k]}" for k in placement.GPU_NODE_LABELS if k in node.labels]
+    shown = [f"{k}={node.labels[k]}" for k in GPU_NODE_LABELS if k in node.labels]
     return ", ".join(shown) or "no GPU labels"
 
 
@@ -299,7 +286,7 @@ def _node_brief(node: Node, index: Lookups) -> dict:
         "taints": node.taints,
         "unschedulable": node.unschedulable,
         "ready": None if ready is None else ready == "True",
-        "is_gpu_node": placement.is_gpu_node(node),
+        "is_gpu_node": is_gpu_node(node),
         "gpu_allocatable": placement.gpu_allocatable(node),
         "gpu_allocated": index.allocated.get(node.name, 0),
     }
@@ -1012,7 +999,7 @@ def _serve_config_parallel_sizes(config: Any) -> list[int]:
 
 
 def _daemonset(ds: DaemonSet, index: Lookups) -> dict:
-    component = _gpu_component(ds)
+    component = gpu_component(ds.name, ds.images)
     own = [
         p
         for p in index.snap.pods
@@ -1049,10 +1036,3 @@ def _daemonset(ds: DaemonSet, index: Lookups) -> dict:
         + [f"node:{p.node_name}" for p in unready if p.node_name]
         + [f"node:{n.name}" for n in uncovered or excluded],
     }
-
-
-def _gpu_component(ds: DaemonSet) -> str | None:
-    for component, marks in GPU_COMPONENTS.items():
-        if any(mark in ds.name or any(mark in image for image in ds.images) for mark in marks):
-            return component
-    return None

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from diag.core.shell import word
 from diag.facts import ray_pods
 from diag.facts.common import aged, link, plain
-from diag.parsers.quantity import gpu_count
 from diag.snapshot.clock import Clock
 from diag.snapshot.model import PlacementGroup, RayActor, RayNode, Snapshot
+from diag.snapshot.quantity import gpu_count
 
 PENDING_ACTOR_STATES = ("PENDING_CREATION",)  # DEPENDENCIES_UNREADY waits for its arguments, not resources
 PENDING_PG_STATES = ("PENDING", "RESCHEDULING")

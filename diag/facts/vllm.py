@@ -7,13 +7,11 @@ import re
 
 from diag.core.shell import word
 from diag.facts.common import link, plain
-from diag.facts.kubernetes import pod_gpu_request
 from diag.facts.kubernetes_containers import vllm_container
 from diag.facts.vllm_engine_death import dead_engine_serving
 from diag.facts.vllm_episodes import ScrapeView, episode_facts, per_scrape_total, queue_per_scrape
 from diag.link.prometheus_join import history_window
 from diag.parsers.logs import gpu_memory_shortfall
-from diag.parsers.quantity import mig_total
 from diag.parsers.signals import looked_for
 from diag.parsers.vllm_metrics import (
     ITL,
@@ -23,6 +21,7 @@ from diag.parsers.vllm_metrics import (
     VllmMetrics,
 )
 from diag.snapshot.clock import Clock
+from diag.snapshot.gpu_resources import pod_gpu_request
 from diag.snapshot.model import (
     GPU,
     EngineArgs,
@@ -34,6 +33,7 @@ from diag.snapshot.model import (
     Snapshot,
     VllmServer,
 )
+from diag.snapshot.quantity import mig_total
 
 # Families the vLLM rules read beyond what the metrics summary already counts as relied on
 # (VLLM-106 splits time to first token into queue and prefill with the queue-time histogram).
