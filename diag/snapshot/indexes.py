@@ -12,7 +12,7 @@ from __future__ import annotations
 from functools import cached_property
 
 from diag.snapshot.gpu_resources import is_gpu_node
-from diag.snapshot.model import Event, Node, Pod, RayClusterSpec, RayNode, Snapshot, VllmServer, Workload
+from diag.snapshot.model import GPU, Event, Node, Pod, RayClusterSpec, RayNode, Service, Snapshot, VllmServer, Workload
 
 LabelKey = tuple[str, str, str]  # (namespace, label key, label value)
 
@@ -96,7 +96,48 @@ class Indexes:
             if (owners := [s for s in services.get(c.namespace, []) if c.name.startswith(s.name + "-")])
         }
 
+    @cached_property
+    def services(self) -> dict[str, Service]:
+        """By "namespace/name", the first listed of each."""
+        found: dict[str, Service] = {}
+        for svc in self._snap.services:
+            found.setdefault(f"{svc.namespace}/{svc.name}", svc)
+        return found
+
+    @cached_property
+    def ray_clusters(self) -> dict[tuple[str, str], RayClusterSpec]:
+        """RayClusters and RayServices by (namespace, name), the first listed of each."""
+        found: dict[tuple[str, str], RayClusterSpec] = {}
+        for cluster in self._snap.ray_clusters:
+            found.setdefault((cluster.namespace, cluster.name), cluster)
+        return found
+
+    @cached_property
+    def gpu_places(self) -> dict[str, list[int]]:
+        """The places in the snapshot's GPU list of each GPU, by UUID, else host/index (as vLLM servers name them)."""
+        found: dict[str, list[int]] = {}
+        for place, gpu in enumerate(self._snap.gpus):
+            found.setdefault(gpu.uuid or f"{gpu.host}/{gpu.index}", []).append(place)
+        return found
+
+    @cached_property
+    def gpus_of_host(self) -> dict[str, list[GPU]]:
+        """By the host their capture names (its file stem)."""
+        found: dict[str, list[GPU]] = {}
+        for gpu in self._snap.gpus:
+            found.setdefault(gpu.host, []).append(gpu)
+        return found
+
     # ----------------------------------------------------------------------- linked
+
+    @cached_property
+    def gpus_on_node(self) -> dict[str, list[GPU]]:
+        """By the Kubernetes node the join placed them on."""
+        found: dict[str, list[GPU]] = {}
+        for gpu in self._snap.gpus:
+            if gpu.node:
+                found.setdefault(gpu.node, []).append(gpu)
+        return found
 
     @cached_property
     def servers(self) -> dict[str, VllmServer]:
@@ -119,6 +160,15 @@ class Indexes:
         for server in self._snap.vllm_servers:
             if server.pod and (pod := self._snap.pod(server.pod)) is not None:
                 found.setdefault((pod.namespace, pod.workload_name), []).append(server)
+        return found
+
+    @cached_property
+    def servers_of_ray_cluster(self) -> dict[tuple[str, str], list[VllmServer]]:
+        """By (namespace, the KubeRay cluster of their pod)."""
+        found: dict[tuple[str, str], list[VllmServer]] = {}
+        for server in self._snap.vllm_servers:
+            if server.pod and (pod := self._snap.pod(server.pod)) is not None and pod.ray_cluster:
+                found.setdefault((pod.namespace, pod.ray_cluster), []).append(server)
         return found
 
     @cached_property
@@ -147,9 +197,11 @@ def _lists(snap: Snapshot) -> tuple[tuple[list, int], ...]:
             snap.pods,
             snap.events,
             snap.nodes,
+            snap.services,
             snap.workloads,
             snap.ray_clusters,
             snap.ray_nodes,
+            snap.gpus,
             snap.vllm_servers,
         )
     )

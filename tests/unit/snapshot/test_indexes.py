@@ -1,10 +1,12 @@
 from diag.snapshot.indexes import indexes
 from diag.snapshot.model import (
+    GPU,
     Event,
     Node,
     Pod,
     RayClusterSpec,
     RayNode,
+    Service,
     Snapshot,
     VllmServer,
     Workload,
@@ -72,3 +74,29 @@ def test_linked_indexes_read_what_the_join_filled_in() -> None:
     assert [s.name for s in found.servers_of_workload[("llm", "vllm")]] == ["a"]
     assert [p.name for p in found.vllm_pods_in["llm"]] == ["a"]
     assert found.ray_node_in_pod["llm/a"].node_id == "n1"
+
+
+def test_the_first_of_each_name_and_gpus_by_their_host_and_by_how_servers_name_them() -> None:
+    snap = _snap()
+    snap.services = [
+        Service(namespace="llm", name="vllm", selector={"app": "vllm"}),
+        Service(namespace="llm", name="vllm"),
+    ]
+    snap.ray_clusters.append(RayClusterSpec(kind="RayCluster", namespace="llm", name="rc", worker_groups=[]))
+    snap.gpus = [GPU(host="gpu-1", index=0, uuid="GPU-a"), GPU(host="gpu-1", index=1), GPU(host="h2", index=0)]
+    found = indexes(snap)
+    assert found.services["llm/vllm"].selector == {"app": "vllm"}
+    assert found.ray_clusters[("llm", "rc")].kind == "RayService"
+    assert found.gpu_places == {"GPU-a": [0], "gpu-1/1": [1], "h2/0": [2]}
+    assert {host: [g.index for g in gpus] for host, gpus in found.gpus_of_host.items()} == {"gpu-1": [0, 1], "h2": [0]}
+
+
+def test_gpus_and_servers_by_where_the_join_placed_them() -> None:
+    snap = _snap()
+    snap.gpus = [GPU(host="gpu-1", index=0, node="gpu-1"), GPU(host="elsewhere", index=0)]
+    snap.vllm_servers = [VllmServer(name="a", pod="llm/a"), VllmServer(name="c", pod="other/c")]
+    found = indexes(snap)
+    assert {node: [g.host for g in gpus] for node, gpus in found.gpus_on_node.items()} == {"gpu-1": ["gpu-1"]}
+    assert {key: [s.name for s in servers] for key, servers in found.servers_of_ray_cluster.items()} == {
+        ("llm", "rc-x1"): ["a"]
+    }
