@@ -23,8 +23,8 @@ from diag.bundle.layout import BY_KIND, KUBE_LISTS
 from diag.collect.base import Sink, SourceResult, Target
 from diag.core.errors import ParseError
 from diag.parsers.kubernetes import RAY_CLUSTER_LABEL, RAY_NODE_TYPE_LABEL, parse_pods_document
-from diag.parsers.quantity import gpu_count, mig_total
 from diag.snapshot.model import Container, Pod
+from diag.snapshot.quantity import gpu_count, mig_total
 
 if TYPE_CHECKING:
     from diag.collect.kube import KubeAccess

@@ -18,11 +18,12 @@ from diag.link.join import xid_lines_by_node
 from diag.link.prometheus_join import history_window
 from diag.parsers.gpu_common import pci_address
 from diag.parsers.logs import xid_device, xids_in
-from diag.parsers.quantity import GPU_RESOURCE, gpu_count
 from diag.parsers.signals import looked_for
 from diag.parsers.xid_catalogue import builtin_catalogue
 from diag.snapshot.clock import Clock
+from diag.snapshot.indexes import indexes
 from diag.snapshot.model import GPU, GPUProcess, Node, PromWindow, RayNode, Snapshot, VllmServer
+from diag.snapshot.quantity import GPU_RESOURCE, gpu_count
 
 # Clocks-event reasons that mean something holds the clocks down against the workload (names as in
 # diag.parsers.gpu_common). sw_power_cap is not one: a busy GPU reaches its power limit and the driver
@@ -316,11 +317,7 @@ def _memory_of(processes: list[GPUProcess]) -> float | None:
 def _gpu_nodes(snap: Snapshot) -> list[dict]:
     """One subject per node with GPUs: in the GPU data, in Xid lines, or in the node's capacity."""
     xid_lines = xid_lines_by_node(snap)
-    nodes = {n.name: n for n in snap.nodes}
-    gpus_by_node: dict[str, list[GPU]] = {}
-    for g in snap.gpus:
-        if g.node:
-            gpus_by_node.setdefault(g.node, []).append(g)
+    nodes, gpus_by_node = indexes(snap).nodes, indexes(snap).gpus_on_node
     names = set(gpus_by_node) | {n for n, lines in xid_lines.items() if lines}
     names |= {n.name for n in snap.nodes if GPU_RESOURCE in n.capacity}
     return [
@@ -397,9 +394,6 @@ class _RayIndex:
             in_pod_named.setdefault(pod.name, node)
             if node.state != "DEAD" and node.resources_total.get("GPU", 0.0) > 0 and pod.node_name is not None:
                 with_gpus_on.setdefault(pod.node_name, []).append(node)
-        gpus_of_host: dict[str, list[GPU]] = {}
-        for gpu in snap.gpus:
-            gpus_of_host.setdefault(gpu.host, []).append(gpu)
         held: dict[str, set[str]] = {}
         for actor in snap.ray_actors:
             if actor.state == "ALIVE" and actor.node_id is not None:
@@ -410,7 +404,7 @@ class _RayIndex:
         alive = [n for n in snap.ray_nodes if n.state != "DEAD"]
         usage = snap.ray_status.usage.get("GPU") if snap.ray_status is not None else None
         sole = (alive[0].node_id, usage[1] - usage[0]) if len(alive) == 1 and usage is not None else None
-        return cls(in_pod_named, on_host, with_gpus_on, gpus_of_host, held, sole)
+        return cls(in_pod_named, on_host, with_gpus_on, indexes(snap).gpus_of_host, held, sole)
 
     def gpus_free(self, node: RayNode) -> float | None:
         """The GPUs Ray counts free on the node: from its own report, else, for the only live node of the

@@ -11,13 +11,14 @@ from diag.facts import kubernetes_containers as containers
 from diag.facts import kubernetes_dra as dra
 from diag.facts import kubernetes_events, ray_pods
 from diag.facts import kubernetes_placement as placement
-from diag.facts.common import aged, aged_events, current_events, event_facts, link, plain, pod_window_times
+from diag.facts.common import aged, aged_events, current_events, event_facts, link, plain
 from diag.facts.vllm_episodes import queue_per_scrape
 from diag.parsers.logs import model_load_seconds
-from diag.parsers.quantity import gpu_count, mig_counts
 from diag.parsers.scheduler import parse_fit_error
 from diag.parsers.signals import LogSignals, builtin_signals, looked_for
 from diag.snapshot.clock import Clock
+from diag.snapshot.gpu_resources import GPU_NODE_LABELS, gpu_component, is_gpu_node, pod_gpu_request, wants_gpus
+from diag.snapshot.indexes import Indexes, indexes
 from diag.snapshot.model import (
     HPA,
     DaemonSet,
@@ -26,13 +27,13 @@ from diag.snapshot.model import (
     Node,
     Pod,
     RayClusterSpec,
-    RayNode,
     ServeStatus,
     Service,
     Snapshot,
     VllmServer,
     Workload,
 )
+from diag.snapshot.quantity import gpu_count, mig_counts
 
 T = TypeVar("T")
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -73,12 +74,6 @@ LIMIT_RANGE_REFUSAL = re.compile(
     r"but (?:request|limit) is |\.  No (?:request|limit) is specified)"
     r"|\S+ max limit to request ratio per (?:Container|Pod) is \S+, but "
 )
-# GPU-operator / device-plugin daemonsets that put GPUs into pods, recognised by name or image.
-GPU_COMPONENTS: dict[str, tuple[str, ...]] = {
-    "device-plugin": ("nvidia-device-plugin",),  # by name: GPU feature discovery ships in the same image
-    "driver": ("nvidia-driver-daemonset", "nvcr.io/nvidia/driver"),
-    "container-toolkit": ("nvidia-container-toolkit", "container-toolkit"),
-}
 
 
 def source_read(snap: Snapshot, name: str) -> bool:
@@ -87,99 +82,30 @@ def source_read(snap: Snapshot, name: str) -> bool:
     return status is not None and status.status == "ok"
 
 
-def pod_gpu_request(pod: Pod) -> int:
-    return sum(gpu_count(c.limits, c.requests) for c in pod.containers)
-
-
-def wants_gpus(pod: Pod) -> bool:
-    return pod_gpu_request(pod) > 0 or any(mig_counts(c.limits, c.requests) for c in pod.containers)
-
-
 @dataclass
 class Lookups:
-    """Lookups every subject builder needs, computed once per snapshot."""
+    """What every subject builder needs beside the snapshot's indexes, worked out once per snapshot."""
 
     snap: Snapshot
     clock: Clock
-    nodes: dict[str, Node] = field(default_factory=dict)
-    gpu_nodes: list[Node] = field(default_factory=list)
+    indexes: Indexes
     allocated: dict[str, int] = field(default_factory=dict)  # node -> GPUs held by its live pods
-    servers: dict[str, VllmServer] = field(default_factory=dict)
-    by_node: dict[str, list[Pod]] = field(default_factory=dict)
-    pods_by_label: dict[tuple[str, str, str], list[Pod]] = field(default_factory=dict)  # (namespace, key, value)
-    workloads_by_label: dict[tuple[str, str, str], list[Workload]] = field(default_factory=dict)  # by template labels
     mig_offered: list[str] = field(default_factory=list)  # nvidia.com/mig-* advertised anywhere
     whole_gpus_offered: bool = False  # some node advertises nvidia.com/gpu
     signals_by_message: dict[str, list[str]] = field(default_factory=dict)  # event message -> signals it matches
-    # events by the object they are about: (involved kind, namespace, name)
-    events_about: dict[tuple[str, str | None, str], list[Event]] = field(default_factory=dict)
-    servers_of_workload: dict[tuple[str, str | None], list[VllmServer]] = field(
-        default_factory=dict
-    )  # (namespace, workload)
-    servers_in_pod: dict[str, list[VllmServer]] = field(default_factory=dict)  # by pod key
-    vllm_pods_in: dict[str, list[Pod]] = field(default_factory=dict)  # by namespace
-    ray_node_in_pod: dict[str, RayNode] = field(default_factory=dict)  # the first Ray node of each pod key
-    pods_of_ray_cluster: dict[tuple[str, str | None], list[Pod]] = field(
-        default_factory=dict
-    )  # (namespace, RayCluster)
-    rayservices_owning: dict[tuple[str, str], list[RayClusterSpec]] = field(
-        default_factory=dict
-    )  # RayCluster -> its RayService
     placements: dict[str, dict] = field(default_factory=dict)  # _placement's, by what of a pod it reads
 
     @classmethod
     def of(cls, snap: Snapshot, clock: Clock) -> Lookups:
         allocated: dict[str, int] = {}
-        by_node: dict[str, list[Pod]] = {}
-        pods_by_label: dict[tuple[str, str, str], list[Pod]] = {}
-        workloads_by_label: dict[tuple[str, str, str], list[Workload]] = {}
-        for workload in snap.workloads:
-            for key, value in workload.template_labels.items():
-                workloads_by_label.setdefault((workload.namespace, key, value), []).append(workload)
-        pods_of_ray_cluster: dict[tuple[str, str | None], list[Pod]] = {}
         for pod in snap.pods:
-            for key, value in pod.labels.items():
-                pods_by_label.setdefault((pod.namespace, key, value), []).append(pod)
-            if pod.ray_cluster:
-                pods_of_ray_cluster.setdefault((pod.namespace, pod.ray_cluster), []).append(pod)
-            if pod.node_name:
-                by_node.setdefault(pod.node_name, []).append(pod)
-                if pod.phase not in TERMINAL_PHASES:
-                    allocated[pod.node_name] = allocated.get(pod.node_name, 0) + pod_gpu_request(pod)
-        servers_of_workload: dict[tuple[str, str | None], list[VllmServer]] = {}
-        servers_in_pod: dict[str, list[VllmServer]] = {}
-        for server in snap.vllm_servers:
-            if server.pod and (its_pod := snap.pod(server.pod)) is not None:
-                servers_of_workload.setdefault((its_pod.namespace, its_pod.workload_name), []).append(server)
-                servers_in_pod.setdefault(its_pod.key, []).append(server)
-        vllm_pods_in: dict[str, list[Pod]] = {}
-        for key in servers_in_pod:
-            if (vllm_pod := snap.pod(key)) is not None:
-                vllm_pods_in.setdefault(vllm_pod.namespace, []).append(vllm_pod)
-        ray_node_in_pod: dict[str, RayNode] = {}
-        for ray_node in snap.ray_nodes:
-            if ray_node.pod:
-                ray_node_in_pod.setdefault(ray_node.pod, ray_node)
-        events_about: dict[tuple[str, str | None, str], list[Event]] = {}
-        for event in snap.events:
-            events_about.setdefault((event.involved_kind, event.namespace, event.involved_name), []).append(event)
+            if pod.node_name and pod.phase not in TERMINAL_PHASES:
+                allocated[pod.node_name] = allocated.get(pod.node_name, 0) + pod_gpu_request(pod)
         return cls(
             snap=snap,
             clock=clock,
-            events_about=events_about,
-            servers_of_workload=servers_of_workload,
-            servers_in_pod=servers_in_pod,
-            vllm_pods_in=vllm_pods_in,
-            ray_node_in_pod=ray_node_in_pod,
-            pods_of_ray_cluster=pods_of_ray_cluster,
-            rayservices_owning=_rayservices_owning(snap.ray_clusters),
-            nodes={n.name: n for n in snap.nodes},
-            gpu_nodes=[n for n in snap.nodes if placement.is_gpu_node(n)],
+            indexes=indexes(snap),
             allocated=allocated,
-            servers={s.name: s for s in snap.vllm_servers},
-            by_node=by_node,
-            pods_by_label=pods_by_label,
-            workloads_by_label=workloads_by_label,
             mig_offered=sorted({r for n in snap.nodes for r in placement.mig_offered(n)}),
             whole_gpus_offered=any(placement.gpu_allocatable(n) for n in snap.nodes),
         )
@@ -194,9 +120,6 @@ class Lookups:
             ]
         return names
 
-    def pods_on(self, node: str) -> list[Pod]:
-        return self.by_node.get(node, [])
-
     def gpu_free(self, node: Node) -> int | None:
         allocatable = placement.gpu_allocatable(node)
         return None if allocatable is None else allocatable - self.allocated.get(node.name, 0)
@@ -206,8 +129,8 @@ class Lookups:
 
 
 def lookups(snap: Snapshot, clock: Clock) -> Lookups:
-    """The lookups the Kubernetes facts share (pods by node and label, events by object, ...), for
-    cluster_facts and scopes both. None of them reads the clock: the history pass keeps them."""
+    """The lookups the Kubernetes facts share, for cluster_facts and scopes both. None of them reads the
+    clock: the history pass keeps them."""
     return Lookups.of(snap, clock)
 
 
@@ -217,18 +140,18 @@ def cluster_facts(snap: Snapshot, index: Lookups) -> dict:
     known = snap.nodes != []
     return {
         "node_count": len(snap.nodes),
-        "gpu_nodes": [n.name for n in index.gpu_nodes],
+        "gpu_nodes": [n.name for n in index.indexes.gpu_nodes],
         "gpu_allocatable_total": sum(v or 0 for v in allocatable.values()) if known else None,
         "gpu_allocated_total": sum(index.allocated.values()),
         "gpu_allocatable_max_per_node": max((v or 0 for v in allocatable.values()), default=0) if known else None,
         "gpu_nodes_without_devices": [
             f"{n.name} ({_gpu_labels_text(n)}; allocatable nvidia.com/gpu: "
             f"{n.allocatable.get('nvidia.com/gpu', 'absent')})"
-            for n in index.gpu_nodes
+            for n in index.indexes.gpu_nodes
             if not placement.advertises_gpus(n)
         ],
         "gpu_nodes_without_devices_links": [
-            f"node:{n.name}" for n in index.gpu_nodes if not placement.advertises_gpus(n)
+            f"node:{n.name}" for n in index.indexes.gpu_nodes if not placement.advertises_gpus(n)
         ],
         "mig_resources_offered": index.mig_offered,
         "nodes": {n.name: _node_brief(n, index) for n in snap.nodes},
@@ -268,38 +191,28 @@ def _kuberay_validation(snap: Snapshot, clock: Clock) -> dict:
 
 
 def _gpu_labels_text(node: Node) -> str:
-    shown = [f"{k}={node.labels[k]}" for k in placement.GPU_NODE_LABELS if k in node.labels]
+    shown = [f"{k}={node.labels[k]}" for k in GPU_NODE_LABELS if k in node.labels]
     return ", ".join(shown) or "no GPU labels"
 
 
-def scopes(
-    snap: Snapshot, index: Lookups, windowed: tuple[dict[str, list[dict]], Clock] | None = None
-) -> dict[str, list[dict]]:
-    """`windowed`: the facts built with a window, by scope, and that clock, when these are built again
-    without one (the history pass): a pod or node with nothing outside the window keeps its facts,
-    another keeps those no window changes (_pod_lasting, _node_lasting) and has the others built again."""
-    clock = index.clock
-    refusals = _failed_create_events(snap, clock)
+def scopes(snap: Snapshot, index: Lookups) -> dict[str, list[dict]]:
+    return {
+        "pod": [_pod_lasting(p, index) | pod_windowed(p, index) for p in snap.pods],
+        "node": [_node_lasting(n, index) | node_windowed(n, index) for n in snap.nodes],
+    } | object_scopes(snap, index)
+
+
+def object_scopes(snap: Snapshot, index: Lookups) -> dict[str, list[dict]]:
+    """The scopes beside pods and nodes: services, workloads, HPAs, RayClusters, daemonsets."""
+    refusals = _failed_create_events(snap, index.clock)
     events_read = source_read(snap, "k8s/events.json")
     return {
-        "pod": _pods(snap, index, windowed),
-        "node": _nodes(snap, index, windowed),
         "service": [_service(s, index) for s in snap.services],
         "workload": [_workload(w, refusals, events_read) for w in snap.workloads],
         "hpa": [_hpa(h, index) for h in snap.hpas],
         "raycluster": [_raycluster(c, index) for c in snap.ray_clusters],
         "daemonset": [_daemonset(d, index) for d in snap.daemonsets],
     }
-
-
-def _pods(snap: Snapshot, index: Lookups, windowed: tuple[dict[str, list[dict]], Clock] | None) -> list[dict]:
-    if windowed is None or len(windowed[0].get("pod", ())) != len(snap.pods):
-        return [_pod(p, index) for p in snap.pods]
-    facts, window = windowed[0]["pod"], windowed[1]
-    return [
-        old if all(window.current(t) for t in pod_window_times(p)) else old | _pod_windowed(p, index)
-        for p, old in zip(snap.pods, facts, strict=True)
-    ]
 
 
 def _node_brief(node: Node, index: Lookups) -> dict:
@@ -309,7 +222,7 @@ def _node_brief(node: Node, index: Lookups) -> dict:
         "taints": node.taints,
         "unschedulable": node.unschedulable,
         "ready": None if ready is None else ready == "True",
-        "is_gpu_node": placement.is_gpu_node(node),
+        "is_gpu_node": is_gpu_node(node),
         "gpu_allocatable": placement.gpu_allocatable(node),
         "gpu_allocated": index.allocated.get(node.name, 0),
     }
@@ -330,12 +243,8 @@ def _event_signals(events: list[Event], index: Lookups) -> dict[str, list[str]]:
     return found
 
 
-def _pod(pod: Pod, index: Lookups) -> dict:
-    return _pod_lasting(pod, index) | _pod_windowed(pod, index)
-
-
 def _pod_lasting(pod: Pod, index: Lookups) -> dict:
-    """The facts of a pod that no history window changes: the history pass keeps them."""
+    """The facts of a pod that no history window changes: the history pass keeps them (see pod_windowed)."""
     facts = plain(pod, drop=("containers", "init_containers", "events"))
     logs_read = _any_log_read(pod)
     # every signal looked for: one no line matched is known absent ([]), not unknown
@@ -348,8 +257,8 @@ def _pod_lasting(pod: Pod, index: Lookups) -> dict:
         for text in (c.logs, c.previous_logs):
             if text and (seconds := model_load_seconds(text)) is not None:
                 load_times.append(seconds)
-    node = index.nodes.get(pod.node_name or "")
-    server = index.servers.get(pod.vllm_server or "")
+    node = index.indexes.nodes.get(pod.node_name or "")
+    server = index.indexes.servers.get(pod.vllm_server or "")
     facts.update(
         containers=[plain(c, drop=_CONTAINER_TEXTS) for c in pod.containers],
         init_containers=[plain(c, drop=_CONTAINER_TEXTS) for c in pod.init_containers],
@@ -406,7 +315,7 @@ def _pod_lasting(pod: Pod, index: Lookups) -> dict:
 _CONTAINER_TEXTS = ("logs", "previous_logs", "logs_scanned")  # read through log_signals and the facts above
 
 
-def _pod_windowed(pod: Pod, index: Lookups) -> dict:
+def pod_windowed(pod: Pod, index: Lookups) -> dict:
     """The facts of a pod that read its events, terminations or eviction against the history window."""
     clock = index.clock
     events = current_events(pod.events, clock)  # what derived facts read: aged events are history
@@ -427,7 +336,9 @@ def _pod_windowed(pod: Pod, index: Lookups) -> dict:
         "probe_failures": [e.message for e in events if e.reason == "Unhealthy"] if events_read else None,
         "placement_refusals": _placement_refusals(events) if events_read else None,
         "scale_up_failures": kubernetes_events.scale_up_failures(
-            pod.events, events, current_events(index.events_about.get(kubernetes_events.AUTOSCALER_STATUS, []), clock)
+            pod.events,
+            events,
+            current_events(index.indexes.events_about.get(kubernetes_events.AUTOSCALER_STATUS, []), clock),
         )
         if events_read
         else None,
@@ -495,7 +406,7 @@ def _pod_links(pod: Pod, index: Lookups, pending: bool) -> list[str]:
     )
     if pending and wants_gpus(pod):
         # an unplaced GPU pod's fate is the GPU nodes': their faults explain why it waits
-        links += [f"node:{n.name}" for n in index.gpu_nodes]
+        links += [f"node:{n.name}" for n in index.indexes.gpu_nodes]
     return links
 
 
@@ -553,7 +464,7 @@ def _placement(pod: Pod, index: Lookups) -> dict:
 
 
 def _placement_on_nodes(pod: Pod, index: Lookups) -> dict:
-    candidates = index.gpu_nodes if wants_gpus(pod) else list(index.nodes.values())
+    candidates = index.indexes.gpu_nodes if wants_gpus(pod) else list(index.indexes.nodes.values())
     matching = [n for n in candidates if placement.matches_selector(pod, n)]
     asked = placement.selector_keys(pod)
     shown = asked + ([placement.GPU_PRODUCT_LABEL] if placement.GPU_PRODUCT_LABEL not in asked else [])
@@ -608,7 +519,7 @@ def _gpu_resource_mismatch(pod: Pod, index: Lookups) -> dict | None:
         "mig_strategies": sorted(
             {
                 f"{n.name}: {placement.MIG_STRATEGY_LABEL}={n.labels[placement.MIG_STRATEGY_LABEL]}"
-                for n in index.gpu_nodes
+                for n in index.indexes.gpu_nodes
                 if placement.MIG_STRATEGY_LABEL in n.labels
             }
         ),
@@ -624,7 +535,7 @@ def _admission_rejection(pod: Pod) -> dict:
 
 
 def _ray_gpu_total(pod: Pod, index: Lookups) -> float | None:
-    node = index.ray_node_in_pod.get(pod.key)
+    node = index.indexes.ray_node_in_pod.get(pod.key)
     return None if node is None else node.resources_total.get("GPU", 0.0)
 
 
@@ -645,23 +556,9 @@ def _vllm_facts(pod: Pod, server: VllmServer | None) -> dict | None:
 # --------------------------------------------------------------------------- nodes
 
 
-def _nodes(snap: Snapshot, index: Lookups, windowed: tuple[dict[str, list[dict]], Clock] | None) -> list[dict]:
-    if windowed is None or len(windowed[0].get("node", ())) != len(snap.nodes):
-        return [_node(n, index) for n in snap.nodes]
-    facts, window = windowed[0]["node"], windowed[1]
-    return [
-        old if all(window.current(e.last_seen) for e in n.events if e.last_seen) else old | _node_windowed(n, index)
-        for n, old in zip(snap.nodes, facts, strict=True)
-    ]
-
-
-def _node(node: Node, index: Lookups) -> dict:
-    return _node_lasting(node, index) | _node_windowed(node, index)
-
-
 def _node_lasting(node: Node, index: Lookups) -> dict:
     """The facts of a node that no history window changes: the history pass keeps them."""
-    on_node = index.pods_on(node.name)
+    on_node = index.indexes.pods_on_node.get(node.name, [])
     ready = node.conditions.get("Ready")
     return (
         plain(node, drop=("events",))
@@ -686,7 +583,7 @@ def _node_lasting(node: Node, index: Lookups) -> dict:
     )
 
 
-def _node_windowed(node: Node, index: Lookups) -> dict:
+def node_windowed(node: Node, index: Lookups) -> dict:
     """The facts of a node that read its events against the history window."""
     return {
         "events": event_facts(node.events, index.clock),
@@ -699,12 +596,12 @@ def _node_windowed(node: Node, index: Lookups) -> dict:
 
 
 def _service(svc: Service, index: Lookups) -> dict:
-    selected = [p for p in _candidates(svc, index.pods_by_label) if _selects(svc, p.labels)]
-    workloads = [w for w in _candidates(svc, index.workloads_by_label) if _selects(svc, w.template_labels)]
+    selected = [p for p in _candidates(svc, index.indexes.pods_by_label) if _selects(svc, p.labels)]
+    workloads = [w for w in _candidates(svc, index.indexes.workloads_by_label) if _selects(svc, w.template_labels)]
     selects_nothing = bool(svc.selector) and not selected and not workloads
     # vLLM pods of its namespace labelled with a key of its selector, but another value: what it was meant for
     lookalikes = (
-        [p for p in index.vllm_pods_in.get(svc.namespace, []) if set(p.labels) & set(svc.selector)]
+        [p for p in index.indexes.vllm_pods_in.get(svc.namespace, []) if set(p.labels) & set(svc.selector)]
         if selects_nothing
         else []
     )
@@ -817,8 +714,8 @@ def _pod_state(pod: Pod) -> str:
 
 def _hpa(hpa: HPA, index: Lookups) -> dict:
     clock = index.clock
-    targets = index.servers_of_workload.get((hpa.namespace, hpa.target_name), [])
-    events = index.events_about.get(("HorizontalPodAutoscaler", hpa.namespace, hpa.name), [])
+    targets = index.indexes.servers_of_workload.get((hpa.namespace, hpa.target_name), [])
+    events = index.indexes.events_about.get(("HorizontalPodAutoscaler", hpa.namespace, hpa.name), [])
     queues = {s.name: s.summary for s in targets if s.summary is not None}
     growth = [m.waiting_growth for m in queues.values() if m.waiting_growth is not None]
     waiting = [m.requests_waiting for m in queues.values() if m.requests_waiting is not None]
@@ -876,7 +773,7 @@ def _hpa(hpa: HPA, index: Lookups) -> dict:
 def _raycluster(cluster: RayClusterSpec, index: Lookups) -> dict:
     snap, clock = index.snap, index.clock
     events_read = source_read(snap, "k8s/events.json")
-    members = index.pods_of_ray_cluster.get((cluster.namespace, cluster.name), [])
+    members = index.indexes.pods_of_ray_cluster.get((cluster.namespace, cluster.name), [])
     running = [p for p in members if p.phase == "Running"]
     return plain(cluster, drop=("events",)) | {
         "events": event_facts(cluster.events, clock),
@@ -918,9 +815,9 @@ def _run_links(cluster: RayClusterSpec, members: list[Pod], index: Lookups) -> l
     names |= {
         c.name
         for c in index.snap.ray_clusters
-        if any(s is cluster for s in index.rayservices_owning.get((c.namespace, c.name), []))
+        if any(s is cluster for s in index.indexes.rayservices_owning.get((c.namespace, c.name), []))
     }
-    pods = [p for name in sorted(names) for p in index.pods_of_ray_cluster.get((cluster.namespace, name), [])]
+    pods = [p for name in sorted(names) for p in index.indexes.pods_of_ray_cluster.get((cluster.namespace, name), [])]
     return [f"raycluster:{cluster.namespace}/{name}" for name in sorted(names)] + [
         f"pod:{p.key}" for p in members + pods
     ]
@@ -992,10 +889,10 @@ def _parallel_gpus_needed(cluster: RayClusterSpec, members: list[Pod], index: Lo
     sizes = [
         size
         for p in members
-        for s in index.servers_in_pod.get(p.key, [])
+        for s in index.indexes.servers_in_pod.get(p.key, [])
         if s.engine_args and (size := _parallel_size(s.engine_args)) is not None
     ]
-    owners = index.rayservices_owning.get((cluster.namespace, cluster.name), [])
+    owners = index.indexes.rayservices_owning.get((cluster.namespace, cluster.name), [])
     for config in [cluster.serve_config] + [s.serve_config for s in owners]:
         sizes += _serve_config_parallel_sizes(config)
     return max(sizes) if sizes else None
@@ -1005,21 +902,6 @@ def _parallel_size(args: EngineArgs) -> int | None:
     if args.tensor_parallel_size is None or args.pipeline_parallel_size is None:
         return None
     return args.tensor_parallel_size * args.pipeline_parallel_size
-
-
-def _rayservices_owning(specs: list[RayClusterSpec]) -> dict[tuple[str, str], list[RayClusterSpec]]:
-    """(namespace, RayCluster) -> the RayService that created it: KubeRay names its clusters
-    <rayservice>-<random suffix>. Each cluster is matched against its own namespace's RayServices."""
-    services: dict[str, list[RayClusterSpec]] = {}
-    for spec in specs:
-        if spec.kind == "RayService":
-            services.setdefault(spec.namespace, []).append(spec)
-    return {
-        (c.namespace, c.name): owners
-        for c in specs
-        if c.kind == "RayCluster"
-        if (owners := [s for s in services.get(c.namespace, []) if c.name.startswith(s.name + "-")])
-    }
 
 
 def _serve_config_parallel_sizes(config: Any) -> list[int]:
@@ -1040,7 +922,7 @@ def _serve_config_parallel_sizes(config: Any) -> list[int]:
 
 
 def _daemonset(ds: DaemonSet, index: Lookups) -> dict:
-    component = _gpu_component(ds)
+    component = gpu_component(ds.name, ds.images)
     own = [
         p
         for p in index.snap.pods
@@ -1050,13 +932,13 @@ def _daemonset(ds: DaemonSet, index: Lookups) -> dict:
         p for p in own if p.conditions.get("Ready", {}).get("status") != "True" and p.phase not in TERMINAL_PHASES
     ]
     excluded = (
-        [n for n in index.gpu_nodes if any(n.labels.get(k) != v for k, v in ds.node_selector.items())]
+        [n for n in index.indexes.gpu_nodes if any(n.labels.get(k) != v for k, v in ds.node_selector.items())]
         if component
         else []
     )
     # by name: a GPU operator's daemonsets have a pod on each of a fleet's nodes
     with_pod = {p.node_name for p in own}
-    without_pod = [n for n in index.gpu_nodes if own and n.name not in with_pod] if component else []
+    without_pod = [n for n in index.indexes.gpu_nodes if own and n.name not in with_pod] if component else []
     # A node without one of the daemonset's pods says so only when the pod list was read whole.
     pods_complete = (
         index.snap.sources.get("k8s/pods.json") is not None and index.snap.sources["k8s/pods.json"].status == "ok"
@@ -1077,10 +959,3 @@ def _daemonset(ds: DaemonSet, index: Lookups) -> dict:
         + [f"node:{p.node_name}" for p in unready if p.node_name]
         + [f"node:{n.name}" for n in uncovered or excluded],
     }
-
-
-def _gpu_component(ds: DaemonSet) -> str | None:
-    for component, marks in GPU_COMPONENTS.items():
-        if any(mark in ds.name or any(mark in image for image in ds.images) for mark in marks):
-            return component
-    return None

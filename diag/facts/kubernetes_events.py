@@ -47,7 +47,11 @@ CLEARED_BY_PLACEMENT = ("failed_scheduling", "no_scale_up")
 SCALE_UP_TRIGGERED = "TriggeredScaleUp"
 POD_SCALE_UP_FAILED = "FailedScaleUp"
 GROUP_SCALE_UP_FAILED = "ScaleUpFailed"
-AUTOSCALER_STATUS = ("ConfigMap", "kube-system", "cluster-autoscaler-status")  # key of Lookups.events_about
+AUTOSCALER_STATUS = (
+    "ConfigMap",
+    "kube-system",
+    "cluster-autoscaler-status",
+)  # key of Indexes.events_about (diag.snapshot.indexes)
 _TRIGGERED_GROUP = re.compile(r"\{(\S+) \d+->\d+ \(max: \d+\)\}")
 
 

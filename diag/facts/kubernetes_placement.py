@@ -7,17 +7,9 @@ does not tolerate, or the GPU resource no node offers.
 
 from __future__ import annotations
 
-from diag.parsers.quantity import GPU_RESOURCE, MIG_RESOURCE_PREFIX, gpu_count
 from diag.snapshot.model import Node, Pod
+from diag.snapshot.quantity import GPU_RESOURCE, MIG_RESOURCE_PREFIX, gpu_count
 
-# Labels that mark a node as having NVIDIA GPUs even when the device plugin advertises none: GPU
-# feature discovery's, and Node Feature Discovery's PCI vendor label (10de = NVIDIA).
-GPU_NODE_LABELS = (
-    "nvidia.com/gpu.present",
-    "nvidia.com/gpu.product",
-    "nvidia.com/gpu.count",
-    "feature.node.kubernetes.io/pci-10de.present",
-)
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"
 GPU_REPLICAS_LABEL = "nvidia.com/gpu.replicas"
@@ -30,14 +22,6 @@ SHARING_STRATEGIES = ("time-slicing", "mps")  # GFD writes "none" when GPUs are 
 # the control plane's own taint, which keeps workloads off it on purpose.
 IGNORED_TAINT_PREFIXES = ("node.kubernetes.io/", "node-role.kubernetes.io/")
 REPELLING_EFFECTS = ("NoSchedule", "NoExecute")
-
-
-def is_gpu_node(node: Node) -> bool:
-    return (
-        any(k in node.labels for k in GPU_NODE_LABELS)
-        or GPU_RESOURCE in node.capacity
-        or any(k.startswith(MIG_RESOURCE_PREFIX) for k in node.capacity)
-    )
 
 
 def gpu_allocatable(node: Node) -> int | None:

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from diag.core.shell import word
 from diag.facts import ray_pods
 from diag.facts.common import aged, link, plain
-from diag.parsers.quantity import gpu_count
 from diag.snapshot.clock import Clock
-from diag.snapshot.model import PlacementGroup, RayActor, RayNode, Snapshot
+from diag.snapshot.indexes import indexes
+from diag.snapshot.model import PlacementGroup, RayActor, RayNode, Snapshot, VllmServer
+from diag.snapshot.quantity import gpu_count
 
 PENDING_ACTOR_STATES = ("PENDING_CREATION",)  # DEPENDENCIES_UNREADY waits for its arguments, not resources
 PENDING_PG_STATES = ("PENDING", "RESCHEDULING")
@@ -254,7 +255,7 @@ def scopes(snap: Snapshot, clock: Clock) -> dict[str, list[dict]]:
         members.setdefault(actor.placement_group_id, []).append(actor)
         if actor.state in ("DEAD", "RESTARTING"):
             lost.setdefault(actor.node_id, []).append(actor)
-    servers = _servers_by_cluster(snap)
+    servers = indexes(snap).servers_of_ray_cluster
     return {
         "ray_node": [_ray_node(n, snap, clock, lost.get(n.node_id, []), servers) for n in snap.ray_nodes],
         "actor": [_actor(a, snap, waiting_on, deaths) for a in snap.ray_actors],
@@ -269,7 +270,7 @@ def _node_name(node: RayNode) -> str:
 
 
 def _ray_node(
-    node: RayNode, snap: Snapshot, clock: Clock, lost: list[RayActor], servers: dict[tuple[str, str], list[str]]
+    node: RayNode, snap: Snapshot, clock: Clock, lost: list[RayActor], servers: dict[tuple[str, str], list[VllmServer]]
 ) -> dict:
     """`lost`: the node's dead and restarting actors; `servers`: vLLM servers by (namespace, KubeRay cluster)."""
     pod = snap.pod(node.pod) if node.pod else None
@@ -293,18 +294,9 @@ def _ray_node(
         "death_recent": clock.recent(node.end_time),
         "actors_lost": [_actor_name(a) for a in lost],
         "_subject": f"ray_node/{node.node_id[:12]}" + (f" ({node.pod})" if node.pod else ""),
-        "_links": link("ray_node", node.node_id) + link("pod", node.pod) + [f"vllm:{s}" for s in cluster_servers],
+        "_links": link("ray_node", node.node_id) + link("pod", node.pod) + [f"vllm:{s.name}" for s in cluster_servers],
         "_aged": aged(f"died: {node.state_message or 'no reason given'}", node.end_time, clock) if unexpected else [],
     }
-
-
-def _servers_by_cluster(snap: Snapshot) -> dict[tuple[str, str], list[str]]:
-    """vLLM servers running in pods of each KubeRay cluster: their Ray workers may land on any of its nodes."""
-    found: dict[tuple[str, str], list[str]] = {}
-    for s in snap.vllm_servers:
-        if s.pod and (pod := snap.pod(s.pod)) is not None and pod.ray_cluster:
-            found.setdefault((pod.namespace, pod.ray_cluster), []).append(s.name)
-    return found
 
 
 def _actor_name(actor: RayActor) -> str:

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import dataclasses
 import re
 
 from diag.core.shell import word
 from diag.facts.common import link, plain
-from diag.facts.kubernetes import pod_gpu_request
 from diag.facts.kubernetes_containers import vllm_container
 from diag.facts.vllm_engine_death import dead_engine_serving
 from diag.facts.vllm_episodes import ScrapeView, episode_facts, per_scrape_total, queue_per_scrape
 from diag.link.prometheus_join import history_window
 from diag.parsers.logs import gpu_memory_shortfall
-from diag.parsers.quantity import mig_total
 from diag.parsers.signals import looked_for
 from diag.parsers.vllm_metrics import (
     ITL,
@@ -23,6 +20,8 @@ from diag.parsers.vllm_metrics import (
     VllmMetrics,
 )
 from diag.snapshot.clock import Clock
+from diag.snapshot.gpu_resources import pod_gpu_request
+from diag.snapshot.indexes import Indexes, indexes
 from diag.snapshot.model import (
     GPU,
     EngineArgs,
@@ -34,6 +33,7 @@ from diag.snapshot.model import (
     Snapshot,
     VllmServer,
 )
+from diag.snapshot.quantity import mig_total
 
 # Families the vLLM rules read beyond what the metrics summary already counts as relied on
 # (VLLM-106 splits time to first token into queue and prefill with the queue-time histogram).
@@ -71,41 +71,24 @@ _QUOTED_FLAGS = {
 
 
 def scopes(snap: Snapshot, settings: dict, clock: Clock) -> dict[str, list[dict]]:
-    index = _Index.of(snap)
     window = history_window(snap)
+    index = indexes(snap)
     return {"vllm_server": [_server(s, snap, index, settings, clock, window) for s in snap.vllm_servers]}
 
 
-@dataclasses.dataclass(frozen=True)
-class _Index:
-    services: dict[str, Service]  # by namespace/name, the first of each
-    gpu_positions: dict[str, list[int]]  # the places in snap.gpus of the GPUs a server names (UUID, else host/index)
-    ray_clusters: dict[tuple[str, str], RayClusterSpec]  # by (namespace, name), the first of each
-
-    @classmethod
-    def of(cls, snap: Snapshot) -> _Index:
-        services: dict[str, Service] = {}
-        for svc in snap.services:
-            services.setdefault(f"{svc.namespace}/{svc.name}", svc)
-        positions: dict[str, list[int]] = {}
-        for n, gpu in enumerate(snap.gpus):
-            positions.setdefault(gpu.uuid or f"{gpu.host}/{gpu.index}", []).append(n)
-        clusters: dict[tuple[str, str], RayClusterSpec] = {}
-        for cluster in snap.ray_clusters:
-            clusters.setdefault((cluster.namespace, cluster.name), cluster)
-        return cls(services, positions, clusters)
-
-    def gpus_of(self, server: VllmServer, snap: Snapshot) -> list[GPU]:
-        return [snap.gpus[n] for n in sorted({n for key in set(server.gpus) for n in self.gpu_positions.get(key, [])})]
+def _gpus_of(server: VllmServer, snap: Snapshot) -> list[GPU]:
+    """The GPUs the server names (UUID, else host/index), in the snapshot's order."""
+    places = indexes(snap).gpu_places
+    return [snap.gpus[n] for n in sorted({n for key in set(server.gpus) for n in places.get(key, [])})]
 
 
 def _server(
-    server: VllmServer, snap: Snapshot, index: _Index, settings: dict, clock: Clock, window: PromWindow | None
+    server: VllmServer, snap: Snapshot, index: Indexes, settings: dict, clock: Clock, window: PromWindow | None
 ) -> dict:
     summary = server.summary
     service = index.services.get(server.service) if server.service else None
     pod = snap.pod(server.pod) if server.pod else None
-    gpus = index.gpus_of(server, snap)
+    gpus = _gpus_of(server, snap)
     args = server.engine_args
     signals = server.log_signals
     gpus_provided, gpus_provided_by = _gpus_provided(server, pod, index)
@@ -360,7 +343,7 @@ def _parallel_gpus(args: EngineArgs | None) -> int | None:
     return args.tensor_parallel_size * args.pipeline_parallel_size
 
 
-def _gpus_provided(server: VllmServer, pod: Pod | None, index: _Index) -> tuple[int | None, str]:
+def _gpus_provided(server: VllmServer, pod: Pod | None, index: Indexes) -> tuple[int | None, str]:
     """GPUs one replica of this server can have: its pod's, or its Ray cluster's where Ray places the workers."""
     if pod is None:
         return None, "unknown: the server runs in no pod of the bundle"

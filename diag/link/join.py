@@ -18,6 +18,7 @@ from diag.parsers import workloads
 from diag.parsers.gpu_common import pci_address
 from diag.parsers.logs import xid_device, xids_in
 from diag.parsers.vllm_metrics import summarize
+from diag.snapshot.indexes import indexes
 from diag.snapshot.model import (
     GPU,
     Container,
@@ -50,7 +51,7 @@ def join(snap: Snapshot) -> Snapshot:
 
 def _events_to_objects(snap: Snapshot) -> None:
     pods: dict[tuple[str | None, str], Pod] = {(p.namespace, p.name): p for p in snap.pods}
-    nodes = {n.name: n for n in snap.nodes}
+    nodes = indexes(snap).nodes
     clusters: dict[tuple[str | None, str], RayClusterSpec] = {(c.namespace, c.name): c for c in snap.ray_clusters}
     for event in snap.events:
         if event.involved_kind == "Pod" and (pod := pods.get((event.namespace, event.involved_name))):
@@ -173,12 +174,12 @@ class _ServicesBySelector:
 
 
 def _gpus_to_nodes_and_pods(snap: Snapshot) -> None:
-    nodes = {n.name for n in snap.nodes}
+    nodes = indexes(snap).nodes
     names = PodNames(snap.pods)
-    gpu_pods_by_node: dict[str, list[Pod]] = {}
-    for pod in snap.pods:
-        if pod.node_name and any(_gpu_limit(c.limits) for c in pod.containers):
-            gpu_pods_by_node.setdefault(pod.node_name, []).append(pod)
+    gpu_pods_by_node = {
+        node: [p for p in pods if any(_gpu_limit(c.limits) for c in p.containers)]
+        for node, pods in indexes(snap).pods_on_node.items()
+    }
     refused: set[str] = set()
     for gpu in snap.gpus:
         found = names.pod(gpu.host) if gpu.host not in nodes else None
@@ -245,7 +246,7 @@ def _ray_nodes_to_gpu_hosts(snap: Snapshot) -> None:
     if not outside or not snap.gpus:
         return
     names = PodNames(snap.pods)
-    nodes = {n.name for n in snap.nodes}
+    nodes = indexes(snap).nodes
     exact: dict[str, set[str]] = {}  # a name or address -> the captures it names
     short: dict[str, set[str]] = {}  # a DNS name's first label -> the captures it names
     for gpu in snap.gpus:
@@ -338,13 +339,10 @@ def _gpu_processes_to_ray_actors(snap: Snapshot) -> None:
 
 
 def _ray_groups_to_pods(snap: Snapshot) -> None:
-    members: dict[tuple[str, str | None, str | None], list[Pod]] = {}
-    for pod in snap.pods:
-        if pod.ray_cluster:
-            members.setdefault((pod.namespace, pod.ray_cluster, pod.ray_group), []).append(pod)
+    members = indexes(snap).pods_of_ray_cluster
     for cluster in snap.ray_clusters:
         for group in cluster.worker_groups:
-            in_group = members.get((cluster.namespace, cluster.name, group.name), [])
+            in_group = [p for p in members.get((cluster.namespace, cluster.name), []) if p.ray_group == group.name]
             group.pods_total = len(in_group)
             group.pods_running = sum(1 for p in in_group if p.phase == "Running")
 

@@ -572,6 +572,8 @@ class Snapshot:
 
     _pods_by_key: dict[str, Pod] = field(default_factory=dict, init=False, repr=False, compare=False)
     _pods_indexed: tuple[list[Pod] | None, int] = field(default=(None, 0), init=False, repr=False, compare=False)
+    # diag.snapshot.indexes' cache: the lists they were built from, and the indexes
+    _indexes: Any = field(default=None, init=False, repr=False, compare=False)
 
     def pod(self, key: str) -> Pod | None:
         # An index, rebuilt when the list was replaced or grew: joins ask this once per GPU, Ray node

@@ -28,8 +28,8 @@ from diag.bundle.layout import BY_PATH, KUBE_LISTS
 from diag.bundle.prometheus_queries import RANGE_QUERIES
 from diag.core.shell import word
 from diag.engine.rules import Rule, RuleOutcome
-from diag.facts.kubernetes_placement import is_gpu_node
 from diag.snapshot.clock import Clock
+from diag.snapshot.gpu_resources import is_gpu_node
 from diag.snapshot.model import Container, RayNode, Snapshot
 from diag.verdict.relevance import serving_pods
 

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from diag.engine.rules import Finding, Rule, evaluate
-from diag.facts import Facts, build_facts
+from diag.facts import Facts
 from diag.facts.common import pod_window_times
+from diag.facts.history_pass import without_window
 from diag.snapshot.clock import Clock, age_text, iso
 from diag.snapshot.model import Snapshot
 
@@ -92,9 +93,7 @@ def find_history(
     if clock.now is None or clock.window_s is None or all(clock.current(t) for t in _windowed_times(snap)):
         return history  # nothing is old enough to be history: the second pass would find the same
     unwindowed = keep(
-        evaluate(
-            rules, _changed(facts, build_facts(snap, clock.without_window(), settings, unwindowed_of=facts)), settings
-        ).findings
+        evaluate(rules, _changed(facts, without_window(snap, facts, clock.without_window())), settings).findings
     )
     fired = {(f.rule, f.subject) for f in current}
     aged = {s["_subject"]: s.get("_aged", []) for subjects in facts.scopes.values() for s in subjects}

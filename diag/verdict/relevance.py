@@ -12,8 +12,7 @@ every finding counts.
 from __future__ import annotations
 
 from diag.engine.rules import Finding
-from diag.facts.kubernetes import GPU_COMPONENTS, wants_gpus
-from diag.facts.kubernetes_placement import is_gpu_node
+from diag.snapshot.gpu_resources import gpu_component, is_gpu_node, wants_gpus
 from diag.snapshot.model import Pod, Snapshot
 
 # Links of these kinds are on the serving path wherever they appear.
@@ -49,9 +48,5 @@ def _serves(pod: Pod) -> bool:
         or pod.ray_cluster is not None
         or pod.ray_node_type is not None
         or wants_gpus(pod)
-        or (pod.owner_kind == "DaemonSet" and _is_gpu_daemonset(pod.owner_name or ""))
+        or (pod.owner_kind == "DaemonSet" and gpu_component(pod.owner_name or "") is not None)
     )
-
-
-def _is_gpu_daemonset(name: str) -> bool:
-    return any(mark in name for marks in GPU_COMPONENTS.values() for mark in marks)

@@ -15,6 +15,7 @@ from diag.facts import kubernetes_placement as placement
 from diag.link.join import join
 from diag.parsers.signals import builtin_signals
 from diag.snapshot.clock import Clock
+from diag.snapshot.gpu_resources import is_gpu_node
 from diag.snapshot.model import (
     HPA,
     Container,
@@ -184,9 +185,9 @@ def test_lifecycle_control_plane_and_soft_taints_are_not_reported_as_missing_tol
 
 def test_gpu_nodes_known_by_labels_even_without_advertised_gpus_and_sharing_read_from_gfd_labels():
     bare = Node(name="gpu-new", labels={"feature.node.kubernetes.io/pci-10de.present": "true"})
-    assert placement.is_gpu_node(bare) and not placement.advertises_gpus(bare)
+    assert is_gpu_node(bare) and not placement.advertises_gpus(bare)
     mixed = Node(name="mig", allocatable={"nvidia.com/mig-1g.10gb": "7"}, capacity={"nvidia.com/mig-1g.10gb": "7"})
-    assert placement.is_gpu_node(mixed) and placement.mig_offered(mixed) == ["nvidia.com/mig-1g.10gb"]
+    assert is_gpu_node(mixed) and placement.mig_offered(mixed) == ["nvidia.com/mig-1g.10gb"]
     assert placement.gpu_sharing(gpu_node("gpu-1")) is None
     shared = gpu_node(
         "gpu-2",

@@ -308,12 +308,13 @@ def test_without_its_log_a_servers_failure_lines_are_unknown_not_absent() -> Non
 
 
 def test_mig_slices_count_as_the_gpus_a_pod_provides() -> None:
-    from diag.facts.vllm import _gpus_provided, _Index
+    from diag.facts.vllm import _gpus_provided
+    from diag.snapshot.indexes import indexes
     from diag.snapshot.model import Container, EngineArgs, Pod, Snapshot, VllmServer
 
     pod = Pod("llm", "vllm-0", containers=[Container("vllm", limits={"nvidia.com/mig-3g.71gb": "2"})])
     server = VllmServer("vllm-0", namespace="llm", pod=pod.key, engine_args=EngineArgs(tensor_parallel_size=2))
-    count, text = _gpus_provided(server, pod, _Index.of(Snapshot(pods=[pod])))
+    count, text = _gpus_provided(server, pod, indexes(Snapshot(pods=[pod])))
     assert count == 2 and "MIG slices 2" in text
 
 

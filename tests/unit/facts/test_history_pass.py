@@ -8,6 +8,7 @@ import pytest
 from diag.bundle.files import Bundle
 from diag.bundle.load import load_bundle
 from diag.facts import build_facts
+from diag.facts.history_pass import without_window
 from diag.link.join import join
 from diag.snapshot.clock import Clock
 
@@ -20,7 +21,7 @@ def test_facts_rebuilt_without_the_window_equal_a_whole_build(fixture: Path) -> 
     clock = Clock.of(snap, 3600)
     windowed = build_facts(snap, clock)
     whole = build_facts(snap, clock.without_window())
-    rebuilt = build_facts(snap, clock.without_window(), unwindowed_of=windowed)
+    rebuilt = without_window(snap, windowed, clock.without_window())
     assert list(rebuilt.scopes) == list(whole.scopes)
     assert rebuilt.cluster == whole.cluster
     assert rebuilt.scopes == whole.scopes

@@ -1,7 +1,7 @@
 import pytest
 
 from diag.core.errors import ParseError
-from diag.parsers.quantity import gpu_count, mig_counts, mig_total, parse_quantity
+from diag.snapshot.quantity import gpu_count, mig_counts, mig_total, parse_quantity
 
 
 @pytest.mark.parametrize(
