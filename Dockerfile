@@ -1,7 +1,7 @@
 # llmdiag's image: the wheel built from this repository, installed in a slim Python image, run as a
 # non-root user. Nothing is written outside /tmp (HOME is /tmp): the image runs with
 # readOnlyRootFilesystem and an emptyDir on /tmp (deploy/helm/llmdiag, deploy/*.yaml).
-#   docker build -t llmdiag:0.1.0 .
+#   docker build -t llmdiag:0.2.0 .
 # The same steps run without a container in tests/test_container_image.py.
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import stat
@@ -193,6 +194,7 @@ def test_the_wheel_runs_as_non_root_with_nothing_writable(shared_dir: Path) -> N
     assert "Traceback" not in result.stderr and "ermission denied" not in result.stderr, result.stderr
 
     plugin = run(str(venv / "bin" / "kubectl-llmdiag"), "--version")  # the krew plugin's binary
-    assert plugin.returncode == 0 and "0.1.0" in plugin.stdout, plugin.stdout + plugin.stderr
+    (version,) = re.findall(r'^version = "([^"]+)"$', (ROOT / "pyproject.toml").read_text(), re.MULTILINE)
+    assert plugin.returncode == 0 and plugin.stdout.split() == ["llmdiag", version], plugin.stdout + plugin.stderr
 
     assert snapshot(venv, home, tmp, bundle) == before

@@ -95,7 +95,7 @@ def test_the_default_chart_is_the_cronjob_of_deploy(helm: Path, tmp_path: Path) 
     assert_locked_down(pod, account["metadata"]["name"])
     (container,) = pod["containers"]
     assert container["args"] == ["triage", "--all-namespaces", "--output=json", "--no-local-gpu"]
-    assert container["image"] == "llmdiag:0.1.0"  # the chart's appVersion, the Dockerfile's build tag
+    assert container["image"] == "llmdiag:0.2.0"  # the chart's appVersion, the Dockerfile's build tag
 
 
 def test_custom_namespaces_schedule_and_a_job(helm: Path, tmp_path: Path) -> None:
