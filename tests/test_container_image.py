@@ -84,7 +84,11 @@ def test_the_dockerfile_pins_its_base_and_runs_as_non_root() -> None:
     assert len(stages) == 2 and build.name
     for stage in stages:
         repository, _, tag = stage.image.partition(":")
-        assert repository == "python" and tag and tag != "latest" and "slim" in tag, stage.image
+        assert repository == "debian" and tag and tag != "latest" and "slim" in tag, stage.image
+        # Debian's own Python, in a virtualenv that is first on PATH (ci/image/build.py reads these lines)
+        assert any("apt-get install" in run and " python3 python3-venv " in run for run in stage.all("RUN"))
+        assert "python3 -m venv /opt/llmdiag" in stage.all("RUN")
+        assert env_of(stage)["PATH"].split(":")[0] == "/opt/llmdiag/bin"
     assert build.image == final.image  # the wheel is built by the Python it runs on
     assert f"--from={build.name} /wheels /wheels" in final.all("COPY")
     wheel_args = pip_line(build, "wheel")
