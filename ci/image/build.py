@@ -2,16 +2,18 @@
 
 1. a Debian root filesystem by mmdebstrap: the Dockerfile's Debian release (`debian:bookworm-slim` ->
    bookworm) with the packages of its final stage's `apt-get install` (cached once per machine);
-2. our wheel and its dependencies installed, inside that root (chroot), into the Dockerfile's
-   virtualenv (`python3 -m venv /opt/llmdiag`) by the virtualenv's own pip, from a wheelhouse that
-   pip on this machine fills from the index (this Python must be the image's: same minor version);
+2. our wheel's dependencies installed, inside that root (chroot), into the Dockerfile's virtualenv
+   (`python3 -m venv /opt/llmdiag`) by the virtualenv's own pip, from a wheelhouse that pip on this
+   machine fills from the index (this Python must be the image's: same minor version); that root is
+   kept while the wheel's Requires-Dist stay the same; then our wheel, by the same pip;
 3. an OCI image layout (one layer, the config from the Dockerfile's ENV, USER, WORKDIR, ENTRYPOINT and
-   CMD), as `crane push` or `skopeo copy oci:...` take it, and the runtime bundle `umoci unpack` makes
-   of it, which crun runs (tests/live/test_image.py).
+   CMD), as `crane push` or `skopeo copy oci:...` take it, and the runtime bundle umoci unpacks from
+   it (`umoci raw unpack`, `raw runtime-config`), which crun runs (tests/live/test_image.py).
 
-The image is kept in $LLMDIAG_IMAGE_DIR (default /opt/llmdiag-image)/<key>, the key being the wheel's
-sha256 with the base's: the wheel is reproducible, so an unchanged tree is not built again. Older
-keys are removed. Needs root (chroot, file owners). Prints the image folder on its last line.
+The image is kept in $LLMDIAG_IMAGE_DIR (default /opt/llmdiag-image)/llmdiag-VERSION-<key>, the key
+being the wheel's sha256 with the base's: the wheel is reproducible, so an unchanged tree is not
+built again. Older images and dependency roots are removed. Needs root (chroot, file owners).
+Prints the image folder on its last line.
 
     python ci/image/build.py [--wheel dist/llmdiag-0.2.0-py3-none-any.whl]
 """
@@ -28,14 +30,19 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
+import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = "/opt/llmdiag"
 
 
+STARTED = time.monotonic()
+
+
 def log(message: str) -> None:
-    print(f"image: {message}", file=sys.stderr, flush=True)
+    print(f"image [{time.monotonic() - STARTED:.0f} s]: {message}", file=sys.stderr, flush=True)
 
 
 def final_stage() -> tuple[str, list[tuple[str, str]]]:
@@ -117,22 +124,45 @@ def base_rootfs(cache: Path, suite: str, packages: list[str]) -> Path:
     return tar
 
 
-def install(rootfs: Path, wheel: Path, scratch: Path) -> None:
-    """Our wheel and its dependencies into the Dockerfile's virtualenv, by that virtualenv's pip."""
-    image_python = sorted(rootfs.glob("usr/bin/python3.[0-9]*"))
+def requirements(wheel: Path) -> list[str]:
+    """The wheel's own dependencies (Requires-Dist without an extra), from its METADATA."""
+    with zipfile.ZipFile(wheel) as archive:
+        (name,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        metadata = archive.read(name).decode()
+    found = re.findall(r"^Requires-Dist: (.+)$", metadata, re.MULTILINE)
+    return sorted(r for r in found if "extra ==" not in r)
+
+
+CHROOT_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LC_ALL": "C.UTF-8"}
+
+
+def chroot_pip(rootfs: Path, *args: str) -> None:
+    pip = [f"{VENV}/bin/pip", "install", "-q", "--no-cache-dir", "--disable-pip-version-check", "--no-index"]
+    subprocess.run(["chroot", str(rootfs), *pip, "--find-links=/wheels", *args], check=True, env=CHROOT_ENV)
+
+
+def install_dependencies(rootfs: Path, wheel: Path) -> None:
+    """The Dockerfile's virtualenv with our wheel's dependencies, by the virtualenv's own pip."""
+    image_python = sorted(p.name for p in rootfs.glob("usr/bin/python3.*") if re.fullmatch(r"python3\.\d+", p.name))
     here = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    if [p.name for p in image_python if re.fullmatch(r"python3\.\d+", p.name)] != [here]:
-        raise SystemExit(f"the image's Python is {[p.name for p in image_python]}, this one {here}: run it with that")
-    wheels = scratch / "wheels"
-    log("the wheelhouse: our wheel and its dependencies' wheels")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--wheel-dir", str(wheels), str(wheel)], check=True)
-    shutil.copytree(wheels, rootfs / "wheels")
-    log(f"python3 -m venv {VENV}; pip install, inside the image's root")
-    chroot = ["chroot", str(rootfs)]
-    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LC_ALL": "C.UTF-8"}
-    subprocess.run([*chroot, "python3", "-m", "venv", VENV], check=True, env=env)
-    subprocess.run([*chroot, f"{VENV}/bin/pip", "install", "-q", "--no-cache-dir", "--disable-pip-version-check",
-                    "--no-index", "--find-links=/wheels", f"/wheels/{wheel.name}"], check=True, env=env)  # fmt: skip
+    if image_python != [here]:
+        raise SystemExit(f"the image's Python is {image_python}, this one {here}: run this with the image's")
+    log("the wheelhouse: our dependencies' wheels, from the index")
+    wheels = rootfs / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--wheel-dir", str(wheels), *requirements(wheel)],
+                   check=True)  # fmt: skip
+    log(f"python3 -m venv {VENV}; pip install of the dependencies, inside the image's root")
+    subprocess.run(["chroot", str(rootfs), "python3", "-m", "venv", VENV], check=True, env=CHROOT_ENV)
+    chroot_pip(rootfs, *requirements(wheel))
+    shutil.rmtree(wheels)
+
+
+def install_wheel(rootfs: Path, wheel: Path) -> None:
+    """Our wheel into the virtualenv, whose dependencies are there already."""
+    (rootfs / "wheels").mkdir()
+    shutil.copy(wheel, rootfs / "wheels")
+    log(f"pip install {wheel.name}, inside the image's root")
+    chroot_pip(rootfs, "--no-deps", f"/wheels/{wheel.name}")
     shutil.rmtree(rootfs / "wheels")
     (rootfs / "tmp").chmod(0o1777)
 
@@ -205,15 +235,33 @@ def build(cache: Path, wheel: Path | None) -> Path:
             shutil.rmtree(old)
         rootfs = scratch / "rootfs"
         rootfs.mkdir()
-        subprocess.run(["tar", "--numeric-owner", "-xpf", str(base), "-C", str(rootfs)], check=True)
-        install(rootfs, wheel, scratch)
+        # the root with the virtualenv and our dependencies, kept while they stay the same
+        deps_key = hashlib.sha256((base.name + "\n".join(requirements(wheel))).encode()).hexdigest()[:16]
+        deps = cache / f"deps-{deps_key}.tar"
+        if deps.exists():
+            subprocess.run(["tar", "--numeric-owner", "-xpf", str(deps), "-C", str(rootfs)], check=True)
+        else:
+            for old in cache.glob("deps-*.tar"):
+                old.unlink()
+            subprocess.run(["tar", "--numeric-owner", "-xpf", str(base), "-C", str(rootfs)], check=True)
+            install_dependencies(rootfs, wheel)
+            subprocess.run(
+                ["tar", "--numeric-owner", "-C", str(rootfs), "-cf", str(scratch / "deps.tar"), "."], check=True
+            )
+            (scratch / "deps.tar").rename(deps)
+        install_wheel(rootfs, wheel)
         partial = cache / f"{image.name}.partial"
         shutil.rmtree(partial, ignore_errors=True)
         log("the OCI image layout")
         oci_layout(rootfs, partial / "oci", spec["config"], tag)
-        log("umoci unpack: the runtime bundle crun runs")
-        reference = f"{partial / 'oci'}:{tag}"
-        subprocess.run(["umoci", "--log=error", "unpack", "--image", reference, str(partial / "bundle")], check=True)
+        log("umoci raw unpack and runtime-config: the runtime bundle crun runs")
+        reference, bundle = f"{partial / 'oci'}:{tag}", partial / "bundle"
+        bundle.mkdir()
+        subprocess.run(
+            ["umoci", "--log=error", "raw", "unpack", "--image", reference, str(bundle / "rootfs")], check=True
+        )
+        subprocess.run(["umoci", "--log=error", "raw", "runtime-config", "--image", reference,
+                        "--rootfs", str(bundle / "rootfs"), str(bundle / "config.json")], check=True)  # fmt: skip
         (partial / "done").write_text(wheel.name + "\n")
         partial.rename(image)
     return image

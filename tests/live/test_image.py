@@ -1,5 +1,5 @@
 """The container image ci/image/build.py built from the Dockerfile's lines without a Docker daemon
-(mmdebstrap, our wheel, an OCI image layout, `umoci unpack`), run for real by crun as the image says:
+(mmdebstrap, our wheel, an OCI image layout unpacked by umoci), run for real by crun as the image says:
 uid 65532, a read-only root and a tmpfs on /tmp, as the chart's pods run it."""
 
 from __future__ import annotations
