@@ -1,6 +1,8 @@
 """The container image ci/image/build.py built from the Dockerfile's lines without a Docker daemon
 (mmdebstrap, our wheel, an OCI image layout unpacked by umoci), run for real by crun as the image says:
-uid 65532, a read-only root and a tmpfs on /tmp, as the chart's pods run it."""
+uid 65532, a read-only root and a tmpfs on /tmp, as the chart's pods run it; on a bundle, and in
+triage of the REAL control plane (tests/live/k8s_cluster.py) with the ServiceAccount token of
+deploy/'s RBAC."""
 
 from __future__ import annotations
 
@@ -14,7 +16,9 @@ import uuid
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import _absent
+from k8s_cluster import ControlPlane, write_kubeconfig
 from live_services import ServiceUnavailable
 
 pytestmark = pytest.mark.live
@@ -40,9 +44,10 @@ def image() -> Path:
 
 
 def crun(
-    image: Path, tmp_path: Path, argv: list[str], binds: dict[Path, str] | None = None
+    image: Path, tmp_path: Path, argv: list[str], binds: dict[Path, str] | None = None, host_network: bool = False
 ) -> subprocess.CompletedProcess:
-    """`crun run` of the unpacked image with its own config (user, env, cwd), the root read-only."""
+    """`crun run` of the unpacked image with its own config (user, env, cwd), the root read-only; with
+    host_network, in this host's network namespace (the control plane listens on its loopback)."""
     config = json.loads((image / "bundle" / "config.json").read_text())
     config["root"] = {"path": str(image / "bundle" / "rootfs"), "readonly": True}
     config["process"]["args"] = argv
@@ -55,7 +60,8 @@ def crun(
                                  "options": ["rbind", "ro"]})  # fmt: skip
     # no cgroup of its own (see the unified mount below): no resource limits, no cgroup namespace
     config["linux"].pop("resources", None)
-    config["linux"]["namespaces"] = [n for n in config["linux"]["namespaces"] if n["type"] != "cgroup"]
+    dropped = {"cgroup", "network"} if host_network else {"cgroup"}
+    config["linux"]["namespaces"] = [n for n in config["linux"]["namespaces"] if n["type"] not in dropped]
     bundle = tmp_path / f"bundle-{uuid.uuid4().hex[:8]}"
     bundle.mkdir()
     (bundle / "config.json").write_text(json.dumps(config))
@@ -99,3 +105,30 @@ def test_the_image_runs_as_65532_with_a_read_only_root(image: Path, tmp_path: Pa
     assert "Traceback" not in result.stderr and "ermission denied" not in result.stderr, result.stderr
     refused = crun(image, tmp_path, ["sh", "-c", "touch /opt/llmdiag/x"])
     assert refused.returncode != 0 and "Read-only file system" in refused.stderr
+
+
+def test_the_image_triages_the_real_control_plane_with_the_service_account(
+    image: Path, control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    docs = [d for f in sorted((REPO / "deploy").glob("*.yaml")) for d in yaml.safe_load_all(f.read_text()) if d]
+    rbac = [d for d in docs if d["kind"] in ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding")]
+    control_plane.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": rbac}))
+    token = control_plane.kubectl("create", "token", "llmdiag", "-n", "llmdiag", "--duration=1h").stdout.strip()
+    secrets = tmp_path / "secrets"  # what the pod has: the token and the cluster's CA, readable by 65532
+    secrets.mkdir(mode=0o755)
+    shutil.copy(control_plane.ca, secrets / "ca.crt")
+    write_kubeconfig(secrets / "kubeconfig", control_plane.server, Path("/var/run/llmdiag/ca.crt"), token=token)
+    for path in (secrets / "ca.crt", secrets / "kubeconfig"):
+        path.chmod(0o644)
+    argv = ["llmdiag", "triage", "--kubeconfig=/var/run/llmdiag/kubeconfig", "--all-namespaces", "--no-local-gpu",
+            "--scrapes=1", "--timeout=90", "--output=json"]  # fmt: skip
+    result = crun(image, tmp_path, argv, binds={secrets: "/var/run/llmdiag"}, host_network=True)
+    assert result.returncode in (0, 1, 2, 3) and result.stdout, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    assert (
+        report["context"]["kubernetes"]["server"] == control_plane.server
+        and report["context"]["tool_version"] == VERSION
+    )
+    sources = report["sources"]
+    assert sources["k8s/pods.json"]["status"] == sources["k8s/nodes.json"]["status"] == "ok", sources
+    assert not [n for n, s in sources.items() if "forbidden" in (s.get("detail") or "").lower()], sources
