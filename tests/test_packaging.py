@@ -14,6 +14,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = (ROOT / "pyproject.toml").read_text()  # read as text: tomllib is not in Python 3.10
@@ -92,3 +93,11 @@ def test_the_wheel_installs_and_runs_in_a_fresh_virtualenv(dist: Path, tmp_path:
     assert result.returncode == 2, result.stderr[-2000:]  # the demo's critical fault
     report = json.loads(result.stdout)
     assert report["verdict"]["layer"] == "kubernetes" and report["context"]["tool_version"] == VERSION
+
+
+def test_every_deployable_names_this_version() -> None:
+    chart = yaml.safe_load((ROOT / "deploy" / "helm" / "llmdiag" / "Chart.yaml").read_text())
+    assert chart["appVersion"] == chart["version"] == VERSION
+    texts = [ROOT / "Dockerfile", ROOT / "README.md", ROOT / "docs" / "runbook.md", *(ROOT / "deploy").glob("*.*")]
+    tags = {(p.name, tag) for p in texts for tag in re.findall(r"llmdiag:(\d+\.\d+\.\d+)\b", p.read_text())}
+    assert tags and {tag for _, tag in tags} == {VERSION}, sorted(tags)
