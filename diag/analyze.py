@@ -46,14 +46,16 @@ class Report:
 
     @property
     def exit_code(self) -> int:
-        """The worst serving-path finding (2 critical, 1 warning); else 3 when the verdict is
-        inconclusive, 0 when healthy."""
+        """3 when the verdict is inconclusive (whatever warnings it carries), else the worst
+        serving-path finding (2 critical, 1 warning), else 0: the table of README.md, "Exit codes"."""
+        if self.verdict.status == "inconclusive":
+            return EXIT_CANNOT_ANALYZE
         severities = {f.severity for f in self.findings if f.serving}
         if "critical" in severities:
             return EXIT_CRITICAL
         if "warning" in severities:
             return EXIT_WARNING
-        return EXIT_CANNOT_ANALYZE if self.verdict.status == "inconclusive" else EXIT_HEALTHY
+        return EXIT_HEALTHY
 
 
 def settings_with_overrides(rules_dir: Path, config: Config) -> dict:
@@ -61,7 +63,9 @@ def settings_with_overrides(rules_dir: Path, config: Config) -> dict:
     values = {name: spec.get("default") for name, spec in declared.items()}
     unknown = sorted(set(config.settings) - set(values))
     if unknown:
-        raise ConfigError(f"unknown setting(s) {', '.join(unknown)} (see `llmdiag rules settings`)")
+        raise ConfigError(
+            f"unknown setting(s) {', '.join(unknown)} (the settings: `llmdiag rules docs`, section Settings)"
+        )
     values.update(config.settings)
     return values
 

@@ -24,6 +24,32 @@ if TYPE_CHECKING:  # the analysis (CEL, YAML, the rules) loads when a command ru
     from diag.bundle.files import Bundle
     from diag.engine.config import Config
 
+# The exit codes, as README.md's table "Exit codes" and docs/runbook.md state them word for word
+# (tests/test_cli_exit_codes.py holds the three together).
+EXIT_CODES = (
+    (0, "healthy: every deciding source was read, and no warning or critical finding on the serving path"),
+    (1, "warnings only: a root cause was named, and the worst finding on the serving path is a warning"),
+    (2, "critical: at least one critical finding on the serving path"),
+    (
+        3,
+        "inconclusive: no root cause, and a deciding source could not be read (whatever warnings there are); "
+        "or could not analyze: an unreadable or empty bundle, a wrong flag or config, an internal error "
+        "(one line on stderr)",
+    ),
+)
+
+
+def _exit_code_help() -> str:
+    """The table for --help: click keeps a paragraph that starts with \\b as it is written."""
+    import textwrap
+
+    rows = [
+        textwrap.fill(meaning, width=78, initial_indent=f"  {code}  ", subsequent_indent="     ")
+        for code, meaning in EXIT_CODES
+    ]
+    return "\b\nExit codes (--fail-on critical|never or --exit-zero turn 1 and 2 into 0, never 3):\n" + "\n".join(rows)
+
+
 # Help is click's plain text: typer's rich help loads rich's Markdown and tracebacks, twice the start-up.
 app = typer.Typer(
     rich_markup_mode=None,
@@ -32,8 +58,7 @@ app = typer.Typer(
     add_completion=True,  # --install-completion / --show-completion
     no_args_is_help=True,
     help="Name the layer at fault when LLM inference on Kubernetes + Ray + vLLM + NVIDIA GPUs misbehaves.\n\n"
-    "Exit codes: 0 healthy, 1 warnings only, 2 critical finding, 3 could not analyze "
-    "(--fail-on critical|never, or --exit-zero, turns findings into 0).",
+    + _exit_code_help(),
 )
 
 KUBECTL_PLUGIN = "kubectl-llmdiag"  # the entry point kubectl runs for `kubectl llmdiag`
@@ -65,9 +90,30 @@ def _options(
     ),
 ) -> None:
     """The app's help says what llmdiag does; this callback carries the options every command shares."""
+    _colour(no_color)
+
+
+def _colour(no_color: bool) -> None:
     global stdout, stderr
     if no_color or os.environ.get("NO_COLOR"):  # no escape sequence at all, bold included
         stdout, stderr = Console(color_system=None), Console(stderr=True, color_system=None)
+
+
+NoColorOpt = typer.Option(False, "--no-color", help="No colour (also before the command, as kubectl takes it).")
+
+
+def with_global_flags(command: Callable) -> Callable:
+    """The flags before the command (`--no-color`) taken after it as well, as kubectl takes its global flags."""
+    own = list(inspect.signature(command).parameters.values())
+    flag = inspect.Parameter("no_color", inspect.Parameter.KEYWORD_ONLY, default=NoColorOpt, annotation=bool)
+
+    @functools.wraps(command)
+    def wrapper(**kwargs):
+        _colour(kwargs.pop("no_color"))
+        return command(**kwargs)
+
+    wrapper.__signature__ = inspect.Signature([*own, flag])  # type: ignore[attr-defined]
+    return wrapper
 
 
 rules_app = typer.Typer(rich_markup_mode=None, no_args_is_help=True, help="The rule catalogue.")
@@ -98,6 +144,13 @@ OutputOpt = typer.Option(
     "--output",
     "-o",
     help="terminal, json or markdown (json and markdown: stdout holds the report only).",
+)
+VerboseOpt = typer.Option(
+    False,
+    "--verbose",
+    "-v",
+    help="The long terminal report: every line of evidence, every reference, each rule that could not be decided "
+    "(by default the first screen is the answer, the rest condensed).",
 )
 QuietOpt = typer.Option(False, "--quiet", "-q", help="Nothing on stderr but errors: no progress, no summary.")
 FailOnOpt = typer.Option(
@@ -174,12 +227,14 @@ def _progress(quiet: bool) -> Console | None:
     return stderr if stderr.is_terminal and not quiet else None
 
 
-def _emit(report: Report, output: Output, fail_on: FailOn = FailOn.warning, exit_zero: bool = False) -> None:
-    _write_report(report, output)
+def _emit(
+    report: Report, output: Output, fail_on: FailOn = FailOn.warning, exit_zero: bool = False, verbose: bool = False
+) -> None:
+    _write_report(report, output, verbose)
     _exit_for(report, fail_on, exit_zero)
 
 
-def _write_report(report: Report, output: Output) -> None:
+def _write_report(report: Report, output: Output, verbose: bool = False) -> None:
     if output is Output.json:
         from diag.report.json_report import render_json
 
@@ -191,7 +246,7 @@ def _write_report(report: Report, output: Output) -> None:
     else:
         from diag.report.terminal import print_report
 
-        print_report(report, stdout)
+        print_report(report, stdout, verbose)
 
 
 def _exit_for(report: Report, fail_on: FailOn, exit_zero: bool) -> None:
@@ -202,9 +257,11 @@ def _exit_for(report: Report, fail_on: FailOn, exit_zero: bool) -> None:
 
 
 @app.command()
+@with_global_flags
 def analyze(
     bundle: Path = typer.Argument(..., help="A bundle folder or .tar.gz (layout: docs/bundle-format.md)."),
     output: Output = OutputOpt,
+    verbose: bool = VerboseOpt,
     rules: list[Path] | None = RulesOpt,
     config: Path | None = ConfigOpt,
     min_severity: str | None = MinSeverityOpt,
@@ -233,7 +290,7 @@ def analyze(
     with _stdout_for_the_report(output):
         report = analyze_bundle(opened(), settings, list(rules or []), stopwatch, _held_until_exit)
     with stopwatch.phase("report"):
-        _write_report(report, output)
+        _write_report(report, output, verbose)
     if profile and not quiet:
         stderr.print("\n".join(stopwatch.lines()), markup=False, highlight=False)
     _exit_for(report, fail_on, exit_zero)
@@ -306,6 +363,15 @@ _TARGET_OPTIONS: dict[str, tuple[object, object]] = {
             None, "--local-gpu/--no-local-gpu", help="Read this host's GPUs through NVML (default: when NVML loads)."
         ),
     ),
+    "gpu_sweep": (
+        bool,
+        typer.Option(
+            False,
+            "--gpu-sweep",
+            help="Read every Ray node's GPUs (NVML, nvidia-smi, kernel Xid lines) through a short read-only "
+            "Ray job on the cluster at --ray-address, deleted when done. The one thing llmdiag runs on a cluster.",
+        ),
+    ),
     "scrapes": (
         int,
         typer.Option(2, "--scrapes", min=1, help="/metrics reads per vLLM server (2+ give counter rates)."),
@@ -368,6 +434,11 @@ def with_target(command: Callable) -> Callable:
             raise UserError("--as-group needs --as (Kubernetes impersonates groups only with a user)")
         if len(given["impersonate_groups"]) > 1:
             raise UserError("one --as-group at a time (the Kubernetes client sends one Impersonate-Group header)")
+        if given["gpu_sweep"] and not given["ray_address"]:
+            raise UserError(
+                "--gpu-sweep needs --ray-address, the Ray dashboard's URL (in Kubernetes: "
+                "kubectl port-forward svc/<raycluster>-head-svc 8265, then --ray-address http://127.0.0.1:8265)"
+            )
         target = Target(**given)
         prometheus_access(target)  # a mistake in the --prometheus-* flags is one line before anything runs
         return command(target=target, **kwargs)
@@ -391,14 +462,29 @@ def _seconds(flag: str, text: str | None, what: str) -> float | None:
 def _collect_live(target, quiet: bool = False) -> Bundle:
     from diag.collect.runner import collect_live
 
+    _kubernetes_usable(target)
     return collect_live(target, progress=_progress(quiet))
 
 
+def _kubernetes_usable(target) -> None:
+    """Where the cluster is all there is to read (no --vllm-url, --ray-address, --prometheus-url or
+    --local-gpu), a kubeconfig or context that cannot be used is one line, as kubectl says it, not a
+    report of every source that could not be read."""
+    if target.vllm_urls or target.ray_address or target.prometheus_url or target.local_gpu:
+        return  # the run reads those; the report names the Kubernetes source as not read, and why
+    from diag.collect.kube import kubeconfig_problem
+
+    if (problem := kubeconfig_problem(target.kubeconfig, target.context)) is not None:
+        raise UserError(problem)
+
+
 @app.command()
+@with_global_flags
 @with_target
 def triage(
     target,
     output: Output = OutputOpt,
+    verbose: bool = VerboseOpt,
     rules: list[Path] | None = RulesOpt,
     config: Path | None = ConfigOpt,
     min_severity: str | None = MinSeverityOpt,
@@ -414,10 +500,11 @@ def triage(
     target.since_s = _seconds("--since", since, "the window")
     with _stdout_for_the_report(output):
         report = analyze_bundle(_collect_live(target, quiet), settings, list(rules or []), held=_held_until_exit)
-    _emit(report, output, fail_on, exit_zero)
+    _emit(report, output, fail_on, exit_zero, verbose)
 
 
 @app.command()
+@with_global_flags
 @with_target
 def collect(
     target,
@@ -486,15 +573,37 @@ def layout() -> None:
 # ----------------------------------------------------------------------------- rules
 
 
+class ListOutput(str, enum.Enum):
+    table = "table"
+    json = "json"
+
+
 @rules_app.command("list")
-def rules_list(rules: list[Path] | None = RulesOpt) -> None:
-    """Every rule: id, layer, severity, title."""
+@with_global_flags
+def rules_list(
+    rules: list[Path] | None = RulesOpt,
+    output: ListOutput = typer.Option(
+        ListOutput.table,
+        "--output",
+        "-o",
+        help="table, or json: a list of {id, layer, severity, scope, title, requires, explains}.",
+    ),
+) -> None:
+    """Every rule: id, layer, severity, scope, title."""
+    if output is ListOutput.json:
+        import json
+
+        from diag.engine.catalogue import rule_records
+
+        sys.stdout.write(json.dumps(rule_records(list(rules or [])), indent=2) + "\n")
+        return
     from diag.engine.catalogue import rule_table
 
     stdout.print(rule_table(list(rules or [])))
 
 
 @rules_app.command("show")
+@with_global_flags
 def rules_show(rule_id: str = typer.Argument(..., help="e.g. VLLM-101"), rules: list[Path] | None = RulesOpt) -> None:
     """One rule in full: condition, evidence, fix, references, what it explains."""
     from diag.engine.catalogue import rule_markdown
@@ -503,6 +612,7 @@ def rules_show(rule_id: str = typer.Argument(..., help="e.g. VLLM-101"), rules: 
 
 
 @rules_app.command("docs")
+@with_global_flags
 def rules_docs(rules: list[Path] | None = RulesOpt) -> None:
     """The catalogue as Markdown, generated from the rule files (docs/rules.md is this output)."""
     from diag.engine.catalogue import catalogue_markdown

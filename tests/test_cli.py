@@ -176,7 +176,9 @@ def test_markdown_report_leads_with_the_verdict(gpu_bundle: Path, tmp_path: Path
     ).stdout
     lines = out.splitlines()
     assert lines[0] == "# llmdiag report"
-    assert lines[2].startswith("**Verdict: gpu layer**")
+    header = out.split("\n\n")[1].splitlines()  # what the report is about, the verdict last
+    assert header[0].startswith("- Bundle: ") and header[-1].startswith("- Verdict: gpu layer at fault (`SITE-001`")
+    assert out.split("\n\n")[2].startswith("**Verdict: gpu layer**")
     assert "## Root cause: `SITE-001`" in out
 
 
@@ -243,56 +245,81 @@ def _no_cluster_env(tmp_path: Path) -> dict[str, str]:
     return {**os.environ, "KUBECONFIG": str(tmp_path / "none"), "COLUMNS": "200"}
 
 
-def test_triage_against_nothing_is_inconclusive_and_says_which(tmp_path: Path) -> None:
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: c1, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u1, user: {token: not-a-secret}}]
+contexts: [{name: prod, context: {cluster: c1, user: u1}}, {name: staging, context: {cluster: c1, user: u1}}]
+current-context: prod
+"""
+
+
+@pytest.mark.parametrize("command", ["triage", "collect"])
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        ([], "llmdiag: no kubeconfig: ~/.kube/config does not exist, and this is not a pod in a cluster"),
+        (["--kubeconfig", "{tmp}/nowhere"], "llmdiag: kubeconfig {tmp}/nowhere: no such file"),
+        (
+            ["--kubeconfig", "{tmp}/kubeconfig", "--context", "nope"],
+            "llmdiag: context 'nope' is not in the kubeconfig {tmp}/kubeconfig (its contexts: prod, staging)",
+        ),
+    ],
+)
+def test_a_kubeconfig_or_context_that_cannot_be_used_is_one_line(
+    tmp_path: Path, command: str, args: list[str], line: str
+) -> None:
+    """Where the cluster is all there is to read, as kubectl says it: not a report of every source."""
+    import os
+
+    (tmp_path / "kubeconfig").write_text(KUBECONFIG)
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
+    out = ["--out", str(tmp_path / "case")] if command == "collect" else []
+    result = subprocess.run(
+        [sys.executable, "-m", "diag.cli", command, "--no-local-gpu", *out, *(a.format(tmp=tmp_path) for a in args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**env, "HOME": str(tmp_path / "home")},
+    )
+    assert result.returncode == 3 and result.stdout == ""
+    assert result.stderr.splitlines() == [line.format(tmp=tmp_path)] or (
+        not args and result.stderr.startswith(line) and len(result.stderr.splitlines()) == 1
+    ), result.stderr
+    assert not (tmp_path / "case").exists()  # collect wrote nothing
+
+
+def test_collect_that_gathered_nothing_exits_3_with_one_line(tmp_path: Path) -> None:
+    """A usable kubeconfig whose API server is not there: the manifest says why each source failed."""
+    (tmp_path / "kubeconfig").write_text(KUBECONFIG)
+    out = tmp_path / "case"
+    result = subprocess.run(
+        [sys.executable, "-m", "diag.cli", "collect", "--kubeconfig", str(tmp_path / "kubeconfig"), "--no-local-gpu",
+         "--timeout", "10", "--request-timeout", "2s", "--out", str(out)],
+        capture_output=True, text=True, timeout=120, env=_no_cluster_env(tmp_path),
+    )  # fmt: skip
+    assert result.returncode == 3
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("llmdiag: collected nothing (") and "127.0.0.1:1" in last, last
+    assert (out / "manifest.json").exists()
+
+
+def test_with_a_source_outside_kubernetes_the_unusable_kubeconfig_is_one_named_gap(tmp_path: Path) -> None:
     args = ["triage", "--kubeconfig", str(tmp_path / "none"), "--no-local-gpu", "--timeout", "10"]
-    terminal = subprocess.run(
+    args += ["--vllm-url", "http://127.0.0.1:1", "-o", "json"]
+    result = subprocess.run(
         [sys.executable, "-m", "diag.cli", *args],
         capture_output=True,
         text=True,
         timeout=120,
         env=_no_cluster_env(tmp_path),
     )
-    assert terminal.returncode == 3
-    assert "healthy" not in terminal.stdout.lower() and "inconclusive" in terminal.stdout
-    assert "cannot load Kubernetes configuration" in terminal.stdout
-    as_json = subprocess.run(
-        [sys.executable, "-m", "diag.cli", *args, "-o", "json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=_no_cluster_env(tmp_path),
-    )
-    report = json.loads(as_json.stdout)
+    report = json.loads(result.stdout)
     assert_report_contract(report)
-    assert report["verdict"]["status"] == "inconclusive" and report["exit_code"] == 3
-    assert "kubernetes" in [g["source"] for g in report["verdict"]["gaps"]]
-
-
-def test_collect_that_gathered_nothing_exits_3_with_one_line(tmp_path: Path) -> None:
-    out = tmp_path / "case"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "diag.cli",
-            "collect",
-            "--kubeconfig",
-            str(tmp_path / "none"),
-            "--no-local-gpu",
-            "--timeout",
-            "10",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=_no_cluster_env(tmp_path),
-    )
-    assert result.returncode == 3
-    last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith("llmdiag: collected nothing (kubernetes: cannot load Kubernetes configuration")
-    assert (out / "manifest.json").exists()
+    assert report["sources"]["kubernetes"] == {
+        "status": "failed",
+        "detail": f"kubeconfig {tmp_path}/none: no such file",
+    }
 
 
 def test_an_inconclusive_bundle_never_shows_a_healthy_panel(tmp_path: Path) -> None:
@@ -462,4 +489,6 @@ def test_colour_only_on_a_terminal_and_never_with_no_color_or_NO_COLOR(tmp_path)
     assert "\x1b[" in run("analyze", demo, env=forced)  # a terminal (forced): colours
     assert "\x1b[" not in run("analyze", demo)  # a pipe: none
     assert "\x1b[" not in run("--no-color", "analyze", demo, env=forced)
+    assert "\x1b[" not in run("analyze", demo, "--no-color", env=forced)  # after the command too, as kubectl
+    assert "\x1b[" not in run("rules", "list", "--no-color", env=forced)
     assert "\x1b[" not in run("analyze", demo, env={**forced, "NO_COLOR": "1"})

@@ -38,6 +38,16 @@ DESCRIPTIONS = {
     "gpu-h100-2 for the last 6 minutes; nvidia-smi's CSV cannot show Xids.",
     "requests-aborted": "busy-but-healthy whose Prometheus history shows pod pfnp5 finishing 12 of every 42 "
     "requests with finished_reason=abort for the last 15 minutes (a gateway timing out).",
+    "thermal-slowdown": "busy-but-healthy whose dcgm-exporter default counters show pod pfnp5's four GPUs held at "
+    "1005-1020 MHz (of 1980) at 91-92 C, 415 W, 100 % busy, for 15 minutes, while the server's generation "
+    "rate fell from 2,900 to 950 tokens/s and its queue climbed to 38 with KV at 0.61-0.66; the fine-tuning "
+    "job of namespace research on the node's other four GPUs stays busy and cool. The GPUs explain the server.",
+    "power-slowdown": "as thermal-slowdown, with the GPUs cool (63 C) and held at 705 MHz, 310 W, by the power "
+    "brake (clock-event reasons 0x84, exported); every other GPU is busy at its power cap (0x4 alone), "
+    "which is no fault.",
+    "throughput-drop-healthy-gpus": "pod pfnp5's generation rate falls from 2,900 to 950 tokens/s for the "
+    "last 15 minutes with 48 requests running and no queue, while every GPU stays at full clocks, cool: "
+    "the cause is vLLM's (or its load's), not the GPUs'.",
 }
 
 

@@ -249,6 +249,16 @@ SOURCES: tuple[Source, ...] = (
         group="gpu",
     ),
     Source(
+        "gpu/<host>.xid.txt",
+        "gpu",
+        readers.kernel_xid_lines,
+        "lines",
+        "journalctl -k --no-pager -o short-iso -g 'NVRM: Xid' > gpu/<host>.xid.txt",
+        "diag/collect/ray_sweep.py",
+        group="gpu",
+        note="the kernel's Xid lines on that host (dmesg's or journalctl's lines)",
+    ),
+    Source(
         VLLM_SCRAPE_FILE,
         "vllm",
         readers.vllm_scrape,

@@ -6,8 +6,11 @@ matchers that scope a query to the namespaces being triaged (empty for every nam
 
 vLLM names are asked under both generations where they differ (`vllm:kv_cache_usage_perc` replaced
 `vllm:gpu_cache_usage_perc`; `vllm:inter_token_latency_seconds` replaced
-`vllm:time_per_output_token_seconds` in 0.11). DCGM names are dcgm-exporter's; the violation
-counters are not in its default counter set, so their answers are often empty. GPU queries are not
+`vllm:time_per_output_token_seconds` in 0.11). DCGM names are dcgm-exporter's: its default counter set
+(etc/default-counters.csv) has the clocks, temperatures, power draw, utilisation, framebuffer, Xid, PCIe
+replays, NVLink bandwidth and remapped rows; the clock-event reasons (DCGM_FI_DEV_CLOCKS_EVENT_REASONS,
+DCGM_FI_DEV_CLOCK_THROTTLE_REASONS before DCGM 3.3), the power limit, the ECC and NVLink error counters
+and the violation counters are not in it, so their answers are often empty. GPU queries are not
 scoped by namespace: dcgm-exporter labels a GPU with the pod that holds it, so a namespace matcher
 would drop exactly the GPUs whose memory something else holds; the analysis joins GPU series by UUID.
 """
@@ -77,6 +80,19 @@ RANGE_QUERIES: tuple[RangeQuery, ...] = (
     RangeQuery("dcgm_fb_used", "DCGM_FI_DEV_FB_USED{selector}", "gpu"),
     RangeQuery("dcgm_row_remap_failure", "DCGM_FI_DEV_ROW_REMAP_FAILURE{selector}", "gpu"),
     RangeQuery("dcgm_uncorrectable_remapped_rows", "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS{selector}", "gpu"),
+    RangeQuery("dcgm_sm_clock", "DCGM_FI_DEV_SM_CLOCK{selector}", "gpu"),
+    RangeQuery("dcgm_mem_clock", "DCGM_FI_DEV_MEM_CLOCK{selector}", "gpu"),
+    RangeQuery("dcgm_gpu_temp", "DCGM_FI_DEV_GPU_TEMP{selector}", "gpu"),
+    RangeQuery("dcgm_memory_temp", "DCGM_FI_DEV_MEMORY_TEMP{selector}", "gpu"),
+    RangeQuery("dcgm_power_usage", "DCGM_FI_DEV_POWER_USAGE{selector}", "gpu"),
+    RangeQuery("dcgm_power_mgmt_limit", "DCGM_FI_DEV_POWER_MGMT_LIMIT{selector}", "gpu"),
+    RangeQuery("dcgm_clocks_event_reasons", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS{selector}", "gpu"),
+    RangeQuery("dcgm_clock_throttle_reasons", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS{selector}", "gpu"),
+    RangeQuery("dcgm_pcie_replay_rate_5m", f"rate(DCGM_FI_DEV_PCIE_REPLAY_COUNTER{{selector}}[{RATE_WINDOW}])", "gpu"),
+    RangeQuery(
+        "dcgm_nvlink_bandwidth_rate_5m", f"rate(DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL{{selector}}[{RATE_WINDOW}])", "gpu"
+    ),
+    RangeQuery("dcgm_ecc_dbe_vol_total", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{selector}", "gpu"),
     RangeQuery("dcgm_power_violation_rate_5m", f"rate(DCGM_FI_DEV_POWER_VIOLATION{{selector}}[{RATE_WINDOW}])", "gpu"),
     RangeQuery(
         "dcgm_thermal_violation_rate_5m", f"rate(DCGM_FI_DEV_THERMAL_VIOLATION{{selector}}[{RATE_WINDOW}])", "gpu"

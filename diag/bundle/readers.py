@@ -122,6 +122,10 @@ SMI_XML_GPUS = gpus(nvidia_smi.parse_xml)
 SMI_CSV_GPUS = gpus(nvidia_smi.parse_csv)
 
 
+def kernel_xid_lines(state: Loading, rel: str, found: re.Match[str], text: str) -> None:
+    state.snap.kernel_xid_lines[found["host"]] = [line for line in text.splitlines() if "NVRM: Xid" in line]
+
+
 def vllm_scrape(state: Loading, rel: str, found: re.Match[str], text: str) -> None:
     """Kept: a server's scrapes are read in their order once all are known (the loader's last steps)."""
     state.server(found["server"])

@@ -40,7 +40,8 @@ class Target:
     prometheus_ca_file: str | None = None
     prometheus_headers: list[str] = field(default_factory=list, repr=False)  # "Name: value"
     since_s: float | None = None  # the Prometheus window (None: the collector's default)
-    local_gpu: bool | None = None  # None: on when NVML loads
+    local_gpu: bool | None = None  # None: on when NVML loads, unless the GPU sweep reads every node
+    gpu_sweep: bool = False  # every Ray node's GPUs through a read-only Ray job (diag/collect/ray_sweep.py)
     scrapes: int = 2  # /metrics reads per vLLM server, for counter rates
     scrape_interval_s: float = 5.0
     log_tail_lines: int = 500

@@ -250,6 +250,50 @@ def collect_local(host: str, xid_wait_s: float = 0.0) -> tuple[dict[str, bytes],
     return files, {path: status for path, (_, status) in sources.items()}
 
 
+def kernel_xid_lines() -> tuple[bytes | None, Status]:
+    """The kernel's NVRM Xid lines on this host, as `dmesg` prints them: from /dev/kmsg where this
+    process may read it, else `journalctl -k`. Empty (read, none there) is an answer too."""
+    try:
+        fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        kmsg = f"/dev/kmsg: {exc.strerror or exc}"
+    else:
+        lines = []
+        try:
+            while True:
+                try:
+                    record = os.read(fd, 8192).decode(errors="replace")
+                except BlockingIOError:
+                    break
+                except BrokenPipeError:  # the record was overwritten while reading: go on with the next
+                    continue
+                if not record:
+                    break
+                prefix, _, message = record.partition(";")
+                fields = prefix.split(",")
+                if "NVRM: Xid" in message and len(fields) > 2 and fields[2].isdigit():
+                    lines.append(f"[{int(fields[2]) / 1e6:12.6f}] {message.splitlines()[0]}")
+        finally:
+            os.close(fd)
+        return "".join(line + "\n" for line in lines).encode(), ("ok", f"{len(lines)} Xid lines in /dev/kmsg")
+    if shutil.which("journalctl") is None:
+        return None, ("skipped", f"{kmsg}; journalctl not found")
+    try:
+        done = subprocess.run(
+            ["journalctl", "-k", "--no-pager", "-o", "short-iso", "-g", "NVRM: Xid"],
+            capture_output=True,
+            timeout=NVIDIA_SMI_TIMEOUT_S,
+            check=False,
+        )
+    except (subprocess.TimeoutExpired, OSError) as exc:
+        return None, ("failed", f"{kmsg}; journalctl -k: {exc}")
+    if done.returncode not in (0, 1):  # 1: no line matched
+        said = done.stderr.decode(errors="replace").strip().splitlines()
+        return None, ("skipped", f"{kmsg}; journalctl -k exited {done.returncode}: {said[0] if said else ''}")
+    found = done.stdout if done.returncode == 0 else b""
+    return found, ("ok", f"{found.count(b'NVRM: Xid')} Xid lines in journalctl -k")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m diag.collect.gpu", description=__doc__.splitlines()[0])
     parser.add_argument("outdir", type=Path, help="bundle folder; the files go into OUTDIR/gpu/")

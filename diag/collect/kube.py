@@ -128,6 +128,8 @@ class KubeAccess:
                 self.context: str | None = None
                 self._namespace = _in_cluster_namespace()
             else:
+                if (problem := kubeconfig_problem(kubeconfig, context)) is not None:
+                    raise KubeError(problem)
                 exec_credential.install(credential_timeout_s or request_timeout_s)
                 config.load_kube_config(
                     config_file=kubeconfig, context=context, client_configuration=self._configuration
@@ -501,6 +503,34 @@ def _check_exec_status(what: str, status_text: str, stderr: str) -> None:
 def _one_line(value: object) -> str:
     text = str(value).strip()
     return text.splitlines()[0] if text else ""
+
+
+def kubeconfig_problem(kubeconfig: str | None, context: str | None) -> str | None:
+    """Why the kubeconfig (`--kubeconfig`, else $KUBECONFIG, else ~/.kube/config) or the context named
+    cannot be used, in one line naming the path and the contexts there are; None when it can be tried.
+    Inside a pod with neither given, the in-cluster configuration is used: None."""
+    from kubernetes import config
+
+    if kubeconfig is None and context is None and "KUBERNETES_SERVICE_HOST" in os.environ:
+        return None
+    where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+    files = [os.path.expanduser(path) for path in where.split(os.pathsep) if path]
+    if not any(os.path.isfile(path) for path in files):
+        if kubeconfig is not None:
+            return f"kubeconfig {kubeconfig}: no such file"
+        named = f"$KUBECONFIG ({where})" if os.environ.get("KUBECONFIG") else where
+        return f"no kubeconfig: {named} does not exist, and this is not a pod in a cluster (give --kubeconfig)"
+    if context is None:
+        return None
+    try:
+        contexts, _ = config.list_kube_config_contexts(config_file=kubeconfig)
+    except (config.ConfigException, OSError, ValueError, TypeError):
+        return None  # loading it says what is wrong
+    names = [str(c.get("name")) for c in contexts or []]
+    if context in names:
+        return None
+    shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+    return f"context {context!r} is not in the kubeconfig {where} (its contexts: {shown or 'none'})"
 
 
 def _kubeconfig_context(kubeconfig: str | None, context: str | None) -> tuple[str | None, str]:

@@ -376,8 +376,10 @@ def default_collectors(target: Target) -> list[Collector]:
     ]
     if target.vllm_urls:
         collectors.append(Collector("vllm (--vllm-url)", _vllm_urls, timeout_s=vllm_time, needs_pods=False))
-    if target.local_gpu is not False:
+    if target.local_gpu or (target.local_gpu is None and not target.gpu_sweep):
         collectors.append(Collector("gpu (this host)", _local_gpu, timeout_s=per_source * 4, needs_pods=False))
+    if target.gpu_sweep:
+        collectors.append(Collector("gpu (every Ray node)", _gpu_sweep, timeout_s=per_source * 4, needs_pods=False))
     if target.prometheus_url or target.prometheus_service:
         collectors.append(Collector("prometheus", _prometheus, timeout_s=per_source * 2, needs_pods=False))
     return collectors
@@ -474,6 +476,13 @@ def _local_gpu(ctx: CollectContext) -> list[SourceResult]:
     for rel, data in files.items():
         ctx.sink.write(rel, data)
     return [SourceResult(rel, cast(SourceState, status), detail) for rel, (status, detail) in statuses.items()]
+
+
+def _gpu_sweep(ctx: CollectContext) -> list[SourceResult]:
+    from diag.collect.ray_sweep import Sweep, sweep
+
+    per_node = ctx.target.source_timeout_s
+    return sweep(Sweep(ctx.target.ray_address or "", per_node, per_node * 3), ctx.sink)
 
 
 def _prometheus(ctx: CollectContext) -> list[SourceResult]:

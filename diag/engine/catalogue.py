@@ -22,6 +22,23 @@ def rule_table(extra: list[Path]) -> Table:
     return table
 
 
+def rule_records(extra: list[Path]) -> list[dict]:
+    """`rules list -o json`: each rule's id, layer, severity, scope, title, the sources it requires
+    and the rules it explains."""
+    return [
+        {
+            "id": r.id,
+            "layer": r.layer,
+            "severity": r.severity,
+            "scope": r.scope,
+            "title": r.title,
+            "requires": list(r.requires),
+            "explains": list(r.explains),
+        }
+        for r in _rules(extra)
+    ]
+
+
 def rule_markdown(rule_id: str, extra: list[Path]) -> str:
     rule = next((r for r in _rules(extra) if r.id == rule_id.upper()), None)
     if rule is None:

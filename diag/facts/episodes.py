@@ -48,6 +48,16 @@ class Span:
             "when": self.when(clock),
         }
 
+    def exact(self, clock: Clock) -> str:
+        """The first and last sample where it held, to the second: what a test can hold to the series."""
+        count = len(self.samples)
+        span = f"{_clock_time(self.start, seconds=True)} to {_clock_time(self.end, seconds=True)} UTC"
+        samples = f"{count} samples {self.step:g} s apart" if count > 1 else "one sample"
+        if self.ongoing:
+            return f"from {span} ({samples}, {self.minutes:g} min), still going on at collection"
+        ended = clock.age(self.end + self.step)
+        return f"from {span} ({samples}, {self.minutes:g} min), ended {age_text(ended)} before collection"
+
     def when(self, clock: Clock) -> str:
         start, end = _clock_time(self.start), _clock_time(self.end + self.step)
         if self.ongoing:
@@ -97,7 +107,7 @@ class Timeline:
         last_time = self.rows[-1][0] if self.rows else None
         for t, values in [*self.rows, (float("inf"), {})]:
             if run and (t - run[-1][0] > 1.5 * self.step or holds(values) is not True):
-                ongoing = run[-1][0] == last_time and self._at_window_end(run[-1][0])
+                ongoing = run[-1][0] == last_time and self.at_window_end(run[-1][0])
                 span = Span(run, self.step, ongoing)
                 if span.minutes >= min_minutes:
                     spans.append(span)
@@ -106,9 +116,9 @@ class Timeline:
                 run.append((t, values))
         return spans
 
-    def _at_window_end(self, t: float) -> bool:
+    def at_window_end(self, t: float) -> bool:
         return self.window_end is None or t >= self.window_end - 2 * self.step
 
 
-def _clock_time(t: float) -> str:
-    return datetime.fromtimestamp(t, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
+def _clock_time(t: float, seconds: bool = False) -> str:
+    return datetime.fromtimestamp(t, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M")

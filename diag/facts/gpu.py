@@ -11,7 +11,9 @@ from diag.bundle import layout
 from diag.bundle.layout import NVML_FILE, SMI_XML_FILE
 from diag.core.shell import word
 from diag.facts.common import link, plain
-from diag.facts.gpu_episodes import GpuHistory, gpu_history
+from diag.facts.episodes import Span
+from diag.facts.gpu_episodes import GpuHistory, ceilings, gpu_history
+from diag.facts.vllm_episodes import symptoms
 from diag.link.join import xid_lines_by_node
 from diag.link.prometheus_join import history_window
 from diag.parsers.gpu_common import pci_address
@@ -20,7 +22,7 @@ from diag.parsers.quantity import GPU_RESOURCE, gpu_count
 from diag.parsers.signals import looked_for
 from diag.parsers.xid_catalogue import builtin_catalogue
 from diag.snapshot.clock import Clock
-from diag.snapshot.model import GPU, GPUProcess, Node, RayNode, Snapshot
+from diag.snapshot.model import GPU, GPUProcess, Node, PromWindow, RayNode, Snapshot, VllmServer
 
 # Clocks-event reasons that mean something holds the clocks down against the workload (names as in
 # diag.parsers.gpu_common). sw_power_cap is not one: a busy GPU reaches its power limit and the driver
@@ -42,8 +44,47 @@ def scopes(snap: Snapshot, settings: dict, clock: Clock) -> dict[str, list[dict]
     ray = _RayIndex.of(snap)
     ooms = _CudaOoms.of(snap, clock)
     listed = _process_lists_read(snap)
-    gpus = [_gpu(g, snap, ray, ooms, g.host in listed, gpu_history(g, settings, clock, window)) for g in snap.gpus]
+    top = ceilings(snap.gpus)
+    served = _ServedSlowdowns(snap, settings, clock, window)
+    gpus = []
+    for g in snap.gpus:
+        history = gpu_history(g, settings, clock, window, top.get(g.name))
+        gpus.append(_gpu(g, snap, ray, ooms, g.host in listed, history) | served.of(g, history))
     return {"gpu": gpus, "gpu_node": _gpu_nodes(snap)}
+
+
+class _ServedSlowdowns:
+    """A GPU's slowdown episodes against what the vLLM servers it serves showed in the same minutes."""
+
+    def __init__(self, snap: Snapshot, settings: dict, clock: Clock, window: PromWindow | None) -> None:
+        self.snap, self.settings, self.clock, self.window = snap, settings, clock, window
+        self._symptoms: dict[int, list[tuple[str, Span]]] = {}
+
+    def _of_server(self, server: VllmServer) -> list[tuple[str, Span]]:
+        if id(server) not in self._symptoms:
+            self._symptoms[id(server)] = symptoms(server, self.settings, self.clock, self.window)
+        return self._symptoms[id(server)]
+
+    def of(self, gpu: GPU, history: GpuHistory) -> dict:
+        if history.slowdowns is None:
+            return {"slowdown_episodes": None, "serving_slowdown": None}
+        episodes = [s.facts(self.clock) for s in history.slowdowns]
+        ref = gpu.uuid or f"{gpu.host}/{gpu.index}"
+        servers = [s for s in self.snap.vllm_servers if ref in s.gpus and s.history]
+        if not servers:
+            return {"slowdown_episodes": episodes, "serving_slowdown": None}
+        for slowdown, facts in zip(history.slowdowns, episodes, strict=True):
+            start, end = slowdown.span.start, slowdown.span.end + slowdown.span.step
+            for server in servers:
+                for text, span in self._of_server(server):
+                    overlap = min(end, span.end + span.step) - max(start, span.start)
+                    if overlap > 0:
+                        return {"slowdown_episodes": episodes, "serving_slowdown": {
+                            "found": True, "kind": slowdown.kind, "gpu_episode": facts["text"],
+                            "server": server.name, "symptom": text, "overlap_minutes": round(overlap / 60, 1),
+                            "minutes": facts["minutes"], "from": facts["from"], "until": facts["until"],
+                        }}  # fmt: skip
+        return {"slowdown_episodes": episodes, "serving_slowdown": {"found": False}}
 
 
 def _process_lists_read(snap: Snapshot) -> set[str]:
@@ -102,7 +143,9 @@ def _gpu_facts(
             if gpu.memory_used_mib is not None and gpu.memory_total_mib
             else None
         ),
+        "ecc_uncorrected_volatile": _ecc_uncorrected(gpu, history),
         "memory_faults": _memory_faults(gpu)
+        + _ecc_text(gpu, history)
         + ([history.rows_remapped_text] if history.rows_remapped else [])
         + (["a row remapping failed (DCGM_FI_DEV_ROW_REMAP_FAILURE, dcgm-exporter)"] if history.remap_failure else []),
         "slowdown_reasons": _slowdown_reasons(gpu, history, nvidia_smi_seen),
@@ -150,6 +193,20 @@ def _fb_used_text(history: GpuHistory) -> str:
     )
 
 
+def _ecc_text(gpu: GPU, history: GpuHistory) -> list[str]:
+    if not history.ecc_uncorrected or gpu.ecc_uncorrected_volatile:
+        return []  # none, or nvidia-smi's count already says it
+    count = f"{history.ecc_uncorrected:g}"
+    return [
+        f"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL = {count} (dcgm-exporter): uncorrectable ECC errors since the driver loaded"
+    ]
+
+
+def _ecc_uncorrected(gpu: GPU, history: GpuHistory) -> float | None:
+    """nvidia-smi's count where it was read, else dcgm-exporter's (not in its default counters)."""
+    return gpu.ecc_uncorrected_volatile if gpu.ecc_uncorrected_volatile is not None else history.ecc_uncorrected
+
+
 def _either(seen: bool | None, in_history: bool | None) -> bool | None:
     """True when either source saw it; false only when one read it and neither saw it."""
     if seen or in_history:
@@ -158,9 +215,13 @@ def _either(seen: bool | None, in_history: bool | None) -> bool | None:
 
 
 def _slowdown_reasons(gpu: GPU, history: GpuHistory, nvidia_smi_seen: bool) -> list[str] | None:
-    if not nvidia_smi_seen and history.throttled is None:
+    if not nvidia_smi_seen and history.throttled is None and history.slowdowns is None:
         return None
-    return [r for r in gpu.clocks_event_reasons if r in SLOWDOWN_REASONS] + (history.throttled or [])
+    return (
+        [r for r in gpu.clocks_event_reasons if r in SLOWDOWN_REASONS]
+        + (history.throttled or [])
+        + history.slowdown_texts
+    )
 
 
 def _known(value: int | None) -> str:

@@ -1,4 +1,6 @@
-"""What dcgm-exporter's series in Prometheus add to a GPU's facts: Xids, row remapping, throttling.
+"""What dcgm-exporter's series in Prometheus add to a GPU's facts: Xids, row remapping, throttling,
+and slowdown episodes: the SM clock held well below what GPUs of its model reach in the window while it
+is busy, for heat or for power.
 
 They extend the facts nvidia-smi and NVML give (the same `xids`, `remapped_rows_*` and
 `slowdown_reasons` the GPU rules read), so that one rule covers a fault whichever source saw it.
@@ -11,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from diag.facts.episodes import Timeline, Values
+from diag.facts.episodes import Span, Timeline, Values
 from diag.snapshot.clock import Clock
 from diag.snapshot.model import GPU, PromWindow
 
@@ -23,7 +25,55 @@ SIGNALS: dict[str, tuple[str, ...]] = {
     "uncorrectable_rows": ("dcgm_uncorrectable_remapped_rows",),
     "power_violation_ns_per_s": ("dcgm_power_violation_rate_5m",),
     "thermal_violation_ns_per_s": ("dcgm_thermal_violation_rate_5m",),
+    "sm_clock": ("dcgm_sm_clock",),
+    "temp": ("dcgm_gpu_temp",),
+    "power": ("dcgm_power_usage",),
+    "power_limit": ("dcgm_power_mgmt_limit",),
+    "reasons": ("dcgm_clocks_event_reasons", "dcgm_clock_throttle_reasons"),  # DCGM 3.3 renamed the field
+    "ecc_dbe": ("dcgm_ecc_dbe_vol_total",),
 }
+# NVML's clocks-event reason bits (nvmlClocksEventReasons). SW_POWER_CAP (0x4) alone is no fault: a busy
+# GPU sits at its power limit by design; only a limit far below what its model draws holds it down.
+_SW_POWER_CAP, _HW_SLOWDOWN, _SW_THERMAL, _HW_THERMAL, _HW_POWER_BRAKE = 0x4, 0x8, 0x20, 0x40, 0x80
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """What GPUs of one model reached in the window: the SM clock and power draw a held-down GPU is
+    measured against (dcgm-exporter's default counters have neither the maximum clock nor the limit)."""
+
+    sm_clock: float
+    power: float | None
+
+
+@dataclass(frozen=True)
+class Slowdown:
+    kind: str  # "thermal" or "power"
+    span: Span
+    ceiling: Ceiling
+    because: str  # what told the kind: the clock-event reasons, the temperature, the power draw
+
+    def facts(self, clock: Clock) -> dict:
+        clocks, temps, power = (self.span.values(n) for n in ("sm_clock", "temp", "power"))
+        util = self.span.values("util")
+        text = (
+            f"{self.kind} slowdown: SM clock {_range(clocks)} MHz against {self.ceiling.sm_clock:g} MHz "
+            f"(the highest of this model in the window) while {_range(util)} % busy"
+            + (f", at up to {max(temps):g} C" if temps else "")
+            + (f", drawing {_range(power)} W" if power else "")
+            + f" ({self.because}; dcgm-exporter), {self.span.exact(clock)}"
+        )
+        return self.span.facts(clock) | {
+            "kind": self.kind,
+            "start": self.span.start,
+            "end": self.span.end + self.span.step,
+            "lowest_sm_clock": min(clocks),
+            "sm_clock_max": self.ceiling.sm_clock,
+            "hottest": max(temps) if temps else None,
+            "text": text,
+        }
+
+
 _VIOLATIONS = {"power_violation_ns_per_s": "power", "thermal_violation_ns_per_s": "thermal"}
 
 
@@ -36,15 +86,37 @@ class GpuHistory:
     rows_remapped_text: str = ""
     throttled: list[str] | None = None  # one text per throttling episode while busy; None: not exported
     fb_used_mib: float | None = None  # DCGM_FI_DEV_FB_USED at the newest sample
+    slowdowns: list[Slowdown] | None = None  # None: clocks or utilisation not exported
+    slowdown_texts: list[str] = field(default_factory=list)
+    ecc_uncorrected: float | None = None  # DCGM_FI_DEV_ECC_DBE_VOL_TOTAL at its highest: since the driver loaded
 
 
-def gpu_history(gpu: GPU, settings: dict, clock: Clock, window: PromWindow | None) -> GpuHistory:
+def _range(values: list[float]) -> str:
+    low, high = min(values), max(values)
+    return f"{low:g}" if low == high else f"{low:g}-{high:g}"
+
+
+def ceilings(gpus: list[GPU]) -> dict[str | None, Ceiling]:
+    """By model name (modelName): the highest SM clock and power draw any GPU of it showed in the history."""
+    clocks: dict[str | None, list[float]] = {}
+    power: dict[str | None, list[float]] = {}
+    for gpu in gpus:
+        clocks.setdefault(gpu.name, []).extend(v for _, v in gpu.history.get("dcgm_sm_clock", []))
+        power.setdefault(gpu.name, []).extend(v for _, v in gpu.history.get("dcgm_power_usage", []))
+    return {name: Ceiling(max(c), max(power[name], default=None)) for name, c in clocks.items() if c and max(c) > 0}
+
+
+def gpu_history(
+    gpu: GPU, settings: dict, clock: Clock, window: PromWindow | None, ceiling: Ceiling | None = None
+) -> GpuHistory:
     timeline = Timeline.of(gpu.history, SIGNALS, window.step if window else 15.0, window.end if window else None)
     if not timeline.rows:
         return GpuHistory()
     found = GpuHistory(read=True, xids=_xids(timeline, clock))
     if timeline.has("fb_used_mib"):
         found.fb_used_mib = _values(timeline, "fb_used_mib")[-1]
+    if timeline.has("ecc_dbe"):
+        found.ecc_uncorrected = max(_values(timeline, "ecc_dbe"))
     if timeline.has("remap_failure"):
         found.remap_failure = any(v > 0 for v in _values(timeline, "remap_failure"))
     if timeline.has("uncorrectable_rows"):
@@ -57,7 +129,67 @@ def gpu_history(gpu: GPU, settings: dict, clock: Clock, window: PromWindow | Non
     exported = [name for name in _VIOLATIONS if timeline.has(name)]
     if exported and timeline.has("util"):
         found.throttled = _throttled(timeline, exported, settings, clock)
+    if ceiling is not None and timeline.has("sm_clock") and timeline.has("util"):
+        found.slowdowns = _slowdowns(timeline, ceiling, settings)
+        found.slowdown_texts = [s.facts(clock)["text"] for s in found.slowdowns]
     return found
+
+
+def _slowdown_kind(v: Values, ceiling: Ceiling, settings: dict) -> tuple[str, str] | None | bool:
+    """(kind, what told it) where the SM clock is held down while busy; False where not; None where the
+    clock or utilisation is missing at that sample."""
+    if "sm_clock" not in v or "util" not in v:
+        return None
+    if v["util"] < settings["gpu_in_use_pct"] or v["sm_clock"] > ceiling.sm_clock * settings["gpu_clock_held_share"]:
+        return False
+    hot = "temp" in v and v["temp"] >= settings["gpu_temperature_high_c"]
+    starved = _power_starved(v, ceiling, settings)
+    if "reasons" in v:  # the driver says why; trust it
+        bits = int(v["reasons"])
+        told = f"clock-event reasons 0x{bits:x}"
+        if bits & (_SW_THERMAL | _HW_THERMAL) or (bits & _HW_SLOWDOWN and hot):
+            return "thermal", told
+        if bits & (_HW_POWER_BRAKE | _HW_SLOWDOWN):
+            return "power", told
+        if bits & _SW_POWER_CAP and starved:
+            return "power", f"{told}, {starved}"
+        return False  # the power cap at the draw GPUs of its model reach is the cap doing its job
+    if hot:
+        return "thermal", f"at or above {settings['gpu_temperature_high_c']} C"
+    if starved:
+        return "power", f"{starved}; clock-event reasons not exported"
+    return False
+
+
+def _power_starved(v: Values, ceiling: Ceiling, settings: dict) -> str:
+    """Why the GPU's power draw says power holds it down ("" when it does not): it draws at most
+    gpu_power_drop_share of what GPUs of its model draw in the window, at a power limit set that low, or
+    with clocks and draw falling together (the power brake, a hardware slowdown). A GPU held at the
+    usual limit draws it."""
+    if "power" not in v or not ceiling.power or v["power"] > ceiling.power * settings["gpu_power_drop_share"]:
+        return ""
+    limit = v.get("power_limit")
+    if limit and v["power"] >= 0.95 * limit:
+        return f"held at a power limit of {limit:g} W, where GPUs of its model draw up to {ceiling.power:g} W"
+    return f"drawing {v['power']:g} W where GPUs of its model draw up to {ceiling.power:g} W"
+
+
+def _slowdowns(timeline: Timeline, ceiling: Ceiling, settings: dict) -> list[Slowdown]:
+    found = []
+    for kind in ("thermal", "power"):
+
+        def held(v: Values, kind: str = kind) -> bool | None:
+            result = _slowdown_kind(v, ceiling, settings)
+            return result[0] == kind if isinstance(result, tuple) else result
+
+        for span in timeline.spans(held, settings["history_min_minutes"]):
+            found.append(Slowdown(kind, span, ceiling, _because(span, ceiling, settings)))
+    return sorted(found, key=lambda s: s.span.start)
+
+
+def _because(span: Span, ceiling: Ceiling, settings: dict) -> str:
+    kind = _slowdown_kind(span.samples[0][1], ceiling, settings)
+    return kind[1] if isinstance(kind, tuple) else ""
 
 
 def _values(timeline: Timeline, name: str) -> list[float]:

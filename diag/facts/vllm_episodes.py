@@ -10,6 +10,7 @@ says so.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from statistics import median
 from typing import Any
 
 from diag.facts.episodes import Span, Timeline
@@ -36,6 +37,43 @@ Fact = dict[str, Any] | None
 
 
 @dataclass(frozen=True)
+class Drop:
+    """Generation throughput that fell against the same server's own recent past, with requests still in."""
+
+    span: Span
+    baseline: float  # tokens/s, the median of the baseline minutes before it began
+    baseline_minutes: float  # how much of them the window held
+
+    def text(self) -> str:
+        worst = min(self.span.values("generation_per_s"))
+        fell = f"by {1 - worst / self.baseline:.0%}"
+        return (f"vllm:generation_tokens_total rate fell from {self.baseline:,.0f} to {worst:,.0f} tokens/s "
+                f"({fell}) against the {self.baseline_minutes:g} minutes before")  # fmt: skip
+
+
+def symptoms(server: VllmServer, settings: dict, clock: Clock, window: PromWindow | None) -> list[tuple[str, Span]]:
+    """Every stretch of the server's history where it served worse, each with one line on how: throughput
+    down against its own baseline, inter-token latency or time to first token high, a queue growing."""
+    timeline = Timeline.of(server.history, SIGNALS, window.step if window else 15.0, window.end if window else None)
+    history = _History(timeline, settings, clock)
+    found = [(f"{drop.text()}, {drop.span.exact(clock)}", drop.span) for drop in history.drops()]
+    for name, metric, threshold in (("itl_mean", "inter-token latency", settings["itl_high_s"]),
+                                    ("ttft_mean", "time to first token", settings["ttft_high_s"])):  # fmt: skip
+
+        def high(v: dict[str, float], name: str = name, threshold: float = threshold) -> bool | None:
+            return _at_least(v.get(name), threshold)
+
+        for span in timeline.spans(high, history.min_minutes):
+            found.append((f"mean {metric} up to {max(span.values(name)):.3g} s (slow from {threshold:g} s), "
+                          f"{span.exact(clock)}", span))  # fmt: skip
+    for span in history.queue_spans():
+        waiting = span.values("waiting")
+        found.append((f"vllm:num_requests_waiting grew {waiting[0]:g} -> {waiting[-1]:g} (peak {max(waiting):g}), "
+                      f"{span.exact(clock)}", span))  # fmt: skip
+    return found
+
+
+@dataclass(frozen=True)
 class ScrapeView:
     """What the scrapes say beyond the metrics summary: the running gauge at each one, and the cap."""
 
@@ -58,6 +96,7 @@ def episode_facts(server: VllmServer, summary: VllmMetrics | None, view: ScrapeV
         "decode_slow": _merge(scrapes.decode_slow(), history.decode_slow()),
         "stall": _merge(scrapes.stall(view.running_every_scrape), history.stall()),
         "aborted_requests": history.aborted(server),
+        "throughput_drop": history.throughput_drop(),
         "queue": scrapes.queue(),
         "history_read": bool(timeline.rows),
     }
@@ -348,11 +387,7 @@ class _History:
     def queue_growth(self) -> Fact:
         if not (self.t.has("waiting") and self.t.has("generation_per_s")):
             return None
-        timeline = self.t.with_rising("waiting", self.min_minutes * 60)
-        spans = timeline.spans(
-            lambda v: _all_known(self._queued(v), None if "waiting_rising" not in v else v["waiting_rising"] > 0,
-                                 _above(v.get("generation_per_s"), 0.0)),
-            self.min_minutes)  # fmt: skip
+        spans = self.queue_spans()
         if not spans:
             return {"found": False}
         span = spans[-1]
@@ -365,6 +400,80 @@ class _History:
             "waiting_peak": max(waiting),
             "running": max(span.values("running"), default=None),
             "kv_peak": max(kv) if kv else None,
+        }
+
+    def queue_spans(self) -> list[Span]:
+        if not (self.t.has("waiting") and self.t.has("generation_per_s")):
+            return []
+        timeline = self.t.with_rising("waiting", self.min_minutes * 60)
+        return timeline.spans(
+            lambda v: _all_known(self._queued(v), None if "waiting_rising" not in v else v["waiting_rising"] > 0,
+                                 _above(v.get("generation_per_s"), 0.0)),
+            self.min_minutes)  # fmt: skip
+
+    def drops(self) -> list[Drop]:
+        """Runs where the generation rate stayed at or below (1 - throughput_drop_share) of its median over
+        the throughput_baseline_minutes before the run began (at least history_min_minutes of them), while
+        the requests running did not fall as far or a queue waited: less demand is no slowdown. A server
+        that is always slow has itself as its baseline, so it has no drop."""
+        if not self.t.has("generation_per_s"):
+            return []
+        s, rows, step = self.settings, self.t.rows, self.t.step
+        keep, lookback = 1 - s["throughput_drop_share"], s["throughput_baseline_minutes"] * 60
+        drops: list[Drop] = []
+        run: list[tuple[float, dict[str, float]]] = []
+        baseline: tuple[float, float | None, float] = (0.0, None, 0.0)  # tokens/s, requests running, minutes
+
+        def close() -> None:
+            span = Span(list(run), step, run[-1][0] == rows[-1][0] and self.t.at_window_end(run[-1][0]))
+            if span.minutes >= self.min_minutes:
+                drops.append(Drop(span, baseline[0], baseline[2]))
+            run.clear()
+
+        def demand_held(v: dict[str, float], running: float | None) -> bool:
+            fewer = running is not None and "running" in v and v["running"] < keep * running
+            return bool(self._queued(v)) or not fewer
+
+        for i, (t, v) in enumerate(rows):
+            rate = v.get("generation_per_s")
+            if run and (rate is None or t - run[-1][0] > 1.5 * step or rate > keep * baseline[0]
+                        or not demand_held(v, baseline[1])):  # fmt: skip
+                close()
+            if rate is None:
+                continue
+            if run:
+                run.append((t, v))
+                continue
+            before = [w for u, w in rows[:i] if t - lookback <= u < t]
+            rates = [w["generation_per_s"] for w in before if "generation_per_s" in w]
+            if len(rates) * step < self.min_minutes * 60:
+                continue
+            running = [w["running"] for w in before if "running" in w]
+            baseline = (median(rates), median(running) if running else None, round(len(rates) * step / 60, 1))
+            if baseline[0] > 0 and rate <= keep * baseline[0] and demand_held(v, baseline[1]):
+                run.append((t, v))
+        if run:
+            close()
+        return drops
+
+    def throughput_drop(self) -> Fact:
+        if not self.t.has("generation_per_s"):
+            return None
+        drops = self.drops()
+        if not drops:
+            return {"found": False}
+        drop = drops[-1]
+        rates = drop.span.values("generation_per_s")
+        return self._facts(drop.span) | {
+            "found": True,
+            "text": drop.text(),
+            "exact": drop.span.exact(self.clock),
+            "baseline": round(drop.baseline, 1),
+            "lowest": round(min(rates), 1),
+            "share": round(1 - min(rates) / drop.baseline, 3),
+            "baseline_minutes": drop.baseline_minutes,
+            "running": max(drop.span.values("running"), default=None),
+            "waiting_peak": max(drop.span.values("waiting"), default=None),
         }
 
     def seq_cap_reached(self, cap: int | None) -> Fact:

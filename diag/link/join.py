@@ -192,18 +192,26 @@ def _gpus_to_nodes_and_pods(snap: Snapshot) -> None:
                 _refuse(snap, [rel for rel in snap.sources if layout.part(rel, "host") == gpu.host], found)
         else:
             gpu.node = gpu.host if gpu.host in nodes or not nodes else None
-            gpu.serving_pods = [p.key for p in gpu_pods_by_node.get(gpu.host, [])]
+            on_node = [p.key for p in gpu_pods_by_node.get(gpu.host, [])]
+            # dcgm-exporter's pod mapping names the one pod of the node this GPU is given to
+            gpu.serving_pods = [p for p in on_node if p in gpu.labelled_pods] or on_node
     node_xid_lines = xid_lines_by_node(snap)
     for gpu in snap.gpus:
-        if gpu.node:
-            gpu.xid_lines = _xid_lines_about(gpu, node_xid_lines.get(gpu.node, []))
+        kernel = snap.kernel_xid_lines.get(gpu.host, [])
+        if gpu.node or kernel:
+            lines = list(dict.fromkeys([*node_xid_lines.get(gpu.node or "", []), *kernel]))
+            gpu.xid_lines = _xid_lines_about(gpu, lines)
             gpu.xids = sorted(set(gpu.xids) | set(xids_in(gpu.xid_lines)))
     gpus_by_pod: dict[str, list[GPU]] = {}
     for gpu in snap.gpus:
         for pod_key in dict.fromkeys(gpu.serving_pods):
             gpus_by_pod.setdefault(pod_key, []).append(gpu)
+    for gpu in snap.gpus:
+        if not gpu.serving_pods:  # no pod list (Prometheus alone): the pod dcgm-exporter names
+            for pod_key in gpu.labelled_pods:
+                gpus_by_pod.setdefault(pod_key, []).append(gpu)
     for server in snap.vllm_servers:
-        server.gpus = [_gpu_ref(g) for g in gpus_by_pod.get(server.pod or "", [])]
+        server.gpus = [_gpu_ref(g) for g in gpus_by_pod.get(server.pod or _pod_key_of(server), [])]
 
 
 def xid_lines_by_node(snap: Snapshot) -> dict[str, list[str]]:
@@ -229,10 +237,10 @@ def _ray_nodes_to_gpu_hosts(snap: Snapshot) -> None:
     """A Ray node outside Kubernetes (no pod) runs on the machine whose GPU capture carries its name or
     address: the reporter's hostname, the node's node_name or node_ip against the capture's file stem
     and the name and addresses the NVML snapshot records. A node on a loopback address runs on the
-    machine llmdiag ran on: the only machine captured; so does the head of a cluster whose dashboard
-    llmdiag reached on a loopback address (manifest.json's outside.ray_address), whatever address the
-    head advertises. When two live nodes claim one machine, neither is joined: which raylet hands out
-    which GPU cannot be told."""
+    machine llmdiag ran on: the only machine captured, unless a node names it (the GPU sweep names each
+    capture after its node); so does the head of a cluster whose dashboard llmdiag reached on a loopback
+    address (manifest.json's outside.ray_address), whatever address the head advertises. When two live
+    nodes claim one machine, neither is joined: which raylet hands out which GPU cannot be told."""
     outside = [n for n in snap.ray_nodes if n.pod is None]
     if not outside or not snap.gpus:
         return
@@ -249,20 +257,22 @@ def _ray_nodes_to_gpu_hosts(snap: Snapshot) -> None:
     machines = {host for hosts in exact.values() for host in hosts}
     head_is_local = _loopback(_url_host((snap.manifest.get("outside") or {}).get("ray_address")))
     claims: dict[str, list[RayNode]] = {}
+    guesses: dict[str, list[RayNode]] = {}  # the loopback nodes, where no capture names them
     for node in outside:
         own = [_host_keys(name) for name in (node.hostname, node.node_name, node.node_ip)]
         hosts = {host for key, _ in own for host in exact.get(key or "", ())}
         hosts = hosts or {host for key, first in own for k in {key, first} for host in short.get(k or "", ())}
-        if (
+        if len(hosts) == 1:
+            claims.setdefault(next(iter(hosts)), []).append(node)
+        elif (
             not hosts
             and (_loopback(node.node_ip) or (node.is_head and head_is_local))
             and len(machines) == 1
             and not nodes
         ):
-            hosts = machines
-        if len(hosts) == 1:
-            claims.setdefault(next(iter(hosts)), []).append(node)
-    for host, claimants in claims.items():
+            guesses.setdefault(next(iter(machines)), []).append(node)
+    for host in claims.keys() | guesses.keys():
+        claimants = claims.get(host) or guesses[host]
         alive = [n for n in claimants if n.state != "DEAD"]
         chosen = alive if alive else claimants
         if len(chosen) == 1:
@@ -370,6 +380,13 @@ def _gpu_limit(limits: dict[str, str]) -> int:
         return int(value) if value is not None else 0
     except ValueError:
         return 0
+
+
+def _pod_key_of(server: VllmServer) -> str:
+    """ "ns/name" of a server known from Prometheus alone (named "<namespace>.<pod>"), else "" (joins nothing)."""
+    if server.namespace and server.name.startswith(f"{server.namespace}."):
+        return f"{server.namespace}/{server.name.removeprefix(server.namespace + '.')}"
+    return ""
 
 
 def _gpu_ref(gpu: GPU) -> str:

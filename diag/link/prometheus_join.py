@@ -2,7 +2,10 @@
 
 A vLLM series joins the server of its pod (the `namespace` and `pod` labels Prometheus' Kubernetes
 discovery adds), else the server scraped at its `instance`; a dcgm-exporter series joins the GPU of
-its `UUID`, else `Hostname` and `gpu` index. A series that joins nothing names a server or GPU the
+its `UUID`, else `Hostname` and `gpu` index. dcgm-exporter's pod mapping labels a GPU with the pod it is given to
+(`namespace`, `pod`; `exported_namespace`, `exported_pod` when the ServiceMonitor does not honour the
+exporter's labels): kept as the GPU's `labelled_pods`, which diag.link.join prefers to "every GPU pod
+of the node". A series that joins nothing names a server or GPU the
 bundle has no other data on: it becomes one, known from Prometheus alone, so that an incident whose pod
 is gone is still seen, unless its namespace is outside those the bundle was collected for (manifest.json
 kubernetes.namespaces): a shared Prometheus answers for other tenants too. Runs before diag.link.join,
@@ -36,6 +39,8 @@ def attach_history(snap: Snapshot) -> None:
             else:
                 gpu = gpus.of(series.metric)
                 target = gpu_series[id(gpu)] if gpu is not None else None
+                if gpu is not None and (pod := _workload_pod(series.metric)) and pod not in gpu.labelled_pods:
+                    gpu.labelled_pods.append(pod)
             if target is not None:
                 target[_key(query, series)].append(series)
     read_vllm = [r.name for r in results if BY_STEM[r.name].subject == "vllm"]
@@ -63,6 +68,14 @@ def _triaged_namespaces(manifest: object) -> set[str] | None:
     if not isinstance(namespaces, list) or not namespaces or "*" in namespaces:
         return None
     return {n for n in namespaces if isinstance(n, str)}
+
+
+def _workload_pod(labels: dict[str, str]) -> str | None:
+    """ "ns/name" of the pod dcgm-exporter says holds the GPU; on the exporter's own target labels it names
+    the exporter's pod, which no GPU is given to, so the join drops it."""
+    namespace = labels.get("exported_namespace") or labels.get("namespace")
+    pod = labels.get("exported_pod") or labels.get("pod")
+    return f"{namespace}/{pod}" if namespace and pod else None
 
 
 def _key(query: RangeQuery, series: PromSeries) -> str:

@@ -398,6 +398,9 @@ class GPU:
     only_in_prometheus: bool = (
         False  # known from dcgm-exporter's series alone: nvidia-smi's fields are unknown, not empty
     )
+    # "ns/name" of the pods dcgm-exporter's pod mapping labels this GPU's series with (its `namespace`
+    # and `pod` labels, or `exported_namespace` and `exported_pod` where Prometheus kept the target's)
+    labelled_pods: list[str] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------- vllm
@@ -554,6 +557,7 @@ class Snapshot:
     daemonsets: list[DaemonSet] = field(default_factory=list)
     ray_status: RayStatus | None = None
     ray_head_version: str | None = None  # the dashboard's /api/version
+    kernel_xid_lines: dict[str, list[str]] = field(default_factory=dict)  # GPU capture's host -> its Xid lines
     ray_nodes: list[RayNode] = field(default_factory=list)
     ray_actors: list[RayActor] = field(default_factory=list)
     placement_groups: list[PlacementGroup] = field(default_factory=list)

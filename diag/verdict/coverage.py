@@ -144,9 +144,14 @@ def _failed_sources(snap: Snapshot) -> list[Gap]:
 
 
 def _history_gaps(snap: Snapshot) -> list[Gap]:
+    """Every answer the collector asked for; where the manifest does not say what it asked (a hand-made
+    bundle), every query of the table. A collector older than a query never asked it: not a gap."""
     answers = {f"prometheus/{q.stem}.json" for q in RANGE_QUERIES}
     if not any(name in snap.sources for name in answers):
         return []  # Prometheus was not part of this bundle: history is extra, not a deciding source
+    recorded = snap.manifest.get("sources")
+    asked = {name for name in recorded if name in answers} if isinstance(recorded, dict) else set()
+    answers = asked or answers
     return [
         Gap(name, f"{name}: not in the bundle, though Prometheus was queried", _remedy_for("prometheus/"))
         for name in sorted(answers)

@@ -81,11 +81,83 @@ def storm(i: int) -> ServerState:
     )
 
 
+# Issue 31: the default dcgm-exporter counters of every GPU of both nodes, labelled by its pod mapping with
+# the pod each GPU is given to. gpu-h100-1 holds the vLLM server pfnp5 (GPUs 0-3) and another tenant's
+# busy, cool fine-tuning job (research/finetune-qwen-0-xrcn6, GPUs 4-7), as fixtures/busy-but-healthy has it.
+NODE_GPUS = {  # node -> UUIDs of GPUs 0..7, as fixtures/busy-but-healthy/gpu has them
+    "gpu-h100-1": ("GPU-adce3cc3-ccdf-8c24-e800-56d6f5f29ee0", "GPU-170d82e3-8af2-c5db-84bc-c44f13158028",
+                   "GPU-f1ee49e7-8524-7d2c-b0f1-7d7d12fa3be3", "GPU-835c96bc-36e0-02db-6d51-61bece794d56",
+                   "GPU-08b10cbe-f8b5-0473-45db-338c68d4140f", "GPU-3d987dfe-a89e-c807-4f89-d2ddce32988e",
+                   "GPU-4d9243f6-e1e5-8553-ba4f-6cdb7ee1fb17", "GPU-6cd0b46d-5efc-067c-a22a-c5a357e01148"),
+    "gpu-h100-2": ("GPU-a89da385-16f3-dfcd-1495-f2ea8d907ff9", "GPU-d9402e98-621c-8cb7-c816-1bfe6236d654"),
+}  # fmt: skip
+BATCH = ("research", "finetune-qwen-0-xrcn6", "trainer")
+SLOW_FROM, SLOW_UNTIL = 60, 120  # samples 60..119: the 15 minutes after the first 15, ended one sample before the end
+
+
+@dataclass(frozen=True)
+class GpuState:
+    util: float
+    sm_clock: float
+    temp: float
+    power: float
+    reasons: int | None = None  # DCGM_FI_DEV_CLOCKS_EVENT_REASONS, where a custom counter set exports it
+    mem_clock: float = 2619.0
+
+
+def gpu_busy(i: int) -> GpuState:
+    return GpuState(util=100, sm_clock=1980, temp=68 + i % 3, power=688 + 4 * (i % 2))
+
+
+def gpu_busy_capped(i: int) -> GpuState:
+    return GpuState(**{**gpu_busy(i).__dict__, "reasons": 0x4})
+
+
+def batch_busy_cool(i: int) -> GpuState:
+    """Another tenant's training job: busy at its power cap (the clocks trimmed a little), cool."""
+    return GpuState(util=98, sm_clock=1755 + 15 * (i % 2), temp=61 + i % 2, power=699)
+
+
+def batch_busy_cool_capped(i: int) -> GpuState:
+    """The same, where the clock-event reasons are exported: SW_POWER_CAP alone, which is no fault."""
+    return GpuState(**{**batch_busy_cool(i).__dict__, "reasons": 0x4})
+
+
+def thermal(i: int) -> GpuState:
+    if SLOW_FROM <= i < SLOW_UNTIL:
+        return GpuState(util=100, sm_clock=1005 + 15 * (i % 2), temp=91 + i % 2, power=415)
+    return gpu_busy(i)
+
+
+def power_brake(i: int) -> GpuState:
+    if SLOW_FROM <= i < SLOW_UNTIL:  # the power brake (0x80) beside the power cap (0x4), at normal temperatures
+        return GpuState(util=100, sm_clock=705, temp=63, power=310, reasons=0x84)
+    return GpuState(util=100, sm_clock=1980, temp=68 + i % 3, power=690, reasons=0x4)
+
+
+def slowed(i: int) -> ServerState:
+    """2,900 tokens/s, then a third of it for SLOW_FROM..SLOW_UNTIL while 48 run and the queue climbs to 38."""
+    if SLOW_FROM <= i < SLOW_UNTIL:
+        return ServerState(running=48, waiting=round(38 * (i - SLOW_FROM + 1) / (SLOW_UNTIL - SLOW_FROM)),
+                           kv=round(0.61 + 0.05 * (i % 2), 3), tokens_per_step=950 * STEP_S)  # fmt: skip
+    return ServerState(running=48, waiting=i % 2, kv=round(0.61 + 0.05 * (i % 2), 3), tokens_per_step=2900 * STEP_S)
+
+
+def slowed_without_queue(i: int) -> ServerState:
+    """The same drop with the batch as full as before and no queue: vLLM itself got slower per token."""
+    state = slowed(i)
+    return ServerState(**{**state.__dict__, "waiting": float(i % 2)})
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
     servers: dict[str, Callable[[int], ServerState]]  # pod of NAMESPACE -> its shape
     xid_from: int | None = None  # sample from which XID_GPU reports Xid 79
+    # issue 31: the default counters of NODE_GPUS, the shape of the GPUs of STORM_POD (0-3 of gpu-h100-1)
+    gpus: Callable[[int], GpuState] | None = None
+    others: Callable[[int], GpuState] = gpu_busy  # the other vLLM server's GPUs
+    batch: Callable[[int], GpuState] = batch_busy_cool  # the fine-tuning job's
 
 
 SCENARIOS = {
@@ -96,6 +168,19 @@ SCENARIOS = {
         Scenario("queue-building", {STORM_POD: queue_building} | {p: busy for p in PODS if p != STORM_POD}),
         Scenario("xid-on-one-gpu", {pod: busy for pod in PODS}, xid_from=SAMPLES - 24),
         Scenario("requests-aborted", {STORM_POD: aborting} | {p: busy for p in PODS if p != STORM_POD}),
+        Scenario("thermal-slowdown", {STORM_POD: slowed} | {p: busy for p in PODS if p != STORM_POD}, gpus=thermal),
+        Scenario(
+            "power-slowdown",
+            {STORM_POD: slowed} | {p: busy for p in PODS if p != STORM_POD},
+            gpus=power_brake,
+            others=gpu_busy_capped,
+            batch=batch_busy_cool_capped,
+        ),
+        Scenario(
+            "throughput-drop-healthy-gpus",
+            {STORM_POD: slowed_without_queue} | {p: busy for p in PODS if p != STORM_POD},
+            gpus=gpu_busy,
+        ),
     )
 }
 
@@ -128,6 +213,9 @@ def openmetrics(scenario: Scenario, end: int) -> str:
             for reason in ("stop", "abort"):
                 sample("vllm:request_success", "counter", "vllm:request_success_total",
                        f'{labels},finished_reason="{reason}"', totals[reason], t)  # fmt: skip
+    if scenario.gpus is not None:
+        _default_counters(sample, scenario, end)
+        return history.text()
     for node, uuids in GPUS.items():
         for index, uuid in enumerate(uuids):
             labels = (f'DCGM_FI_DRIVER_VERSION="550.90.07",Hostname="{node}",'
@@ -148,6 +236,37 @@ def openmetrics(scenario: Scenario, end: int) -> str:
                 sample("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "gauge", "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
                        labels, 0, t)  # fmt: skip
     return history.text()
+
+
+def _default_counters(sample: Callable[..., None], scenario: Scenario, end: int) -> None:
+    """dcgm-exporter's default counters (etc/default-counters.csv) for every GPU of NODE_GPUS."""
+    for node, uuids in NODE_GPUS.items():
+        server_pod = next(pod for pod, (_, n) in PODS.items() if n == node)
+        for index, uuid in enumerate(uuids):
+            namespace, pod, container = (NAMESPACE, server_pod, "vllm") if index < 4 else BATCH
+            gpu_shape = (
+                scenario.batch if index >= 4 else scenario.others if node != PODS[STORM_POD][1] else scenario.gpus
+            )
+            assert gpu_shape is not None
+            labels = (f'DCGM_FI_DRIVER_VERSION="550.90.07",Hostname="{node}",UUID="{uuid}",container="{container}",'
+                      f'device="nvidia{index}",gpu="{index}",instance="{node}:9400",job="nvidia-dcgm-exporter",'
+                      f'modelName="NVIDIA H100 80GB HBM3",namespace="{namespace}",'
+                      f'pci_bus_id="00000000:{0x18 + index:02X}:00.0",pod="{pod}"')  # fmt: skip
+            replays = 0.0
+            for i in range(SAMPLES + 1):
+                t = end - WINDOW_S + i * STEP_S
+                g = gpu_shape(i)
+                for name, value in (("DCGM_FI_DEV_SM_CLOCK", g.sm_clock), ("DCGM_FI_DEV_MEM_CLOCK", g.mem_clock),
+                                    ("DCGM_FI_DEV_GPU_TEMP", g.temp), ("DCGM_FI_DEV_MEMORY_TEMP", g.temp + 4),
+                                    ("DCGM_FI_DEV_POWER_USAGE", g.power), ("DCGM_FI_DEV_GPU_UTIL", g.util),
+                                    ("DCGM_FI_DEV_FB_USED", 74210.0), ("DCGM_FI_DEV_XID_ERRORS", 0.0),
+                                    ("DCGM_FI_DEV_ROW_REMAP_FAILURE", 0.0),
+                                    ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", 0.0),
+                                    ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", replays)):  # fmt: skip
+                    sample(name, "gauge", name, labels, value, t)
+                if g.reasons is not None:
+                    sample("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "gauge", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", labels,
+                           g.reasons, t)  # fmt: skip
 
 
 # --------------------------------------------------------------------------- the bundles
@@ -182,6 +301,26 @@ EXPECTED = {
         r"Xid 79 \(GPU has fallen off the bus\): DCGM_FI_DEV_XID_ERRORS = 79",
     ),
     "requests-aborted": Expected("VLLM-118", "vllm/llm/llama-70b-7f8d9c6b5d-pfnp5", ("VLLM-118",), r"ended by abort="),
+    # the GPUs of pfnp5 held at 1005-1020 MHz for exactly the 60 samples SLOW_FROM..SLOW_UNTIL (15 min)
+    "thermal-slowdown": Expected(
+        "GPU-119",
+        "gpu/gpu-h100-1/0",
+        ("GPU-104", "GPU-119", "VLLM-114", "VLLM-119"),
+        r"^thermal slowdown: SM clock 1005-1020 MHz against 1980 MHz .* at up to 92 C, "
+        r".*\(60 samples 15 s apart, 15 min\)",
+    ),
+    "power-slowdown": Expected(
+        "GPU-119",
+        "gpu/gpu-h100-1/0",
+        ("GPU-104", "GPU-119", "VLLM-114", "VLLM-119"),
+        r"^power slowdown: SM clock 705 MHz .*clock-event reasons 0x84.*\(60 samples 15 s apart, 15 min\)",
+    ),
+    "throughput-drop-healthy-gpus": Expected(
+        "VLLM-119",
+        "vllm/llm/llama-70b-7f8d9c6b5d-pfnp5",
+        ("VLLM-119",),
+        r"fell from 2,900 to (8[5-9]\d|9[0-4]\d) tokens/s \(by (6[5-9]|70)%\) against the 15 minutes before",
+    ),
 }
 
 

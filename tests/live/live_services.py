@@ -169,13 +169,16 @@ def ray_python() -> Path:
 
 def ray_env() -> dict[str, str]:
     """Without this Ray rewrites 127.0.0.1 to the host's address; with it every listener stays on loopback
-    and clients (`ray status --address 127.0.0.1:P`) connect there too."""
-    return {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+    and clients (`ray status --address 127.0.0.1:P`) connect there too. The Ray virtualenv comes first on
+    PATH, as Ray's own images have it: a job's `python` entrypoint is Ray's python."""
+    path = f"{ray_python().parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    return {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "PATH": path}
 
 
 @contextmanager
-def running_ray_head(with_workload: bool = True, num_gpus: int = 2) -> Iterator[RayHead]:
-    """`ray start --head` on loopback (2 CPUs, `num_gpus` fake GPUs), with ray_driver.py's detached workload."""
+def running_ray_head(with_workload: bool = True, num_gpus: int = 2, node_ip: str = LOOPBACK) -> Iterator[RayHead]:
+    """`ray start --head` on loopback (2 CPUs, `num_gpus` fake GPUs), with ray_driver.py's detached workload.
+    `node_ip`: where its GCS listens (any address of 127.0.0.0/8; the dashboard stays on 127.0.0.1)."""
     python = ray_python()
     ray_cli = python.parent / "ray"
     # Ray's unix socket paths live under the temp dir and must stay short (108 bytes).
@@ -185,7 +188,7 @@ def running_ray_head(with_workload: bool = True, num_gpus: int = 2) -> Iterator[
     env = ray_env()
     argv = [
         str(ray_cli), "start", "--head", "--block",
-        f"--node-ip-address={LOOPBACK}", f"--port={gcs_port}",
+        f"--node-ip-address={node_ip}", f"--port={gcs_port}",
         "--num-cpus=2", f"--num-gpus={num_gpus}",
         "--include-dashboard=true", f"--dashboard-host={LOOPBACK}", f"--dashboard-port={dashboard_port}",
         f"--ray-client-server-port={free_port()}", f"--dashboard-agent-listen-port={free_port()}",
@@ -193,7 +196,7 @@ def running_ray_head(with_workload: bool = True, num_gpus: int = 2) -> Iterator[
     ]  # fmt: skip
     with log.open("wb") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    head = RayHead(f"http://{LOOPBACK}:{dashboard_port}", f"{LOOPBACK}:{gcs_port}", RAY_NAMESPACE, temp_dir)
+    head = RayHead(f"http://{LOOPBACK}:{dashboard_port}", f"{node_ip}:{gcs_port}", RAY_NAMESPACE, temp_dir)
     try:
         wait_until("Ray dashboard", lambda: http_get(f"{head.dashboard_url}/api/version")[0] == 200, 120, proc, log)
         if with_workload:

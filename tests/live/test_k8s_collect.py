@@ -442,7 +442,7 @@ def test_without_a_kubeconfig_the_kubernetes_sources_say_why(tmp_path: Path) -> 
     bundle, results = collect(target, [_kubernetes_objects(target)])
     (connect, objects) = results
     assert connect.name == "kubernetes" and connect.status == "failed"
-    assert connect.detail.startswith("cannot load Kubernetes configuration") and "\n" not in connect.detail
+    assert connect.detail == f"kubeconfig {tmp_path / 'missing'}: no such file"
     assert (objects.status, objects.detail) == ("skipped", "no Kubernetes configuration")
     assert set(bundle.files) == {"manifest.json"}
 
