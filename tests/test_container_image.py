@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import stat
@@ -83,7 +84,11 @@ def test_the_dockerfile_pins_its_base_and_runs_as_non_root() -> None:
     assert len(stages) == 2 and build.name
     for stage in stages:
         repository, _, tag = stage.image.partition(":")
-        assert repository == "python" and tag and tag != "latest" and "slim" in tag, stage.image
+        assert repository == "debian" and tag and tag != "latest" and "slim" in tag, stage.image
+        # Debian's own Python, in a virtualenv that is first on PATH (ci/image/build.py reads these lines)
+        assert any("apt-get install" in run and " python3 python3-venv " in run for run in stage.all("RUN"))
+        assert "python3 -m venv /opt/llmdiag" in stage.all("RUN")
+        assert env_of(stage)["PATH"].split(":")[0] == "/opt/llmdiag/bin"
     assert build.image == final.image  # the wheel is built by the Python it runs on
     assert f"--from={build.name} /wheels /wheels" in final.all("COPY")
     wheel_args = pip_line(build, "wheel")
@@ -193,6 +198,7 @@ def test_the_wheel_runs_as_non_root_with_nothing_writable(shared_dir: Path) -> N
     assert "Traceback" not in result.stderr and "ermission denied" not in result.stderr, result.stderr
 
     plugin = run(str(venv / "bin" / "kubectl-llmdiag"), "--version")  # the krew plugin's binary
-    assert plugin.returncode == 0 and "0.1.0" in plugin.stdout, plugin.stdout + plugin.stderr
+    (version,) = re.findall(r'^version = "([^"]+)"$', (ROOT / "pyproject.toml").read_text(), re.MULTILINE)
+    assert plugin.returncode == 0 and plugin.stdout.split() == ["llmdiag", version], plugin.stdout + plugin.stderr
 
     assert snapshot(venv, home, tmp, bundle) == before

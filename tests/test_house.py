@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PATHS = ["diag", "tests", "bench", "ci"]
+PATHS = ["diag", "tests", "bench", "ci", "deploy"]
 BIN = Path(sys.executable).parent  # the test extra installs both tools beside this interpreter
 
 

@@ -73,12 +73,22 @@ spec:
         {{- with $v.triage.prometheusService }}
         - --prometheus-service={{ . }}
         {{- end }}
+        {{- with $v.config }}
+        - --config=/etc/llmdiag/llmdiag.yaml
+        {{- end }}
         {{- range $v.triage.extraArgs }}
         - {{ . | quote }}
         {{- end }}
       env:
         - name: HOME
           value: /tmp
+        {{- with $v.triage.prometheusToken.existingSecret }}
+        - name: LLMDIAG_PROMETHEUS_TOKEN
+          valueFrom:
+            secretKeyRef:
+              name: {{ . }}
+              key: {{ $v.triage.prometheusToken.key }}
+        {{- end }}
       resources:
         {{- toYaml $v.resources | nindent 8 }}
       securityContext:
@@ -89,10 +99,20 @@ spec:
       volumeMounts:
         - name: tmp
           mountPath: /tmp
+        {{- if $v.config }}
+        - name: config
+          mountPath: /etc/llmdiag
+          readOnly: true
+        {{- end }}
   volumes:
     - name: tmp
       emptyDir:
         sizeLimit: {{ $v.tmpSizeLimit }}
+    {{- if $v.config }}
+    - name: config
+      configMap:
+        name: {{ include "llmdiag.fullname" .root }}-config
+    {{- end }}
   {{- with $v.nodeSelector }}
   nodeSelector:
     {{- toYaml . | nindent 4 }}
@@ -113,5 +133,15 @@ spec:
 {{- printf "%s-%s" (include "llmdiag.fullname" .root) .namespace | trunc 52 | trimSuffix "-" -}}
 {{- else -}}
 {{- include "llmdiag.fullname" .root -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Values that cannot work, refused at render time with what to set. */}}
+{{- define "llmdiag.checkValues" -}}
+{{- if not (has .Values.rbac.scope (list "cluster" "namespace")) -}}
+{{- fail (printf "rbac.scope must be cluster or namespace, not %q" .Values.rbac.scope) -}}
+{{- end -}}
+{{- if and (eq .Values.rbac.scope "namespace") (not .Values.namespaces) -}}
+{{- fail "rbac.scope=namespace grants pods/exec only in the namespaces triaged: list them in namespaces" -}}
 {{- end -}}
 {{- end -}}
