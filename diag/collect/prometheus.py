@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
+from diag.bundle.budget import OverBudget, check_prometheus_answer
 from diag.bundle.prometheus_queries import RANGE_QUERIES, RENAMED_PAIRS, RangeQuery
 from diag.collect.base import Sink, SourceResult
 from diag.collect.http import REFUSED, TIMEOUT, HttpGet, Unreachable, body_excerpt
@@ -161,6 +162,10 @@ def _query_range(
     except Unreachable as e:
         reason = _unreachable(access, e.reason, time.monotonic() - started, timeout_s)
         return query.stem, SourceResult(source, "failed", gave_up.because(reason)), None
+    try:
+        check_prometheus_answer(body)  # before json.loads: a huge answer must not hold the GIL from the other sources
+    except OverBudget as e:
+        return query.stem, SourceResult(source, "failed", f"Prometheus at {access.where}: {e}"), None
     try:
         answer = json.loads(body)
     except ValueError:
