@@ -4,9 +4,10 @@ The byte limits (`BundleLimits`, `--max-answer-bytes`) bound what is read, not w
 60 MB of `{}` is twenty million objects. Each document is therefore counted first, with `str.count`
 (a scan, no parse): its nodes (JSON objects and arrays, XML tags, text lines), its Kubernetes items
 (`"metadata"` keys: one per item, two in a workload with a pod template), its Prometheus series
-(`"metric"` keys). A document over a ceiling is not parsed: it is its source's one failed line, and
-the analysis goes on with the others. The ceilings are several times what real lists hold
-(docs/security.md gives the figures); `WorkBudget` also holds the nodes the whole bundle may spend.
+(`"metric"` keys); a Prometheus answer is counted as it streams in (`AnswerWatch`). A document over a
+ceiling is not parsed: it is its source's one failed line, and the analysis goes on with the others.
+The ceilings are several times what real lists hold (docs/security.md gives the figures);
+`WorkBudget` also holds the nodes the whole bundle may spend.
 
 Nesting needs no count of its own: JSON nested deeper than Python's recursion limit is refused by the
 JSON reader ("nested too deeply"), and shallower nesting costs its nodes.
@@ -68,14 +69,26 @@ def count_nodes(text: str | bytes, kind: str) -> int:
 _NODE_WORDS = {"json": "JSON objects and arrays", "xml": "XML tags", "text": "lines"}
 
 
+def _check_nodes(nodes: int, kind: str, limits: WorkLimits) -> None:
+    if nodes > limits.nodes_per_file:
+        raise OverBudget(
+            f"over the work budget: {nodes:,} {_NODE_WORDS[kind]}, more than {limits.nodes_per_file:,} in one file; "
+            "not parsed"
+        )
+
+
+def _check_series(series: int, limits: WorkLimits) -> None:
+    if series > limits.series_per_answer:
+        raise OverBudget(
+            f"over the work budget: {series:,} series, more than {limits.series_per_answer:,} in one answer; not parsed"
+        )
+
+
 def check_document(text: str | bytes, kind: str, limits: WorkLimits = DEFAULT_LIMITS) -> int:
     """The document's node count; OverBudget when it holds more nodes than a real one of its size would."""
     nodes = count_nodes(text, kind)
     what = _NODE_WORDS[kind]
-    if nodes > limits.nodes_per_file:
-        raise OverBudget(
-            f"over the work budget: {nodes:,} {what}, more than {limits.nodes_per_file:,} in one file; not parsed"
-        )
+    _check_nodes(nodes, kind, limits)
     if nodes > limits.free_nodes and len(text) < nodes * limits.min_bytes_per_node:
         raise OverBudget(
             f"over the work budget: {nodes:,} {what} in {len(text):,} bytes (one per "
@@ -87,12 +100,41 @@ def check_document(text: str | bytes, kind: str, limits: WorkLimits = DEFAULT_LI
 def check_prometheus_answer(text: str | bytes, limits: WorkLimits = DEFAULT_LIMITS) -> int:
     """A Prometheus API answer, before it is parsed: its nodes (every sample is one) and its series."""
     nodes = check_document(text, "json", limits)
-    series = _count(text, '"metric"')
-    if series > limits.series_per_answer:
-        raise OverBudget(
-            f"over the work budget: {series:,} series, more than {limits.series_per_answer:,} in one answer; not parsed"
-        )
+    _check_series(_count(text, _SERIES_KEY), limits)
     return nodes
+
+
+_SERIES_KEY = '"metric"'
+
+
+class AnswerWatch:
+    """A Prometheus answer counted chunk by chunk as it arrives (`read_capped`'s `watch`): OverBudget as
+    soon as it holds too many nodes or series, so the rest is never read."""
+
+    def __init__(self, limits: WorkLimits = DEFAULT_LIMITS) -> None:
+        self.limits = limits
+        self.nodes = 0
+        self.series = 0
+        self.read = 0
+        self._tail = b""  # the end of the last chunk, where a key cut in two begins
+
+    def __call__(self, chunk: bytes) -> None:
+        key = _SERIES_KEY.encode()
+        self.nodes += chunk.count(b"{") + chunk.count(b"[")
+        joined = self._tail + chunk
+        self.series += joined.count(key)  # the tail is shorter than the key: nothing counted twice
+        self._tail = joined[-(len(key) - 1) :]
+        self.read += len(chunk)
+        if self.nodes > self.limits.nodes_per_file or self.series > self.limits.series_per_answer:
+            what = (
+                f"{self.limits.series_per_answer:,} series"
+                if self.series > self.limits.series_per_answer
+                else f"{self.limits.nodes_per_file:,} JSON objects and arrays"
+            )
+            raise OverBudget(
+                f"over the work budget: more than {what} in one answer (stopped reading at "
+                f"{self.read / 1e6:.1f} MB); not kept"
+            )
 
 
 def check_kubernetes_list(text: str, limits: WorkLimits = DEFAULT_LIMITS) -> int:

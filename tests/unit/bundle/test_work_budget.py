@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from diag.analyze import analyze_bundle
-from diag.bundle.budget import WorkBudget, WorkLimits
+from diag.bundle.budget import AnswerWatch, OverBudget, WorkBudget, WorkLimits
 from diag.bundle.files import Bundle
 from diag.bundle.layout import KUBE_LISTS
 
@@ -139,3 +139,30 @@ def test_real_bundles_spend_far_below_every_ceiling(fixture: str) -> None:
     budget = WorkBudget()
     bundle = Bundle.open(REPO / "fixtures" / fixture)
     assert all(budget.refuse(rel, bundle.text(rel)) is None for rel in bundle.files)
+
+
+def _answer(series: int) -> str:
+    result = ",".join(f'{{"metric":{{"gpu":"{i}"}},"values":[[1700000000,"1"]]}}' for i in range(series))
+    return f'{{"status":"success","data":{{"resultType":"matrix","result":[{result}]}}}}'
+
+
+def test_a_prometheus_answer_in_a_bundle_fails_on_its_series() -> None:
+    files = _fixture_files(HEALTHY) | {"prometheus/dcgm_gpu_util.json": _answer(60_000).encode()}
+    report = analyze_bundle(Bundle(files=files))
+    assert report.sources["prometheus/dcgm_gpu_util.json"].detail == (
+        "prometheus/dcgm_gpu_util.json: over the work budget: 60,000 series, more than 50,000 in one answer; not parsed"
+    )
+    assert report.sources["k8s/pods.json"].status == "ok"
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64 * 1024])
+def test_an_answer_watched_as_it_streams_counts_every_series_whatever_the_chunks(chunk: int) -> None:
+    data = _answer(300).encode()
+    watch = AnswerWatch()
+    for start in range(0, len(data), chunk):
+        watch(data[start : start + chunk])
+    assert watch.series == 300
+    with pytest.raises(OverBudget, match=r"more than 250 series in one answer \(stopped reading at 0\.0 MB\)"):
+        small = AnswerWatch(WorkLimits(series_per_answer=250))
+        for start in range(0, len(data), chunk):
+            small(data[start : start + chunk])
