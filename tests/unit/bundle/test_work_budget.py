@@ -46,13 +46,13 @@ def _archive(path: Path, files: dict[str, bytes]) -> Path:
 
 
 def _analyze_in_a_child(archive: Path) -> tuple[dict, float, float]:
-    """`llmdiag analyze --output json` in a process of its own: (report, seconds, its peak RSS in MB)."""
+    """`llmdiag analyze --output json` in a process of its own: (report, its CPU seconds, its peak RSS in
+    MB). CPU, not wall time: the machine is shared."""
     out = archive.with_suffix(".report.json")
-    started = time.monotonic()
     with out.open("wb") as stdout:
         child = subprocess.Popen(["llmdiag", "analyze", str(archive), "--output", "json"], stdout=stdout)
         _, _, usage = os.wait4(child.pid, 0)
-    return json.loads(out.read_text()), time.monotonic() - started, usage.ru_maxrss / 1024
+    return json.loads(out.read_text()), usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
 def test_twelve_sixty_mb_documents_of_empty_objects_fail_by_name_and_the_rest_is_analyzed(tmp_path: Path) -> None:
@@ -63,7 +63,7 @@ def test_twelve_sixty_mb_documents_of_empty_objects_fail_by_name_and_the_rest_is
     archive = _archive(tmp_path / "amplified.tar.gz", files)
     assert archive.stat().st_size < 4_000_000  # 720 MB of JSON in a few MB
 
-    report, seconds, rss_mb = _analyze_in_a_child(archive)
+    report, cpu_s, rss_mb = _analyze_in_a_child(archive)
 
     sources = report["sources"]
     for rel in lists:
@@ -75,7 +75,7 @@ def test_twelve_sixty_mb_documents_of_empty_objects_fail_by_name_and_the_rest_is
     others = [rel for rel in files if rel not in lists]
     assert others and all(sources[rel]["status"] == "ok" for rel in others), {r: sources[r] for r in others}
     assert report["verdict"]["status"] == "inconclusive"
-    assert seconds < 60  # 231 s before the budget
+    assert cpu_s < 30  # 231 s before the budget
     assert rss_mb < 1800  # 2.3 GB before; the bytes read are about 720 MB of it
 
 
@@ -106,7 +106,7 @@ def test_a_list_of_minimal_items_fails_on_its_item_count() -> None:
         "k8s/pods.json: over the work budget: 200,000 items (metadata keys), more than 120,000 in one list; not parsed"
     )
     assert report.sources["k8s/events.json"].status == "ok"
-    assert time.process_time() - started < 20  # 69 s before, every one a pod
+    assert time.process_time() - started < 20  # about a minute before, every one a pod
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 500 * 1024
 
 
