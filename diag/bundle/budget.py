@@ -139,7 +139,9 @@ class AnswerWatch:
 
 def check_kubernetes_list(text: str, limits: WorkLimits = DEFAULT_LIMITS) -> int:
     nodes = check_document(text, "json", limits)
-    if nodes <= limits.items_per_list:  # every item is an object: no more items than nodes
+    # every item the parser takes is two objects at least, itself and its metadata (one without fails
+    # the list): a list of fewer nodes cannot hold too many items
+    if nodes <= 2 * limits.items_per_list:
         return nodes
     items = _count(text, '"metadata"')
     if items > limits.items_per_list:
