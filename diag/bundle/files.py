@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TypeVar
 
+from diag.bundle.budget import OverBudget, check_document
 from diag.bundle.cluster_dump import Derived, convert, is_cluster_dump
 from diag.core.errors import ParseError, UserError
 from diag.parsers.json_fields import load_json, type_name
@@ -107,7 +108,12 @@ class Bundle:
     def manifest_or_error(self) -> dict:
         if "manifest.json" not in self.files:
             return {}
-        data = load_json(self.text("manifest.json"))
+        text = self.text("manifest.json")
+        try:
+            check_document(text, "json")
+        except OverBudget as e:
+            raise ParseError(str(e)) from None
+        data = load_json(text)
         if not isinstance(data, dict):
             raise ParseError(f"expected a JSON object, found {type_name(data)}")
         return data

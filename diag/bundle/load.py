@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import PurePosixPath
 
 from diag.bundle import layout
+from diag.bundle.budget import WorkBudget
 from diag.bundle.files import Bundle
 from diag.bundle.identity import Ambiguous, PodNames
 from diag.bundle.prometheus_queries import RENAMED_PAIRS
@@ -39,6 +40,7 @@ class _Loader:
         self.signals = signals or builtin_signals()
         self.snap = Snapshot(manifest=bundle.manifest(), signals=self.signals)
         self.state = Loading(self.snap)
+        self.budget = WorkBudget()
 
     def ok(self, name: str, detail: str = "") -> None:
         self.snap.sources[name] = SourceStatus("ok", detail)
@@ -137,6 +139,9 @@ class _Loader:
             self.snap.sources[rel] = SourceStatus("skipped", f"{rel}: {why}")
             return
         text = self.bundle.text(rel)
+        if (over := self.budget.refuse(rel, text)) is not None:
+            self.failed(rel, over)
+            return
         use = functools.partial(row.read, self.state, rel, parts)
         if row.framing == "deferred":
             use(text)

@@ -30,9 +30,15 @@ class AnswerTooSlow(Exception):
         self.elapsed_s = elapsed_s
 
 
-def read_capped(read: Callable[[int], bytes], max_bytes: int, started: float, deadline: float) -> bytes:
+def read_capped(
+    read: Callable[[int], bytes],
+    max_bytes: int,
+    started: float,
+    deadline: float,
+    watch: Callable[[bytes], None] | None = None,
+) -> bytes:
     """Call `read(n)` until it returns b"": AnswerTooLarge past `max_bytes`, AnswerTooSlow past `deadline`
-    (monotonic; `started` is for the message)."""
+    (monotonic; `started` is for the message). `watch` sees each chunk and may raise to stop reading."""
     chunks: list[bytes] = []
     total = 0
     while True:
@@ -44,6 +50,8 @@ def read_capped(read: Callable[[int], bytes], max_bytes: int, started: float, de
         total += len(chunk)
         if total > max_bytes:
             raise AnswerTooLarge(max_bytes)
+        if watch is not None:
+            watch(chunk)
         chunks.append(chunk)
 
 

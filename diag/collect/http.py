@@ -48,9 +48,11 @@ def direct_get(
     headers: Mapping[str, str] | None = None,
     ca_file: str | None = None,
     max_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
+    watch: Callable[[], Callable[[bytes], None]] | None = None,
 ) -> HttpGet:
     """GET <base_url><path> with plain requests (a server outside Kubernetes, or port-forwarded);
-    `headers` go with every request, `ca_file` verifies its TLS."""
+    `headers` go with every request, `ca_file` verifies its TLS. `watch` makes, per answer, what sees
+    its chunks as they arrive (`read_capped`); what that raises reaches the caller as it is."""
     base = normalize_base_url(base_url)
     sent_headers = dict(headers or {})
     verify: str | bool = ca_file or True
@@ -64,7 +66,13 @@ def direct_get(
             with requests.get(
                 base + path, timeout=remaining, stream=True, headers=sent_headers, verify=verify
             ) as response:
-                body = read_capped(lambda n: response.raw.read(n, decode_content=True), max_bytes, started, deadline)
+                body = read_capped(
+                    lambda n: response.raw.read(n, decode_content=True),
+                    max_bytes,
+                    started,
+                    deadline,
+                    watch() if watch is not None else None,
+                )
                 return response.status_code, body, response.headers.get("Retry-After")
         except requests.Timeout as e:
             raise Unreachable(TIMEOUT, time.monotonic() - started) from e

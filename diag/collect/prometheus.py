@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
+from diag.bundle.budget import AnswerWatch, OverBudget, check_prometheus_answer
 from diag.bundle.prometheus_queries import RANGE_QUERIES, RENAMED_PAIRS, RangeQuery
 from diag.collect.base import Sink, SourceResult
 from diag.collect.http import REFUSED, TIMEOUT, HttpGet, Unreachable, body_excerpt
@@ -87,7 +88,7 @@ def collect_target(target: Target, kube: KubeAccess | None, sink: Sink) -> list[
         access = prometheus_access(target)
         if access is None:
             return [SourceResult("prometheus", "skipped", "no --prometheus-url or --prometheus-service")]
-        get = access.getter(kube, target.max_answer_bytes)
+        get = access.getter(kube, target.max_answer_bytes, watch=AnswerWatch)
     except UserError as e:
         return [SourceResult("prometheus", "failed", str(e))]
     namespaces, scope_note = _namespaces(target, kube)
@@ -158,9 +159,12 @@ def _query_range(
     started = time.monotonic()
     try:
         status, body = get("/api/v1/query_range?" + urlencode(params), timeout_s)
+        check_prometheus_answer(body)  # before json.loads: a huge answer must not hold the GIL from the other sources
     except Unreachable as e:
         reason = _unreachable(access, e.reason, time.monotonic() - started, timeout_s)
         return query.stem, SourceResult(source, "failed", gave_up.because(reason)), None
+    except OverBudget as e:
+        return query.stem, SourceResult(source, "failed", f"Prometheus at {access.where}: {e}"), None
     try:
         answer = json.loads(body)
     except ValueError:

@@ -21,6 +21,8 @@ from diag.collect.bounds import DEFAULT_MAX_ANSWER_BYTES
 from diag.core.errors import UserError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from diag.collect.base import Target
     from diag.collect.http import HttpGet
     from diag.collect.kube import KubeAccess
@@ -65,12 +67,20 @@ class PromAccess:
         """For messages: the URL, or the Service."""
         return self.url if self.url else f"service {self.service}"
 
-    def getter(self, kube: KubeAccess | None, max_bytes: int = DEFAULT_MAX_ANSWER_BYTES) -> HttpGet:
-        """Through the service proxy the kube client's own cap (--max-answer-bytes) holds."""
+    def getter(
+        self,
+        kube: KubeAccess | None,
+        max_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
+        watch: Callable[[], Callable[[bytes], None]] | None = None,
+    ) -> HttpGet:
+        """Through the service proxy the kube client's own cap (--max-answer-bytes) holds; `watch` (see
+        `direct_get`) sees the answers of a Prometheus reached directly."""
         from diag.collect.http import direct_get, service_proxy_get
 
         if self.service is None:
-            return direct_get(self.url or "", headers=self.headers, ca_file=self.ca_file, max_bytes=max_bytes)
+            return direct_get(
+                self.url or "", headers=self.headers, ca_file=self.ca_file, max_bytes=max_bytes, watch=watch
+            )
         if kube is None:
             raise UserError(f"--prometheus-service {self.service}: no Kubernetes configuration to reach it through")
         return service_proxy_get(
