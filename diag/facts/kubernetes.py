@@ -480,7 +480,8 @@ def _placement_on_nodes(pod: Pod, index: Lookups) -> dict:
         "tolerations": [placement.toleration_text(t) for t in pod.tolerations],
         "missing_tolerations": sorted({placement.toleration_for(t) for _, t in untolerated}),
         "gpu_free": [
-            f"{n.name}: {index.gpu_free(n)} of {placement.gpu_allocatable(n)} nvidia.com/gpu free{_unavailable_note(n)}"
+            f"{n.name}: {_at_most(index)}{index.gpu_free(n)} of {placement.gpu_allocatable(n)} nvidia.com/gpu free"
+            f"{_unavailable_note(n)}"
             for n in matching
             if placement.gpu_allocatable(n) is not None
         ],
@@ -577,10 +578,25 @@ def _node_lasting(node: Node, index: Lookups) -> dict:
             "gpu_sharing": placement.gpu_sharing(node),
             "pods": [p.key for p in on_node],
             "gpu_pods": [p.key for p in on_node if wants_gpus(p) and p.phase not in TERMINAL_PHASES],
+            "gpu_pods_text": _gpu_pods_text(on_node, index.snap.pods_listed_in()),
             "_subject": f"node/{node.name}",
             "_links": link("node", node.name) + [f"pod:{p.key}" for p in on_node],
         }
     )
+
+
+def _at_most(index: Lookups) -> str:
+    """GPUs free on a node, counted from the pods of some namespaces only, is an upper bound."""
+    return "" if index.snap.pods_listed_in() is None else "at most "
+
+
+def _gpu_pods_text(on_node: list[Pod], listed_in: list[str] | None) -> str:
+    """The GPU pods on a node, said as far as the bundle knows them: in a triage of some namespaces, the
+    pods of the others were not read."""
+    keys = [p.key for p in on_node if wants_gpus(p) and p.phase not in TERMINAL_PHASES]
+    if listed_in is None:
+        return ", ".join(keys) or "none"
+    return f"{', '.join(keys) or 'none'} of namespace {', '.join(listed_in)} (other namespaces' pods were not read)"
 
 
 def node_windowed(node: Node, index: Lookups) -> dict:

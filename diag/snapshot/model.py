@@ -575,6 +575,15 @@ class Snapshot:
     # diag.snapshot.indexes' cache: the lists they were built from, and the indexes
     _indexes: Any = field(default=None, init=False, repr=False, compare=False)
 
+    def pods_listed_in(self) -> list[str] | None:
+        """The namespaces whose pods the bundle holds, as the manifest records them; None for every
+        namespace, or where no manifest says (a hand-made bundle: its lists are taken as they are)."""
+        kubernetes = self.manifest.get("kubernetes")
+        namespaces = kubernetes.get("namespaces") if isinstance(kubernetes, dict) else None
+        if not isinstance(namespaces, list) or not namespaces or "*" in namespaces:
+            return None
+        return sorted(n for n in namespaces if isinstance(n, str))
+
     def pod(self, key: str) -> Pod | None:
         # An index, rebuilt when the list was replaced or grew: joins ask this once per GPU, Ray node
         # and vLLM server, and a scan each time made large bundles quadratic.

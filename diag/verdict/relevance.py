@@ -4,6 +4,8 @@ A namespace rarely holds only the inference service. The serving path is what a 
 the service passes through: vLLM servers and their pods, Ray clusters (nodes, actors, placement
 groups, their pods), GPUs and the pods that ask for them, the NVIDIA daemonsets that hand GPUs out, the
 nodes these run on or could run on (GPU nodes), and the Services, workloads and HPAs of those pods.
+In a triage of some namespaces, a GPU node is on their path only where their pods run, or where one of
+their serving pods waits for a node: a cordoned node that runs another team's pods is not their fault.
 A finding about anything else is an "other problem": reported, never the verdict, never the cause of
 a serving-path finding. A bundle with no serving subject at all cannot tell them apart, so there
 every finding counts.
@@ -26,7 +28,8 @@ def serving_links(snap: Snapshot) -> set[str] | None:
     links |= {f"workload:{p.namespace}/{p.workload_name}" for p in pods if p.workload_name}
     links |= {f"workload:{w.namespace}/{w.name}" for w in snap.workloads if w.template_gpus > 0}  # even with no pod yet
     links |= {f"node:{p.node_name}" for p in pods if p.node_name}
-    links |= {f"node:{n.name}" for n in snap.nodes if is_gpu_node(n)}
+    if snap.pods_listed_in() is None or any(not p.node_name and p.phase == "Pending" for p in pods):
+        links |= {f"node:{n.name}" for n in snap.nodes if is_gpu_node(n)}
     if not links and not (snap.vllm_servers or snap.ray_nodes or snap.ray_actors or snap.gpus or snap.ray_clusters):
         return None
     return links
