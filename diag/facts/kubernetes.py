@@ -14,7 +14,7 @@ from diag.facts import kubernetes_placement as placement
 from diag.facts.common import aged, aged_events, current_events, event_facts, link, plain
 from diag.facts.vllm_episodes import queue_per_scrape
 from diag.parsers.logs import model_load_seconds
-from diag.parsers.scheduler import parse_fit_error
+from diag.parsers.scheduler import missing_storage_class, parse_fit_error
 from diag.parsers.signals import LogSignals, builtin_signals, looked_for
 from diag.snapshot.clock import Clock
 from diag.snapshot.gpu_resources import GPU_NODE_LABELS, gpu_component, is_gpu_node, pod_gpu_request, wants_gpus
@@ -326,6 +326,7 @@ def pod_windowed(pod: Pod, index: Lookups) -> dict:
         "event_reasons": sorted({e.reason for e in events}),
         "event_signals": _event_signals(events, index) if events_read else None,
         "failed_scheduling": scheduling,
+        **_claims(pod, index),
         "dra": dra.dra_refusals(scheduling, events, events_read),
         "evicted": pod.phase == "Failed" and pod.reason == "Evicted" and clock.current(_ended_at(pod)),
         "oom_killed": containers.oom_killed(pod, clock),
@@ -408,6 +409,29 @@ def _pod_links(pod: Pod, index: Lookups, pending: bool) -> list[str]:
         # an unplaced GPU pod's fate is the GPU nodes': their faults explain why it waits
         links += [f"node:{n.name}" for n in index.indexes.gpu_nodes]
     return links
+
+
+def _claims(pod: Pod, index: Lookups) -> dict:
+    """The PersistentVolumeClaims the pod mounts, what the cluster said about each (their own events:
+    ProvisioningFailed, FailedBinding), and the StorageClasses those events say do not exist."""
+    claims = [
+        v["persistentVolumeClaim"]["claimName"]
+        for v in pod.volumes
+        if isinstance(v.get("persistentVolumeClaim"), dict)
+        and isinstance(v["persistentVolumeClaim"].get("claimName"), str)
+    ]
+    said = [
+        (claim, e)
+        for claim in claims
+        for e in current_events(
+            index.indexes.events_about.get(("PersistentVolumeClaim", pod.namespace, claim), []), index.clock
+        )
+    ]
+    return {
+        "claims": claims,
+        "claim_events": [f"{claim}: {e.reason}: {e.message}" for claim, e in said],
+        "missing_storage_classes": sorted({name for _, e in said if (name := missing_storage_class(e.message))}),
+    }
 
 
 def _failed_scheduling(pod: Pod, events: list[Event], events_read: bool) -> dict | None:

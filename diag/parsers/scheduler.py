@@ -42,3 +42,14 @@ def _reasons(body: str) -> dict[str, int]:
         if m:
             found[m["reason"].strip().rstrip(".")] = int(m["count"])
     return found
+
+
+# The PersistentVolume controller's words on a claim whose StorageClass does not exist (its
+# ProvisioningFailed event): storageclass.storage.k8s.io "premium-rwo" not found
+_NO_STORAGE_CLASS = re.compile(r'storageclass\.storage\.k8s\.io "(?P<name>[^"]+)" not found')
+
+
+def missing_storage_class(message: str) -> str | None:
+    """The StorageClass an event says does not exist, if it says so."""
+    found = _NO_STORAGE_CLASS.search(message)
+    return found["name"] if found else None
