@@ -15,6 +15,10 @@ JSON reader ("nested too deeply"), and shallower nesting costs its nodes.
 
 from __future__ import annotations
 
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
@@ -38,6 +42,9 @@ class WorkLimits:
     series_per_answer: int = 50_000
     # nodes in the whole bundle: a fleet of 5,559 pods and 4,024 GPUs spends 4.9 million
     nodes_per_bundle: int = 16_000_000
+    # CPU seconds parsing one file may take: what the counts let through and still runs long (the
+    # slowest file of the L fleet takes under 2)
+    cpu_seconds_per_file: float = 30.0
 
 
 DEFAULT_LIMITS = WorkLimits()
@@ -45,6 +52,28 @@ DEFAULT_LIMITS = WorkLimits()
 
 class OverBudget(Exception):
     """One document over a ceiling; its text is the source's line."""
+
+
+@contextmanager
+def cpu_limited(seconds: float, what: str) -> Iterator[None]:
+    """OverBudget inside the block once the process has spent `seconds` more of CPU: a parse the counts
+    let through that still runs long fails by name instead of holding the analysis. Python code is
+    stopped between two of its steps (a call into C, such as json.loads, first returns: the counts
+    bound those). Only in the main thread, where signals arrive; elsewhere nothing is watched."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def expired(signum: int, frame: object) -> None:
+        raise OverBudget(f"over the work budget: {what} took more than {seconds:g} s of CPU; not used")
+
+    previous = signal.signal(signal.SIGVTALRM, expired)
+    signal.setitimer(signal.ITIMER_VIRTUAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+        signal.signal(signal.SIGVTALRM, previous)
 
 
 def _count(text: str | bytes, needle: str) -> int:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import PurePosixPath
 
 from diag.bundle import layout
-from diag.bundle.budget import WorkBudget
+from diag.bundle.budget import OverBudget, WorkBudget, cpu_limited
 from diag.bundle.files import Bundle
 from diag.bundle.identity import Ambiguous, PodNames
 from diag.bundle.prometheus_queries import RENAMED_PAIRS
@@ -23,6 +23,8 @@ from diag.core.stopwatch import Stopwatch
 from diag.parsers import kubernetes, logs, prom_text, vllm_metrics
 from diag.parsers.signals import LogSignals, builtin_signals
 from diag.snapshot.model import Scrape, Snapshot, SourceStatus, VllmServer
+
+_OVER = "over the work budget"  # a list over it is not read again for its complete items
 
 
 class _Degraded(ParseError):
@@ -53,7 +55,10 @@ class _Loader:
         returns, where it is text, is the source's detail. `kind`: the file's row, for --profile."""
         started = time.perf_counter()
         try:
-            detail = action()
+            with cpu_limited(self.budget.limits.cpu_seconds_per_file, "parsing it"):
+                detail = action()
+        except OverBudget as e:
+            self.failed(name, str(e))
         except _Degraded as e:
             self.failed(name, str(e), e.used)
         except ParseError as e:
@@ -88,7 +93,7 @@ class _Loader:
         """A `kubectl get -o json` list; one cut off part-way still gives its complete items, and the
         source stays "failed" so that nobody reads it as the whole list."""
         self.run(rel, lambda: use(text), kind)
-        if self.snap.sources[rel].status == "ok":
+        if self.snap.sources[rel].status == "ok" or self.snap.sources[rel].detail.startswith(f"{rel}: {_OVER}"):
             return
         try:
             cut = kubernetes.recover_truncated_list(text)

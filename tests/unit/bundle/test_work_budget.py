@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from diag.analyze import analyze_bundle
+from diag.bundle import load
 from diag.bundle.budget import AnswerWatch, OverBudget, WorkBudget, WorkLimits
 from diag.bundle.files import Bundle
 from diag.bundle.layout import KUBE_LISTS
@@ -166,3 +167,29 @@ def test_an_answer_watched_as_it_streams_counts_every_series_whatever_the_chunks
         small = AnswerWatch(WorkLimits(series_per_answer=250))
         for start in range(0, len(data), chunk):
             small(data[start : start + chunk])
+
+
+def test_a_parse_that_runs_past_its_cpu_seconds_fails_by_name_and_the_rest_is_read() -> None:
+    """What the counts let through is still watched: a list whose parse runs past the CPU seconds a file
+    may take stops there, fails by name, and the other files are read."""
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "", "namespace": "llm", "labels": {"app": "llama"}},
+        "spec": {"nodeName": "gpu-node-a", "containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.10.1"}]},
+        "status": {"phase": "Running"},
+    }
+    items = [json.loads(json.dumps(pod).replace('"name": ""', f'"name": "llama-{i}"', 1)) for i in range(60_000)]
+    files = {
+        "k8s/pods.json": json.dumps({"apiVersion": "v1", "kind": "List", "items": items}).encode(),
+        "ray/actors.json": b"[]",
+    }
+    loader = load._Loader(Bundle(files))
+    loader.budget = WorkBudget(WorkLimits(cpu_seconds_per_file=0.1))
+    started = time.process_time()
+    snap = loader.load()
+    status = snap.sources["k8s/pods.json"]
+    assert status.status == "failed" and "took more than 0.1 s of CPU" in status.detail, status
+    assert status.recovered is None  # not read a second time for its complete items
+    assert snap.sources["ray/actors.json"].status == "ok"
+    assert time.process_time() - started < 5
