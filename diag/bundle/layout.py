@@ -311,6 +311,7 @@ SOURCES: tuple[Source, ...] = (
     Source("ray/cli", "ray", None, collector="diag/collect/ray.py"),
     Source("gpu", "gpu", None, collector="diag/collect/gpu.py"),
     Source("gpu/exec", "gpu", None, collector="diag/collect/runner.py"),
+    Source("ray/gpu-sweep", "gpu", None, collector="diag/collect/ray_sweep.py"),
     Source("vllm", "vllm", None, collector="diag/collect/vllm.py"),
     Source("prometheus", None, None, collector="diag/collect/prometheus.py", decides=False),
 )
