@@ -5,7 +5,6 @@ import copy
 import json
 import re
 from pathlib import Path
-from typing import NoReturn
 
 import pytest
 
@@ -1781,36 +1780,29 @@ def test_bad_pod_fields(path, value, expected):
 
 
 @pytest.mark.parametrize(
-    ("parse", "doc"),
+    ("conditions", "expected"),
     [
-        (kubernetes.parse_pods, VLLM_POD),
-        (kubernetes.parse_pods, RAY_WORKER_POD),
-        (kubernetes.parse_nodes, GPU_NODE),
-        *((kubernetes.parse_events, event) for event in (*CORE_EVENTS, EVENTS_K8S_IO)),
+        ({}, "node gpu-node-1: status.conditions: expected a list, found an object"),
+        ([{"type": "Ready"}, "Ready"], "node gpu-node-1: status.conditions[1]: expected an object, found a string"),
+        ([None], "node gpu-node-1: status.conditions[0].type: expected a string, found null"),
+        ([{"type": "Ready", "status": True}], "node gpu-node-1: status.conditions[0].status: expected a string"),
+        # the type is read before the fields beside it
+        ([{"type": 1, "status": True}], "node gpu-node-1: status.conditions[0].type: expected a string, found an int"),
+        ([{"type": "Ready"}, {"type": "Ready", "message": 0}], "status.conditions[1].message: expected a string"),
     ],
 )
-def test_plain_and_checked_readings_agree(parse, doc, monkeypatch):
-    """The plain reading of well-typed items gives what the checked reading would, and leaves every odd one to it."""
+def test_bad_node_conditions(conditions, expected):
+    node = copy.deepcopy(GPU_NODE)
+    node["status"]["conditions"] = conditions
+    assert expected in one_line_error(kubernetes.parse_nodes, as_list(node))
 
-    def read_all(doc):
-        texts = [as_list(m) for m in _mutations(doc)] + [
-            as_list(doc, odd) for odd in ("x", None, [], {}, {"metadata": 1})
-        ]
-        found = []
-        for text in texts:
-            try:
-                found.append(parse(text))
-            except ParseError as e:
-                found.append(str(e))
-        return found
 
-    def irregular(*_: object) -> NoReturn:
-        raise kubernetes._Irregular
-
-    plain = read_all(doc)
-    for reader in ("_plain_identity", "_plain_event", "_plain_conditions"):
-        monkeypatch.setattr(kubernetes, reader, irregular)
-    assert read_all(doc) == plain
+def test_a_null_condition_of_a_list_otherwise_read_is_an_error_of_its_own_item():
+    pod = copy.deepcopy(VLLM_POD)
+    pod["status"]["conditions"] = [pod["status"]["conditions"][0], None]
+    assert one_line_error(kubernetes.parse_pods, as_list(pod)).endswith(
+        "status.conditions[1].type: expected a string, found null"
+    )
 
 
 _POD_LISTS = sorted((Path(__file__).parents[3] / "fixtures").glob("*/k8s/pods.json"))
