@@ -351,8 +351,8 @@ def _pod_lasting(pod: Pod, index: Lookups) -> dict:
     node = index.nodes.get(pod.node_name or "")
     server = index.servers.get(pod.vllm_server or "")
     facts.update(
-        containers=[plain(c, drop=_CONTAINER_TEXTS) for c in pod.containers],
-        init_containers=[plain(c, drop=_CONTAINER_TEXTS) for c in pod.init_containers],
+        containers=[plain(c, drop=_CONTAINER_DROPPED) for c in pod.containers],
+        init_containers=[plain(c, drop=_CONTAINER_DROPPED) for c in pod.init_containers],
         gpu_request=pod_gpu_request(pod),
         wants_gpus=wants_gpus(pod),
         owner_ref=f"{(pod.workload_kind or 'pod').lower()}/{pod.workload_name}"
@@ -403,7 +403,8 @@ def _pod_lasting(pod: Pod, index: Lookups) -> dict:
     return facts
 
 
-_CONTAINER_TEXTS = ("logs", "previous_logs", "logs_scanned")  # read through log_signals and the facts above
+# read through log_signals and the facts above, and the server's engine args
+_CONTAINER_DROPPED = ("logs", "previous_logs", "logs_scanned", "engine_args")
 
 
 def _pod_windowed(pod: Pod, index: Lookups) -> dict:

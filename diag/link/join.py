@@ -110,12 +110,12 @@ def _vllm_servers_to_pods(snap: Snapshot) -> None:
     for pod in snap.pods:
         if (in_pod := workloads.vllm_container(pod)) is None:
             continue
-        container, how = in_pod
+        container = in_pod[0]
         of_pod = by_pod.get(pod.key)
         if of_pod is None:
             of_pod = by_pod[pod.key] = VllmServer(name=_server_name(pod, names))
             snap.vllm_servers.append(of_pod)
-        of_pod.engine_args = of_pod.engine_args or workloads.vllm_engine_args(container, how)
+        of_pod.engine_args = of_pod.engine_args or container.engine_args
         _server_in_pod(of_pod, pod, container, services)
     # A server known only by its files runs in the pod they name even when no container starts vLLM
     # itself: Ray Serve runs it in pods whose command is `ray start`.

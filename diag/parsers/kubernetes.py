@@ -18,7 +18,7 @@ import yaml
 from diag.core.errors import ParseError
 from diag.parsers.json_fields import Fields, load_json, type_name
 from diag.parsers.quantity import GPU_RESOURCE, MIG_RESOURCE_PREFIX, gpu_count, parse_quantity, whole_count
-from diag.parsers.workloads import ray_node_type, vllm_recognition
+from diag.parsers.workloads import is_ray_pod, ray_node_type, spec_engine_args, vllm_recognition
 from diag.snapshot.model import (
     HPA,
     Container,
@@ -389,7 +389,7 @@ def _pod(obj: _Object) -> Pod:
     labels = obj.metadata.string_map("labels")
     owner_kind, owner_name = _owner(obj.metadata)
     containers = _containers(spec.children("containers"), status.children("containerStatuses"))
-    return Pod(
+    pod = Pod(
         namespace=obj.require_namespace(),
         name=obj.name,
         uid=obj.metadata.text("uid") or "",
@@ -415,6 +415,10 @@ def _pod(obj: _Object) -> Pod:
         ray_node_type=labels.get(RAY_NODE_TYPE_LABEL) or ray_node_type(containers),  # a Ray pod KubeRay did not make
         ray_group=labels.get(RAY_GROUP_LABEL),
     )
+    ray_pod = is_ray_pod(pod)
+    for container in containers:
+        container.engine_args = spec_engine_args(container, ray_pod)
+    return pod
 
 
 def _containers(specs: Sequence[Fields], statuses: Sequence[Fields]) -> list[Container]:

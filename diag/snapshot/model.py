@@ -89,6 +89,9 @@ class Container:
     # known failure lines found in logs (see diag.parsers.logs): signal name -> matching lines
     log_signals: dict[str, list[str]] = field(default_factory=dict)
     logs_scanned: bool = False  # `logs` went through scan_log, with the snapshot's signals, into log_signals
+    # vLLM's engine arguments as its spec shows them, where the spec shows it runs vLLM's server
+    # (diag.parsers.workloads.spec_engine_args); None otherwise, or where they cannot be told from it
+    engine_args: EngineArgs | None = None
 
 
 @dataclass

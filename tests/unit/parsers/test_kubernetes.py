@@ -1640,6 +1640,13 @@ def test_a_truncated_event_list_keeps_its_complete_events():
 def test_every_pod_field():
     (pod,) = kubernetes.parse_pods(as_list(VLLM_POD))
     (vllm,) = pod.containers
+    engine = vllm.engine_args
+    assert engine is not None
+    assert (engine.model, engine.max_model_len, engine.gpu_memory_utilization) == (
+        "meta-llama/Llama-3.1-8B-Instruct",
+        8192,
+        0.95,
+    )
     assert vllm == Container(
         name="vllm",
         image="vllm/vllm-openai:v0.10.1",
@@ -1662,6 +1669,7 @@ def test_every_pod_field():
         last_terminated_reason="OOMKilled",
         last_exit_code=137,
         last_finished_at="2025-08-12T06:42:07Z",
+        engine_args=engine,
     )
     metadata, spec = VLLM_POD["metadata"], VLLM_POD["spec"]
     assert pod == Pod(
