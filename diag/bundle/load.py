@@ -21,6 +21,7 @@ from diag.core.errors import ParseError, unexpected
 from diag.core.stopwatch import Stopwatch, file_kind
 from diag.parsers import (
     engine_args,
+    gpu_common,
     kubernetes,
     logs,
     nvidia_smi,
@@ -176,6 +177,8 @@ class _Loader:
             handler(rel, self.bundle.text(rel))
         self._finish_vllm()
         self._note_empty_answers()
+        for gpu in self.snap.gpus:  # once its files are merged: the first read of each field wins
+            gpu.pci_address = gpu_common.pci_address(gpu.pci_bus_id)
         self._attach_logs()
         self._attach_endpoints()
         self._mark_missing()
@@ -346,6 +349,7 @@ class _Loader:
                 found.logs, found.logs_scanned = text, True
             for signal, lines in logs.scan_log(complete, self.signals).items():
                 found.log_signals.setdefault(signal, []).extend(lines)
+            found.xid_lines = [logs.xid_line(line) for line in found.log_signals.get(logs.XID_LOG_SIGNAL, ())]
 
     def _attach_endpoints(self) -> None:
         for svc in self.snap.services:

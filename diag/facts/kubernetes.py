@@ -403,8 +403,8 @@ def _pod_lasting(pod: Pod, index: Lookups) -> dict:
     return facts
 
 
-# read through log_signals and the facts above, and the server's engine args
-_CONTAINER_DROPPED = ("logs", "previous_logs", "logs_scanned", "engine_args")
+# read through log_signals and the facts above, the GPUs' Xid lines and the server's engine args
+_CONTAINER_DROPPED = ("logs", "previous_logs", "logs_scanned", "xid_lines", "engine_args")
 
 
 def _pod_windowed(pod: Pod, index: Lookups) -> dict:

@@ -14,8 +14,6 @@ from urllib.parse import urlsplit
 from diag.bundle.identity import GPU_FILE_SUFFIXES, VLLM_FILE, Ambiguous, PodNames
 from diag.link.prometheus_join import attach_history
 from diag.parsers import workloads
-from diag.parsers.gpu_common import pci_address
-from diag.parsers.logs import xid_device, xids_in
 from diag.parsers.vllm_metrics import summarize
 from diag.snapshot.model import (
     GPU,
@@ -28,6 +26,7 @@ from diag.snapshot.model import (
     Snapshot,
     SourceStatus,
     VllmServer,
+    XidLine,
 )
 
 
@@ -197,8 +196,9 @@ def _gpus_to_nodes_and_pods(snap: Snapshot) -> None:
     node_xid_lines = xid_lines_by_node(snap)
     for gpu in snap.gpus:
         if gpu.node:
-            gpu.xid_lines = _xid_lines_about(gpu, node_xid_lines.get(gpu.node, []))
-            gpu.xids = sorted(set(gpu.xids) | set(xids_in(gpu.xid_lines)))
+            about = [line for line in node_xid_lines.get(gpu.node, ()) if _names(line, gpu)]
+            gpu.xid_lines = [line.text for line in about]
+            gpu.xids = sorted(set(gpu.xids).union(*(line.codes for line in about)))
     gpus_by_pod: dict[str, list[GPU]] = {}
     for gpu in snap.gpus:
         for pod_key in dict.fromkeys(gpu.serving_pods):
@@ -207,23 +207,22 @@ def _gpus_to_nodes_and_pods(snap: Snapshot) -> None:
         server.gpus = [_gpu_ref(g) for g in gpus_by_pod.get(server.pod or "", [])]
 
 
-def xid_lines_by_node(snap: Snapshot) -> dict[str, list[str]]:
+def xid_lines_by_node(snap: Snapshot) -> dict[str, list[XidLine]]:
     """Kernel Xid lines seen in pod logs or node events, per Kubernetes node, each once."""
-    found: dict[str, list[str]] = {}
+    found: dict[str, list[XidLine]] = {}
     for pod in snap.pods:
         for container in pod.containers:
-            if pod.node_name and container.log_signals.get("xid"):
-                found.setdefault(pod.node_name, []).extend(container.log_signals["xid"])
+            if pod.node_name and container.xid_lines:
+                found.setdefault(pod.node_name, []).extend(container.xid_lines)
     for node in snap.nodes:
-        found.setdefault(node.name, []).extend(e.message for e in node.events if xids_in([e.message]))
+        found.setdefault(node.name, []).extend(e.xid for e in node.events if e.xid is not None)
     return {node: list(dict.fromkeys(lines)) for node, lines in found.items()}
 
 
-def _xid_lines_about(gpu: GPU, lines: list[str]) -> list[str]:
-    """The lines naming exactly this GPU's PCI address. A line whose address no GPU of the node has
-    goes to none of them: it is a finding about the node (diag.facts.gpu), never about every GPU."""
-    own = pci_address(gpu.pci_bus_id)
-    return [line for line in lines if own is not None and pci_address(xid_device(line)) == own]
+def _names(line: XidLine, gpu: GPU) -> bool:
+    """Whether the line names exactly this GPU's PCI address. A line whose address no GPU of the node
+    has goes to none of them: it is a finding about the node (diag.facts.gpu), never about every GPU."""
+    return gpu.pci_address is not None and line.device == gpu.pci_address
 
 
 def _ray_nodes_to_gpu_hosts(snap: Snapshot) -> None:

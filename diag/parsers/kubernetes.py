@@ -17,6 +17,7 @@ import yaml
 
 from diag.core.errors import ParseError
 from diag.parsers.json_fields import Fields, load_json, type_name
+from diag.parsers.logs import xid_in_message
 from diag.parsers.quantity import GPU_RESOURCE, MIG_RESOURCE_PREFIX, gpu_count, parse_quantity, whole_count
 from diag.parsers.workloads import is_ray_pod, ray_node_type, spec_engine_args, vllm_recognition
 from diag.snapshot.model import (
@@ -554,7 +555,7 @@ def _event(obj: _Object) -> Event:
     try:
         names = _event_names(_text(e, "apiVersion") or "", e.get("regarding"))
         about, series, source = _object(e, names.regarding), _object(e, "series"), _object(e, names.source)
-        return Event(
+        event = Event(
             namespace=_text(about, "namespace", names.regarding) or obj.namespace,
             involved_kind=_present_text(about, "kind", names.regarding),
             involved_name=_present_text(about, "name", names.regarding),
@@ -574,6 +575,8 @@ def _event(obj: _Object) -> Event:
         )
     except _Wrong as wrong:
         raise wrong.error(obj.fields) from None
+    event.xid = xid_in_message(event.message)
+    return event
 
 
 # --------------------------------------------------------------------------- nodes, services, endpoints

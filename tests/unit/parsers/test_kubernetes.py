@@ -10,7 +10,7 @@ import pytest
 
 from diag.core.errors import ParseError
 from diag.parsers import kubernetes
-from diag.snapshot.model import Container, Event, Pod, Probe
+from diag.snapshot.model import Container, Event, Pod, Probe, XidLine
 
 
 def as_list(*items: dict) -> str:
@@ -1547,6 +1547,13 @@ def test_event_fields_left_out_or_null():
     }
     (event,) = kubernetes.parse_events(as_list(regarding_only))  # no apiVersion: events.k8s.io, as it has `regarding`
     assert event == Event("llm", "Pod", "p", "", "", "", 1, "2025-08-12T04:00:00Z", "gpu-node-1", None)
+
+
+def test_a_node_event_reporting_an_xid_is_read_as_its_kernel_line():
+    line = "NVRM: Xid (PCI:0000:2a:00): 48, pid=2211, name=python3, Double Bit ECC Error"
+    kernel = {**CORE_EVENTS[3], "reason": "NVRMXid", "message": line}
+    xid, plain = kubernetes.parse_events(as_list(kernel, CORE_EVENTS[3]))
+    assert xid.xid == XidLine(line, (48,), "0000:2a:00") and plain.xid is None
 
 
 def test_event_fields_read_only_when_needed():
