@@ -156,30 +156,34 @@ def _objects_in(doc: object, *kinds: str) -> list[_Object]:
         items = doc["items"]
         if items is not None and type(items) is not list:
             raise top.error("items", "a list", items)
-        return [_identify(item, f"items[{i}]", kinds) for i, item in enumerate(items or ())]
+        return [_identify(item, i, kinds) for i, item in enumerate(items or ())]
     if kind in kinds:
-        return [_identify(doc, "", kinds)]
+        return [_identify(doc, None, kinds)]
     raise ParseError(f"expected {_a(wanted)} list, found {_a(kind) if kind else 'an object with no kind and no items'}")
 
 
-def _identify(item: Any, at: str, kinds: tuple[str, ...]) -> _Object:
-    """The identity of the list's item at path `at` ("": the document is the object itself)."""
+def _identify(item: Any, index: int | None, kinds: tuple[str, ...]) -> _Object:
+    """The identity of the list's item `index` (None: the document is the object itself)."""
     if type(item) is not dict:
         if item is not None:
-            raise Fields({}, "").error(at, "an object", item)
+            raise Fields({}, "").error(_item_path(index), "an object", item)
         item = {}
     try:
         item_kind = _text(item, "kind")
         if item_kind is not None and item_kind not in kinds:
-            raise ParseError(f"{at or 'the object'} is {_a(item_kind)}, not {_a(kinds[0])}")
+            raise ParseError(f"{_item_path(index) or 'the object'} is {_a(item_kind)}, not {_a(kinds[0])}")
         metadata = _object(item, "metadata")
         name = _text(metadata, "name", "metadata")
         if not name:
-            raise ParseError(f"{at or 'the object'}: metadata.name is missing")
+            raise ParseError(f"{_item_path(index) or 'the object'}: metadata.name is missing")
         namespace = _text(metadata, "namespace", "metadata") or None
     except _Wrong as wrong:
-        raise wrong.error(Fields({}, "", at)) from None
+        raise wrong.error(Fields({}, "", _item_path(index))) from None
     return _new_object(item_kind or kinds[0], namespace, name, item, metadata)
+
+
+def _item_path(index: int | None) -> str:
+    return "" if index is None else f"items[{index}]"
 
 
 def _new_object(kind: str, namespace: str | None, name: str, data: dict[str, Any], metadata: dict[str, Any]) -> _Object:
