@@ -20,7 +20,7 @@ from diag.bundle.prometheus_queries import RENAMED_PAIRS
 from diag.bundle.readers import Loading
 from diag.core.errors import ParseError, unexpected
 from diag.core.stopwatch import Stopwatch
-from diag.parsers import kubernetes, logs, prom_text, vllm_metrics
+from diag.parsers import gpu_common, kubernetes, logs, prom_text, vllm_metrics
 from diag.parsers.signals import LogSignals, builtin_signals
 from diag.snapshot.model import Scrape, Snapshot, SourceStatus, VllmServer
 
@@ -128,6 +128,8 @@ class _Loader:
             self._read(rel)
         self._finish_vllm()
         self._note_empty_answers()
+        for gpu in self.snap.gpus:  # once its files are merged: the first read of each field wins
+            gpu.pci_address = gpu_common.pci_address(gpu.pci_bus_id)
         self._attach_logs()
         self._attach_endpoints()
         self._mark_missing()
@@ -241,6 +243,7 @@ class _Loader:
                 found.logs, found.logs_scanned = text, True
             for signal, lines in logs.scan_log(complete, self.signals).items():
                 found.log_signals.setdefault(signal, []).extend(lines)
+            found.xid_lines = [logs.xid_line(line) for line in found.log_signals.get(logs.XID_LOG_SIGNAL, ())]
 
     def _attach_endpoints(self) -> None:
         for svc in self.snap.services:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from diag.core.errors import ParseError
-from diag.parsers import engine_args, nvidia_smi, nvml, prometheus_api, ray_state, ray_status, vllm
+from diag.parsers import engine_args, logs, nvidia_smi, nvml, prometheus_api, ray_state, ray_status, vllm
 from diag.parsers.json_fields import load_json
 from diag.snapshot.model import GPU, Snapshot, VllmServer
 
@@ -123,7 +123,8 @@ SMI_CSV_GPUS = gpus(nvidia_smi.parse_csv)
 
 
 def kernel_xid_lines(state: Loading, rel: str, found: re.Match[str], text: str) -> None:
-    state.snap.kernel_xid_lines[found["host"]] = [line for line in text.splitlines() if "NVRM: Xid" in line]
+    read = (logs.xid_in_message(line) for line in text.splitlines())
+    state.snap.kernel_xid_lines[found["host"]] = [line for line in read if line is not None]
 
 
 def vllm_scrape(state: Loading, rel: str, found: re.Match[str], text: str) -> None:

@@ -288,13 +288,13 @@ def vllm_server_pods(pods: list[Pod]) -> list[VllmPod]:
 
 def _vllm_port(pod: Pod) -> tuple[Container, int] | None:
     """The container of the vLLM OpenAI server this pod runs and its port, or None when it runs none."""
-    from diag.parsers.workloads import vllm_container, vllm_engine_args
+    from diag.parsers.workloads import vllm_container
 
     found = vllm_container(pod)
     if found is None:
         return None
-    container, how = found
-    engine = vllm_engine_args(container, how)
+    container = found[0]
+    engine = container.engine_args
     if engine is not None and engine.port is not None:
         return container, engine.port
     # --port unreadable, or not in sight (a custom image's entrypoint): the port it declares, else vLLM's default

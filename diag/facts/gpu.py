@@ -16,13 +16,12 @@ from diag.facts.gpu_episodes import GpuHistory, ceilings, gpu_history
 from diag.facts.vllm_episodes import symptoms
 from diag.link.join import xid_lines_by_node
 from diag.link.prometheus_join import history_window
-from diag.parsers.gpu_common import pci_address
-from diag.parsers.logs import xid_device, xids_in
+from diag.parsers.logs import xids_in
 from diag.parsers.signals import looked_for
 from diag.parsers.xid_catalogue import builtin_catalogue
 from diag.snapshot.clock import Clock
 from diag.snapshot.indexes import indexes
-from diag.snapshot.model import GPU, GPUProcess, Node, PromWindow, RayNode, Snapshot, VllmServer
+from diag.snapshot.model import GPU, GPUProcess, Node, PromWindow, RayNode, Snapshot, VllmServer, XidLine
 from diag.snapshot.quantity import GPU_RESOURCE, gpu_count
 
 # Clocks-event reasons that mean something holds the clocks down against the workload (names as in
@@ -134,7 +133,6 @@ def _gpu_facts(
         "node_name": gpu.node or gpu.host,
         "memory_used_mib": gpu.memory_used_mib if nvidia_smi_seen else history.fb_used_mib,
         "identity": _identity(gpu),
-        "pci_address": pci_address(gpu.pci_bus_id),
         "device_id": _device_id(gpu),
         "lost": gpu.open_error is not None,
         # the pods given this GPU that run a vLLM server
@@ -326,16 +324,16 @@ def _gpu_nodes(snap: Snapshot) -> list[dict]:
     ]
 
 
-def _gpu_node(name: str, node: Node | None, snap: Snapshot, gpus: list[GPU], xid_lines: list[str]) -> dict:
-    known = {address for g in gpus if (address := pci_address(g.pci_bus_id)) is not None}
-    unplaced = [line for line in xid_lines if pci_address(xid_device(line)) not in known]
-    unplaced_reports = [_xid_report(code, line) for line in unplaced for code in xids_in([line])]
+def _gpu_node(name: str, node: Node | None, snap: Snapshot, gpus: list[GPU], xid_lines: list[XidLine]) -> dict:
+    known = {g.pci_address for g in gpus if g.pci_address is not None}
+    unplaced = [line for line in xid_lines if line.device not in known]
+    unplaced_reports = [_xid_report(code, line.text) for line in unplaced for code in line.codes]
     capacity, allocatable = _gpu_capacity(node), _gpu_allocatable(node)
     return {
         "name": name,
         "gpus_in_data": len(gpus),
         "gpu_addresses": sorted(known),
-        "unplaced_xids": xids_in(unplaced),
+        "unplaced_xids": [code for line in unplaced for code in line.codes],
         "unplaced_xid_reports": unplaced_reports,
         # every Xid on the node, placed or not, that no rule of its own names (the catalogue's `named_by`)
         "catalogue_xids": [

@@ -260,8 +260,8 @@ def _pod_lasting(pod: Pod, index: Lookups) -> dict:
     node = index.indexes.nodes.get(pod.node_name or "")
     server = index.indexes.servers.get(pod.vllm_server or "")
     facts.update(
-        containers=[plain(c, drop=_CONTAINER_TEXTS) for c in pod.containers],
-        init_containers=[plain(c, drop=_CONTAINER_TEXTS) for c in pod.init_containers],
+        containers=[plain(c, drop=_CONTAINER_DROPPED) for c in pod.containers],
+        init_containers=[plain(c, drop=_CONTAINER_DROPPED) for c in pod.init_containers],
         gpu_request=pod_gpu_request(pod),
         wants_gpus=wants_gpus(pod),
         owner_ref=f"{(pod.workload_kind or 'pod').lower()}/{pod.workload_name}"
@@ -312,7 +312,8 @@ def _pod_lasting(pod: Pod, index: Lookups) -> dict:
     return facts
 
 
-_CONTAINER_TEXTS = ("logs", "previous_logs", "logs_scanned")  # read through log_signals and the facts above
+# read through log_signals and the facts above, the GPUs' Xid lines and the server's engine args
+_CONTAINER_DROPPED = ("logs", "previous_logs", "logs_scanned", "xid_lines", "engine_args")
 
 
 def pod_windowed(pod: Pod, index: Lookups) -> dict:

@@ -15,8 +15,6 @@ from diag.bundle import layout
 from diag.bundle.identity import Ambiguous, PodNames
 from diag.link.prometheus_join import attach_history
 from diag.parsers import workloads
-from diag.parsers.gpu_common import pci_address
-from diag.parsers.logs import xid_device, xids_in
 from diag.parsers.vllm_metrics import summarize
 from diag.snapshot.indexes import indexes
 from diag.snapshot.model import (
@@ -30,6 +28,7 @@ from diag.snapshot.model import (
     Snapshot,
     SourceStatus,
     VllmServer,
+    XidLine,
 )
 
 
@@ -110,12 +109,12 @@ def _vllm_servers_to_pods(snap: Snapshot) -> None:
     for pod in snap.pods:
         if (in_pod := workloads.vllm_container(pod)) is None:
             continue
-        container, how = in_pod
+        container = in_pod[0]
         of_pod = by_pod.get(pod.key)
         if of_pod is None:
             of_pod = by_pod[pod.key] = VllmServer(name=_server_name(pod, names))
             snap.vllm_servers.append(of_pod)
-        of_pod.engine_args = of_pod.engine_args or workloads.vllm_engine_args(container, how)
+        of_pod.engine_args = of_pod.engine_args or container.engine_args
         _server_in_pod(of_pod, pod, container, services)
     # A server known only by its files runs in the pod they name even when no container starts vLLM
     # itself: Ray Serve runs it in pods whose command is `ray start`.
@@ -200,9 +199,10 @@ def _gpus_to_nodes_and_pods(snap: Snapshot) -> None:
     for gpu in snap.gpus:
         kernel = snap.kernel_xid_lines.get(gpu.host, [])
         if gpu.node or kernel:
-            lines = list(dict.fromkeys([*node_xid_lines.get(gpu.node or "", []), *kernel]))
-            gpu.xid_lines = _xid_lines_about(gpu, lines)
-            gpu.xids = sorted(set(gpu.xids) | set(xids_in(gpu.xid_lines)))
+            lines = [*node_xid_lines.get(gpu.node or "", ()), *kernel]
+            about = list({line.text: line for line in lines if _names(line, gpu)}.values())
+            gpu.xid_lines = [line.text for line in about]
+            gpu.xids = sorted(set(gpu.xids).union(*(line.codes for line in about)))
     gpus_by_pod: dict[str, list[GPU]] = {}
     for gpu in snap.gpus:
         for pod_key in dict.fromkeys(gpu.serving_pods):
@@ -215,23 +215,22 @@ def _gpus_to_nodes_and_pods(snap: Snapshot) -> None:
         server.gpus = [_gpu_ref(g) for g in gpus_by_pod.get(server.pod or _pod_key_of(server), [])]
 
 
-def xid_lines_by_node(snap: Snapshot) -> dict[str, list[str]]:
+def xid_lines_by_node(snap: Snapshot) -> dict[str, list[XidLine]]:
     """Kernel Xid lines seen in pod logs or node events, per Kubernetes node, each once."""
-    found: dict[str, list[str]] = {}
+    found: dict[str, list[XidLine]] = {}
     for pod in snap.pods:
         for container in pod.containers:
-            if pod.node_name and container.log_signals.get("xid"):
-                found.setdefault(pod.node_name, []).extend(container.log_signals["xid"])
+            if pod.node_name and container.xid_lines:
+                found.setdefault(pod.node_name, []).extend(container.xid_lines)
     for node in snap.nodes:
-        found.setdefault(node.name, []).extend(e.message for e in node.events if xids_in([e.message]))
+        found.setdefault(node.name, []).extend(e.xid for e in node.events if e.xid is not None)
     return {node: list(dict.fromkeys(lines)) for node, lines in found.items()}
 
 
-def _xid_lines_about(gpu: GPU, lines: list[str]) -> list[str]:
-    """The lines naming exactly this GPU's PCI address. A line whose address no GPU of the node has
-    goes to none of them: it is a finding about the node (diag.facts.gpu), never about every GPU."""
-    own = pci_address(gpu.pci_bus_id)
-    return [line for line in lines if own is not None and pci_address(xid_device(line)) == own]
+def _names(line: XidLine, gpu: GPU) -> bool:
+    """Whether the line names exactly this GPU's PCI address. A line whose address no GPU of the node
+    has goes to none of them: it is a finding about the node (diag.facts.gpu), never about every GPU."""
+    return gpu.pci_address is not None and line.device == gpu.pci_address
 
 
 def _ray_nodes_to_gpu_hosts(snap: Snapshot) -> None:

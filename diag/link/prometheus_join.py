@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from diag.bundle.prometheus_queries import BY_STEM, RangeQuery
+from diag.parsers.gpu_common import pci_address
 from diag.snapshot.model import GPU, History, PromSeries, PromWindow, Snapshot, VllmServer
 
 _SeriesOf = dict[str, list[PromSeries]]  # stem (or "stem/<label value>") -> the subject's series
@@ -145,7 +146,8 @@ class _Gpus:
         if place is None:
             return None
         gpu = GPU(host=place[0], index=place[1], uuid=uuid or None, name=labels.get("modelName") or None,
-                  pci_bus_id=labels.get("pci_bus_id") or None, only_in_prometheus=True)  # fmt: skip
+                  pci_bus_id=labels.get("pci_bus_id") or None, pci_address=pci_address(labels.get("pci_bus_id")),
+                  only_in_prometheus=True)  # fmt: skip
         self.by_place[place] = gpu
         if gpu.uuid:
             self.by_uuid[gpu.uuid] = gpu

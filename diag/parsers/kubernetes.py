@@ -17,8 +17,9 @@ import yaml
 
 from diag.core.errors import ParseError
 from diag.parsers.json_fields import Fields, load_json, type_name
+from diag.parsers.logs import xid_in_message
 from diag.parsers.quantity import GPU_RESOURCE, MIG_RESOURCE_PREFIX, gpu_count, parse_quantity, whole_count
-from diag.parsers.workloads import ray_node_type, vllm_recognition
+from diag.parsers.workloads import is_ray_pod, ray_node_type, spec_engine_args, vllm_recognition
 from diag.snapshot.model import (
     HPA,
     Container,
@@ -73,46 +74,66 @@ class _Object:
         return self.namespace
 
 
-class _Irregular(Exception):
-    """A field the plain reading of an item does not take as it is (of another type, or missing where
-    it is required): the item is read again with `Fields`, which says what is wrong."""
+class _Wrong(Exception):
+    """A field of another type than its reading takes. The readers below work on plain dicts (a fleet's
+    answer holds hundreds of thousands of fields, a `Fields` for each object would cost more than the
+    reading) and know only the field's path inside the dict they were given; the reader of the
+    object, which knows where that dict sits, makes it the one-line ParseError (`_Wrong.error`)."""
+
+    def __init__(self, path: str, expected: str, value: object) -> None:
+        super().__init__(path)
+        self.path, self.expected, self.value = path, expected, value
+
+    def error(self, fields: Fields, at: str = "") -> ParseError:
+        """The error, for the dict at path `at` inside `fields` (worded as `Fields.error` words it)."""
+        return fields.error(f"{at}.{self.path}" if at else self.path, self.expected, self.value)
 
 
-# Plain readers: a fleet's answer holds hundreds of thousands of fields, nearly all of the expected
-# type; these read them without a `Fields` per object and leave the rest to the checked reading.
-
-
-def _text(data: dict[str, Any], key: str) -> str | None:
+def _text(data: dict[str, Any], key: str, at: str = "") -> str | None:
+    """`Fields.text` of a plain dict; `at`: the dict's path, for the error."""
     value = data.get(key)
     if value is None or type(value) is str:
         return value
-    raise _Irregular
+    raise _Wrong(f"{at}.{key}" if at else key, "a string", value)
 
 
-def _integer(data: dict[str, Any], key: str) -> int | None:
+def _present_text(data: dict[str, Any], key: str, at: str = "") -> str:
+    value = _text(data, key, at)
+    if value is None:
+        raise _Wrong(f"{at}.{key}" if at else key, "a string", None)
+    return value
+
+
+def _integer(data: dict[str, Any], key: str, at: str = "") -> int | None:
     value = data.get(key)
     if value is None or type(value) is int:
         return value
-    raise _Irregular
+    raise _Wrong(f"{at}.{key}" if at else key, "an integer", value)
 
 
 def _object(data: dict[str, Any], key: str) -> dict[str, Any]:
+    """`Fields.child` of a plain dict: an object, or {} where the field is missing or null."""
     value = data.get(key)
     if type(value) is dict:
         return value
     if value is None:
         return {}
-    raise _Irregular
+    raise _Wrong(key, "an object", value)
 
 
 def _objects_of(data: dict[str, Any], key: str) -> list[dict[str, Any]]:
-    """A list of objects (a null item, which `Fields` reads as empty, is left to the checked reading)."""
+    """`Fields.children` of a plain dict: a list of objects, a null item read as {}."""
     items = data.get(key)
     if items is None:
         return []
-    if type(items) is list and all(type(item) is dict for item in items):
+    if type(items) is not list:
+        raise _Wrong(key, "a list", items)
+    if all(type(item) is dict for item in items):
         return items
-    raise _Irregular
+    for i, item in enumerate(items):
+        if item is not None and type(item) is not dict:
+            raise _Wrong(f"{key}[{i}]", "an object", item)
+    return [{} if item is None else item for item in items]
 
 
 def _objects(text: str, *kinds: str) -> list[_Object]:
@@ -143,34 +164,26 @@ def _objects_in(doc: object, *kinds: str) -> list[_Object]:
 
 def _identify(item: Any, index: int | None, kinds: tuple[str, ...]) -> _Object:
     """The identity of the list's item `index` (None: the document is the object itself)."""
-    try:
-        return _plain_identity(item, kinds)
-    except _Irregular:
-        return _checked_identity(Fields(item, "", "" if index is None else f"items[{index}]"), kinds)
-
-
-def _plain_identity(item: Any, kinds: tuple[str, ...]) -> _Object:
     if type(item) is not dict:
-        raise _Irregular
-    item_kind, metadata = _text(item, "kind"), item.get("metadata")
-    if (item_kind is not None and item_kind not in kinds) or type(metadata) is not dict:
-        raise _Irregular
-    name, namespace = _text(metadata, "name"), _text(metadata, "namespace") or None
-    if not name:
-        raise _Irregular
+        if item is not None:
+            raise Fields({}, "").error(_item_path(index), "an object", item)
+        item = {}
+    try:
+        item_kind = _text(item, "kind")
+        if item_kind is not None and item_kind not in kinds:
+            raise ParseError(f"{_item_path(index) or 'the object'} is {_a(item_kind)}, not {_a(kinds[0])}")
+        metadata = _object(item, "metadata")
+        name = _text(metadata, "name", "metadata")
+        if not name:
+            raise ParseError(f"{_item_path(index) or 'the object'}: metadata.name is missing")
+        namespace = _text(metadata, "namespace", "metadata") or None
+    except _Wrong as wrong:
+        raise wrong.error(Fields({}, "", _item_path(index))) from None
     return _new_object(item_kind or kinds[0], namespace, name, item, metadata)
 
 
-def _checked_identity(item: Fields, kinds: tuple[str, ...]) -> _Object:
-    place = item.path or "the object"
-    item_kind = item.text("kind")
-    if item_kind is not None and item_kind not in kinds:
-        raise ParseError(f"{place} is {_a(item_kind)}, not {_a(kinds[0])}")
-    metadata = item.child("metadata")
-    name = metadata.text("name")
-    if not name:
-        raise ParseError(f"{place}: metadata.name is missing")
-    return _new_object(item_kind or kinds[0], metadata.text("namespace") or None, name, item.data, metadata.data)
+def _item_path(index: int | None) -> str:
+    return "" if index is None else f"items[{index}]"
 
 
 def _new_object(kind: str, namespace: str | None, name: str, data: dict[str, Any], metadata: dict[str, Any]) -> _Object:
@@ -206,38 +219,18 @@ def _int_or_name(fields: Fields, key: str) -> int | str | None:
 
 def _conditions(fields: Fields) -> dict[str, dict]:
     """status.conditions[] as type -> {status, reason, message}."""
+    found: dict[str, dict] = {}
     try:
-        return _plain_conditions(fields.data)
-    except _Irregular:
-        return _checked_conditions(fields)
-
-
-def _plain_conditions(data: dict[str, Any]) -> dict[str, dict]:
-    return {
-        _present(_text(c, "type")): {
-            "status": _text(c, "status"),
-            "reason": _text(c, "reason"),
-            "message": _text(c, "message"),
-        }
-        for c in _objects_of(data, "conditions")
-    }
-
-
-def _present(value: str | None) -> str:
-    if value is None:
-        raise _Irregular
-    return value
-
-
-def _checked_conditions(fields: Fields) -> dict[str, dict]:
-    return {
-        _required_text(c, "type"): {
-            "status": c.text("status"),
-            "reason": c.text("reason"),
-            "message": c.text("message"),
-        }
-        for c in fields.children("conditions")
-    }
+        conditions = _objects_of(fields.data, "conditions")
+    except _Wrong as wrong:
+        raise wrong.error(fields) from None
+    for i, c in enumerate(conditions):
+        try:
+            kind = _present_text(c, "type")
+            found[kind] = {"status": _text(c, "status"), "reason": _text(c, "reason"), "message": _text(c, "message")}
+        except _Wrong as wrong:
+            raise wrong.error(fields, f"conditions[{i}]") from None
+    return found
 
 
 def _resources(fields: Fields, key: str) -> dict[str, str]:
@@ -401,7 +394,7 @@ def _pod(obj: _Object) -> Pod:
     labels = obj.metadata.string_map("labels")
     owner_kind, owner_name = _owner(obj.metadata)
     containers = _containers(spec.children("containers"), status.children("containerStatuses"))
-    return Pod(
+    pod = Pod(
         namespace=obj.require_namespace(),
         name=obj.name,
         uid=obj.metadata.text("uid") or "",
@@ -427,6 +420,10 @@ def _pod(obj: _Object) -> Pod:
         ray_node_type=labels.get(RAY_NODE_TYPE_LABEL) or ray_node_type(containers),  # a Ray pod KubeRay did not make
         ray_group=labels.get(RAY_GROUP_LABEL),
     )
+    ray_pod = is_ray_pod(pod)
+    for container in containers:
+        container.engine_args = spec_engine_args(container, ray_pod)
+    return pod
 
 
 def _containers(specs: Sequence[Fields], statuses: Sequence[Fields]) -> list[Container]:
@@ -558,57 +555,32 @@ def _event_names(api_version: str, regarding: object) -> _EventFields:
 
 
 def _event(obj: _Object) -> Event:
-    try:
-        return _plain_event(obj)
-    except _Irregular:
-        return _checked_event(obj)
-
-
-def _plain_event(obj: _Object) -> Event:
-    """`_checked_event` on plain dicts: the same fields read, under the same conditions."""
     e = obj.data
-    names = _event_names(_text(e, "apiVersion") or "", e.get("regarding"))
-    about, series, source = _object(e, names.regarding), _object(e, "series"), _object(e, names.source)
-    involved_kind, involved_name = _text(about, "kind"), _text(about, "name")
-    if involved_kind is None or involved_name is None:
-        raise _Irregular
-    return Event(
-        namespace=_text(about, "namespace") or obj.namespace,
-        involved_kind=involved_kind,
-        involved_name=involved_name,
-        reason=_text(e, "reason") or "",
-        message=_text(e, names.note) or "",
-        type=_text(e, "type") or "",
-        count=_integer(series, "count") or _integer(e, names.count) or 1,
-        last_seen=_text(series, "lastObservedTime")
-        or _text(e, names.last_timestamp)
-        or _text(e, "eventTime")
-        or _text(e, names.first_timestamp),
-        source=_text(e, names.reporter) or _text(source, "component") or _text(source, "host"),
-        involved_uid=_text(about, "uid") or None,
-    )
-
-
-def _checked_event(obj: _Object) -> Event:
-    e = obj.fields
-    names = _event_names(e.text("apiVersion") or "", e.data.get("regarding"))
-    about, series, source = e.child(names.regarding), e.child("series"), e.child(names.source)
-    return Event(
-        namespace=about.text("namespace") or obj.namespace,
-        involved_kind=_required_text(about, "kind"),
-        involved_name=_required_text(about, "name"),
-        reason=e.text("reason") or "",
-        message=e.text(names.note) or "",
-        type=e.text("type") or "",
-        # an event recorded through events.k8s.io counts repeats in series, not in count
-        count=series.integer("count") or e.integer(names.count) or 1,
-        last_seen=series.text("lastObservedTime")
-        or e.text(names.last_timestamp)
-        or e.text("eventTime")
-        or e.text(names.first_timestamp),
-        source=e.text(names.reporter) or source.text("component") or source.text("host"),
-        involved_uid=about.text("uid") or None,
-    )
+    try:
+        names = _event_names(_text(e, "apiVersion") or "", e.get("regarding"))
+        about, series, source = _object(e, names.regarding), _object(e, "series"), _object(e, names.source)
+        event = Event(
+            namespace=_text(about, "namespace", names.regarding) or obj.namespace,
+            involved_kind=_present_text(about, "kind", names.regarding),
+            involved_name=_present_text(about, "name", names.regarding),
+            reason=_text(e, "reason") or "",
+            message=_text(e, names.note) or "",
+            type=_text(e, "type") or "",
+            # an event recorded through events.k8s.io counts repeats in series, not in count
+            count=_integer(series, "count", "series") or _integer(e, names.count) or 1,
+            last_seen=_text(series, "lastObservedTime", "series")
+            or _text(e, names.last_timestamp)
+            or _text(e, "eventTime")
+            or _text(e, names.first_timestamp),
+            source=_text(e, names.reporter)
+            or _text(source, "component", names.source)
+            or _text(source, "host", names.source),
+            involved_uid=_text(about, "uid", names.regarding) or None,
+        )
+    except _Wrong as wrong:
+        raise wrong.error(obj.fields) from None
+    event.xid = xid_in_message(event.message)
+    return event
 
 
 # --------------------------------------------------------------------------- nodes, services, endpoints

@@ -13,8 +13,10 @@ from collections import deque
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
+from diag.parsers.gpu_common import pci_address
 from diag.parsers.log_gate import LineGate, candidate_lines
 from diag.parsers.signals import LogSignals, builtin_signals
+from diag.snapshot.model import XidLine
 
 MAX_LINES_PER_SIGNAL = 5
 
@@ -24,6 +26,7 @@ _SHUTDOWN_REQUESTED = re.compile(r"\[shutdown\] .*(?:received signal=SIG(?:TERM|
 _SHUTDOWN_GATE = LineGate.of([_SHUTDOWN_REQUESTED])
 _NOT_FAILURES_AFTER_SHUTDOWN = frozenset({"engine_dead"})
 _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+XID_LOG_SIGNAL = "xid"  # rules/signals/gpu.yaml: the kernel's Xid lines
 _XID_CODE = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+)")
 
 
@@ -71,10 +74,19 @@ def xids_in(lines: Iterable[str]) -> list[int]:
     return [int(m.group(2)) for line in lines for m in _XID_CODE.finditer(line)]
 
 
-def xid_device(line: str) -> str | None:
-    """The PCI address an Xid line names: "0000:65:00" of "NVRM: Xid (PCI:0000:65:00): 79, ...", or None."""
-    match = _XID_CODE.search(line)
-    return match.group(1) if match else None
+def xid_line(line: str) -> XidLine:
+    """A kernel Xid line read: its codes and the PCI address it names ("0000:65:00" of
+    "NVRM: Xid (PCI:0000:65:00): 79, ..."), in `pci_address`'s spelling."""
+    found = _XID_CODE.findall(line)
+    return XidLine(line, tuple(int(code) for _, code in found), pci_address(found[0][0]) if found else None)
+
+
+def xid_in_message(message: str) -> XidLine | None:
+    """An event message read as a kernel Xid line, or None where it reports no Xid."""
+    if "NVRM: Xid" not in message:  # in every line the pattern matches: most messages end here
+        return None
+    read = xid_line(message)
+    return read if read.codes else None
 
 
 # vLLM V1 worker's start-up check (v1/worker/gpu_worker.py): "Free memory on device [cuda:0 ](10.52/79.19 GiB) on

@@ -99,12 +99,17 @@ _VLLM_ENV = frozenset(
 def vllm_recognition(container: Container, ray_pod: bool = False) -> str | None:
     """How the container shows it runs vLLM's server ("command", "image", "args", "env", "log"; the
     module's docstring), or None. `ray_pod`: the pod is a Ray head or worker (labels or command)."""
-    env = frozenset(name for name in container.env if name in _VLLM_ENV)
-    port_8000 = VLLM_DEFAULT_PORT in container.ports.values()
-    how = _spec_recognition(tuple(container.command), tuple(container.args), container.image, env, port_8000, ray_pod)
+    how = _spec_how(container, ray_pod)
     if how is None and not ray_pod and container.log_signals.get(VLLM_LOG_SIGNAL) and not _starts_ray(container):
         return "log"
     return how
+
+
+def _spec_how(container: Container, ray_pod: bool) -> str | None:
+    """`vllm_recognition` from the container's spec alone: "command", "image", "args", "env" or None."""
+    env = frozenset(name for name in container.env if name in _VLLM_ENV)
+    port_8000 = VLLM_DEFAULT_PORT in container.ports.values()
+    return _spec_recognition(tuple(container.command), tuple(container.args), container.image, env, port_8000, ray_pod)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -123,9 +128,12 @@ def _spec_recognition(
     return "env" if env else None
 
 
-def vllm_engine_args(container: Container, how: str) -> EngineArgs | None:
-    """The engine args a recognised container shows: all of them for a command or vLLM's image, the
-    flags given for "args" (and for "env" when it has arguments), None (unknown) otherwise."""
+def spec_engine_args(container: Container, ray_pod: bool) -> EngineArgs | None:
+    """The engine args the container's spec shows, read when its pod is parsed (`Container.engine_args`):
+    all of them for a command or vLLM's image, the flags given for "args" (and for "env" when it has
+    arguments), None (unknown) otherwise, a container recognised from its log or files among them.
+    `ray_pod`: the pod is a Ray head or worker."""
+    how = _spec_how(container, ray_pod)
     if how in ("command", "image"):
         return engine_args.parse_engine_args(container.command, container.args, container.image)
     if how in ("args", "env"):

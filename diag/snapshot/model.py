@@ -35,6 +35,16 @@ class SourceStatus:
 # --------------------------------------------------------------------------- kubernetes
 
 
+@dataclass(frozen=True)
+class XidLine:
+    """A kernel line about Xids ("NVRM: Xid (PCI:0000:65:00): 79, pid=..."), from a pod's log or a node's
+    event, read when its file was parsed (diag.parsers.logs.xid_line)."""
+
+    text: str
+    codes: tuple[int, ...]  # the Xid codes it reports, in order (none: a log line the xid signal took)
+    device: str | None  # the PCI address it names, spelt as GPU.pci_address; None: none readable
+
+
 @dataclass
 class Event:
     namespace: str | None
@@ -47,6 +57,7 @@ class Event:
     last_seen: str | None = None  # RFC 3339
     source: str | None = None  # reporting component / host
     involved_uid: str | None = None  # the object's uid: tells a pod from an earlier one of the same name
+    xid: XidLine | None = None  # the Xids its message reports (a node's kernel line), None: none
 
 
 @dataclass
@@ -89,6 +100,10 @@ class Container:
     # known failure lines found in logs (see diag.parsers.logs): signal name -> matching lines
     log_signals: dict[str, list[str]] = field(default_factory=dict)
     logs_scanned: bool = False  # `logs` went through scan_log, with the snapshot's signals, into log_signals
+    xid_lines: list[XidLine] = field(default_factory=list)  # log_signals["xid"], read
+    # vLLM's engine arguments as its spec shows them, where the spec shows it runs vLLM's server
+    # (diag.parsers.workloads.spec_engine_args); None otherwise, or where they cannot be told from it
+    engine_args: EngineArgs | None = None
 
 
 @dataclass
@@ -361,6 +376,7 @@ class GPU:
     uuid: str | None = None
     name: str | None = None
     pci_bus_id: str | None = None
+    pci_address: str | None = None  # pci_bus_id as every source spells it ("0000:3b:00"); None: unreadable
     driver_version: str | None = None
     cuda_version: str | None = None
     memory_used_mib: float | None = None
@@ -557,7 +573,7 @@ class Snapshot:
     daemonsets: list[DaemonSet] = field(default_factory=list)
     ray_status: RayStatus | None = None
     ray_head_version: str | None = None  # the dashboard's /api/version
-    kernel_xid_lines: dict[str, list[str]] = field(default_factory=dict)  # GPU capture's host -> its Xid lines
+    kernel_xid_lines: dict[str, list[XidLine]] = field(default_factory=dict)  # GPU capture's host -> its Xid lines
     ray_nodes: list[RayNode] = field(default_factory=list)
     ray_actors: list[RayActor] = field(default_factory=list)
     placement_groups: list[PlacementGroup] = field(default_factory=list)

@@ -14,6 +14,8 @@ from diag.engine.config import Config
 from diag.engine.rules import evaluate, load_rules
 from diag.facts import build_facts
 from diag.link.join import join
+from diag.parsers.gpu_common import pci_address
+from diag.parsers.logs import xid_in_message
 from diag.snapshot.model import (
     GPU,
     Container,
@@ -35,7 +37,7 @@ READ = {name: SourceStatus("ok") for name in ("gpu/gpu-node-a.nvml.json", "k8s/p
 
 
 def xid_event(node: str, line: str) -> Event:
-    return Event(None, "Node", node, "NVRMXid", line, "Warning", source="kernel-monitor")
+    return Event(None, "Node", node, "NVRMXid", line, "Warning", source="kernel-monitor", xid=xid_in_message(line))
 
 
 def busy_gpu(index: int = 0, **values) -> GPU:
@@ -69,6 +71,8 @@ def busy_gpu(index: int = 0, **values) -> GPU:
 
 
 def snapshot(*gpus: GPU, events: list[Event] = (), **more) -> Snapshot:
+    for gpu in gpus:  # as the loader reads it
+        gpu.pci_address = pci_address(gpu.pci_bus_id)
     snap = Snapshot(gpus=list(gpus), nodes=[Node("gpu-node-a")], events=list(events), sources=dict(READ), **more)
     return join(snap)
 

@@ -10,6 +10,7 @@ from diag.facts import build_facts, vllm
 from diag.link.join import join
 from diag.parsers.engine_args import parse_engine_args
 from diag.parsers.prom_text import parse_exposition
+from diag.parsers.workloads import spec_engine_args
 from diag.snapshot.clock import Clock
 from diag.snapshot.model import (
     Container,
@@ -48,7 +49,7 @@ def v1(running: float, waiting: float, generated: float, engines: int = 1, kv: f
 def vllm_pod(
     args: list[str], gpus: str = "1", name: str = "vllm-0", labels: dict | None = None, ip: str = "10.0.0.5"
 ) -> Pod:
-    return Pod(
+    pod = Pod(
         namespace="llm",
         name=name,
         labels=labels or {"app": "vllm"},
@@ -69,6 +70,8 @@ def vllm_pod(
             )
         ],
     )
+    pod.containers[0].engine_args = spec_engine_args(pod.containers[0], ray_pod=False)  # as parse_pods reads them
+    return pod
 
 
 def facts_of(snap: Snapshot, name: str = "vllm-0") -> dict:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from diag.parsers.gpu_common import UnopenedGpu, pci_address, unopened_gpu
-from diag.parsers.logs import xid_device
+from diag.parsers.logs import xid_line
 from diag.parsers.nvidia_smi import parse_csv, parse_xml
 from diag.parsers.nvml import parse_nvml_json
 
@@ -36,9 +36,9 @@ def test_the_real_h200_capture_and_a_kernel_line_name_the_same_gpu() -> None:
     """nvidia-smi -q -x, --query-gpu and NVML of our H200 against the Xid line the kernel would print for it."""
     xml = parse_xml((REAL / "h200-load.xml").read_text(), "h200")[0].pci_bus_id
     nvml = parse_nvml_json((REAL / "h200-load.nvml.json").read_text(), "h200")[0].pci_bus_id
-    kernel = xid_device("NVRM: Xid (PCI:0000:00:06): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.")
-    assert (xml, nvml, kernel) == ("00000000:00:06.0", "00000000:00:06.0", "0000:00:06")
-    assert pci_address(xml) == pci_address(nvml) == pci_address(kernel) == "0000:00:06"
+    kernel = xid_line("NVRM: Xid (PCI:0000:00:06): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.")
+    assert (xml, nvml) == ("00000000:00:06.0", "00000000:00:06.0")
+    assert pci_address(xml) == pci_address(nvml) == kernel.device == "0000:00:06"
 
 
 @pytest.mark.parametrize(

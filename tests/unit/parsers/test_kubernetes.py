@@ -5,13 +5,12 @@ import copy
 import json
 import re
 from pathlib import Path
-from typing import NoReturn
 
 import pytest
 
 from diag.core.errors import ParseError
 from diag.parsers import kubernetes
-from diag.snapshot.model import Container, Event, Pod, Probe
+from diag.snapshot.model import Container, Event, Pod, Probe, XidLine
 
 
 def as_list(*items: dict) -> str:
@@ -1550,6 +1549,13 @@ def test_event_fields_left_out_or_null():
     assert event == Event("llm", "Pod", "p", "", "", "", 1, "2025-08-12T04:00:00Z", "gpu-node-1", None)
 
 
+def test_a_node_event_reporting_an_xid_is_read_as_its_kernel_line():
+    line = "NVRM: Xid (PCI:0000:2a:00): 48, pid=2211, name=python3, Double Bit ECC Error"
+    kernel = {**CORE_EVENTS[3], "reason": "NVRMXid", "message": line}
+    xid, plain = kubernetes.parse_events(as_list(kernel, CORE_EVENTS[3]))
+    assert xid.xid == XidLine(line, (48,), "0000:2a:00") and plain.xid is None
+
+
 def test_event_fields_read_only_when_needed():
     """A field behind one that answers (series.count before count) is not read, so its type does not matter."""
     event = {**CORE_EVENTS[2], "count": "many", "lastTimestamp": 7, "source": {"component": 1}}
@@ -1641,6 +1647,13 @@ def test_a_truncated_event_list_keeps_its_complete_events():
 def test_every_pod_field():
     (pod,) = kubernetes.parse_pods(as_list(VLLM_POD))
     (vllm,) = pod.containers
+    engine = vllm.engine_args
+    assert engine is not None
+    assert (engine.model, engine.max_model_len, engine.gpu_memory_utilization) == (
+        "meta-llama/Llama-3.1-8B-Instruct",
+        8192,
+        0.95,
+    )
     assert vllm == Container(
         name="vllm",
         image="vllm/vllm-openai:v0.10.1",
@@ -1663,6 +1676,7 @@ def test_every_pod_field():
         last_terminated_reason="OOMKilled",
         last_exit_code=137,
         last_finished_at="2025-08-12T06:42:07Z",
+        engine_args=engine,
     )
     metadata, spec = VLLM_POD["metadata"], VLLM_POD["spec"]
     assert pod == Pod(
@@ -1781,36 +1795,29 @@ def test_bad_pod_fields(path, value, expected):
 
 
 @pytest.mark.parametrize(
-    ("parse", "doc"),
+    ("conditions", "expected"),
     [
-        (kubernetes.parse_pods, VLLM_POD),
-        (kubernetes.parse_pods, RAY_WORKER_POD),
-        (kubernetes.parse_nodes, GPU_NODE),
-        *((kubernetes.parse_events, event) for event in (*CORE_EVENTS, EVENTS_K8S_IO)),
+        ({}, "node gpu-node-1: status.conditions: expected a list, found an object"),
+        ([{"type": "Ready"}, "Ready"], "node gpu-node-1: status.conditions[1]: expected an object, found a string"),
+        ([None], "node gpu-node-1: status.conditions[0].type: expected a string, found null"),
+        ([{"type": "Ready", "status": True}], "node gpu-node-1: status.conditions[0].status: expected a string"),
+        # the type is read before the fields beside it
+        ([{"type": 1, "status": True}], "node gpu-node-1: status.conditions[0].type: expected a string, found an int"),
+        ([{"type": "Ready"}, {"type": "Ready", "message": 0}], "status.conditions[1].message: expected a string"),
     ],
 )
-def test_plain_and_checked_readings_agree(parse, doc, monkeypatch):
-    """The plain reading of well-typed items gives what the checked reading would, and leaves every odd one to it."""
+def test_bad_node_conditions(conditions, expected):
+    node = copy.deepcopy(GPU_NODE)
+    node["status"]["conditions"] = conditions
+    assert expected in one_line_error(kubernetes.parse_nodes, as_list(node))
 
-    def read_all(doc):
-        texts = [as_list(m) for m in _mutations(doc)] + [
-            as_list(doc, odd) for odd in ("x", None, [], {}, {"metadata": 1})
-        ]
-        found = []
-        for text in texts:
-            try:
-                found.append(parse(text))
-            except ParseError as e:
-                found.append(str(e))
-        return found
 
-    def irregular(*_: object) -> NoReturn:
-        raise kubernetes._Irregular
-
-    plain = read_all(doc)
-    for reader in ("_plain_identity", "_plain_event", "_plain_conditions"):
-        monkeypatch.setattr(kubernetes, reader, irregular)
-    assert read_all(doc) == plain
+def test_a_null_condition_of_a_list_otherwise_read_is_an_error_of_its_own_item():
+    pod = copy.deepcopy(VLLM_POD)
+    pod["status"]["conditions"] = [pod["status"]["conditions"][0], None]
+    assert one_line_error(kubernetes.parse_pods, as_list(pod)).endswith(
+        "status.conditions[1].type: expected a string, found null"
+    )
 
 
 _POD_LISTS = sorted((Path(__file__).parents[3] / "fixtures").glob("*/k8s/pods.json"))

@@ -16,9 +16,12 @@ from diag.parsers.logs import (
     gpu_memory_shortfall,
     model_load_seconds,
     scan_log,
+    xid_in_message,
+    xid_line,
     xids_in,
 )
 from diag.parsers.signals import builtin_signals
+from diag.snapshot.model import XidLine
 
 # A V1 vLLM server that starts cleanly: API server and engine core processes, uvicorn at the end.
 CLEAN_START = """\
@@ -223,6 +226,22 @@ def test_xids_in():
     ]
     assert xids_in(lines) == [79, 48, 63]
     assert xids_in([]) == []
+
+
+def test_an_xid_line_is_read_into_its_codes_and_the_pci_address_it_names() -> None:
+    line = "kernel: NVRM: Xid (PCI:0000:3B:00.0): 63, pid='<unknown>', name=<unknown>, Row Remapper"
+    assert xid_line(line) == XidLine(line, (63,), "0000:3b:00")
+    two = "NVRM: Xid (PCI:0000:65:00): 79, then NVRM: Xid (PCI:0000:3b:00): 48"
+    assert xid_line(two) == XidLine(two, (79, 48), "0000:65:00")  # the address of its first report
+    # a line the xid signal took without a report in it is kept, with nothing read from it
+    assert xid_line("NVRM: Xid (PCI:0000:65:00) GPU reset") == XidLine("NVRM: Xid (PCI:0000:65:00) GPU reset", (), None)
+
+
+def test_an_event_message_is_an_xid_line_only_where_it_reports_one() -> None:
+    message = "NVRM: Xid (PCI:0000:65:00): 79, pid=1234, name=python3, GPU has fallen off the bus."
+    assert xid_in_message(message) == XidLine(message, (79,), "0000:65:00")
+    assert xid_in_message("NVRM: Xid (PCI:0000:65:00) GPU reset") is None
+    assert xid_in_message("Node gpu-node-1 status is now: NodeReady") is None
 
 
 # --------------------------------------------------------------------------- startup time

@@ -8,7 +8,7 @@ import pytest
 
 from diag.parsers import kubernetes
 from diag.parsers.logs import scan_log
-from diag.parsers.workloads import VLLM_LOG_SIGNAL, ray_node_type, vllm_container, vllm_engine_args, vllm_recognition
+from diag.parsers.workloads import VLLM_LOG_SIGNAL, ray_node_type, spec_engine_args, vllm_container, vllm_recognition
 from diag.snapshot.model import Container, Pod
 
 REAL_VLLM_LOG = Path(__file__).resolve().parents[3] / "fixtures" / "real" / "vllm-cpu" / "healthy" / "server.log"
@@ -102,7 +102,7 @@ def test_the_log_recognises_what_the_spec_does_not() -> None:
     line = "(APIServer pid=1) INFO 12-01 14:13:12 [api_server.py:1805] vLLM API server version 0.10.1.1"
     logged = container(log_signals=scan_log(line + "\n"))
     assert vllm_recognition(logged) == "log"
-    assert vllm_engine_args(logged, "log") is None  # unknown, never guessed
+    assert spec_engine_args(logged, ray_pod=False) is None  # unknown, never guessed
     sidecar = container(name="sidecar", image="busybox:1.36", log_signals=scan_log(line + "\n"))
     spec = container(env={"VLLM_USE_V1": "1"})
     found = vllm_container(Pod(namespace="llm", name="p", containers=[sidecar, spec]))
@@ -110,15 +110,37 @@ def test_the_log_recognises_what_the_spec_does_not() -> None:
 
 
 def test_arguments_to_an_unseen_entrypoint_give_only_the_flags_given() -> None:
-    args = vllm_engine_args(container(args=["--max-model-len", "16k", "--tensor-parallel-size", "2"]), "args")
+    args = spec_engine_args(container(args=["--max-model-len", "16k", "--tensor-parallel-size", "2"]), ray_pod=False)
     assert args is not None and not args.complete
     assert (args.max_model_len, args.tensor_parallel_size) == (16000, 2)
     # what the entrypoint may set is unknown, not vLLM's default
     assert (args.port, args.gpu_memory_utilization, args.pipeline_parallel_size, args.model) == (None, None, None, None)
     assert args.explicit == ["--max-model-len", "--tensor-parallel-size"]
-    assert vllm_engine_args(container(env={"VLLM_USE_V1": "1"}), "env") is None
-    full = vllm_engine_args(container(command=["vllm", "serve", MODEL]), "command")
+    assert spec_engine_args(container(env={"VLLM_USE_V1": "1"}), ray_pod=False) is None
+    full = spec_engine_args(container(command=["vllm", "serve", MODEL]), ray_pod=False)
     assert full is not None and full.complete and full.port == 8000
+    # a Ray pod runs vLLM, if at all, in its actors: its arguments are no server's
+    assert spec_engine_args(container(args=["--max-model-len", "16k"]), ray_pod=True) is None
+
+
+def _pod_running(*containers: dict, labels: dict | None = None) -> dict:
+    return {
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "llm", "labels": labels or {}},
+        "spec": {"containers": list(containers)},
+    }
+
+
+def test_a_parsed_pod_carries_the_engine_args_of_the_container_that_runs_vllm() -> None:
+    server = {"name": "server", "image": CUSTOM, "command": ["vllm", "serve", MODEL, "--max-num-seqs", "64"]}
+    sidecar = {"name": "sidecar", "image": "busybox:1.36", "args": ["--max-model-len", "16k"]}
+    (pod,) = kubernetes.parse_pods(json.dumps(_pod_running(server, sidecar)))
+    engine = pod.containers[0].engine_args
+    assert engine is not None and (engine.model, engine.max_num_seqs) == (MODEL, 64)
+    # the sidecar's flags read as vLLM's: it is recognised too, and its own flags are its own
+    assert pod.containers[1].engine_args is not None and pod.containers[1].engine_args.max_model_len == 16000
+    (ray_pod,) = kubernetes.parse_pods(json.dumps(_pod_running(sidecar, labels={"ray.io/cluster": "rc"})))
+    assert ray_pod.containers[0].engine_args is None
 
 
 @pytest.mark.parametrize(
