@@ -310,7 +310,23 @@ class _Parser:
 
 # --------------------------------------------------------------------------- what a text reads
 
-Paths = dict[str, "set[str] | None"]  # field -> the keys read of it (a map's, or its items'); None: all of it
+
+@dataclass(frozen=True)
+class Read:
+    """What is read of one field's value: these keys of it (a map's) or of each of its items (a
+    list's); None: all of it. `iterated`: a macro runs over it, which over a map reads every key."""
+
+    keys: frozenset[str] | None = frozenset()
+    iterated: bool = False
+
+    def __or__(self, other: Read) -> Read:
+        if self.keys is None or other.keys is None:
+            return ALL
+        return Read(self.keys | other.keys, self.iterated or other.iterated)
+
+
+ALL = Read(None)
+Paths = dict[str, Read]  # a variable's fields read, and what of each
 
 # Comprehensions whose result holds no item of the list: what they read of an item is all that is
 # read of it. (filter is not one: its items can be read further, `filter(...)[0].message`.)
@@ -321,8 +337,8 @@ def paths_read(variable: str, texts: list[str]) -> Paths | None:
     """What of `variable` these texts read: its fields; of a field read only as `field.key` (or
     `field["key"]`), or only compared with null, those keys (a map of signals, say; none for a null
     test, which a map cut to fewer keys answers as the whole one does); of a list read only through
-    exists/all/map, the keys of its items that the macro's variable reads. None when a text uses the
-    variable whole, or is not parsed."""
+    exists/all/map, the keys of its items that the macro's variable reads (and that it is iterated:
+    a map it runs over is read whole). None when a text uses the variable whole, or is not parsed."""
     merged: Paths = {}
     for text in texts:
         variables = _variables_read(text)
@@ -333,14 +349,9 @@ def paths_read(variable: str, texts: list[str]) -> Paths | None:
         paths = variables[variable]
         if paths is None:
             return None
-        for name, keys in paths.items():
-            _merge(merged, name, keys)
+        for name, read in paths.items():
+            merged[name] = merged.get(name, Read()) | read
     return merged
-
-
-def _merge(paths: Paths, name: str, keys: set[str] | None) -> None:
-    known = paths.get(name, set())
-    paths[name] = None if known is None or keys is None else known | keys
 
 
 @functools.cache
@@ -370,13 +381,13 @@ class _Reader:
         if isinstance(node, Name):
             self.whole(node.name, bound)
         elif isinstance(node, Select) and isinstance(node.operand, Name):
-            self.field(node.operand.name, node.key, None, bound)
+            self.field(node.operand.name, node.key, ALL, bound)
         elif isinstance(node, Select) and isinstance(node.operand, Select) and isinstance(node.operand.operand, Name):
-            self.field(node.operand.operand.name, node.operand.key, {node.key}, bound)
+            self.field(node.operand.operand.name, node.operand.key, Read(frozenset({node.key})), bound)
         elif isinstance(node, Binary) and node.operator in ("==", "!="):
             for side, other in ((node.left, node.right), (node.right, node.left)):
                 if other == Literal(None) and isinstance(side, Select) and isinstance(side.operand, Name):
-                    self.field(side.operand.name, side.key, set(), bound)
+                    self.field(side.operand.name, side.key, Read(), bound)
                 else:
                     self.visit(side, bound)
         elif isinstance(node, Macro):
@@ -385,7 +396,8 @@ class _Reader:
                 self.visit(part, {**bound, node.variable: item})
             target = node.target
             if node.macro in _ITEM_MACROS and isinstance(target, Select) and isinstance(target.operand, Name):
-                self.field(target.operand.name, target.key, item.keys, bound)
+                keys = None if item.keys is None else frozenset(item.keys)
+                self.field(target.operand.name, target.key, Read(keys, iterated=True), bound)
             else:
                 self.visit(target, bound)
         else:
@@ -398,8 +410,8 @@ class _Reader:
         else:
             self.variables[name] = None
 
-    def field(self, name: str, field: str, keys: set[str] | None, bound: dict[str, _Item]) -> None:
-        """`name.field` is read, and of its value `keys` (None: all of it)."""
+    def field(self, name: str, field: str, read: Read, bound: dict[str, _Item]) -> None:
+        """`name.field` is read, and `read` of its value."""
         if name in bound:
             item = bound[name]
             if item.keys is not None:
@@ -407,7 +419,7 @@ class _Reader:
             return
         paths = self.variables.setdefault(name, {})
         if paths is not None:
-            _merge(paths, field, keys)
+            paths[field] = paths.get(field, Read()) | read
 
 
 def _children(node: Expr) -> tuple[Expr, ...]:

@@ -359,14 +359,15 @@ def _cel_texts(rules: list[Rule]) -> list[str]:
 def _view(facts: dict[str, Any], paths: cel_syntax.Paths | None) -> dict[str, Any]:
     """Only the facts the rules read go into CEL: converting all of a subject's for every subject
     (the whole cluster's, above all) made a fleet's analysis grow with subjects x nodes, and each
-    entry of a map costs as much as a field (a pod's forty log signals, most never read)."""
+    entry of a map costs as much as a field (a pod's forty log signals, most never read). A map a
+    macro runs over is given whole: the macro goes through its every key."""
     if paths is None:
         return facts
     view = {}
-    for name, keys in paths.items():
+    for name, read in paths.items():
         if name in facts:
-            value = facts[name]
-            if keys is not None and type(value) is dict:
+            value, keys = facts[name], read.keys
+            if keys is not None and type(value) is dict and not read.iterated:
                 value = {k: v for k, v in value.items() if k in keys}
             elif keys is not None and type(value) is list:
                 value = [{k: v for k, v in item.items() if k in keys} if type(item) is dict else item for item in value]
