@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 _TOKEN = re.compile(
     r"""(?:\s|//[^\n]*(?=\n|\Z))*(?:
@@ -39,44 +38,40 @@ class _Unparsed(Exception):
 
 
 # --------------------------------------------------------------------------- the tree
+# Named tuples, not dataclasses: far cheaper to define, which every run of the CLI does. A node is
+# told by its class (isinstance), never by ==, which compares a tuple's items alone.
 
 
-@dataclass(frozen=True)
-class Literal:
+class Literal(NamedTuple):
     value: Any  # None, bool, int, float or str
 
 
-@dataclass(frozen=True)
-class Opaque:
+class Opaque(NamedTuple):
     """A literal whose value the tree does not hold: a string with escapes or a prefix, bytes, a hex
     or unsigned number. It reads nothing; the precheck leaves it to CEL."""
 
     text: str
 
 
-@dataclass(frozen=True)
-class Name:
+class Name(NamedTuple):
     name: str
 
 
-@dataclass(frozen=True)
-class Select:
+class Select(NamedTuple):
     """`operand.key`, and `operand['key']` (CEL reads a map's key either way)."""
 
     operand: Expr
     key: str
 
 
-@dataclass(frozen=True)
-class Index:
+class Index(NamedTuple):
     """`operand[index]` with any index but a string literal."""
 
     operand: Expr
-    index: Expr
+    subscript: Expr
 
 
-@dataclass(frozen=True)
-class Call:
+class Call(NamedTuple):
     """`function(arguments)`, or `target.function(arguments)` (a method) when target is set."""
 
     function: str
@@ -84,8 +79,7 @@ class Call:
     target: Expr | None = None
 
 
-@dataclass(frozen=True)
-class Macro:
+class Macro(NamedTuple):
     """`target.exists(variable, body)` and the other comprehensions: `body` holds one expression, or
     map's filter and transform."""
 
@@ -95,22 +89,19 @@ class Macro:
     body: tuple[Expr, ...]
 
 
-@dataclass(frozen=True)
-class Unary:
+class Unary(NamedTuple):
     operator: str  # "!" (a lone one: pairs are dropped, as CEL's parser does) or "-"
     operand: Expr
 
 
-@dataclass(frozen=True)
-class Junction:
+class Junction(NamedTuple):
     """`a && b && ...` or `a || b || ...`."""
 
     operator: str
     operands: tuple[Expr, ...]
 
 
-@dataclass(frozen=True)
-class Binary:
+class Binary(NamedTuple):
     """A relation (RELATIONS) or arithmetic (`+ - * / %`), left to right."""
 
     operator: str
@@ -118,20 +109,17 @@ class Binary:
     right: Expr
 
 
-@dataclass(frozen=True)
-class Conditional:
+class Conditional(NamedTuple):
     test: Expr
     then: Expr
     otherwise: Expr
 
 
-@dataclass(frozen=True)
-class ListOf:
+class ListOf(NamedTuple):
     items: tuple[Expr, ...]
 
 
-@dataclass(frozen=True)
-class MapOf:
+class MapOf(NamedTuple):
     entries: tuple[tuple[Expr, Expr], ...]
 
 
@@ -311,8 +299,7 @@ class _Parser:
 # --------------------------------------------------------------------------- what a text reads
 
 
-@dataclass(frozen=True)
-class Read:
+class Read(NamedTuple):
     """What is read of one field's value: these keys of it (a map's) or of each of its items (a
     list's); None: all of it. `iterated`: a macro runs over it, which over a map reads every key."""
 
@@ -386,7 +373,12 @@ class _Reader:
             self.field(node.operand.operand.name, node.operand.key, Read(frozenset({node.key})), bound)
         elif isinstance(node, Binary) and node.operator in ("==", "!="):
             for side, other in ((node.left, node.right), (node.right, node.left)):
-                if other == Literal(None) and isinstance(side, Select) and isinstance(side.operand, Name):
+                if (
+                    isinstance(other, Literal)
+                    and other.value is None
+                    and isinstance(side, Select)
+                    and isinstance(side.operand, Name)
+                ):
                     self.field(side.operand.name, side.key, Read(), bound)
                 else:
                     self.visit(side, bound)
@@ -426,7 +418,7 @@ def _children(node: Expr) -> tuple[Expr, ...]:
     if isinstance(node, Select):
         return (node.operand,)
     if isinstance(node, Index):
-        return (node.operand, node.index)
+        return (node.operand, node.subscript)
     if isinstance(node, Call):
         return node.arguments if node.target is None else (node.target, *node.arguments)
     if isinstance(node, Unary):
