@@ -28,7 +28,7 @@ _BLANK = re.compile(r"(?:\s|//[^\n]*(?=\n|\Z))*\Z")
 _PLAIN_STRING = re.compile(r"""'[^'\\\n]*'|"[^"\\\n]*\"""")
 _PLAIN_NUMBER = re.compile(r"\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
 _KEYWORDS = {"true": True, "false": False, "null": None}
-RELATIONS = ("==", "!=", "<", "<=", ">", ">=", "in")
+_RELATIONS = ("==", "!=", "<", "<=", ">", ">=", "in")
 # receiver.macro(variable, body...): how many expressions follow the variable
 _MACROS = {"exists": (1,), "all": (1,), "exists_one": (1,), "map": (1, 2), "filter": (1,)}
 
@@ -102,7 +102,7 @@ class Junction(NamedTuple):
 
 
 class Binary(NamedTuple):
-    """A relation (RELATIONS) or arithmetic (`+ - * / %`), left to right."""
+    """A relation (_RELATIONS) or arithmetic (`+ - * / %`), left to right."""
 
     operator: str
     left: Expr
@@ -194,7 +194,7 @@ class _Parser:
         return operands[0] if len(operands) == 1 else Junction(operator, tuple(operands))
 
     def relation(self) -> Expr:
-        return self.binary(RELATIONS, self.addition)
+        return self.binary(_RELATIONS, self.addition)
 
     def addition(self) -> Expr:
         return self.binary(("+", "-"), self.multiplication)
