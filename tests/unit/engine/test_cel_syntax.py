@@ -29,14 +29,13 @@ def _paths(expected: dict | None) -> cel_syntax.Paths | None:
     """The table's shorthand: a set of keys read as `field.key`, None for the field whole."""
     if expected is None:
         return None
-    return {
-        name: read
-        if isinstance(read, cel_syntax.Read)
-        else cel_syntax.ALL
-        if read is None
-        else cel_syntax.Read(frozenset(read))
-        for name, read in expected.items()
-    }
+    return {name: _read(read) for name, read in expected.items()}
+
+
+def _read(read: set | cel_syntax.Read | None) -> cel_syntax.Read:
+    if isinstance(read, cel_syntax.Read):
+        return read
+    return cel_syntax.ALL if read is None else cel_syntax.Read(frozenset(read))
 
 
 @pytest.mark.parametrize(
