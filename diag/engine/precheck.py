@@ -2,27 +2,30 @@
 
 Making a subject's CEL values costs more than running its rules, and at a fleet's size nearly every
 condition is false for nearly every subject: a pod with no log signal, no failed scheduling, no GPU.
-This reads the part of CEL the conditions mostly use (`&&`, `||`, `!`, fields, `==` and the other
+Of the condition's tree (diag/engine/cel_syntax.py, the parse the engine also finds the facts a rule
+reads in) this models the part the conditions mostly use (`&&`, `||`, `!`, fields, `==` and the other
 comparisons, `in`, `+`, `size`, `contains`/`startsWith`/`endsWith`, and `exists`/`all` over a list)
 and answers as the CEL evaluator would: true, false, or UNKNOWN, where CEL fails on a null value
-(which the engine counts as "could not be decided"). Whatever it does not model (`matches()`, a key
-the facts lack, a list compared with a list, a value CEL could not hold) is MAYBE, and the engine
-runs CEL. `&&` and `||` decide around an undecided side as CEL's do: `false && <anything>` is false.
+(which the engine counts as "could not be decided"). Whatever it does not model (`matches()`, `?:`,
+a key the facts lack, a list compared with a list, a value CEL could not hold) is MAYBE, and the
+engine runs CEL. `&&` and `||` decide around an undecided side as CEL's do: `false && <anything>` is
+false.
 
 Each condition becomes one Python function, its source generated from the condition and compiled
 once: a fleet runs some 300,000 checks, and a function call per node of the condition (the closures
 this replaced) cost three times the checks themselves.
 
-diag/test_precheck.py holds every answer against the CEL evaluator on generated values, and
+tests/unit/engine/test_precheck.py holds every answer against the CEL evaluator on generated values, and
 tests/unit/engine/test_engine_precheck.py checks that every fixture's analysis is the same without it.
 """
 
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable
 from typing import Any
+
+from diag.engine import cel_syntax
 
 INT64 = range(-(2**63), 2**63)
 
@@ -41,16 +44,6 @@ UNKNOWN = _Undecided("UNKNOWN")  # CEL fails on a null: the engine's "could not 
 Env = dict[str, Any]
 Check = Callable[[Env], Any]
 
-_TOKEN = re.compile(
-    r"""\s*(?:
-      (?P<number>\d+\.\d+(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+|\d+)(?![\w.])
-    | (?P<string>'[^'\\\n]*'(?!')|"[^"\\\n]*"(?!"))
-    | (?P<name>[A-Za-z_]\w*)(?!['"])
-    | (?P<op>&&|\|\||==|!=|<=|>=|[<>!+().,\[\]])
-    )""",
-    re.VERBOSE,
-)
-_KEYWORDS = {"true": True, "false": False, "null": None}
 _STRING_METHODS = {
     "contains": lambda s, t: t in s,
     "startsWith": lambda s, t: s.startswith(t),
@@ -58,17 +51,14 @@ _STRING_METHODS = {
 }
 
 
-class _Unread(Exception):
-    """CEL this module does not read: the whole condition is left to CEL."""
-
-
 def compile_check(text: str) -> Check:
     """A function of the variables (scope, cluster, settings) that answers `text` as True, False,
-    UNKNOWN or MAYBE; one that always answers MAYBE where the text is beyond what this reads."""
-    try:
-        return _Code.function(_Parser(_tokens(text)).whole())
-    except _Unread:
+    UNKNOWN or MAYBE; one that always answers MAYBE where the text is not parsed."""
+    tree = cel_syntax.parse(text)
+    if tree is None:
         return undecided
+    try:
+        return _Code.function(_node(tree))
     except (SyntaxError, RecursionError):  # nested deeper than Python compiles (20 blocks): CEL decides
         return undecided
 
@@ -78,145 +68,31 @@ def undecided(env: Env) -> Any:
     return MAYBE
 
 
-def _tokens(text: str) -> list[tuple[str, str]]:
-    tokens: list[tuple[str, str]] = []
-    at = 0
-    while at < len(text):
-        match = _TOKEN.match(text, at)
-        if match is None or match.end() == at:
-            if text[at:].strip() == "":
-                break
-            raise _Unread(text[at:])
-        kind = match.lastgroup or ""
-        tokens.append((kind, match.group(kind)))
-        at = match.end()
-    return tokens
-
-
-class _Parser:
-    """Recursive descent over CEL's precedence: || < && < relations < + < unary < member access."""
-
-    def __init__(self, tokens: list[tuple[str, str]]) -> None:
-        self.tokens = tokens
-        self.at = 0
-
-    def peek(self) -> str | None:
-        return self.tokens[self.at][1] if self.at < len(self.tokens) else None
-
-    def take(self, expected: str | None = None) -> tuple[str, str]:
-        if self.at >= len(self.tokens) or (expected is not None and self.tokens[self.at][1] != expected):
-            raise _Unread(f"expected {expected}")
-        token = self.tokens[self.at]
-        self.at += 1
-        return token
-
-    def whole(self) -> Node:
-        node = self.or_()
-        if self.at != len(self.tokens):
-            raise _Unread("trailing tokens")
-        return node
-
-    def or_(self) -> Node:
-        return self.junction("||", self.and_, decisive=True)
-
-    def and_(self) -> Node:
-        return self.junction("&&", self.relation, decisive=False)
-
-    def junction(self, operator: str, operand: Callable[[], Node], decisive: bool) -> Node:
-        operands = [operand()]
-        while self.peek() == operator:
-            self.take()
-            operands.append(operand())
-        return operands[0] if len(operands) == 1 else _junction(operands, decisive)
-
-    def relation(self) -> Node:
-        left = self.sum()
-        operator = self.peek()
-        if operator in _RELATIONS:
-            self.take()
-            right = self.sum()
-            if self.peek() in _RELATIONS:  # CEL's relations do not chain
-                raise _Unread("chained relation")
-            return _relation(operator, left, right)
-        return left
-
-    def sum(self) -> Node:
-        node = self.unary()
-        while self.peek() == "+":
-            self.take()
-            node = _plus(node, self.unary())
-        return node
-
-    def unary(self) -> Node:
-        negations = 0
-        while self.peek() == "!":
-            self.take()
-            negations += 1
-        # CEL's parser drops pairs of "!": `!!x` is x itself, null or not (`!(!x)` is not dropped)
-        return _not(self.member()) if negations % 2 else self.member()
-
-    def member(self) -> Node:
-        node = self.primary()
-        while self.peek() in (".", "["):
-            if self.take()[1] == "[":
-                kind, text = self.take()
-                self.take("]")
-                node = _field(node, text[1:-1]) if kind == "string" else _left_to_cel
-                continue
-            kind, name = self.take()
-            if kind != "name":
-                raise _Unread("field name")
-            if self.peek() == "(":
-                node = self.method(node, name)
-            else:
-                node = _field(node, name)
-        return node
-
-    def method(self, receiver: Node, name: str) -> Node:
-        self.take("(")
-        if name in _MACROS:
-            kind, variable = self.take()
-            if kind != "name" or variable in _KEYWORDS:
-                raise _Unread("macro variable")
-            self.take(",")
-            body = self.or_()
-            self.take(")")
-            return _MACROS[name](receiver, variable, body)
-        arguments = self.arguments()
-        if name == "size" and not arguments:
-            return _size(receiver)
-        if name in _STRING_METHODS and len(arguments) == 1:
-            return _string_method(_STRING_METHODS[name], receiver, arguments[0])
-        return _left_to_cel  # matches() and the rest: CEL decides
-
-    def arguments(self) -> list[Node]:
-        found: list[Node] = []
-        while self.peek() != ")":
-            found.append(self.or_())
-            if self.peek() != ")":
-                self.take(",")
-        self.take(")")
-        return found
-
-    def primary(self) -> Node:
-        kind, text = self.take()
-        if kind == "number":
-            return _Constant(float(text) if any(c in text for c in ".eE") else int(text))
-        if kind == "string":
-            return _Constant(text[1:-1])
-        if kind == "name":
-            if text in _KEYWORDS:
-                return _Constant(_KEYWORDS[text])
-            if self.peek() == "(":
-                self.take()
-                arguments = self.arguments()
-                return _size(arguments[0]) if text == "size" and len(arguments) == 1 else _left_to_cel
-            return _variable(text)
-        if text == "(":
-            node = self.or_()
-            self.take(")")
-            return node
-        raise _Unread(text)
+def _node(tree: cel_syntax.Expr) -> Node:
+    """The node that answers `tree`: what this does not model is MAYBE, for CEL to decide."""
+    if isinstance(tree, cel_syntax.Literal):
+        return _Constant(tree.value)
+    if isinstance(tree, cel_syntax.Name):
+        return _variable(tree.name)
+    if isinstance(tree, cel_syntax.Select):
+        return _field(_node(tree.operand), tree.key)
+    if isinstance(tree, cel_syntax.Junction):
+        return _junction([_node(operand) for operand in tree.operands], decisive=tree.operator == "||")
+    if isinstance(tree, cel_syntax.Unary) and tree.operator == "!":
+        return _not(_node(tree.operand))
+    if isinstance(tree, cel_syntax.Binary) and tree.operator in _RELATIONS:
+        return _relation(tree.operator, _node(tree.left), _node(tree.right))
+    if isinstance(tree, cel_syntax.Binary) and tree.operator == "+":
+        return _plus(_node(tree.left), _node(tree.right))
+    if isinstance(tree, cel_syntax.Call):
+        operands = tree.arguments if tree.target is None else (tree.target, *tree.arguments)
+        if tree.function == "size" and len(operands) == 1:
+            return _size(_node(operands[0]))
+        if tree.target is not None and tree.function in _STRING_METHODS and len(operands) == 2:
+            return _string_method(_STRING_METHODS[tree.function], _node(operands[0]), _node(operands[1]))
+    if isinstance(tree, cel_syntax.Macro) and tree.macro in _QUANTIFIERS and len(tree.body) == 1:
+        return _quantifier(_QUANTIFIERS[tree.macro], _node(tree.target), tree.variable, _node(tree.body[0]))
+    return _left_to_cel  # matches(), an index, `?:`, arithmetic but `+`, literals of lists and maps ...
 
 
 class _Code:
@@ -295,7 +171,7 @@ def _variable(name: str) -> Node:
 
 
 def _left_to_cel(code: _Code, names: dict[str, str]) -> str:
-    """What this does not model (`matches()`, an index that is not a string): CEL decides."""
+    """What this does not model: CEL decides."""
     return "MAYBE"
 
 
@@ -528,10 +404,5 @@ def _quantifier(settled: bool, receiver: Node, variable: str, body: Node) -> Nod
     return write
 
 
-_MACROS: dict[str, Callable[[Node, str, Node], Node]] = {
-    "exists": functools.partial(_quantifier, False),
-    "all": functools.partial(_quantifier, True),
-    "exists_one": functools.partial(_quantifier, False),  # false exactly when no item holds, as exists
-    "map": lambda receiver, variable, body: _left_to_cel,
-    "filter": lambda receiver, variable, body: _left_to_cel,
-}
+# exists_one is false exactly when no item holds, as exists is
+_QUANTIFIERS = {"exists": False, "exists_one": False, "all": True}

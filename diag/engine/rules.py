@@ -30,7 +30,7 @@ from diag.core import shell
 from diag.core.errors import UserError, unexpected
 from diag.core.rules_dir import load_yaml
 from diag.core.stopwatch import Stopwatch
-from diag.engine import precheck
+from diag.engine import cel_syntax, precheck
 from diag.engine.cel_evaluator import cel
 from diag.facts import SCOPES, Facts
 from diag.snapshot.model import LAYERS
@@ -43,7 +43,6 @@ _ID = re.compile(r"^[A-Z0-9]+-\d{3}$")
 _CEL_FUNCTIONS = frozenset(
     {"size", "contains", "startsWith", "endsWith", "matches", "exists", "exists_one", "all", "map", "filter"}
 )
-_CEL_STRING = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
 _UNDEFINED = re.compile(r"Undefined variable or function: '(?P<name>[^']+)'")
 _REQUIRED = ("id", "layer", "severity", "title", "scope", "when", "evidence", "remediation")
 
@@ -244,7 +243,7 @@ def evaluate(
             by_scope.setdefault(rule.scope, []).append(rule)
     tallies = {rule.id: _Tally() for scoped in by_scope.values() for rule in scoped}
     for scope, scoped_rules in by_scope.items():
-        judged = _Reads.of(scope, facts, settings, [_CEL_STRING.sub("''", rule.when) for rule in scoped_rules])
+        judged = _Reads.of(scope, facts, settings, [rule.when for rule in scoped_rules])
         shown = _Reads.of(scope, facts, settings, _cel_texts(scoped_rules))
         for subject in facts.scopes.get(scope, []):
             left_to_cel = _prechecked(
@@ -302,17 +301,17 @@ class _Reads:
     """What some CEL texts of one scope read: of the subject, and the views of the cluster and the
     settings they get (both converted again with every subject)."""
 
-    subject_paths: Paths | None
+    subject_paths: cel_syntax.Paths | None
     cluster: dict[str, Any]
     settings: dict[str, Any]
 
     @classmethod
     def of(cls, scope: str, facts: Facts, settings: dict[str, Any], texts: list[str]) -> _Reads:
-        read_settings = _view(settings, _paths_read("settings", texts))
-        cluster_paths = _paths_read("cluster", texts)
+        read_settings = _view(settings, cel_syntax.paths_read("settings", texts))
+        cluster_paths = cel_syntax.paths_read("cluster", texts)
         if scope == "cluster":  # the subject is the cluster: its view is made in context()
             return cls(cluster_paths, {}, read_settings)
-        return cls(_paths_read(scope, texts), _view(facts.cluster, cluster_paths), read_settings)
+        return cls(cel_syntax.paths_read(scope, texts), _view(facts.cluster, cluster_paths), read_settings)
 
     def context(self, scope: str, subject: dict) -> cel.Context:
         return cel.Context(self._values(scope, subject))
@@ -351,59 +350,24 @@ def _run(
 
 def _cel_texts(rules: list[Rule]) -> list[str]:
     """The CEL the rules run: conditions, links and the holes of their evidence and remediation."""
-    holes = (hole for rule in rules for text in [*rule.evidence, rule.remediation] for hole in _HOLE.findall(text))
-    texts = [text for rule in rules for text in (rule.when, rule.links)] + list(holes)
-    return [_CEL_STRING.sub("''", text) for text in texts]  # words inside string literals read nothing
+    holes = [
+        hole.strip() for rule in rules for text in [*rule.evidence, rule.remediation] for hole in _HOLE.findall(text)
+    ]
+    return [rule.when for rule in rules] + [rule.links for rule in rules if rule.links] + holes
 
 
-Paths = dict[str, "set[str] | None"]  # field -> the keys read of it (a map's, or its items'), None: all of it
-
-# Macros whose result holds no item of the list: what they read of an item is all that is read of it.
-# (filter is not one: its items can be read further, `filter(...)[0].message`.)
-_ITEM_MACROS = "exists|exists_one|all|map"
-
-
-def _paths_read(variable: str, texts: list[str]) -> Paths | None:
-    """What of `variable` these texts read: its fields; of a field read only as `field.key`, those keys
-    (a map of signals, say); of a list read only through exists/all/map, the keys of its items that
-    the macro's variable reads. None when a text uses the variable whole."""
-    if any(re.search(rf"\b{variable}\b(?!\.\w)", text) for text in texts):
-        return None
-    paths: Paths = {}
-    # variable.field, then: .key (not a method call), a comparison with null (which a map cut to fewer
-    # keys answers as the whole one does), or a macro over the items
-    access = re.compile(
-        rf"\b{variable}\.(\w+)(?:\.(\w+)\b(?!\s*\()|(\s*[!=]=\s*null\b)|\.(?:{_ITEM_MACROS})\(\s*([a-z_]\w*)\s*,)?"
-    )
-    for text in texts:
-        for field_name, key, null_test, item in access.findall(text):
-            keys = paths.setdefault(field_name, set())
-            if keys is None or null_test:
-                continue
-            read = {key} if key else _item_keys(item, text) if item else None
-            paths[field_name] = None if read is None else keys | read
-    return paths
-
-
-def _item_keys(name: str, text: str) -> set[str] | None:
-    """The keys a macro's item variable reads in `text`; None when the item is used whole."""
-    bound = len(re.findall(rf"\(\s*{name}\s*,", text))
-    if len(re.findall(rf"\b{name}\b(?!\.\w)", text)) > bound:
-        return None
-    return set(re.findall(rf"\b{name}\.(\w+)", text))
-
-
-def _view(facts: dict[str, Any], paths: Paths | None) -> dict[str, Any]:
+def _view(facts: dict[str, Any], paths: cel_syntax.Paths | None) -> dict[str, Any]:
     """Only the facts the rules read go into CEL: converting all of a subject's for every subject
     (the whole cluster's, above all) made a fleet's analysis grow with subjects x nodes, and each
-    entry of a map costs as much as a field (a pod's forty log signals, most never read)."""
+    entry of a map costs as much as a field (a pod's forty log signals, most never read). A map a
+    macro runs over is given whole: the macro goes through its every key."""
     if paths is None:
         return facts
     view = {}
-    for name, keys in paths.items():
+    for name, read in paths.items():
         if name in facts:
-            value = facts[name]
-            if keys is not None and type(value) is dict:
+            value, keys = facts[name], read.keys
+            if keys is not None and type(value) is dict and not read.iterated:
                 value = {k: v for k, v in value.items() if k in keys}
             elif keys is not None and type(value) is list:
                 value = [{k: v for k, v in item.items() if k in keys} if type(item) is dict else item for item in value]

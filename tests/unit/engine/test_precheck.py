@@ -68,7 +68,7 @@ RELATIONS = ["==", "!=", "<", "<=", ">", ">=", "in"]
 def _expression(rng: random.Random, depth: int) -> str:
     if depth == 0 or rng.random() < 0.25:
         return rng.choice(LEAVES)
-    choice = rng.randrange(10)
+    choice = rng.randrange(11)
     inner = _expression(rng, depth - 1)
     if choice == 0:
         return f"!{inner}"
@@ -85,7 +85,22 @@ def _expression(rng: random.Random, depth: int) -> str:
     if choice == 8:
         body = rng.choice(["x == 1", "x > 0", "x", "x.message == 'a'", "x.message.matches('a')", "x in m.b"])
         return f"{rng.choice(LEAVES[:8])}.{rng.choice(['exists', 'all', 'exists_one'])}(x, {body})"
-    return f"{rng.choice(LEAVES[:8])}.size() > 0"
+    if choice == 9:
+        return f"{rng.choice(LEAVES[:8])}.size() > 0"
+    # what it leaves to CEL, inside what it decides around
+    leaf, relation = _expression(rng, 0), rng.choice(RELATIONS)
+    return rng.choice(
+        [
+            f"({leaf} ? {inner} : {_expression(rng, 0)})",
+            f"-{leaf} {relation} {_expression(rng, 0)}",
+            f"{leaf} * 2 {relation} {_expression(rng, 0)}",
+            f"{leaf} {relation} [{_expression(rng, 0)}, {_expression(rng, 0)}]",
+            f"{leaf} {relation} {_expression(rng, 0)} {rng.choice(RELATIONS)} {_expression(rng, 0)}",
+            f"{rng.choice(LEAVES[:8])}[0] {relation} {leaf}",
+            f"{rng.choice(LEAVES[:8])}['a'] {relation} {leaf}",
+            f"has({rng.choice(LEAVES[:6])})",
+        ]
+    )
 
 
 def _variables(rng: random.Random) -> dict:
