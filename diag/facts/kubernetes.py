@@ -150,6 +150,9 @@ def cluster_facts(snap: Snapshot, index: Lookups) -> dict:
             for n in index.indexes.gpu_nodes
             if not placement.advertises_gpus(n)
         ],
+        "gpu_nodes_without_devices_names": [
+            n.name for n in index.indexes.gpu_nodes if not placement.advertises_gpus(n)
+        ],
         "gpu_nodes_without_devices_links": [
             f"node:{n.name}" for n in index.indexes.gpu_nodes if not placement.advertises_gpus(n)
         ],
@@ -655,6 +658,7 @@ def _service(svc: Service, index: Lookups) -> dict:
         "selected_pods": [p.key for p in selected],
         "selected_pod_states": [_pod_state(p) for p in selected],
         "selected_pod_names": [p.name for p in sorted(selected, key=lambda p: p.phase == "Failed")],  # live ones first
+        "selector_arg": ",".join(f"{k}={v}" for k, v in sorted(svc.selector.items())),  # for kubectl -l
         # by its workloads' pod template too: a Deployment left with no pod still has the Service in front
         "fronts_vllm": any(p.vllm_server for p in selected) or any(w.template_runs_vllm for w in workloads),
         # None when endpoints.json holds nothing for this Service: unknown, not empty

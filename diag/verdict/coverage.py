@@ -130,11 +130,12 @@ def rule_gaps(outcomes: dict[str, RuleOutcome], rules: dict[str, Rule]) -> list[
 def _failed_sources(snap: Snapshot) -> list[Gap]:
     subjects = _Subjects.of(snap)
     ns = _namespace_flag(snap)
+    logs = _LogFiles.of(snap) if any(n.startswith("k8s/logs/") for n in snap.sources) else None
     return [
         Gap(
             name,
             status.detail or f"{name}: could not be read",
-            _remedy_for(name, ns),
+            (logs.command(name) if logs is not None else None) or _remedy_for(name, ns),
             layout.decides(name),
             subjects.links_of(name),
         )
@@ -190,6 +191,30 @@ class _Subjects:
         if name.startswith("vllm/"):
             return (f"vllm:{name.removeprefix('vllm/').split('.', 1)[0]}",)
         return ()
+
+
+@dataclass(frozen=True)
+class _LogFiles:
+    """The kubectl command that reads each log file the collector names: k8s/logs/<stem>[.previous].log,
+    <stem> being [<namespace>.]<pod>[.<container>]."""
+
+    commands: dict[str, str]
+
+    @classmethod
+    def of(cls, snap: Snapshot) -> _LogFiles:
+        commands: dict[str, str] = {}
+        for pod in snap.pods:
+            for container in pod.containers + pod.init_containers:
+                command = f"kubectl -n {word(pod.namespace)} logs {word(pod.name)} -c {word(container.name)} --tail=500"
+                for stem in (f"{pod.namespace}.{pod.name}", pod.name):
+                    for named in (f"{stem}.{container.name}", stem):
+                        commands.setdefault(f"k8s/logs/{named}.log", command)
+                        commands.setdefault(f"k8s/logs/{named}.previous.log", f"{command} --previous")
+        return cls(commands)
+
+    def command(self, name: str) -> str | None:
+        found = self.commands.get(name)
+        return f"collect it again: {found} > {word(name)}" if found else None
 
 
 def _remedy_for(name: str, ns: str = "-n <namespace>") -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import shlex
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -232,3 +233,67 @@ def refuse_by_quota(cluster: ControlPlane, ns: str) -> None:
         )
 
     wait_for("the llama-70b Deployment's ReplicaFailure (exceeded quota)", refused)
+
+
+# kubectl verbs that change the cluster: a printed command with one of them runs with --dry-run=server
+_WRITES = ("uncordon", "cordon", "drain", "scale", "patch", "delete", "apply", "create", "label", "annotate",
+           "taint", "set", "replace", "rollout")  # fmt: skip
+
+
+_READS = ("get", "describe", "events", "auth", "api-resources", "explain", "top")
+
+
+_VALUED = ("-n", "--namespace", "--context", "--kubeconfig", "-l", "--selector", "-c", "--container", "-o")
+
+
+def _verb(argv: list[str]) -> str:
+    """kubectl's verb: the first word that is neither a flag nor a flag's value (`-n taint edit ...`)."""
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word in _VALUED:
+            skip = True
+        elif not word.startswith("-"):
+            return word
+    return ""
+
+
+def printed_kubectl_commands(report: dict) -> list[str]:
+    """Every kubectl command line the report prints: in the findings' fixes and the verdict's gaps and
+    caveats, as a user would copy them (the text before a `#` comment, joined lines not followed)."""
+    texts = [f.get("remediation") or "" for f in report["findings"]]
+    texts += [
+        f"{g.get('remedy') or ''}  # {g['source']}"
+        for g in report["verdict"].get("gaps", []) + report["verdict"].get("caveats", [])
+    ]
+    found = []
+    for text in texts:
+        for line in text.splitlines():
+            line = line.strip().removeprefix("collect it again: ")
+            if line.startswith("kubectl "):
+                found.append(line)
+    return list(dict.fromkeys(found))
+
+
+def run_printed_commands(cluster: ControlPlane, report: dict) -> list[tuple[str, str]]:
+    """Each printed kubectl command run against the cluster as printed (writes with --dry-run=server; what
+    a pipe or a `>` hands its output to is not run); the ones that failed, with what kubectl said. A
+    placeholder left in a command (`<pod>`) is a failure: every command must run as printed."""
+    failed = []
+    for command in printed_kubectl_commands(report):
+        words = shlex.split(command, comments=True)
+        cut = next((i for i, w in enumerate(words) if w in ("|", ">", "&&", ";")), len(words))
+        argv = words[1:cut]
+        if not argv or any(w.startswith("<") and w.endswith(">") for w in words):
+            failed.append((command, "not a complete command"))
+            continue
+        verb = _verb(argv)
+        if verb not in _READS + _WRITES:
+            continue  # logs, exec, debug: a container that runs (kwok's do not); edit: a person at an editor
+        if verb in _WRITES:
+            argv.append("--dry-run=server")
+        done = cluster.kubectl(*argv, check=False)
+        if done.returncode != 0:
+            failed.append((command, (done.stderr or done.stdout).strip()[-300:]))
+    return failed

@@ -22,6 +22,7 @@ from k8s_scenarios import (
     node_and_pod_addresses,
     pods,
     refuse_by_quota,
+    run_printed_commands,
     service,
     triage,
     two_gpu_nodes,
@@ -61,6 +62,7 @@ def test_gpu_request_too_large(gpu_cluster: ControlPlane) -> None:
     assert_only_test_addresses(gpu_cluster)
 
     report = triage(gpu_cluster, ns)
+    assert run_printed_commands(gpu_cluster, report) == []
     want = expected("k8s-gpu-request-too-large")
     assert want["verdict"]["rule"] in fired(report), report["findings"]
     assert report["verdict"]["layer"] == want["verdict"]["layer"]
@@ -81,6 +83,7 @@ def test_gpu_cluster_full(gpu_cluster: ControlPlane) -> None:
     assert_only_test_addresses(gpu_cluster)
 
     report = triage(gpu_cluster, ns)
+    assert run_printed_commands(gpu_cluster, report) == []
     want = expected("k8s-gpu-cluster-full")
     assert want["verdict"]["rule"] in fired(report), report["findings"]
     assert "K8S-102" not in fired(report)
@@ -103,6 +106,7 @@ def test_rollout_that_drops_the_toleration(gpu_cluster: ControlPlane) -> None:
     assert phases == ["Pending", "Running"], phases  # the old replica keeps serving, as in the fixture
 
     report = triage(gpu_cluster, ns)
+    assert run_printed_commands(gpu_cluster, report) == []
     want = expected("k8s-untolerated-taint")
     assert want["verdict"]["rule"] in fired(report), report["findings"]
     assert report["verdict"]["layer"] == want["verdict"]["layer"]
@@ -118,6 +122,7 @@ def test_quota_refuses_the_vllm_pods(gpu_cluster: ControlPlane) -> None:
     assert pods(gpu_cluster, ns, "llama-70b") == []
 
     report = triage(gpu_cluster, ns)
+    assert run_printed_commands(gpu_cluster, report) == []
     want = expected("k8s-quota-exceeded")
     assert set(want["fires"]) <= fired(report), report["findings"]
     assert report["verdict"]["layer"] == want["verdict"]["layer"], report["verdict"]
