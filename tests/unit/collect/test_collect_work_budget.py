@@ -66,4 +66,4 @@ def test_a_prometheus_of_250k_series_fails_each_query_by_name_and_starves_nothin
     # before the budget: 34 s under --timeout 30 (Prometheus timed out), peak RSS 4.9 GB
     assert seconds < TOTAL_TIMEOUT_S  # within the run's deadline, on a busy machine too
     assert cpu_s < 15
-    assert rss_mb < 600
+    assert rss_mb < 1024  # each of the 40 queries holds what it read (about 6 MB) until it stops
