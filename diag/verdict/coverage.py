@@ -63,7 +63,9 @@ RAY_DASHBOARD = "ray/dashboard"  # failed when the dashboard could not be reache
 
 _ENDPOINT_KINDS = ("endpoints", "endpointslices")  # a gap only where Services were read
 _KUBERNETES_SOURCES = {
-    row.path: row.kubectl("{ns}") for row in KUBE_LISTS if not row.kuberay and row.kind not in _ENDPOINT_KINDS
+    row.path: row.kubectl("{ns}")
+    for row in KUBE_LISTS
+    if not row.kuberay and row.decides and row.kind not in _ENDPOINT_KINDS
 }
 CRASH_LOOP_RULE = "K8S-213"  # a container in CrashLoopBackOff, its cause not known
 _ENDPOINTS = tuple(row.path for row in KUBE_LISTS if row.kind in _ENDPOINT_KINDS)
