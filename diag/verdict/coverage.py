@@ -225,6 +225,13 @@ def _kubernetes_gaps(snap: Snapshot) -> list[Gap]:
         for name, command in _KUBERNETES_SOURCES.items()
         if not _read(snap, name)
     ]
+    # a list that decides nothing alone (Ingresses): a gap where the collector says it read it, and it is not here
+    recorded = snap.manifest.get("sources")
+    found += [
+        Gap(row.path, f"{row.path}: {_state(snap, row.path)}", row.kubectl(ns), deciding=False)
+        for row in KUBE_LISTS
+        if not row.decides and isinstance(recorded, dict) and row.path in recorded and not _read(snap, row.path)
+    ]
     if snap.services and not any(_read(snap, name) for name in _ENDPOINTS):
         found.append(
             Gap(
