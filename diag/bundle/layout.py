@@ -18,7 +18,7 @@ from typing import Any, Literal
 from diag.bundle import readers
 from diag.bundle.prometheus_queries import RANGE_QUERIES
 from diag.bundle.readers import Reader
-from diag.parsers import kubernetes
+from diag.parsers import kubernetes, kubernetes_network
 from diag.snapshot.model import Snapshot
 
 # How the loader reads a file: "whole" (one parse), "lines" (a cut-off text gives its complete lines),
@@ -65,6 +65,8 @@ class KubeList:
     instead_of: str | None = None
     kubectl_kind: str = ""
     note: str = ""
+    # a fault it shows could be the root cause, and a bundle without it has a gap
+    decides: bool = True
 
     @property
     def path(self) -> str:
@@ -84,7 +86,7 @@ class KubeList:
             "list",
             self.kubectl("{ns}"),
             "diag/collect/kubernetes.py",
-            decides=not self.kuberay,
+            decides=self.decides and not self.kuberay,
             note=self.note,
         )
 
@@ -117,6 +119,14 @@ KUBE_LISTS = (
     KubeList("deployments", _into("workloads", kubernetes.parse_workloads, "Deployment"), "namespace"),
     KubeList("statefulsets", _into("workloads", kubernetes.parse_workloads, "StatefulSet"), "namespace"),
     KubeList("hpa", _into("hpas", kubernetes.parse_hpas), "namespace"),
+    KubeList(
+        "ingresses",
+        _into("ingresses", kubernetes_network.parse_ingresses),
+        "namespace",
+        kubectl_kind="ingresses.networking.k8s.io",
+        note="networking.k8s.io/v1; a bundle without it has no gap",
+        decides=False,
+    ),
     KubeList(
         "daemonsets",
         _into("daemonsets", kubernetes.parse_daemonsets),

@@ -91,6 +91,7 @@ KINDS: dict[str, _Kind] = {
     "statefulsets": _Kind("apps/v1", "statefulsets", True, "StatefulSet"),
     "daemonsets": _Kind("apps/v1", "daemonsets", True, "DaemonSet"),
     "hpa": _Kind("autoscaling/v2", "horizontalpodautoscalers", True, "HorizontalPodAutoscaler"),
+    "ingresses": _Kind("networking.k8s.io/v1", "ingresses", True, "Ingress"),
     "rayclusters": _Kind("ray.io/v1", "rayclusters", True, "RayCluster"),
     "rayservices": _Kind("ray.io/v1", "rayservices", True, "RayService"),
 }

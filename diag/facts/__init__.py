@@ -43,6 +43,7 @@ SCOPES = (
     "service",
     "workload",
     "hpa",
+    "ingress",
     "raycluster",
     "daemonset",
     "unlisted_object",

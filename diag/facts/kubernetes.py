@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from diag.facts import kubernetes_containers as containers
 from diag.facts import kubernetes_dra as dra
-from diag.facts import kubernetes_events, ray_pods
+from diag.facts import kubernetes_events, kubernetes_network, ray_pods
 from diag.facts import kubernetes_placement as placement
 from diag.facts.common import aged, aged_events, current_events, event_facts, link, plain
 from diag.facts.vllm_episodes import queue_per_scrape
@@ -215,7 +215,7 @@ def object_scopes(snap: Snapshot, index: Lookups) -> dict[str, list[dict]]:
         "hpa": [_hpa(h, index) for h in snap.hpas],
         "raycluster": [_raycluster(c, index) for c in snap.ray_clusters],
         "daemonset": [_daemonset(d, index) for d in snap.daemonsets],
-    }
+    } | kubernetes_network.scopes(snap)
 
 
 def _node_brief(node: Node, index: Lookups) -> dict:
@@ -650,6 +650,7 @@ def _service(svc: Service, index: Lookups) -> dict:
         else []
     )
     return plain(svc) | {
+        **kubernetes_network.target_port_facts(svc, selected),
         "selects_nothing": selects_nothing,
         "lookalike_vllm_pods": [
             f"{p.name} ({', '.join(f'{k}={p.labels[k]}' for k in sorted(svc.selector) if k in p.labels)})"
@@ -764,7 +765,9 @@ def _hpa(hpa: HPA, index: Lookups) -> dict:
     queues = {s.name: s.summary for s in targets if s.summary is not None}
     growth = [m.waiting_growth for m in queues.values() if m.waiting_growth is not None]
     waiting = [m.requests_waiting for m in queues.values() if m.requests_waiting is not None]
+    facts = kubernetes_network.hpa_target_facts(hpa, index.snap, bool(targets))
     return plain(hpa) | {
+        **facts,
         "metric_types": sorted({m.get("type", "") for m in hpa.metrics}),
         "metric_names": [f"{m.get('type')}/{m.get('name')}" for m in hpa.metrics],
         "resource_metrics_only": bool(hpa.metrics)
@@ -806,9 +809,18 @@ def _hpa(hpa: HPA, index: Lookups) -> dict:
             and c.get("reason") not in HPA_BENIGN_REASONS
         ],
         "warning_events": [f"{e.reason}: {e.message}" for e in current_events(events, clock) if e.type == "Warning"],
+        # a metric missing for a while (a new pod's first minutes) is no fault once ScalingActive is True again
+        "metric_events": [
+            f"{e.reason}: {e.message}"
+            for e in current_events(events, clock)
+            if e.reason in kubernetes_network.HPA_METRIC_EVENTS
+            and hpa.conditions.get("ScalingActive", {}).get("status") != "True"
+        ],
         "_subject": f"hpa/{hpa.namespace}/{hpa.name}",
         "_aged": aged_events(events, clock),
-        "_links": link("workload", f"{hpa.namespace}/{hpa.target_name}") + [f"vllm:{s.name}" for s in targets],
+        "_links": link("workload", f"{hpa.namespace}/{hpa.target_name}")
+        + [f"vllm:{s.name}" for s in targets]
+        + link("workload", f"{hpa.namespace}/{target}" if (target := facts["target_lookalike"]) else None),
     }
 
 

@@ -207,6 +207,25 @@ class HPA:
 
 
 @dataclass
+class IngressBackend:
+    """One backend an Ingress routes to: a rule's path, or the default backend (host and path None)."""
+
+    service: str
+    port_number: int | None = None
+    port_name: str | None = None
+    host: str | None = None
+    path: str | None = None
+
+
+@dataclass
+class Ingress:
+    namespace: str
+    name: str
+    ingress_class: str | None = None  # spec.ingressClassName
+    backends: list[IngressBackend] = field(default_factory=list)  # Service backends only (not resource backends)
+
+
+@dataclass
 class RayWorkerGroup:
     name: str
     replicas: int | None = None
@@ -569,6 +588,7 @@ class Snapshot:
     services: list[Service] = field(default_factory=list)
     workloads: list[Workload] = field(default_factory=list)
     hpas: list[HPA] = field(default_factory=list)
+    ingresses: list[Ingress] = field(default_factory=list)
     ray_clusters: list[RayClusterSpec] = field(default_factory=list)
     daemonsets: list[DaemonSet] = field(default_factory=list)
     ray_status: RayStatus | None = None

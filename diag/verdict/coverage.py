@@ -63,7 +63,9 @@ RAY_DASHBOARD = "ray/dashboard"  # failed when the dashboard could not be reache
 
 _ENDPOINT_KINDS = ("endpoints", "endpointslices")  # a gap only where Services were read
 _KUBERNETES_SOURCES = {
-    row.path: row.kubectl("{ns}") for row in KUBE_LISTS if not row.kuberay and row.kind not in _ENDPOINT_KINDS
+    row.path: row.kubectl("{ns}")
+    for row in KUBE_LISTS
+    if not row.kuberay and row.decides and row.kind not in _ENDPOINT_KINDS
 }
 CRASH_LOOP_RULE = "K8S-213"  # a container in CrashLoopBackOff, its cause not known
 _ENDPOINTS = tuple(row.path for row in KUBE_LISTS if row.kind in _ENDPOINT_KINDS)
@@ -247,6 +249,13 @@ def _kubernetes_gaps(snap: Snapshot) -> list[Gap]:
         Gap(name, f"{name}: {_state(snap, name)}", command.format(ns=ns))
         for name, command in _KUBERNETES_SOURCES.items()
         if not _read(snap, name)
+    ]
+    # a list that decides nothing alone (Ingresses): a gap where the collector says it read it, and it is not here
+    recorded = snap.manifest.get("sources")
+    found += [
+        Gap(row.path, f"{row.path}: {_state(snap, row.path)}", row.kubectl(ns), deciding=False)
+        for row in KUBE_LISTS
+        if not row.decides and isinstance(recorded, dict) and row.path in recorded and not _read(snap, row.path)
     ]
     if snap.services and not any(_read(snap, name) for name in _ENDPOINTS):
         found.append(

@@ -57,6 +57,7 @@ RESOURCES: dict[str, Resource] = {
     "statefulsets": Resource("apps", "v1", "StatefulSetList", "statefulsets.json"),
     "daemonsets": Resource("apps", "v1", "DaemonSetList", "daemonsets.json"),
     "horizontalpodautoscalers": Resource("autoscaling", "v2", "HorizontalPodAutoscalerList", "hpa.json"),
+    "ingresses": Resource("networking.k8s.io", "v1", "IngressList", "ingresses.json"),
     "rayclusters": Resource("ray.io", "v1", "RayClusterList", "rayclusters.json", custom=True),
     "rayservices": Resource("ray.io", "v1", "RayServiceList", "rayservices.json", custom=True),
 }

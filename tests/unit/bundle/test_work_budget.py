@@ -56,9 +56,9 @@ def _analyze_in_a_child(archive: Path) -> tuple[dict, float, float]:
     return json.loads(out.read_text()), usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
-def test_twelve_sixty_mb_documents_of_empty_objects_fail_by_name_and_the_rest_is_analyzed(tmp_path: Path) -> None:
+def test_thirteen_sixty_mb_documents_of_empty_objects_fail_by_name_and_the_rest_is_analyzed(tmp_path: Path) -> None:
     lists = [row.path for row in KUBE_LISTS]
-    assert len(lists) == 12
+    assert len(lists) == 13
     files = {rel: data for rel, data in _fixture_files(HEALTHY).items() if not rel.startswith("k8s/")}
     files |= {rel: SIXTY_MB_OF_EMPTY_OBJECTS for rel in lists}
     archive = _archive(tmp_path / "amplified.tar.gz", files)

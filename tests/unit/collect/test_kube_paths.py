@@ -28,6 +28,7 @@ _GENERATED = {
         "list_namespaced_horizontal_pod_autoscaler",
         "list_horizontal_pod_autoscaler_for_all_namespaces",
     ),
+    "ingresses": ("NetworkingV1Api", "list_namespaced_ingress", "list_ingress_for_all_namespaces"),
 }
 _CUSTOM = {"rayclusters": "ray.io/v1", "rayservices": "ray.io/v1"}
 

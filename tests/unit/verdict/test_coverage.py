@@ -327,3 +327,20 @@ def test_ray_outside_kubernetes_without_any_gpu_data_is_never_healthy() -> None:
         g.problem.endswith("has no GPU data, so which process holds its GPUs' memory is unknown")
         for g in report.verdict.gaps
     )
+
+
+def test_a_bundle_written_before_ingresses_were_collected_has_no_ingress_gap(tmp_path: Path) -> None:
+    bundle = copy_of(HEALTHY, tmp_path)
+    (bundle / "k8s/ingresses.json").unlink()
+    report = analyze_bundle(Bundle.open(bundle))
+    assert (report.verdict.status, report.verdict.gaps) == ("healthy", [])
+
+
+def test_ingresses_the_manifest_says_were_read_and_are_not_here_are_a_gap(tmp_path: Path) -> None:
+    bundle = copy_of(HEALTHY, tmp_path)
+    (bundle / "k8s/ingresses.json").unlink()
+    sources = {"k8s/ingresses.json": {"status": "ok", "detail": "1 items"}}
+    (bundle / "manifest.json").write_text(json.dumps({"tool": "llmdiag", "sources": sources}))
+    report = analyze_bundle(Bundle.open(bundle))
+    assert report.verdict.status == "inconclusive"
+    assert [(g.source, g.deciding) for g in report.verdict.gaps] == [("k8s/ingresses.json", False)]

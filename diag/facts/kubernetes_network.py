@@ -1,0 +1,196 @@
+"""The serving path past the pod: a Service's target ports against its pods' container ports, the
+Services an Ingress routes to, the workload an HPA scales."""
+
+from __future__ import annotations
+
+import difflib
+
+from diag.facts.common import link, plain
+from diag.snapshot.model import HPA, Ingress, Pod, Service, ServicePort, Snapshot
+
+VLLM_DEFAULT_PORT = 8000  # vLLM's OpenAI-compatible server without --port
+
+
+def target_port_facts(svc: Service, selected: list[Pod]) -> dict:
+    """Where the Service's targetPorts lead on the pods it selects.
+
+    A named targetPort is resolved per pod against its containers' named ports; where it resolves on
+    none, the Endpoints list no pod for it. A number needs no declared containerPort (many pods declare
+    none, or only a metrics port), so it is judged only on vLLM pods, against the port their server
+    listens on (its --port) and the ports they declare.
+    """
+    problems, fixes = [], []
+    for i, sp in enumerate(svc.ports):
+        target = sp.target_port if sp.target_port is not None else sp.port
+        if isinstance(target, str):
+            wrong = bool(selected) and not any(target in c.ports for p in selected for c in p.containers)
+            pods = selected
+        else:
+            pods = [p for p in selected if p.vllm_server]
+            wrong = bool(pods) and all(
+                target not in c.ports.values() and target not in _vllm_ports(p) for p in pods for c in p.containers
+            )
+        if wrong:
+            problems.append(_problem(sp, target, pods))
+            fixes.append(f"spec.ports[{i}].targetPort: {_fix(sp, pods)}")
+    return {"target_port_problems": problems, "target_port_fixes": fixes}
+
+
+def _vllm_ports(pod: Pod) -> list[int]:
+    """The ports vLLM's server listens on in this pod, from its command line (--port, else 8000)."""
+    found = []
+    for c in pod.containers:
+        argv = c.command + c.args
+        if not any("vllm" in word for word in argv):
+            continue
+        port = VLLM_DEFAULT_PORT
+        for i, word in enumerate(argv):
+            value = argv[i + 1] if word == "--port" and i + 1 < len(argv) else word.removeprefix("--port=")
+            if (word == "--port" or word.startswith("--port=")) and value.isdigit():
+                port = int(value)
+        found.append(port)
+    return found
+
+
+def _container_ports(pods: list[Pod]) -> dict[str, int]:
+    """Every declared container port of these pods: name (or the number's text) -> number."""
+    return {name: number for p in pods for c in p.containers for name, number in c.ports.items()}
+
+
+def _ports_text(pods: list[Pod]) -> str:
+    shown = [name if name == str(n) else f"{name}={n}" for name, n in sorted(_container_ports(pods).items())]
+    return ", ".join(shown) or "none declared"
+
+
+def _problem(sp: ServicePort, target: int | str, pods: list[Pod]) -> str:
+    port = f"port {sp.name} ({sp.port})" if sp.name else f"port {sp.port}"
+    names = ", ".join(p.name for p in pods[:3]) + (f" and {len(pods) - 3} more" if len(pods) > 3 else "")
+    if isinstance(target, str):
+        lacks = f"no container of {names} has a port named {target}"
+    else:
+        listens = ", ".join(str(n) for n in sorted({n for p in pods for n in _vllm_ports(p)}))
+        lacks = f"no container of {names} declares containerPort {target}, and vLLM listens on {listens}"
+    shown = target if isinstance(target, int) else f'"{target}"'
+    return f"{port} -> targetPort {shown}: {lacks} (their ports: {_ports_text(pods)})"
+
+
+def _fix(sp: ServicePort, pods: list[Pod]) -> str:
+    """The container port to target: the only one the pods declare, or the one numbered as the Service's port."""
+    ports = _container_ports(pods) or {str(n): n for p in pods for n in _vllm_ports(p)}
+    same = [name for name, n in ports.items() if n == sp.port]
+    chosen = same if len(same) == 1 else list(ports) if len(ports) == 1 else []
+    if not chosen:
+        return f"one of {_ports_text(pods)}"
+    name = chosen[0]
+    return name if not name.isdigit() else str(ports[name])
+
+
+# the HPA controller's Warning events for a metric it could not read (pkg/controller/podautoscaler)
+HPA_METRIC_EVENTS = (
+    "FailedGetResourceMetric",
+    "FailedGetContainerResourceMetric",
+    "FailedGetPodsMetric",
+    "FailedGetObjectMetric",
+    "FailedGetExternalMetric",
+    "FailedComputeMetricsReplicas",
+)
+_WORKLOAD_FILES = {"Deployment": "k8s/deployments.json", "StatefulSet": "k8s/statefulsets.json"}
+
+
+def hpa_target_facts(hpa: HPA, snap: Snapshot, scales_vllm: bool) -> dict:
+    """Whether the HPA's scaleTargetRef exists (None: a kind llmdiag does not list, or its list was not
+    read), and whether it is a serving workload: vLLM runs in it, or a Service selects its pods."""
+    read = _read(snap, _WORKLOAD_FILES.get(hpa.target_kind, ""))
+    target = next(
+        (
+            w
+            for w in snap.workloads
+            if (w.kind, w.namespace, w.name) == (hpa.target_kind, hpa.namespace, hpa.target_name)
+        ),
+        None,
+    )
+    able = hpa.conditions.get("AbleToScale", {})
+    names = sorted(w.name for w in snap.workloads if (w.kind, w.namespace) == (hpa.target_kind, hpa.namespace))
+    serves = scales_vllm or (
+        target is not None
+        and (
+            target.template_runs_vllm
+            or any(
+                s.namespace == hpa.namespace
+                and s.selector
+                and all(target.template_labels.get(k) == v for k, v in s.selector.items())
+                for s in snap.services
+            )
+        )
+    )
+    return {
+        "target_missing": target is None if read else None,
+        "target_serves": serves,
+        "namespace_workloads": names,
+        # the workload it was most likely meant for (a rename, a typo): named in the fix, and on its path
+        "target_lookalike": _lookalike(hpa.target_name, names) if target is None else None,
+        "able_to_scale": f"AbleToScale={able.get('status')} {able.get('reason')}: {able.get('message')}"
+        if able
+        else None,
+    }
+
+
+def _lookalike(name: str, candidates: list[str]) -> str | None:
+    found = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def _read(snap: Snapshot, name: str) -> bool:
+    status = snap.sources.get(name)
+    return status is not None and status.status == "ok"
+
+
+def scopes(snap: Snapshot) -> dict[str, list[dict]]:
+    services = {(s.namespace, s.name): s for s in snap.services}
+    return {"ingress": [_ingress(i, services, snap) for i in snap.ingresses]}
+
+
+def _ingress(ing: Ingress, services: dict[tuple[str, str], Service], snap: Snapshot) -> dict:
+    read = _read(snap, "k8s/services.json")
+    names = sorted(name for (ns, name) in services if ns == ing.namespace)
+    problems, fixes, meant = [], [], []
+    for b in ing.backends:
+        where = "default backend" if b.host is None and b.path is None else f"{b.host or '*'}{b.path}"
+        port = b.port_name if b.port_name is not None else b.port_number
+        svc = services.get((ing.namespace, b.service))
+        if svc is None:
+            problems.append(
+                f'{where} -> service {b.service}:{port}: services "{b.service}" not found in {ing.namespace}'
+            )
+            if (other := _lookalike(b.service, names)) is not None:
+                fixes.append(f"{where}: service {other} in place of {b.service}")
+                meant.append(services[(ing.namespace, other)])
+        elif port is not None and not any(port in (p.name, p.port) for p in svc.ports):
+            ports = ", ".join(f"{p.name}={p.port}" if p.name else str(p.port) for p in svc.ports) or "none"
+            problems.append(
+                f"{where} -> service {b.service}:{port}: service {b.service} has no port {port} (its ports: {ports})"
+            )
+            if len(svc.ports) == 1:
+                fixes.append(
+                    f"{where}: port {svc.ports[0].name or svc.ports[0].port} of {b.service} in place of {port}"
+                )
+            meant.append(svc)
+    return plain(ing) | {
+        # unknown, not fine, when the Services were not read
+        "backend_problems": problems if read else None,
+        # what to change, by name where the namespace holds a Service named like the missing one
+        "backend_fix": "; ".join(fixes) or "spec.rules[].http.paths[].backend.service, spec.defaultBackend.service",
+        "existing_services": names,
+        "_subject": f"ingress/{ing.namespace}/{ing.name}",
+        # the pods behind the Services it routes (or was meant to route) to: its place on the serving path
+        "_links": [x for b in ing.backends for x in link("service", f"{ing.namespace}/{b.service}")]
+        + [f"pod:{p.key}" for svc in meant for p in _selected(svc, snap)],
+    }
+
+
+def _selected(svc: Service, snap: Snapshot) -> list[Pod]:
+    return [
+        p
+        for p in snap.pods
+        if p.namespace == svc.namespace and svc.selector and all(p.labels.get(k) == v for k, v in svc.selector.items())
+    ]
