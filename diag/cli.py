@@ -479,11 +479,15 @@ def _seconds(flag: str, text: str | None, what: str) -> float | None:
         raise UserError(f"{flag}: {e}") from None
 
 
-def _collect_live(target, quiet: bool = False) -> Bundle:
+def _collect_live(target, quiet: bool = False, then: Callable[[], None] | None = None) -> Bundle:
+    """The bundle, in memory; `then` runs once it is collected (the analysis holds the only reference)."""
     from diag.collect.runner import collect_live
 
     _kubernetes_usable(target)
-    return collect_live(target, progress=_progress(quiet))
+    bundle = collect_live(target, progress=_progress(quiet))
+    if then is not None:
+        then()
+    return bundle
 
 
 def _kubernetes_usable(target) -> None:
@@ -514,12 +518,19 @@ def triage(
     exit_zero: bool = ExitZeroOpt,
 ) -> None:
     """Collect from the live cluster (in memory) and analyze it: the on-call command."""
-    from diag.analyze import analyze_bundle
+    import threading
+
+    from diag.analyze import analyze_bundle, compile_rules
 
     settings = _config(config, min_severity, since)
     target.since_s = _seconds("--since", since, "the window")
+    # the rules are compiled while the collection waits on the cluster (and the scrape interval)
+    compiling = threading.Thread(target=compile_rules, args=(list(rules or []),), daemon=True)
+    compiling.start()
     with _stdout_for_the_report(output):
-        report = analyze_bundle(_collect_live(target, quiet), settings, list(rules or []), held=_held_until_exit)
+        report = analyze_bundle(
+            _collect_live(target, quiet, then=compiling.join), settings, list(rules or []), held=_held_until_exit
+        )
     _emit(report, output, fail_on, exit_zero, verbose)
 
 
