@@ -18,11 +18,12 @@ the test's network namespace answers on port 8001 of every pod IP with our own f
 after), so their second scrape really waits the interval. The pods ask for no GPU: no nvidia-smi
 exec. `--vllm-every 1` is the earlier shape: every pod a vLLM server.
 
-Then, against the same server: the critical path timed request by request (each one alone, one after
-another, over one TLS connection with the kubeconfig's certificates), before and after the triage,
-and the analysis of a bundle `llmdiag collect` wrote with the same options. Prints one line per
-timing and the ratios. Run from the repository root. Network rule: every address dialled is
-127.0.0.1 (the API server) or a pod IP inside the test's network namespace.
+Then, against the same server: the critical path timed request by request (each one alone, one
+after another, over one TLS connection with the kubeconfig's certificates), before and after the
+triage; kubectl making the same reads (`kubectl_reads`); and the analysis of a bundle `llmdiag
+collect` wrote with the same options. Prints one line per timing and the ratios. Run from the
+repository root. Network rule: every address dialled is 127.0.0.1 (the API server) or a pod IP
+inside the test's network namespace.
 """
 
 from __future__ import annotations
