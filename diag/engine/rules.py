@@ -202,7 +202,8 @@ def _rule(path: Path, raw: Any) -> Rule:
 
 def _checked_at_first_use(rule: Rule) -> Callable[[dict[str, Any]], Any]:
     """The Python check of a rule's condition, compiled when a subject first needs it: most runs
-    evaluate only some of the rules (compile_check never raises; CEL has checked the text)."""
+    evaluate only some of the rules (CEL has checked the text; what compile_check cannot read it
+    leaves to CEL)."""
 
     def first(variables: dict[str, Any]) -> Any:
         rule.check = precheck.compile_check(rule.when)
