@@ -18,11 +18,12 @@ the test's network namespace answers on port 8001 of every pod IP with our own f
 after), so their second scrape really waits the interval. The pods ask for no GPU: no nvidia-smi
 exec. `--vllm-every 1` is the earlier shape: every pod a vLLM server.
 
-Then, against the same server: the critical path timed request by request (each one alone, one after
-another, over one TLS connection with the kubeconfig's certificates), before and after the triage,
-and the analysis of a bundle `llmdiag collect` wrote with the same options. Prints one line per
-timing and the ratios. Run from the repository root. Network rule: every address dialled is
-127.0.0.1 (the API server) or a pod IP inside the test's network namespace.
+Then, against the same server: the critical path timed request by request (each one alone, one
+after another, over one TLS connection with the kubeconfig's certificates), before and after the
+triage; kubectl making the same reads (`kubectl_reads`); and the analysis of a bundle `llmdiag
+collect` wrote with the same options. Prints one line per timing and the ratios. Run from the
+repository root. Network rule: every address dialled is 127.0.0.1 (the API server) or a pod IP
+inside the test's network namespace.
 """
 
 from __future__ import annotations
@@ -289,6 +290,25 @@ def critical_path(api: Api, served_pod: str | None, interval_s: float) -> Chain:
     return Chain(t, events_branch, vllm_branch)
 
 
+def kubectl_reads(kubeconfig: Path, served: int, vllm_every: int) -> float:
+    """Seconds for kubectl to make the reads triage makes, one command after another: the namespace's
+    lists, the nodes and every namespace's daemonsets, and each answering vLLM pod's /metrics twice
+    through the API server's proxy (the scrape interval not counted)."""
+    kubectl = ["kubectl", f"--kubeconfig={kubeconfig}"]
+    commands = [
+        [*kubectl, "get", "-n", NS, "-o", "json", "pods,events,services,endpoints,deployments,statefulsets,hpa"],
+        [*kubectl, "get", "-o", "json", "nodes"],
+        [*kubectl, "get", "-A", "-o", "json", "daemonsets"],
+    ]
+    for k in range(served):
+        proxied = f"/api/v1/namespaces/{NS}/pods/vllm-{k * vllm_every:05d}:{SERVED_PORT}/proxy"
+        commands += [[*kubectl, "get", "--raw", f"{proxied}/metrics"]] * 2
+    started = time.monotonic()
+    for argv in commands:
+        subprocess.run(argv, capture_output=True, check=True, timeout=600)
+    return time.monotonic() - started
+
+
 def _run(argv: list[str], ok: tuple[int, ...] = (0,)) -> tuple[float, subprocess.CompletedProcess]:
     started = time.monotonic()
     result = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=1800)
@@ -389,6 +409,8 @@ def main() -> None:
             print(f"llmdiag triage -o json: {triage_s:.1f} s", flush=True)
             after = critical_path(api, served_pod, args.scrape_interval)
             print(f"critical path after triage: {json.dumps(after.steps())}", flush=True)
+            kubectl_s = kubectl_reads(cluster.kubeconfig, served, args.vllm_every)
+            print(f"kubectl, the same reads: {kubectl_s:.2f} s", flush=True)
             bundle = Path(tmp) / "bundle"
             collect_s, collected = _run([*cli, "collect", *common, f"--out={bundle}"])
             print(f"llmdiag collect: {collect_s:.1f} s", flush=True)
@@ -435,6 +457,7 @@ def main() -> None:
     print(f"llmdiag collect, same options (for reference): {collect_s:.1f} s")
     print(f"python start-up, the modules triage imports: {startup_s:.1f} s")
     print(f"llmdiag triage -o json: {triage_s:.1f} s")
+    print(f"kubectl, the same reads: {kubectl_s:.2f} s; triage / kubectl: {triage_s / kubectl_s:.1f}x")
     print(f"ratio triage / critical path without the analysis: {triage_s / path:.2f}x")
     print(
         f"ratio triage / critical path with the analysis ({path + analysis:.1f} s): {triage_s / (path + analysis):.2f}x"

@@ -84,6 +84,18 @@ def _without_cycle_collection() -> Iterator[None]:
             gc.enable()
 
 
+def compile_rules(extra_rule_dirs: list[Path] | None = None) -> None:
+    """Load and compile the rules and log signals that `analyze_bundle` will use (each is kept per
+    process), so that `triage` can do it while it waits for the cluster. An error is left for
+    `analyze_bundle` to raise."""
+    dirs = [builtin_rules_dir(), *(extra_rule_dirs or [])]
+    try:
+        load_rules(dirs)
+        load_signals(dirs)
+    except Exception:
+        return
+
+
 def analyze_bundle(
     bundle: Bundle,
     config: Config | None = None,

@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 import typer
-from rich.console import Console
 
 from diag.core.errors import EXIT_CANNOT_ANALYZE, UserError
 
 if TYPE_CHECKING:  # the analysis (CEL, YAML, the rules) loads when a command runs, not for --help
+    from rich.console import Console
+
     from diag.analyze import Report
     from diag.bundle.files import Bundle
     from diag.engine.config import Config
@@ -76,7 +77,7 @@ def _print_version(asked: bool) -> None:
     if asked:
         from diag import __version__
 
-        stdout.print(f"llmdiag {__version__}", markup=False, highlight=False)
+        _stdout().print(f"llmdiag {__version__}", markup=False, highlight=False)
         raise typer.Exit(0)
 
 
@@ -93,10 +94,32 @@ def _options(
     _colour(no_color)
 
 
+_consoles: dict[bool, Console] = {}  # stderr? -> its console, made at first use: --help needs none
+_plain = False
+
+
 def _colour(no_color: bool) -> None:
-    global stdout, stderr
+    global _plain
     if no_color or os.environ.get("NO_COLOR"):  # no escape sequence at all, bold included
-        stdout, stderr = Console(color_system=None), Console(stderr=True, color_system=None)
+        _plain = True
+        _consoles.clear()
+
+
+def _stdout() -> Console:
+    return _console(False)
+
+
+def _stderr() -> Console:
+    return _console(True)
+
+
+def _console(err: bool) -> Console:
+    console = _consoles.get(err)
+    if console is None:
+        from rich.console import Console
+
+        console = _consoles[err] = Console(stderr=err, color_system=None) if _plain else Console(stderr=err)
+    return console
 
 
 NoColorOpt = typer.Option(False, "--no-color", help="No colour (also before the command, as kubectl takes it).")
@@ -118,9 +141,6 @@ def with_global_flags(command: Callable) -> Callable:
 
 rules_app = typer.Typer(rich_markup_mode=None, no_args_is_help=True, help="The rule catalogue.")
 app.add_typer(rules_app, name="rules")
-
-stdout = Console()
-stderr = Console(stderr=True)
 
 
 class Output(str, enum.Enum):
@@ -224,7 +244,7 @@ def _stdout_for_the_report(output: Output) -> Iterator[None]:
 
 def _progress(quiet: bool) -> Console | None:
     """Progress lines on stderr, only for a person at a terminal."""
-    return stderr if stderr.is_terminal and not quiet else None
+    return _stderr() if _stderr().is_terminal and not quiet else None
 
 
 def _emit(
@@ -246,7 +266,7 @@ def _write_report(report: Report, output: Output, verbose: bool = False) -> None
     else:
         from diag.report.terminal import print_report
 
-        print_report(report, stdout, verbose)
+        print_report(report, _stdout(), verbose)
 
 
 def _exit_for(report: Report, fail_on: FailOn, exit_zero: bool) -> None:
@@ -292,7 +312,7 @@ def analyze(
     with stopwatch.phase("report"):
         _write_report(report, output, verbose)
     if profile and not quiet:
-        stderr.print("\n".join(stopwatch.lines()), markup=False, highlight=False)
+        _stderr().print("\n".join(stopwatch.lines()), markup=False, highlight=False)
     _exit_for(report, fail_on, exit_zero)
 
 
@@ -459,11 +479,15 @@ def _seconds(flag: str, text: str | None, what: str) -> float | None:
         raise UserError(f"{flag}: {e}") from None
 
 
-def _collect_live(target, quiet: bool = False) -> Bundle:
+def _collect_live(target, quiet: bool = False, then: Callable[[], None] | None = None) -> Bundle:
+    """The bundle, in memory; `then` runs once it is collected (the analysis holds the only reference)."""
     from diag.collect.runner import collect_live
 
     _kubernetes_usable(target)
-    return collect_live(target, progress=_progress(quiet))
+    bundle = collect_live(target, progress=_progress(quiet))
+    if then is not None:
+        then()
+    return bundle
 
 
 def _kubernetes_usable(target) -> None:
@@ -494,12 +518,19 @@ def triage(
     exit_zero: bool = ExitZeroOpt,
 ) -> None:
     """Collect from the live cluster (in memory) and analyze it: the on-call command."""
-    from diag.analyze import analyze_bundle
+    import threading
+
+    from diag.analyze import analyze_bundle, compile_rules
 
     settings = _config(config, min_severity, since)
     target.since_s = _seconds("--since", since, "the window")
+    # the rules are compiled while the collection waits on the cluster (and the scrape interval)
+    compiling = threading.Thread(target=compile_rules, args=(list(rules or []),), daemon=True)
+    compiling.start()
     with _stdout_for_the_report(output):
-        report = analyze_bundle(_collect_live(target, quiet), settings, list(rules or []), held=_held_until_exit)
+        report = analyze_bundle(
+            _collect_live(target, quiet, then=compiling.join), settings, list(rules or []), held=_held_until_exit
+        )
     _emit(report, output, fail_on, exit_zero, verbose)
 
 
@@ -528,7 +559,7 @@ def collect(
     if old_out is not None:
         if out is not None:
             raise UserError("collect: give the path once, with --out")
-        stderr.print(
+        _stderr().print(
             f"{PROGRAM}: collect -o is deprecated and goes in the next release: use --out",
             markup=False,
             highlight=False,
@@ -544,7 +575,7 @@ def collect(
     if not gathered:
         raise UserError(f"collected nothing ({_why_nothing(bundle)}); wrote only the manifest to {written}")
     if not quiet:
-        stderr.print(f"wrote {len(bundle.files)} files to {written}", markup=False, highlight=False)
+        _stderr().print(f"wrote {len(bundle.files)} files to {written}", markup=False, highlight=False)
 
 
 def _why_nothing(bundle: Bundle) -> str:
@@ -599,7 +630,7 @@ def rules_list(
         return
     from diag.engine.catalogue import rule_table
 
-    stdout.print(rule_table(list(rules or [])))
+    _stdout().print(rule_table(list(rules or [])))
 
 
 @rules_app.command("show")
@@ -608,7 +639,7 @@ def rules_show(rule_id: str = typer.Argument(..., help="e.g. VLLM-101"), rules: 
     """One rule in full: condition, evidence, fix, references, what it explains."""
     from diag.engine.catalogue import rule_markdown
 
-    stdout.print(rule_markdown(rule_id, list(rules or [])), markup=False, highlight=False)
+    _stdout().print(rule_markdown(rule_id, list(rules or [])), markup=False, highlight=False)
 
 
 @rules_app.command("docs")
@@ -673,7 +704,7 @@ def _fail(message: str) -> None:
     from diag.collect.redact import redact_text  # a collection's failure may quote a URL with its password
 
     message = redact_text(message)
-    stderr.print(f"{PROGRAM}: {message}", markup=False, highlight=False, soft_wrap=True)
+    _stderr().print(f"{PROGRAM}: {message}", markup=False, highlight=False, soft_wrap=True)
     sys.exit(EXIT_CANNOT_ANALYZE)
 
 

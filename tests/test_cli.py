@@ -381,8 +381,17 @@ def test_help_and_version_paths_load_nothing_heavy(flag: str) -> None:
         "requests",
         "diag.engine.rules",
         "diag.collect",
+        *(["rich.console"] if flag == "--help" else []),  # the help is click's text: no console to make
     }
     assert sorted(loaded & heavy) == []
+
+
+def test_an_analysis_loads_no_client_of_a_live_source() -> None:
+    """`analyze` reads files: the Kubernetes client (a few hundred milliseconds to import) and the
+    collectors load only where a live read happens."""
+    done, loaded = _run_loading(["analyze", "fixtures/demo", "--output", "json"])
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert sorted(m for m in loaded if m.split(".")[0] in ("kubernetes", "requests") or m == "diag.collect") == []
 
 
 def test_an_analysis_loads_the_cel_evaluator_without_its_repl() -> None:

@@ -85,8 +85,8 @@ def collect_objects(
     kube: KubeAccess, target: Target, sink: Sink, on_pods: Callable[[list[Pod]], None]
 ) -> list[SourceResult]:
     """Write k8s/*.json for the target; return how each file fared. `on_pods` gets the pods read
-    (parsed) as soon as they are, before the events are listed; the other lists are written while
-    the events are listed, events.json after them."""
+    (parsed) as soon as they are, before the other lists have come back and the events are listed;
+    the other lists are written while the events are listed, events.json after them."""
     namespace = target_namespace(kube, target)
     with ThreadPoolExecutor(max_workers=PARALLEL_REQUESTS) as pool:
         pending = {k: pool.submit(_list, kube, k, namespace) for k in NAMESPACED_KINDS}
@@ -98,6 +98,11 @@ def collect_objects(
         outcomes["pods"] = _list(
             kube, "pods", namespace, label_selector=scope.pod_selector, field_selector=_name_field(scope.pod_name)
         )
+        # the collectors that need the pods (and the vLLM scrape interval) start now, beside the other lists
+        not_understood: list[SourceResult] = []
+        pods_list = outcomes["pods"]
+        pods = _parsed_pods(pods_list if isinstance(pods_list, dict) else None, not_understood)
+        on_pods(pods)
         outcomes.update({k: f.result() for k, f in pending.items()})
     if isinstance(outcomes["endpoints"], SourceResult):  # the same addresses, when Endpoints cannot be read
         outcomes["endpointslices"] = _list(kube, "endpointslices", namespace)
@@ -105,9 +110,7 @@ def collect_objects(
         outcomes["daemonsets"]["items"] = [d for d in outcomes["daemonsets"]["items"] if _is_gpu_daemonset(d)]
 
     lists = {k: v for k, v in outcomes.items() if isinstance(v, dict)}
-    results = [v for v in outcomes.values() if isinstance(v, SourceResult)]
-    pods = _parsed_pods(lists.get("pods"), results)
-    on_pods(pods)
+    results = [v for v in outcomes.values() if isinstance(v, SourceResult)] + not_understood
     # the lists in hand are written (and redacted: a fleet's pods.json takes a second of CPU) while the
     # API server answers the events lists, not after them
     with ThreadPoolExecutor(max_workers=1) as writer:

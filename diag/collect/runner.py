@@ -3,7 +3,8 @@
 Every collector that needs nothing from Kubernetes (vLLM, Ray and Prometheus given by URL, this
 host's GPUs) starts at once, beside the phase-1 collector that reads the Kubernetes objects; those
 that need the pod list (logs, GPU exec, servers found in pods) start as soon as it has parsed the
-pods, while it still lists the events and writes its files. A hung API server therefore takes no time
+pods, while it still reads the other lists and the events and writes its files: the vLLM scrape
+interval passes beside that work. A hung API server therefore takes no time
 from the sources given by URL. The Kubernetes collectors wait for one
 short GET /version (the pre-flight): when the API server is not there they never start, and one
 line naming the server and context stands for them all. Each collector has a timeout of its

@@ -4,9 +4,10 @@ Finding the servers is the Kubernetes collector's job; it hands over endpoints b
 `pod_endpoint` (through the API server's pod proxy), and `--vllm-url` gives `url_endpoint`. All
 servers are read at once, so the scrape interval is paid once, not once per server: each server's
 reads are steps, due when its previous read has ended (its second /metrics `scrape_interval_s` after
-its first began), run by at most MAX_READS_AT_ONCE threads, as many as the Kubernetes client keeps
-connections (diag/collect/kube.py). A read that has run SLOW_READ_S no longer counts against that
-bound, so a hung server holds up the others by at most SLOW_READ_S, never by its timeout.
+its first answered, so the recorded scrape times are at least the interval apart), run by at most
+MAX_READS_AT_ONCE threads, as many as the Kubernetes client keeps connections (diag/collect/kube.py).
+A read that has run SLOW_READ_S no longer counts against that bound, so a hung server holds up the
+others by at most SLOW_READ_S, never by its timeout.
 
 For a URL on this machine's loopback the listening process's argv is written too
 (vllm/<name>.cmdline.txt): the engine flags of a server that has no pod spec to read them from.
@@ -95,10 +96,10 @@ def _server_steps(endpoint: VllmEndpoint, sink: Sink, target: Target, out: list[
     """One server's reads, one per step; each yield says when the next step is due (monotonic).
     Its results go to `out` when the last step has run."""
     timeout = target.source_timeout_s
-    start = time.monotonic()
     scrapes = _Scrapes(endpoint, sink, max(1, target.scrapes))
     scrapes.take(timeout)
-    yield time.monotonic()
+    first_answered = time.monotonic()  # at or after the first read's recorded time
+    yield first_answered
     results = [_read_health(endpoint, sink, timeout)]
     yield time.monotonic()
     results.append(_read_models(endpoint, sink, timeout))
@@ -107,7 +108,7 @@ def _server_steps(endpoint: VllmEndpoint, sink: Sink, target: Target, out: list[
     for n in range(1, scrapes.wanted):
         if scrapes.stopped:
             break
-        yield start + n * target.scrape_interval_s
+        yield first_answered + n * target.scrape_interval_s
         scrapes.take(timeout)
     out.extend([scrapes.result(), *results])
 
@@ -201,6 +202,7 @@ class _Scrapes:
         attempt = self.kept + len(self.problems) + 1
         try:
             status, body = self.endpoint.get("/metrics", timeout)
+            answered = time.time()  # the scrape's time for counter rates: not after its redaction
         except Unreachable as e:
             self.problems.append(f"read {attempt}: {e.detail}")
             self.stopped = True
@@ -210,7 +212,7 @@ class _Scrapes:
             return
         suffix = "metrics.txt" if self.kept == 0 else f"metrics.{self.kept}.txt"
         self.sink.write(f"vllm/{self.endpoint.name}.{suffix}", body)
-        self.sink.record_scrape(self.endpoint.name)
+        self.sink.record_scrape(self.endpoint.name, answered)
         self.kept += 1
 
     def result(self) -> SourceResult:

@@ -188,7 +188,7 @@ def _rule(path: Path, raw: Any) -> Rule:
     )
     try:
         rule.program = compiled(rule.when)
-        rule.check = precheck.compile_check(rule.when)
+        rule.check = _checked_at_first_use(rule)
         if rule.links:
             compiled(rule.links)
         for text in [*rule.evidence, rule.remediation]:
@@ -197,6 +197,18 @@ def _rule(path: Path, raw: Any) -> Rule:
     except ValueError as e:
         raise RuleError(f"{where}: CEL does not compile ({str(e).splitlines()[0]})") from e
     return rule
+
+
+def _checked_at_first_use(rule: Rule) -> Callable[[dict[str, Any]], Any]:
+    """The Python check of a rule's condition, compiled when a subject first needs it: most runs
+    evaluate only some of the rules (CEL has checked the text; what compile_check cannot read it
+    leaves to CEL)."""
+
+    def first(variables: dict[str, Any]) -> Any:
+        rule.check = precheck.compile_check(rule.when)
+        return rule.check(variables)
+
+    return first
 
 
 _programs: dict[str, cel.Program] = {}

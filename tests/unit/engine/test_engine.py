@@ -159,3 +159,14 @@ def test_a_map_cut_to_the_keys_rules_read_answers_as_the_whole_one(tmp_path: Pat
     ]
     assert result.outcomes["TEST-002"].detail == "1 of 3; 1 could not be decided"
     assert result.outcomes["TEST-003"].status == "error" and "no_such_signal" in result.outcomes["TEST-003"].detail
+
+
+def test_a_rules_python_check_is_compiled_at_its_first_use_and_answers_as_compiled(tmp_path: Path) -> None:
+    from diag.engine import precheck
+
+    (rule,) = load_rules([write_rules(tmp_path)])
+    stub = rule.check
+    variables = {"vllm_server": {"metrics": {"requests_waiting": 7}}, "settings": {"queue_waiting_min": 5}}
+    assert stub(variables) is True
+    assert rule.check is not stub  # compiled once, kept on the rule
+    assert rule.check(variables) is precheck.compile_check(rule.when)(variables) is True
