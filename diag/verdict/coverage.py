@@ -305,20 +305,20 @@ def _vllm_gaps(snap: Snapshot) -> list[Gap]:
             pod = snap.pod(server.pod) if server.pod else None
             if pod is not None and pod.phase != "Running":
                 continue  # nothing to scrape yet: the pod's own state speaks
-            where = (
-                word(server.url)
-                if server.url
-                else (
-                    f"http://<{word(server.pod)} IP>:8000/metrics"
-                    if server.pod
-                    else word(f"{server.name}:8000/metrics")
-                )
-            )
+            if server.url:
+                command = f"curl -s {word(server.url)}"
+            elif server.pod:  # through the API server's pod proxy: the pod's IP is seldom reachable
+                namespace, _, name = server.pod.partition("/")
+                port = (server.engine_args.port if server.engine_args else None) or 8000  # vLLM's default
+                proxied = f"/api/v1/namespaces/{namespace}/pods/{name}:{port}/proxy/metrics"
+                command = f"kubectl get --raw {word(proxied)} > {word(f'vllm/{server.name}.metrics.txt')}"
+            else:
+                command = f"curl -s {word(f'http://{server.name}:8000/metrics')}"
             found.append(
                 Gap(
                     f"vllm/{server.name}.metrics.txt",
                     f"no /metrics read of vLLM server {server.name}",
-                    f"curl -s {where}",
+                    command,
                     links=link,
                 )
             )
@@ -373,7 +373,8 @@ def _gpu_gaps(snap: Snapshot) -> list[Gap]:
         Gap(
             f"gpu/{node}.xml",
             f"no GPU data of node {node}, where serving pods run",
-            f"kubectl debug {word('node/' + node)} -- nvidia-smi -q -x (or exec it in a GPU pod there)",
+            f"kubectl debug {word('node/' + node)} --attach --image=busybox --profile=sysadmin -- "
+            f"chroot /host nvidia-smi -q -x > {word(f'gpu/{node}.xml')}",
             links=(f"node:{node}",),
         )
         for node in wanted
