@@ -835,6 +835,8 @@ def _raycluster(cluster: RayClusterSpec, index: Lookups) -> dict:
     return plain(cluster, drop=("events",)) | {
         "events": event_facts(cluster.events, clock),
         "kubectl_kind": cluster.kind.lower(),
+        # the RayCluster its pods name in their ray.io/cluster label (a RayService's is generated)
+        "pods_cluster": cluster.active_cluster or cluster.pending_cluster or cluster.name,
         "operator_errors": [
             f"{e.reason}: {e.message}"
             for e in current_events(cluster.events, clock)
