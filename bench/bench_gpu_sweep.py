@@ -73,7 +73,7 @@ def time_local(runs: int, env: dict[str, str] | None = None) -> list[float]:
             done = subprocess.run(
                 [sys.executable, "-m", "diag.collect.gpu", out],
                 cwd=REPO,
-                env=(env or os.environ) | {"PYTHONPATH": str(REPO)},
+                env=_with_repo(env or dict(os.environ)),
                 capture_output=True,
                 text=True,
                 check=False,
@@ -82,6 +82,10 @@ def time_local(runs: int, env: dict[str, str] | None = None) -> list[float]:
             if done.returncode != 0:
                 raise SystemExit(f"python -m diag.collect.gpu failed: {done.stderr[-500:]}")
     return took
+
+
+def _with_repo(env: dict[str, str]) -> dict[str, str]:
+    return env | {"PYTHONPATH": os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)}
 
 
 def _standin_env(tools: Path) -> dict[str, str]:
