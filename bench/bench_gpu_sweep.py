@@ -72,9 +72,8 @@ def _log_bytes(files: dict[str, bytes]) -> int:
     answer apart (on loopback every node serves the same capture, which would compress away)."""
     by_node: dict[str, dict[str, str]] = {}
     for rel, data in files.items():
-        by_node.setdefault(rel.split("/")[-1].split(".")[0], {})[rel] = base64.b64encode(
-            zlib.compress(data, 6)
-        ).decode()
+        node = rel.removeprefix("gpu/").removesuffix(".nvml.json").removesuffix(".xid.txt").rsplit(".", 1)[0]
+        by_node.setdefault(node, {})[rel] = base64.b64encode(zlib.compress(data, 6)).decode()
     return sum(len(base64.b64encode(zlib.compress(json.dumps([{"files": f}]).encode()))) for f in by_node.values())
 
 
