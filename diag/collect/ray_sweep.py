@@ -33,6 +33,8 @@ _NODE_MODULES = ("diag.core.errors", "diag.parsers.gpu_common", "diag.collect.gp
 _ROOT = Path(__file__).resolve().parents[2]
 _ENDED = ("SUCCEEDED", "FAILED", "STOPPED")
 SOURCE = "ray/gpu-sweep"
+_POLL_S = 0.5
+_REWRITE_WATCH_S = 3.0  # three of the job manager's checks of the supervisor (one a second)
 
 # Runs on the head as the job's driver, with the cluster's own Ray and Python. Kept to what every Ray
 # release since 2.9 has: ray.nodes(), NodeAffinitySchedulingStrategy, ray.wait, ray.cancel.
@@ -149,21 +151,33 @@ def _wait(base: str, submission: str, deadline: float) -> str:
         if time.monotonic() > deadline:
             requests.post(f"{base}/api/jobs/{submission}/stop", timeout=30.0)
             return "STOPPED (past the sweep's deadline)"
-        time.sleep(0.5)
+        time.sleep(_POLL_S)
 
 
 def _remove(base: str, submission: str) -> None:
-    """Delete the job's record; a job still stopping is deleted once it has ended."""
+    """Delete the job's record; a job still stopping is deleted once it has ended.
+
+    Ray's job manager checks the job's supervisor actor once a second, and when it finds it gone while
+    the record is missing it writes the record again (FAILED, "Job supervisor actor died"). A record
+    deleted the moment the job ended can so come back: deletes go on until none has come back for
+    _REWRITE_WATCH_S."""
     import requests
 
-    for _ in range(20):
+    quiet_since: float | None = None
+    for _ in range(20 + int(_REWRITE_WATCH_S / _POLL_S)):
         try:
-            if requests.delete(f"{base}/api/jobs/{submission}", timeout=10.0).status_code in (200, 404):
-                return
-            requests.post(f"{base}/api/jobs/{submission}/stop", timeout=10.0)
+            answer = requests.delete(f"{base}/api/jobs/{submission}", timeout=10.0).status_code
+            if answer == 200:
+                quiet_since = time.monotonic()
+            elif answer == 404 and quiet_since is None:
+                quiet_since = time.monotonic()
+            elif answer != 404:
+                requests.post(f"{base}/api/jobs/{submission}/stop", timeout=10.0)
         except requests.RequestException:
             return
-        time.sleep(0.5)
+        if quiet_since is not None and time.monotonic() - quiet_since >= _REWRITE_WATCH_S:
+            return
+        time.sleep(_POLL_S)
 
 
 def _payload(spec: Sweep) -> str:
