@@ -154,7 +154,7 @@ BY_KIND = {row.kind: row for row in KUBE_LISTS}
 NVML_FILE = "gpu/<host>.nvml.json"
 SMI_XML_FILE = "gpu/<host>.xml"
 VLLM_SCRAPE_FILE = "vllm/<server>.metrics[.<n>].txt"
-_RAY_HEAD = "kubectl exec <ray-head-pod> -- "
+_ON_HEAD = "   # on the Ray head"
 _RAY_LIST = "--detail --format json"
 _DASHBOARD = "curl -s http://<ray-head>:8265"
 _VLLM = "curl -s http://<pod IP>:8000"
@@ -175,7 +175,7 @@ SOURCES: tuple[Source, ...] = (
         "ray",
         readers.ray_status_text,
         "lines",
-        f"{_RAY_HEAD}ray status > ray/status.txt",
+        f"ray status > ray/status.txt{_ON_HEAD}",
         "diag/collect/ray.py",
         group="ray/status",
     ),
@@ -192,7 +192,7 @@ SOURCES: tuple[Source, ...] = (
         "ray/nodes.json",
         "ray",
         readers.ray_nodes,
-        command=f"{_RAY_HEAD}ray list nodes {_RAY_LIST} > ray/nodes.json",
+        command=f"ray list nodes {_RAY_LIST} > ray/nodes.json{_ON_HEAD}",
         collector="diag/collect/ray.py",
     ),
     Source(
@@ -207,14 +207,14 @@ SOURCES: tuple[Source, ...] = (
         "ray/actors.json",
         "ray",
         readers.ray_actors,
-        command=f"{_RAY_HEAD}ray list actors {_RAY_LIST} > ray/actors.json",
+        command=f"ray list actors {_RAY_LIST} > ray/actors.json{_ON_HEAD}",
         collector="diag/collect/ray.py",
     ),
     Source(
         "ray/placement_groups.json",
         "ray",
         readers.ray_placement_groups,
-        command=f"{_RAY_HEAD}ray list placement-groups {_RAY_LIST} > ray/placement_groups.json",
+        command=f"ray list placement-groups {_RAY_LIST} > ray/placement_groups.json{_ON_HEAD}",
         collector="diag/collect/ray.py",
     ),
     Source(
@@ -350,7 +350,9 @@ class Folder:
 
 
 FOLDERS = (
-    Folder("k8s", "kubernetes", "kubernetes", "Kubernetes", "collect it again: kubectl get <kind> -o json", False),
+    Folder(
+        "k8s", "kubernetes", "kubernetes", "Kubernetes", "collect it again with kubectl get (its kind) -o json", False
+    ),
     Folder(
         "ray",
         "ray",

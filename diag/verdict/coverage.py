@@ -82,8 +82,7 @@ _REMEDY_BY_NAME = {
     "with the bundle; the sources above say which files were read",
     "bundle": "check the bundle (what it holds: tar tzvf, ls -lR); raise "
     "settings.bundle_max_* in .llmdiag.yaml only for a bundle you trust",
-    "kubernetes": "check the kubeconfig and its context: kubectl config "
-    "current-context; kubectl get pods -n <namespace>",
+    "kubernetes": "check the kubeconfig and its context: kubectl config current-context; kubectl get pods {ns}",
 }
 
 
@@ -219,13 +218,13 @@ class _LogFiles:
         return f"collect it again: {found} > {word(name)}" if found else None
 
 
-def _remedy_for(name: str, ns: str = "-n <namespace>") -> str:
+def _remedy_for(name: str, ns: str = "-A") -> str:
     """The command that writes this file again where one is known, else what to do for its kind."""
     if (remedy := layout.remedy(name, ns)) is not None:
         return remedy
     for prefix, remedy in _REMEDY_BY_NAME.items():
         if name.startswith(prefix):
-            return remedy
+            return remedy.replace("{ns}", ns)
     return f"check the {name} collector's access (llmdiag collect prints why it failed)"
 
 
@@ -466,7 +465,7 @@ def _state(snap: Snapshot, name: str) -> str:
 def _namespace_flag(snap: Snapshot) -> str:
     """The namespaces to collect again: those the manifest says were collected; without a manifest
     that says, those the bundle's pods, workloads, Services and pod events are in (-A for several,
-    as kubectl lists one namespace or all)."""
+    as kubectl lists one namespace or all, and for none known: every namespace is a command that runs)."""
     namespaces = (
         (snap.manifest.get("kubernetes") or {}).get("namespaces")
         if isinstance(snap.manifest.get("kubernetes"), dict)
@@ -478,7 +477,7 @@ def _namespace_flag(snap: Snapshot) -> str:
         return "-A"
     if len(namespaces) == 1:
         return f"-n {word(namespaces[0])}"
-    return "-n <namespace>"
+    return "-A"
 
 
 def _namespaces_seen(snap: Snapshot) -> set[str]:

@@ -53,7 +53,10 @@ def test_a_deciding_kubernetes_source_lost_makes_it_inconclusive(tmp_path: Path,
     [
         ("k8s/nodes.json", "kubectl get nodes -o json > k8s/nodes.json"),
         ("k8s/pods.json", "kubectl get pods -n {ns} -o json > k8s/pods.json"),
-        ("ray/actors.json", "kubectl exec <ray-head-pod> -- ray list actors --detail --format json > ray/actors.json"),
+        (
+            "ray/actors.json",
+            "ray list actors --detail --format json > ray/actors.json   # on the Ray head",
+        ),
     ],
 )
 def test_a_damaged_file_is_remedied_with_the_command_that_writes_it(tmp_path: Path, source: str, command: str) -> None:
@@ -91,11 +94,12 @@ def test_a_manifest_without_namespaces_and_objects_of_one_namespace_names_it(tmp
     assert _pods_remedy(bundle) == "collect it again: kubectl get pods -n llm -o json > k8s/pods.json"
 
 
-def test_a_bundle_that_names_no_namespace_anywhere_keeps_the_placeholder(tmp_path: Path) -> None:
+def test_a_bundle_that_names_no_namespace_anywhere_asks_for_every_namespace(tmp_path: Path) -> None:
+    """No placeholder in a printed command: with no namespace known, -A is one that runs as printed."""
     bundle = tmp_path / "bundle"
     (bundle / "k8s").mkdir(parents=True)
     (bundle / "k8s/pods.json").write_text("{")
-    assert _pods_remedy(bundle) == "collect it again: kubectl get pods -n <namespace> -o json > k8s/pods.json"
+    assert _pods_remedy(bundle) == "collect it again: kubectl get pods -A -o json > k8s/pods.json"
 
 
 def test_a_pod_list_that_matched_nothing_is_not_healthy(tmp_path: Path) -> None:
