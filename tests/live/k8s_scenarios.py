@@ -289,8 +289,10 @@ def run_printed_commands(cluster: ControlPlane, report: dict) -> list[tuple[str,
             failed.append((command, "not a complete command"))
             continue
         verb = _verb(argv)
-        if verb not in _READS + _WRITES:
-            continue  # logs, exec, debug: a container that runs (kwok's do not); edit: a person at an editor
+        if verb not in _READS + _WRITES or any("/proxy/" in w for w in argv):
+            # logs, exec, debug and a pod's proxied /metrics need a container that runs (kwok's do not);
+            # edit needs a person at an editor
+            continue
         if verb in _WRITES:
             argv.append("--dry-run=server")
         done = cluster.kubectl(*argv, check=False)
