@@ -26,13 +26,21 @@ def serving_links(snap: Snapshot) -> set[str] | None:
     pods = serving_pods(snap)
     links = {f"pod:{p.key}" for p in pods}
     links |= {f"workload:{p.namespace}/{p.workload_name}" for p in pods if p.workload_name}
-    links |= {f"workload:{w.namespace}/{w.name}" for w in snap.workloads if w.template_gpus > 0}  # even with no pod yet
+    if not _pods_selected(snap):  # a workload with no pod yet; where pods were chosen, only those count
+        links |= {f"workload:{w.namespace}/{w.name}" for w in snap.workloads if w.template_gpus > 0}
     links |= {f"node:{p.node_name}" for p in pods if p.node_name}
     if snap.pods_listed_in() is None or any(not p.node_name and p.phase == "Pending" for p in pods):
         links |= {f"node:{n.name}" for n in snap.nodes if is_gpu_node(n)}
     if not links and not (snap.vllm_servers or snap.ray_nodes or snap.ray_actors or snap.gpus or snap.ray_clusters):
         return None
     return links
+
+
+def _pods_selected(snap: Snapshot) -> bool:
+    """Whether the collection chose pods by label or by name (`-l`, `--pod`): then the namespace's other
+    workloads are not what the question is about."""
+    selectors = snap.manifest.get("selectors")
+    return isinstance(selectors, dict) and bool(selectors.get("label") or selectors.get("pod"))
 
 
 def serving_pods(snap: Snapshot) -> list[Pod]:
