@@ -193,3 +193,17 @@ def test_a_parse_that_runs_past_its_cpu_seconds_fails_by_name_and_the_rest_is_re
     assert status.recovered is None  # not read a second time for its complete items
     assert snap.sources["ray/actors.json"].status == "ok"
     assert time.process_time() - started < 5
+
+
+def test_a_budget_overrun_swallowed_inside_the_block_still_fails_it() -> None:
+    """The timer's exception can land inside a garbage-collector callback or a broad `except`; the block
+    is over its budget all the same when it ends."""
+    from diag.bundle.budget import cpu_limited
+
+    with pytest.raises(OverBudget, match="took more than 0.05 s of CPU"), cpu_limited(0.05, "spinning"):
+        started = time.process_time()
+        while time.process_time() - started < 0.5:
+            try:
+                sum(range(1000))
+            except OverBudget:
+                pass
