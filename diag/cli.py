@@ -594,6 +594,107 @@ def _why_nothing(bundle: Bundle) -> str:
 
 
 @app.command()
+@with_global_flags
+@with_target
+def serve(
+    target,
+    state_dir: Path = typer.Option(..., "--state-dir", help="Where the kept reports live (a folder; made if absent)."),
+    every: str = typer.Option("60s", "--every", help="Triage on this period, e.g. 60s, 5m."),
+    deadline: str | None = typer.Option(
+        None,
+        "--deadline",
+        help="Each triage's limit: the collection's --timeout and --source-timeout are held under it "
+        "(default: four fifths of --every).",
+    ),
+    listen: str = typer.Option("0.0.0.0:8080", "--listen", help="HOST:PORT to serve on."),
+    keep_reports: int = typer.Option(100, "--keep-reports", min=1, help="How many reports to keep."),
+    keep_bytes: int = typer.Option(
+        64 * 1024 * 1024, "--keep-bytes", min=1024, help="How many bytes the kept reports may take (default 64 MiB)."
+    ),
+    alert_token_file: Path | None = typer.Option(
+        None,
+        "--alert-token-file",
+        help="The bearer token /alertmanager asks for, in a file (or env LLMDIAG_ALERT_TOKEN); "
+        "without one /alertmanager refuses every request.",
+    ),
+    alert_rate: str = typer.Option(
+        "6/10m", "--alert-rate", help="At most N alert triages per window, as N/DURATION (default 6/10m)."
+    ),
+    notify_url_file: Path | None = typer.Option(
+        None,
+        "--notify-url-file",
+        help="An outgoing webhook's URL, in a file (or env LLMDIAG_NOTIFY_URL): each alert's verdict, and a "
+        "change of the scheduled verdict, POSTed as JSON with a Slack-compatible `text`.",
+    ),
+    external_url: str = typer.Option(
+        "", "--external-url", help="This server's URL as the webhook's readers reach it, to link the report."
+    ),
+    rules: list[Path] | None = RulesOpt,
+    config: Path | None = ConfigOpt,
+    min_severity: str | None = MinSeverityOpt,
+    since: str | None = SinceOpt,
+) -> None:
+    """Stay up: triage on a schedule and for each Alertmanager alert, keep the reports, serve /metrics,
+    /reports, /alertmanager, /healthz and /readyz (docs/serve.md)."""
+    import logging
+
+    from diag.serve import http, notify
+    from diag.serve.alerts import parse_rate
+    from diag.serve.service import Service, Settings
+    from diag.serve.store import Limits, ReportStore
+
+    gc.enable()  # a long-lived process: what an analysis leaves in cycles must be collected
+    every_s = _seconds("--every", every, "the period")
+    assert every_s is not None
+    deadline_s = _seconds("--deadline", deadline, "the deadline") or every_s * 0.8
+    if deadline_s > every_s:
+        raise UserError("--deadline: longer than --every, a cycle could still run when the next is due")
+    host, _, port = listen.rpartition(":")
+    if not host or not port.isdigit():
+        raise UserError(f"--listen: {listen!r} is not HOST:PORT")
+    try:
+        alert_limit = parse_rate(alert_rate)
+        notify_url = notify.read_url(
+            str(notify_url_file) if notify_url_file else None, os.environ.get("LLMDIAG_NOTIFY_URL")
+        )
+    except (ValueError, OSError) as e:
+        raise UserError(f"serve: {e}") from None
+    token = _secret(alert_token_file, "LLMDIAG_ALERT_TOKEN", "--alert-token-file")
+    target.since_s = _seconds("--since", since, "the window")
+    settings = Settings(
+        every_s=every_s,
+        deadline_s=deadline_s,
+        target=target,
+        config=_config(config, min_severity, since),
+        rule_dirs=list(rules or []),
+        alert_limit=alert_limit,
+        notify_url=notify_url,
+        external_url=external_url,
+    )
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
+    store = ReportStore(state_dir, Limits(keep_reports, keep_bytes))
+    service = Service(settings, store)
+
+    def started(address: tuple[str, int]) -> None:
+        logging.getLogger("llmdiag.serve").info("serving on http://%s:%s", *address[:2])
+
+    http.run(service, host.strip("[]"), int(port), token, started)
+
+
+def _secret(path: Path | None, env: str, flag: str) -> str | None:
+    """A secret from its file (whitespace around it dropped) or the environment; never from a flag's value."""
+    if path is None:
+        return os.environ.get(env, "").strip() or None
+    try:
+        value = path.read_text(encoding="utf-8").strip()
+    except OSError as e:
+        raise UserError(f"{flag}: cannot read {path}: {e.strerror}") from None
+    if not value:
+        raise UserError(f"{flag}: {path} is empty")
+    return value
+
+
+@app.command()
 def layout() -> None:
     """The files a bundle may hold, and the command that makes each by hand (for a hand-made bundle)."""
     from diag.bundle.layout import render

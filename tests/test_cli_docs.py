@@ -11,7 +11,7 @@ import pytest
 from tests.test_cli import llmdiag
 
 ROOT = Path(__file__).resolve().parent.parent
-COMMANDS = ["", "analyze", "triage", "collect", "layout", "rules", "rules list", "rules show", "rules docs"]
+COMMANDS = ["", "analyze", "triage", "collect", "serve", "layout", "rules", "rules list", "rules show", "rules docs"]
 FLAG = re.compile(r"^--?[a-zA-Z][\w-]*$")
 
 

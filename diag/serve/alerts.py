@@ -1,0 +1,139 @@
+"""Alertmanager's webhook (its `webhook_config` payload, version "4"): the firing alerts, the scope each
+one's labels give a triage, and the gate that deduplicates and rate-limits the triages they ask for.
+
+An alert's `namespace` and `pod` labels narrow the triage as `-n` and `--pod` do; `instance` picks the
+`--vllm-url` server it names (host:port), when it names one; `service` and `job` are kept with the report
+as what the alert was about. Alerts with the same scope share one triage.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from diag.collect.base import Target
+from diag.snapshot.clock import parse_duration
+
+WEBHOOK_VERSION = "4"
+SCOPE_LABELS = ("namespace", "pod", "service", "job", "instance")
+
+
+class PayloadError(ValueError):
+    """The body is not an Alertmanager webhook payload; the message says why, in one line."""
+
+
+@dataclass(frozen=True)
+class Alert:
+    fingerprint: str
+    status: str  # firing | resolved
+    name: str  # the alertname label
+    starts_at: str
+    labels: dict[str, str]
+
+    def record(self) -> dict[str, Any]:
+        return {"fingerprint": self.fingerprint, "alertname": self.name, "startsAt": self.starts_at,
+                "labels": self.labels}  # fmt: skip
+
+
+def parse_webhook(body: bytes) -> list[Alert]:
+    try:
+        payload = json.loads(body)
+    except ValueError as e:
+        raise PayloadError(f"not JSON: {e}") from None
+    if not isinstance(payload, dict):
+        raise PayloadError("not a JSON object")
+    if payload.get("version") != WEBHOOK_VERSION:
+        raise PayloadError(f"webhook version {payload.get('version')!r}; this receiver reads version 4")
+    alerts = payload.get("alerts")
+    if not isinstance(alerts, list):
+        raise PayloadError("no alerts list")
+    return [_alert(n, raw) for n, raw in enumerate(alerts)]
+
+
+def _alert(n: int, raw: Any) -> Alert:
+    if not isinstance(raw, dict):
+        raise PayloadError(f"alerts[{n}] is not an object")
+    labels = raw.get("labels")
+    if not isinstance(labels, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
+        raise PayloadError(f"alerts[{n}].labels is not a map of strings")
+    status, starts_at, fingerprint = raw.get("status"), raw.get("startsAt", ""), raw.get("fingerprint")
+    if status not in ("firing", "resolved"):
+        raise PayloadError(f"alerts[{n}].status is {status!r}, not firing or resolved")
+    if not isinstance(starts_at, str):
+        raise PayloadError(f"alerts[{n}].startsAt is not a string")
+    if not isinstance(fingerprint, str) or not fingerprint:
+        # Alertmanager has sent one since 0.19; before that, the labels are what identifies an alert
+        fingerprint = hashlib.sha256(json.dumps(labels, sort_keys=True).encode()).hexdigest()[:16]
+    return Alert(fingerprint, status, labels.get("alertname", ""), starts_at, dict(labels))
+
+
+def scope_of(alert: Alert) -> dict[str, str]:
+    """The labels of `alert` that scope a triage, as the report keeps them."""
+    return {k: alert.labels[k] for k in SCOPE_LABELS if alert.labels.get(k)}
+
+
+def scoped_target(base: Target, scope: dict[str, str]) -> Target:
+    """`base` (serve's own flags) narrowed to what the alert is about."""
+    changes: dict[str, Any] = {}
+    if "namespace" in scope:
+        changes.update(namespace=scope["namespace"], all_namespaces=False)
+    if "pod" in scope:
+        changes["pod"] = scope["pod"]
+    if "instance" in scope:
+        named = [u for u in base.vllm_urls if urlsplit(u).netloc == scope["instance"]]
+        if named:
+            changes["vllm_urls"] = named
+    return dataclasses.replace(base, **changes)
+
+
+class Gate:
+    """Which firing alerts start a triage: one per (fingerprint, startsAt) while it is kept (Alertmanager
+    sends a firing alert again every repeat_interval and with each change to its group), and at most
+    `limit` triages per `window_s` in all."""
+
+    def __init__(self, limit: int, window_s: float, seen: set[tuple[str, str]] | None = None) -> None:
+        self.limit = limit
+        self.window_s = window_s
+        self._seen = set(seen or ())
+        self._started: deque[float] = deque()
+        self._lock = threading.Lock()
+
+    def admit(self, alerts: list[Alert], now: float | None = None) -> tuple[str, list[Alert]]:
+        """`(outcome, new alerts)` for alerts of one scope: `triaged`, `deduplicated` (all seen) or
+        `rate_limited`; `triaged` marks them seen."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            new = [a for a in alerts if (a.fingerprint, a.starts_at) not in self._seen]
+            if not new:
+                return "deduplicated", []
+            while self._started and now - self._started[0] >= self.window_s:
+                self._started.popleft()
+            if len(self._started) >= self.limit:
+                return "rate_limited", new
+            self._started.append(now)
+            self._seen.update((a.fingerprint, a.starts_at) for a in new)
+            return "triaged", new
+
+    def forget(self, alerts: list[Alert]) -> None:
+        """A triage that could not be queued: the alert may ask again."""
+        with self._lock:
+            self._seen.difference_update((a.fingerprint, a.starts_at) for a in alerts)
+
+
+def parse_rate(text: str) -> tuple[int, float]:
+    """`N/DURATION` (e.g. `6/10m`) as (N, seconds)."""
+    count, _, window = text.partition("/")
+    try:
+        limit, seconds = int(count), parse_duration(window, "the window")
+    except ValueError as e:
+        raise ValueError(f"{text!r} is not N/DURATION, e.g. 6/10m ({e})") from None
+    if limit < 1 or seconds <= 0:
+        raise ValueError(f"{text!r}: at least one triage over a window longer than zero")
+    return limit, seconds

@@ -1,0 +1,202 @@
+"""The triages `llmdiag serve` runs: on a schedule, and for alerts; each kept with what it answers.
+
+A triage is `llmdiag triage`'s own: `collect_live` then `analyze_bundle`. Every one is bounded by the
+cycle deadline (the collection's whole timeout, and each source's, are held under it): a source that
+hangs is that source's failed line at the deadline, and the next cycle starts on time. Cycles start on
+a fixed grid (`every`); a tick that finds the previous scheduled cycle still running is counted skipped,
+never queued behind it. Collections may run side by side (a scheduled one and an alert's); the analyses
+take turns, so at most one analysis' memory is held at a time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from diag.analyze import Report, analyze_bundle, compile_rules
+from diag.collect.base import Target
+from diag.collect.runner import collect_live
+from diag.engine.config import Config
+from diag.report.json_report import render_json
+from diag.report.markdown import render_markdown
+from diag.serve import metrics, notify
+from diag.serve.alerts import Alert, Gate, scope_of, scoped_target
+from diag.serve.store import ReportStore, new_id
+
+log = logging.getLogger("llmdiag.serve")
+ALERT_QUEUE = 16  # alert triages waiting; past it an alert is counted queue_full and may ask again
+
+
+@dataclass
+class Settings:
+    every_s: float
+    deadline_s: float
+    target: Target
+    config: Config
+    rule_dirs: list[Path] = field(default_factory=list)
+    alert_limit: tuple[int, float] = (6, 600.0)
+    notify_url: str | None = None
+    external_url: str = ""  # where /reports/<id> is reachable, for the webhook's message
+
+
+Triage = Callable[[Target], Report]
+
+
+class Service:
+    def __init__(self, settings: Settings, store: ReportStore, triage: Triage | None = None) -> None:
+        self.settings = settings
+        self.store = store
+        self.counters = metrics.Counters()
+        self._triage = triage or self._collect_and_analyze
+        self._analysis = threading.Lock()
+        self._scheduled_running = threading.Event()
+        self._alerts: queue.Queue[tuple[dict[str, str], list[Alert]]] = queue.Queue(ALERT_QUEUE)
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.last_tick: float | None = None  # monotonic time the schedule loop last ran
+        self.ready = threading.Event()
+        seen = {
+            (a["fingerprint"], a["startsAt"]) for meta in store.listing() for a in meta.get("alerts", [])
+        }  # a restart triages no alert again that a kept report answers
+        self.gate = Gate(*settings.alert_limit, seen=seen)
+
+    # ------------------------------------------------------------------ the one triage
+
+    def _bounded(self, target: Target) -> Target:
+        deadline = self.settings.deadline_s
+        return dataclasses.replace(
+            target,
+            total_timeout_s=min(target.total_timeout_s, deadline),
+            source_timeout_s=min(target.source_timeout_s, deadline),
+        )
+
+    def _collect_and_analyze(self, target: Target) -> Report:
+        bundle = collect_live(target)
+        with self._analysis:
+            return analyze_bundle(bundle, self.settings.config, self.settings.rule_dirs)
+
+    def run_triage(self, trigger: str, target: Target, extra: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """Triage `target`, keep the report; its meta, or None when the triage failed (counted, logged)."""
+        started, clock = time.time(), time.monotonic()
+        try:
+            report = self._triage(self._bounded(target))
+            report_json, markdown = render_json(report), render_markdown(report)
+        except Exception as e:  # one failed cycle is a counted error; the loop and the server go on
+            self.counters.inc("llmdiag_cycles_total", trigger=trigger, outcome="error")
+            log.error("%s triage failed: %s: %s", trigger, type(e).__name__, e)
+            return None
+        meta = {
+            "id": new_id(trigger, started),
+            "trigger": trigger,
+            "started_at": started,
+            "finished_at": time.time(),
+            "duration_seconds": round(time.monotonic() - clock, 3),
+            **metrics.summarize(report),
+            **(extra or {}),
+        }
+        kept = self.store.add(meta, report_json, markdown)
+        self.counters.inc("llmdiag_cycles_total", trigger=trigger, outcome="ok")
+        log.info("%s triage %s: %s", trigger, kept.id, meta["verdict"]["status"])
+        return kept.meta
+
+    # ------------------------------------------------------------------ schedule
+
+    def start(self) -> None:
+        compile_rules(self.settings.rule_dirs)
+        self.ready.set()
+        for name, loop in (("schedule", self._schedule_loop), ("alerts", self._alert_loop)):
+            thread = threading.Thread(target=loop, name=f"llmdiag-serve-{name}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _schedule_loop(self) -> None:
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            self.last_tick = time.monotonic()
+            if self._scheduled_running.is_set():
+                self.counters.inc("llmdiag_cycles_total", trigger="schedule", outcome="skipped")
+            else:
+                self._scheduled_running.set()
+                threading.Thread(target=self._scheduled_cycle, name="llmdiag-serve-cycle", daemon=True).start()
+            next_at += self.settings.every_s
+            now = time.monotonic()
+            while next_at <= now:  # ticks the process slept through (a suspended VM) are not made up
+                next_at += self.settings.every_s
+            self._stop.wait(next_at - now)
+
+    def _scheduled_cycle(self) -> None:
+        try:
+            previous = self.store.latest("schedule")
+            meta = self.run_triage("schedule", self.settings.target)
+            if meta is not None and previous is not None and previous["verdict"]["status"] != meta["verdict"]["status"]:
+                self._notify(meta)
+        finally:
+            self._scheduled_running.clear()
+
+    def healthy(self) -> bool:
+        """The schedule loop ticked within two periods (it does not wait for cycles, so only a stuck
+        process misses that)."""
+        return self.last_tick is not None and time.monotonic() - self.last_tick < 2 * self.settings.every_s + 5
+
+    # ------------------------------------------------------------------ alerts
+
+    def receive(self, alerts: list[Alert]) -> dict[str, list[str]]:
+        """Sort a webhook's alerts into triages (one per scope); answer what became of each fingerprint."""
+        answer: dict[str, list[str]] = {}
+        by_scope: dict[tuple[tuple[str, str], ...], list[Alert]] = {}
+        for alert in alerts:
+            self.counters.inc("llmdiag_alerts_received_total", status=alert.status)
+            if alert.status == "firing":
+                by_scope.setdefault(tuple(sorted(scope_of(alert).items())), []).append(alert)
+        for scope, group in by_scope.items():
+            outcome, new = self.gate.admit(group)
+            if outcome == "triaged":
+                try:
+                    self._alerts.put_nowait((dict(scope), new))
+                except queue.Full:
+                    self.gate.forget(new)
+                    outcome = "queue_full"
+            self.counters.inc("llmdiag_alert_triages_total", outcome=outcome)
+            answer.setdefault(outcome, []).extend(a.fingerprint for a in group)
+        return answer
+
+    def _alert_loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                scope, alerts = self._alerts.get(timeout=1.0)
+            except queue.Empty:
+                continue
+            target = scoped_target(self.settings.target, scope)
+            meta = self.run_triage("alert", target, {"scope": scope, "alerts": [a.record() for a in alerts]})
+            if meta is not None:
+                self._notify(meta)
+
+    def _notify(self, meta: dict[str, Any]) -> None:
+        url = self.settings.notify_url
+        if url is None:
+            return
+        link = (
+            f"{self.settings.external_url.rstrip('/')}/reports/{meta['id']}"
+            if self.settings.external_url
+            else meta["id"]
+        )
+        problem = notify.post(url, notify.message(meta, link))
+        self.counters.inc("llmdiag_notifications_total", outcome="failed" if problem else "sent")
+        if problem:
+            log.warning("outgoing webhook: %s", problem)
+
+    # ------------------------------------------------------------------ metrics
+
+    def exposition(self) -> str:
+        latest = {t: self.store.latest(t) for t in metrics.TRIGGERS}
+        return metrics.render(latest, self.counters, self.store.totals())

@@ -1,0 +1,179 @@
+"""diag/serve/service.py: triages kept with what they answer, failures counted, alerts gated, the
+schedule on time whatever a cycle does, and the outgoing webhook."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from diag.collect.base import Target
+from diag.engine.config import Config
+from diag.serve.alerts import Alert
+from diag.serve.service import Service, Settings
+from diag.serve.store import Limits, ReportStore
+
+
+def settings(**changes) -> Settings:
+    base = {"every_s": 60.0, "deadline_s": 30.0, "target": Target(vllm_urls=["http://127.0.0.1:1"]),
+            "config": Config(), "alert_limit": (2, 600.0)}  # fmt: skip
+    return Settings(**(base | changes))
+
+
+def alert(fingerprint: str, status: str = "firing", **labels: str) -> Alert:
+    return Alert(
+        fingerprint, status, "VLLMQueueBuilding", "2026-12-07T00:00:00Z", {"alertname": "VLLMQueueBuilding", **labels}
+    )
+
+
+def wait_for(condition, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_a_triage_is_kept_with_its_verdict_and_the_target_held_under_the_deadline(tmp_path: Path, fault_report) -> None:
+    seen: list[Target] = []
+    service = Service(
+        settings(deadline_s=7.0), ReportStore(tmp_path, Limits()), lambda t: seen.append(t) or fault_report
+    )
+    meta = service.run_triage("schedule", service.settings.target)
+    assert meta is not None and meta["verdict"]["rule"] == "K8S-505" and meta["exit_code"] == 2
+    assert seen[0].total_timeout_s == 7.0 and seen[0].source_timeout_s == 7.0
+    assert json.loads(service.store.body(meta["id"], markdown=False))["verdict"]["rule"] == "K8S-505"
+    assert service.store.body(meta["id"], markdown=True).startswith(b"#")
+    assert service.counters.get("llmdiag_cycles_total", trigger="schedule", outcome="ok") == 1
+
+
+def test_a_triage_that_raises_is_counted_and_keeps_nothing(tmp_path: Path) -> None:
+    def broken(target: Target):
+        raise RuntimeError("boom")
+
+    service = Service(settings(), ReportStore(tmp_path, Limits()), broken)
+    assert service.run_triage("schedule", service.settings.target) is None
+    assert service.store.listing() == []
+    assert service.counters.get("llmdiag_cycles_total", trigger="schedule", outcome="error") == 1
+
+
+def test_alerts_of_one_scope_share_a_triage_scoped_by_their_labels(tmp_path: Path, fault_report) -> None:
+    seen: list[Target] = []
+    service = Service(settings(), ReportStore(tmp_path, Limits()), lambda t: seen.append(t) or fault_report)
+    answer = service.receive([alert("a", namespace="llm", pod="p-0"), alert("b", namespace="llm", pod="p-0"),
+                              alert("c", "resolved", namespace="llm")])  # fmt: skip
+    assert answer == {"triaged": ["a", "b"]}
+    service.start()
+    try:
+        wait_for(lambda: service.store.latest("alert") is not None)
+    finally:
+        service.stop()
+    (target,) = seen[-1:]
+    assert (target.namespace, target.pod, target.all_namespaces) == ("llm", "p-0", False)
+    meta = service.store.latest("alert")
+    assert meta["scope"] == {"namespace": "llm", "pod": "p-0"}
+    assert [a["fingerprint"] for a in meta["alerts"]] == ["a", "b"]
+    assert service.counters.get("llmdiag_alerts_received_total", status="resolved") == 1
+
+
+def test_an_alert_sent_again_is_deduplicated_and_a_storm_of_them_rate_limited(tmp_path: Path, fault_report) -> None:
+    service = Service(settings(alert_limit=(2, 600.0)), ReportStore(tmp_path, Limits()), lambda t: fault_report)
+    assert service.receive([alert("a", namespace="one")]) == {"triaged": ["a"]}
+    assert service.receive([alert("a", namespace="one")]) == {"deduplicated": ["a"]}
+    assert service.receive([alert("b", namespace="two")]) == {"triaged": ["b"]}
+    assert service.receive([alert("c", namespace="three")]) == {"rate_limited": ["c"]}
+    assert service.counters.get("llmdiag_alert_triages_total", outcome="rate_limited") == 1
+
+
+def test_after_a_restart_an_alert_a_kept_report_answers_is_not_triaged_again(tmp_path: Path, fault_report) -> None:
+    first = Service(settings(), ReportStore(tmp_path, Limits()), lambda t: fault_report)
+    first.run_triage("alert", first.settings.target, {"scope": {}, "alerts": [alert("a").record()]})
+    again = Service(settings(), ReportStore(tmp_path, Limits()), lambda t: fault_report)
+    assert again.receive([alert("a")]) == {"deduplicated": ["a"]}
+    assert 'llmdiag_verdict{trigger="alert"' in again.exposition()
+
+
+def test_a_cycle_that_outlives_its_period_skips_ticks_and_the_grid_holds(tmp_path: Path, fault_report) -> None:
+    starts: list[float] = []
+    release = threading.Event()
+
+    def slow(target: Target):
+        starts.append(time.monotonic())
+        if len(starts) == 1:
+            release.wait(5)
+        return fault_report
+
+    service = Service(settings(every_s=0.3), ReportStore(tmp_path, Limits()), slow)
+    service.start()
+    try:
+        wait_for(lambda: service.counters.get("llmdiag_cycles_total", trigger="schedule", outcome="skipped") >= 2)
+        assert service.healthy()
+        release.set()
+        wait_for(lambda: len(starts) >= 3)
+    finally:
+        service.stop()
+    gaps = [round((b - starts[1]) / 0.3, 1) for b in starts[2:3]]
+    assert gaps == [1.0], starts  # after the slow one, back on the 0.3 s grid
+
+
+def test_the_outgoing_webhook_gets_the_verdict_with_a_slack_text(tmp_path: Path, fault_report) -> None:
+    got: list[dict] = []
+
+    class Receiver(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            got.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    receiver = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=receiver.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{receiver.server_address[1]}/hook"
+    service = Service(settings(notify_url=url, external_url="http://llmdiag:8080"), ReportStore(tmp_path, Limits()),
+                      lambda t: fault_report)  # fmt: skip
+    service.receive([alert("f1", namespace="llm")])
+    service.start()
+    try:
+        wait_for(lambda: got)
+    finally:
+        service.stop()
+        receiver.shutdown()
+    (body,) = got
+    meta = service.store.latest("alert")
+    assert body["report"] == meta["id"] and body["verdict"]["rule"] == "K8S-505"
+    assert body["fingerprints"] == ["f1"]
+    assert body["text"].startswith("llmdiag fault for VLLMQueueBuilding: kubernetes layer")
+    assert f"http://llmdiag:8080/reports/{meta['id']}" in body["text"]
+    assert service.counters.get("llmdiag_notifications_total", outcome="sent") == 1
+
+
+@pytest.mark.parametrize("status", [500, None])
+def test_a_webhook_that_fails_is_counted(tmp_path: Path, fault_report, status: int | None) -> None:
+    class Refuser(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.send_response(status or 500)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    refuser = ThreadingHTTPServer(("127.0.0.1", 0), Refuser)
+    port = refuser.server_address[1]
+    if status is None:
+        refuser.server_close()  # nothing listens
+    else:
+        threading.Thread(target=refuser.serve_forever, daemon=True).start()
+    service = Service(settings(notify_url=f"http://127.0.0.1:{port}/"), ReportStore(tmp_path, Limits()),
+                      lambda t: fault_report)  # fmt: skip
+    service.run_triage("alert", service.settings.target)
+    service._notify(service.store.latest("alert"))
+    assert service.counters.get("llmdiag_notifications_total", outcome="failed") == 1
+    if status is not None:
+        refuser.shutdown()
