@@ -27,7 +27,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 {{- end -}}
 
-{{/* The pod of a run; `.root` is the chart's context, `.namespace` the namespace to triage ("" for all). */}}
+{{/* The pod of a run; `.root` is the chart's context, `.namespace` the namespace to triage ("" for all);
+`.serve` true: the pod of the `llmdiag serve` Deployment instead of a one-shot triage. */}}
 {{- define "llmdiag.podTemplate" -}}
 {{- $v := .root.Values -}}
 metadata:
@@ -39,7 +40,7 @@ metadata:
   {{- end }}
 spec:
   serviceAccountName: {{ include "llmdiag.serviceAccountName" .root }}
-  restartPolicy: Never
+  restartPolicy: {{ if .serve }}Always{{ else }}Never{{ end }}
   {{- with $v.imagePullSecrets }}
   imagePullSecrets:
     {{- toYaml . | nindent 4 }}
@@ -56,13 +57,37 @@ spec:
       imagePullPolicy: {{ $v.image.pullPolicy }}
       command: ["llmdiag"]
       args:
+        {{- if .serve }}
+        - serve
+        - --listen=0.0.0.0:{{ $v.serve.port }}
+        - --state-dir=/var/lib/llmdiag
+        - --every={{ $v.serve.every }}
+        {{- with $v.serve.deadline }}
+        - --deadline={{ . }}
+        {{- end }}
+        - --keep-reports={{ $v.serve.keepReports }}
+        - --keep-bytes={{ $v.serve.keepBytes | int64 }}
+        - --alert-rate={{ $v.serve.alertRate }}
+        {{- if $v.serve.alertToken.existingSecret }}
+        - --alert-token-file=/etc/llmdiag-alert/{{ $v.serve.alertToken.key }}
+        {{- end }}
+        {{- if $v.serve.notifyUrl.existingSecret }}
+        - --notify-url-file=/etc/llmdiag-notify/{{ $v.serve.notifyUrl.key }}
+        {{- end }}
+        {{- with $v.serve.externalUrl }}
+        - --external-url={{ . }}
+        {{- end }}
+        {{- else }}
         - triage
+        {{- end }}
         {{- if .namespace }}
         - --namespace={{ .namespace }}
         {{- else }}
         - --all-namespaces
         {{- end }}
+        {{- if not .serve }}
         - --output=json
+        {{- end }}
         - --no-local-gpu
         {{- with $v.triage.selector }}
         - --selector={{ . }}
@@ -89,8 +114,20 @@ spec:
               name: {{ . }}
               key: {{ $v.triage.prometheusToken.key }}
         {{- end }}
+      {{- if .serve }}
+      ports:
+        - name: http
+          containerPort: {{ $v.serve.port }}
+      livenessProbe:
+        httpGet: {path: /healthz, port: http}
+        periodSeconds: 30
+        failureThreshold: 3
+      readinessProbe:
+        httpGet: {path: /readyz, port: http}
+        periodSeconds: 10
+      {{- end }}
       resources:
-        {{- toYaml $v.resources | nindent 8 }}
+        {{- toYaml (.serve | default false | ternary $v.serve.resources $v.resources) | nindent 8 }}
       securityContext:
         allowPrivilegeEscalation: false
         readOnlyRootFilesystem: true
@@ -104,10 +141,46 @@ spec:
           mountPath: /etc/llmdiag
           readOnly: true
         {{- end }}
+        {{- if .serve }}
+        - name: state
+          mountPath: /var/lib/llmdiag
+        {{- if $v.serve.alertToken.existingSecret }}
+        - name: alert-token
+          mountPath: /etc/llmdiag-alert
+          readOnly: true
+        {{- end }}
+        {{- if $v.serve.notifyUrl.existingSecret }}
+        - name: notify-url
+          mountPath: /etc/llmdiag-notify
+          readOnly: true
+        {{- end }}
+        {{- end }}
   volumes:
     - name: tmp
       emptyDir:
         sizeLimit: {{ $v.tmpSizeLimit }}
+    {{- if .serve }}
+    - name: state
+      {{- if $v.serve.state.existingClaim }}
+      persistentVolumeClaim:
+        claimName: {{ $v.serve.state.existingClaim }}
+      {{- else }}
+      emptyDir:
+        sizeLimit: {{ $v.serve.state.sizeLimit }}
+      {{- end }}
+    {{- with $v.serve.alertToken.existingSecret }}
+    - name: alert-token
+      secret:
+        secretName: {{ . }}
+        defaultMode: 0400
+    {{- end }}
+    {{- with $v.serve.notifyUrl.existingSecret }}
+    - name: notify-url
+      secret:
+        secretName: {{ . }}
+        defaultMode: 0400
+    {{- end }}
+    {{- end }}
     {{- if $v.config }}
     - name: config
       configMap:
@@ -140,6 +213,9 @@ spec:
 {{- define "llmdiag.checkValues" -}}
 {{- if not (has .Values.rbac.scope (list "cluster" "namespace")) -}}
 {{- fail (printf "rbac.scope must be cluster or namespace, not %q" .Values.rbac.scope) -}}
+{{- end -}}
+{{- if and .Values.serve.enabled (gt (len .Values.namespaces) 1) -}}
+{{- fail "serve triages one namespace or all of them: list at most one in namespaces" -}}
 {{- end -}}
 {{- if and (eq .Values.rbac.scope "namespace") (not .Values.namespaces) -}}
 {{- fail "rbac.scope=namespace grants pods/exec only in the namespaces triaged: list them in namespaces" -}}
