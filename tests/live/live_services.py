@@ -293,10 +293,14 @@ def standin_launcher(work: Path) -> Iterator[Callable[..., StandIn]]:
     (package / "api_server.py").symlink_to(STANDIN)
 
     def start(
-        scenario: str = "kv-cache-small", health: int | None = None, extra_flags: tuple[str, ...] = ()
+        scenario: str = "kv-cache-small",
+        health: int | None = None,
+        extra_flags: tuple[str, ...] = (),
+        port: int | None = None,
     ) -> StandIn:
+        """`port`: the port a stopped stand-in had, for a server that comes back with other answers."""
         recording = recorded(scenario)
-        port = free_port()
+        port = port or free_port()
         argv = [sys.executable, "-m", STANDIN_MODULE, *recording.engine_flags(), *extra_flags,
                 "--host", LOOPBACK, "--port", str(port)]  # fmt: skip
         env = {**os.environ, "PYTHONPATH": str(shim), "LLMDIAG_STANDIN_RECORDING": str(recording.prefix)}
