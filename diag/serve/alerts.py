@@ -23,6 +23,7 @@ from diag.snapshot.clock import parse_duration
 
 WEBHOOK_VERSION = "4"
 SCOPE_LABELS = ("namespace", "pod", "service", "job", "instance")
+SEEN_KEPT = 10_000  # alerts remembered as triaged; a long-lived process forgets the oldest
 
 
 class PayloadError(ValueError):
@@ -101,7 +102,8 @@ class Gate:
     def __init__(self, limit: int, window_s: float, seen: set[tuple[str, str]] | None = None) -> None:
         self.limit = limit
         self.window_s = window_s
-        self._seen = set(seen or ())
+        # insertion-ordered, so that past SEEN_KEPT the oldest are forgotten first
+        self._seen: dict[tuple[str, str], None] = dict.fromkeys(sorted(seen or ()))
         self._started: deque[float] = deque()
         self._lock = threading.Lock()
 
@@ -118,13 +120,16 @@ class Gate:
             if len(self._started) >= self.limit:
                 return "rate_limited", new
             self._started.append(now)
-            self._seen.update((a.fingerprint, a.starts_at) for a in new)
+            self._seen.update(dict.fromkeys((a.fingerprint, a.starts_at) for a in new))
+            for oldest in list(self._seen)[: max(0, len(self._seen) - SEEN_KEPT)]:
+                del self._seen[oldest]
             return "triaged", new
 
     def forget(self, alerts: list[Alert]) -> None:
         """A triage that could not be queued: the alert may ask again."""
         with self._lock:
-            self._seen.difference_update((a.fingerprint, a.starts_at) for a in alerts)
+            for a in alerts:
+                self._seen.pop((a.fingerprint, a.starts_at), None)
 
 
 def parse_rate(text: str) -> tuple[int, float]:

@@ -110,7 +110,7 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         for name, value in (headers or {}).items():
             self.send_header(name, value)
-        if status in (411, 413):
+        if status in (411, 413) or (self.command == "POST" and status in (401, 403, 404)):  # a body left unread
             self.send_header("Connection", "close")
             self.close_connection = True
         self.end_headers()

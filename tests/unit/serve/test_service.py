@@ -177,3 +177,17 @@ def test_a_webhook_that_fails_is_counted(tmp_path: Path, fault_report, status: i
     assert service.counters.get("llmdiag_notifications_total", outcome="failed") == 1
     if status is not None:
         refuser.shutdown()
+
+
+def test_a_change_of_the_scheduled_verdict_is_sent_on_and_a_repeat_is_not(
+    tmp_path: Path, fault_report, healthy_report, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent: list[dict] = []
+    monkeypatch.setattr("diag.serve.notify.post", lambda url, body: sent.append(body))
+    answers = iter([healthy_report, healthy_report, fault_report])
+    service = Service(settings(notify_url="http://hook"), ReportStore(tmp_path, Limits()), lambda t: next(answers))
+    for _ in range(3):
+        service._scheduled_running.set()
+        service._scheduled_cycle()
+    assert [b["verdict"]["status"] for b in sent] == ["fault"]
+    assert sent[0]["trigger"] == "schedule"

@@ -1,0 +1,56 @@
+"""diag/serve/alerts.py: Alertmanager's payload, the scope of an alert, the gate."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from diag.collect.base import Target
+from diag.serve import alerts
+from diag.serve.alerts import Alert, Gate, PayloadError, parse_rate, parse_webhook, scoped_target
+
+
+def test_a_payload_without_fingerprints_is_identified_by_its_labels() -> None:
+    body = {"version": "4", "alerts": [{"status": "firing", "labels": {"alertname": "A", "pod": "p"}, "startsAt": "t"}]}
+    (alert,) = parse_webhook(json.dumps(body).encode())
+    (again,) = parse_webhook(json.dumps(body).encode())
+    assert alert.fingerprint == again.fingerprint and len(alert.fingerprint) == 16 and alert.name == "A"
+
+
+@pytest.mark.parametrize("body", [b"[]", b'{"version": "4"}', b'{"version": "4", "alerts": [{"status": "x"}]}'])
+def test_what_is_not_a_payload_is_one_line(body: bytes) -> None:
+    with pytest.raises(PayloadError):
+        parse_webhook(body)
+
+
+def test_the_labels_narrow_the_target_and_an_instance_picks_its_server() -> None:
+    base = Target(all_namespaces=True, vllm_urls=["http://10.0.0.1:8000", "http://10.0.0.2:8000"])
+    scoped = scoped_target(base, {"namespace": "llm", "pod": "p-0", "instance": "10.0.0.2:8000"})
+    assert (scoped.namespace, scoped.all_namespaces, scoped.pod) == ("llm", False, "p-0")
+    assert scoped.vllm_urls == ["http://10.0.0.2:8000"]
+    assert scoped_target(base, {"instance": "10.9.9.9:9400"}).vllm_urls == base.vllm_urls
+    assert base.all_namespaces and base.pod is None
+
+
+def test_the_gate_forgets_the_oldest_past_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(alerts, "SEEN_KEPT", 2)
+    gate = Gate(limit=100, window_s=60)
+    for name in "abc":
+        assert gate.admit([Alert(name, "firing", "", "t", {})])[0] == "triaged"
+    assert gate.admit([Alert("c", "firing", "", "t", {})])[0] == "deduplicated"
+    assert gate.admit([Alert("a", "firing", "", "t", {})])[0] == "triaged"
+
+
+def test_the_rate_window_slides() -> None:
+    gate = Gate(limit=1, window_s=60)
+    assert gate.admit([Alert("a", "firing", "", "t", {})], now=0)[0] == "triaged"
+    assert gate.admit([Alert("b", "firing", "", "t", {})], now=59)[0] == "rate_limited"
+    assert gate.admit([Alert("b", "firing", "", "t", {})], now=60)[0] == "triaged"
+
+
+def test_rates_are_n_over_a_duration() -> None:
+    assert parse_rate("6/10m") == (6, 600.0)
+    for bad in ("6", "0/1m", "x/1m", "6/0s"):
+        with pytest.raises(ValueError):
+            parse_rate(bad)
