@@ -129,20 +129,26 @@ def collect(
     return sink.bundle, results
 
 
+def kube_access(target: Target) -> KubeAccess:
+    """The API client for `target`'s kubeconfig, context and flags; KubeError when none can be made."""
+    from diag.collect.kube import REQUEST_TIMEOUT_S, KubeAccess
+
+    return KubeAccess(
+        target.kubeconfig,
+        target.context,
+        request_timeout_s=target.request_timeout_s or REQUEST_TIMEOUT_S,
+        max_answer_bytes=target.max_answer_bytes,
+        impersonate_user=target.impersonate_user,
+        impersonate_groups=tuple(target.impersonate_groups),
+        credential_timeout_s=min(target.source_timeout_s, target.total_timeout_s),
+    )
+
+
 def _connect(target: Target, collectors: list[Collector]) -> tuple[KubeAccess | None, list[SourceResult]]:
-    from diag.collect.kube import REQUEST_TIMEOUT_S, KubeAccess, KubeError
+    from diag.collect.kube import KubeError
 
     try:
-        kube = KubeAccess(
-            target.kubeconfig,
-            target.context,
-            request_timeout_s=target.request_timeout_s or REQUEST_TIMEOUT_S,
-            max_answer_bytes=target.max_answer_bytes,
-            impersonate_user=target.impersonate_user,
-            impersonate_groups=tuple(target.impersonate_groups),
-            credential_timeout_s=min(target.source_timeout_s, target.total_timeout_s),
-        )
-        return kube, []
+        return kube_access(target), []
     except KubeError as e:
         asked = any(
             (target.kubeconfig, target.context, target.namespace, target.selector, target.pod, target.ray_cluster)

@@ -1,9 +1,10 @@
 """Alertmanager's webhook (its `webhook_config` payload, version "4"): the firing alerts, the scope each
 one's labels give a triage, and the gate that deduplicates and rate-limits the triages they ask for.
 
-An alert's `namespace` and `pod` labels narrow the triage as `-n` and `--pod` do; `instance` picks the
-`--vllm-url` server it names (host:port), when it names one; `service` and `job` are kept with the report
-as what the alert was about. Alerts with the same scope share one triage.
+An alert's `namespace` and `pod` labels narrow the triage as `-n` and `--pod` do; `service` (with
+`namespace`) narrows it to the pods that Service selects, as `-l` with its selector does; `instance` picks
+the `--vllm-url` server it names (host:port), when it names one; `job` is kept with the report as what
+the alert was about. Alerts with the same scope share one triage.
 """
 
 from __future__ import annotations
@@ -80,9 +81,29 @@ def scope_of(alert: Alert) -> dict[str, str]:
     return {k: alert.labels[k] for k in SCOPE_LABELS if alert.labels.get(k)}
 
 
-def scoped_target(base: Target, scope: dict[str, str]) -> Target:
-    """`base` (serve's own flags) narrowed to what the alert is about."""
+def service_selector(target: Target, namespace: str, name: str) -> str | None:
+    """The label selector of Service `namespace/name` (one read-only list, by name), as `-l` takes it;
+    None where there is none to read (no such Service, none set, or no API server)."""
+    from diag.collect.kube import KubeError
+    from diag.collect.runner import kube_access
+
+    try:
+        services = kube_access(target).list_json("services", namespace, field_selector=f"metadata.name={name}")
+    except KubeError:
+        return None
+    for item in services["items"]:
+        selector = (item.get("spec") or {}).get("selector")
+        if isinstance(selector, dict) and selector:
+            return ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
+    return None
+
+
+def scoped_target(base: Target, scope: dict[str, str], selector: str | None = None) -> Target:
+    """`base` (serve's own flags) narrowed to what the alert is about; `selector`: that of the alert's
+    Service (`service_selector`), which narrows the pods as `-l` does."""
     changes: dict[str, Any] = {}
+    if selector is not None:
+        changes["selector"] = ",".join(s for s in (base.selector, selector) if s)
     if "namespace" in scope:
         changes.update(namespace=scope["namespace"], all_namespaces=False)
     if "pod" in scope:

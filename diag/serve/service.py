@@ -27,7 +27,7 @@ from diag.engine.config import Config
 from diag.report.json_report import render_json
 from diag.report.markdown import render_markdown
 from diag.serve import metrics, notify
-from diag.serve.alerts import Alert, Gate, scope_of, scoped_target
+from diag.serve.alerts import Alert, Gate, scope_of, scoped_target, service_selector
 from diag.serve.store import ReportStore, new_id
 
 log = logging.getLogger("llmdiag.serve")
@@ -176,8 +176,13 @@ class Service:
                 scope, alerts = self._alerts.get(timeout=1.0)
             except queue.Empty:
                 continue
-            target = scoped_target(self.settings.target, scope)
-            meta = self.run_triage("alert", target, {"scope": scope, "alerts": [a.record() for a in alerts]})
+            selector = None
+            if "service" in scope and "namespace" in scope:
+                selector = service_selector(self._bounded(self.settings.target), scope["namespace"], scope["service"])
+            extra = {"scope": scope, "alerts": [a.record() for a in alerts]}
+            if selector is not None:
+                extra["selector"] = selector
+            meta = self.run_triage("alert", scoped_target(self.settings.target, scope, selector), extra)
             if meta is not None:
                 self._notify(meta)
 

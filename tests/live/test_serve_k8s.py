@@ -1,6 +1,7 @@
 """`llmdiag serve` against the real control plane (tests/live/k8s_cluster.py): an Alertmanager payload
-whose alert names a namespace and a pod scopes the triage to them, as `-n` and `--pod` do, and the
-verdict of that scope is on /metrics with its namespace."""
+whose alert names a namespace and a pod scopes the triage to them, as `-n` and `--pod` do, one that
+names a Service to the pods it selects, as `-l` does; the verdict of that scope is on /metrics with its
+namespace."""
 
 from __future__ import annotations
 
@@ -22,13 +23,13 @@ NS = "serve-scope"
 FIXTURE = "k8s-service-target-port-unresolved"
 
 
-def post_alert(url: str, labels: dict[str, str]) -> dict:
+def post_alert(url: str, labels: dict[str, str], fingerprint: str = "0f1e2d3c4b5a6978") -> dict:
     payload = {"version": "4", "groupKey": "{}:{alertname=\"VLLMDown\"}", "truncatedAlerts": 0, "status": "firing",
                "receiver": "llmdiag", "groupLabels": {"alertname": "VLLMDown"}, "commonLabels": labels,
                "commonAnnotations": {}, "externalURL": "http://alertmanager:9093",
                "alerts": [{"status": "firing", "labels": {"alertname": "VLLMDown", **labels}, "annotations": {},
                            "startsAt": "2026-12-07T01:00:00Z", "endsAt": "0001-01-01T00:00:00Z",
-                           "generatorURL": "", "fingerprint": "0f1e2d3c4b5a6978"}]}  # fmt: skip
+                           "generatorURL": "", "fingerprint": fingerprint}]}  # fmt: skip
     headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
     request = urllib.request.Request(f"{url}/alertmanager", json.dumps(payload).encode(), headers, method="POST")
     with urllib.request.urlopen(request, timeout=10) as answer:
@@ -69,4 +70,14 @@ def test_an_alerts_namespace_and_pod_scope_its_triage(control_plane: ControlPlan
         assert post_alert(url, {"namespace": NS, "pod": pod, "service": "qwen"}) == {
             "deduplicated": ["0f1e2d3c4b5a6978"]
         }
+        # the Service alone: its selector stands for the pods (a second alert of the same Service)
+        assert post_alert(url, {"namespace": NS, "service": "qwen"}, "1a2b3c4d5e6f7081") == {
+            "triaged": ["1a2b3c4d5e6f7081"]
+        }
+        wait_for("the second alert's triage", lambda: len(reports(url, "alert")) == 2, 90)
+        latest = reports(url, "alert")[0]
+        assert latest["scope"] == {"namespace": NS, "service": "qwen"} and latest["selector"] == "app=qwen"
+        report = get_json(f"{url}/reports/{latest['id']}")
+        assert report["context"]["selectors"]["label"] == "app=qwen", report["context"]
+        assert (report["verdict"]["layer"], report["verdict"]["rule"]) == (want["layer"], want["rule"])
         assert http_get(f"{url}/healthz")[0] == 200

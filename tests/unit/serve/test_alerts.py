@@ -54,3 +54,9 @@ def test_rates_are_n_over_a_duration() -> None:
     for bad in ("6", "0/1m", "x/1m", "6/0s"):
         with pytest.raises(ValueError):
             parse_rate(bad)
+
+
+def test_a_services_selector_is_added_to_the_one_given() -> None:
+    assert scoped_target(Target(), {"namespace": "llm"}, "app=qwen").selector == "app=qwen"
+    assert scoped_target(Target(selector="tier=serving"), {}, "app=qwen").selector == "tier=serving,app=qwen"
+    assert scoped_target(Target(selector="tier=serving"), {}).selector == "tier=serving"
