@@ -1,11 +1,13 @@
 """The chart's `llmdiag serve` (values `serve.*`), rendered by the real helm: the Deployment and its
-Service, the ServiceMonitor and the PrometheusRule behind their values; the alerting rules checked by
-`promtool check rules` and unit-tested by `promtool test rules`; the objects pass the real API server's
-validation (tests/live/k8s_cluster.py)."""
+Service, the ServiceMonitor, the PrometheusRule and the Grafana dashboard behind their values; the
+alerting rules checked by `promtool check rules` and unit-tested by `promtool test rules`, the
+dashboard's queries parsed by promtool; the objects pass the real API server's validation
+(tests/live/k8s_cluster.py)."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -14,6 +16,9 @@ import pytest
 import yaml
 from k8s_cluster import ControlPlane
 from test_helm_chart import CHART, RELEASE_NS, helm_env, of_kind, render
+
+from diag.serve.metrics import Counters
+from diag.serve.metrics import render as render_metrics
 
 pytestmark = pytest.mark.live
 
@@ -146,7 +151,8 @@ def test_the_alerting_rules_fire_when_they_should_and_only_then(helm: Path, tmp_
 
 
 def test_helm_lint_is_clean_with_serve(helm: Path, tmp_path: Path) -> None:
-    (tmp_path / "values.yaml").write_text(yaml.safe_dump(MONITORED | {"namespaces": ["llm-serving"]}))
+    every = {"serve": MONITORED["serve"] | {"grafanaDashboard": {"enabled": True}}, "namespaces": ["llm-serving"]}
+    (tmp_path / "values.yaml").write_text(yaml.safe_dump(every))
     result = subprocess.run([str(helm), "lint", "--strict", str(CHART), f"--values={tmp_path / 'values.yaml'}"],
                             capture_output=True, text=True, timeout=120, env=helm_env(tmp_path))  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
@@ -164,3 +170,23 @@ def test_the_deployment_and_service_pass_server_validation(
     assert sorted(d["kind"] for d in accepted) == ["Deployment", "Service"]
     (deployment,) = [d for d in accepted if d["kind"] == "Deployment"]
     assert deployment["spec"]["template"]["spec"]["containers"][0]["terminationMessagePolicy"] == "File"
+
+
+def test_the_dashboard_reads_only_what_serve_exports_in_valid_promql(helm: Path, tmp_path: Path) -> None:
+    values = {"serve": SERVE["serve"] | {"grafanaDashboard": {"enabled": True}}}
+    (config_map,) = [d for d in of_kind(render(helm, tmp_path / "render", values=values), "ConfigMap")
+                     if d["metadata"]["name"].endswith("-dashboard")]  # fmt: skip
+    assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
+    dashboard = json.loads(config_map["data"]["llmdiag-serve.json"])
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    assert len(exprs) >= 10
+    exported = set(re.findall(r"^# TYPE (\w+) ", render_metrics({}, Counters(), (0, 0)), re.MULTILINE))
+    assert {n for e in exprs for n in re.findall(r"\bllmdiag_\w+", e)} <= exported
+    # Grafana's variables as Prometheus would get them, each query a recording rule for promtool to parse
+    queries = [e.replace("$__rate_interval", "5m").replace("$job", ".*") for e in exprs]
+    rules = {"groups": [{"name": "dashboard", "rules": [{"record": f"dashboard:q{n}", "expr": q}
+                                                        for n, q in enumerate(queries)]}]}  # fmt: skip
+    (tmp_path / "queries.yaml").write_text(yaml.safe_dump(rules))
+    checked = subprocess.run([promtool(), "check", "rules", str(tmp_path / "queries.yaml")],
+                             capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert checked.returncode == 0, checked.stdout + checked.stderr
