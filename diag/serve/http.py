@@ -22,6 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from diag.core.errors import UserError
 from diag.serve.alerts import PayloadError, parse_webhook
 from diag.serve.metrics import CONTENT_TYPE
 from diag.serve.service import Service
@@ -123,7 +124,10 @@ class Handler(BaseHTTPRequestHandler):
 
 def run(service: Service, host: str, port: int, token: str | None, started: Any = None) -> None:
     """Serve until SIGTERM or SIGINT; `started(address)` is called once the port is bound."""
-    server = Server((host, port), service, token)
+    try:
+        server = Server((host, port), service, token)
+    except OSError as e:
+        raise UserError(f"--listen: cannot listen on {host}:{port}: {e.strerror or e}") from None
     service.start()
 
     def stop(signum: int, frame: object) -> None:
