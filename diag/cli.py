@@ -629,6 +629,12 @@ def serve(
     external_url: str = typer.Option(
         "", "--external-url", help="This server's URL as the webhook's readers reach it, to link the report."
     ),
+    watch: bool = typer.Option(
+        True,
+        "--watch/--no-watch",
+        help="Keep the Kubernetes lists current with watches between cycles, so a cycle asks the API server "
+        "for what changed, not for every object again (--no-watch: list every cycle, as triage does).",
+    ),
     rules: list[Path] | None = RulesOpt,
     config: Path | None = ConfigOpt,
     min_severity: str | None = MinSeverityOpt,
@@ -670,6 +676,7 @@ def serve(
         alert_limit=alert_limit,
         notify_url=notify_url,
         external_url=external_url,
+        watch=watch,
     )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     store = ReportStore(state_dir, Limits(keep_reports, keep_bytes))

@@ -19,9 +19,9 @@ import json
 import os
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, urlsplit
 
 from diag.collect import exec_credential
@@ -34,6 +34,9 @@ from diag.collect.bounds import (
     read_capped,
     retry_after_s,
 )
+
+if TYPE_CHECKING:
+    from diag.collect.watch import WarmLists
 
 PAGE_SIZE = 500  # items per list request (limit/continue)
 # Connections kept to the API server: one for each request the collectors make at once (vllm.py's
@@ -149,6 +152,7 @@ class KubeAccess:
         for group in impersonate_groups:
             self._client.set_default_header("Impersonate-Group", group)
         self.server = self._configuration.host
+        self.warm: WarmLists | None = None  # lists kept current by watches, for a process that stays up
 
     def preflight(self, timeout_s: float) -> str | None:
         """GET /version once, without retries, within `timeout_s`: None when the API server answered
@@ -200,13 +204,39 @@ class KubeAccess:
         field_selector: str | None = None,
         max_items: int | None = None,
     ) -> dict:
-        """`kubectl get <kind> -o json` (namespace None: all namespaces, or a cluster-scoped kind)."""
+        """`kubectl get <kind> -o json` (namespace None: all namespaces, or a cluster-scoped kind); from
+        the watched copy of `warm` where one is set (diag/collect/watch.py)."""
+        max_items = max_items or MAX_ITEMS
+        if self.warm is not None:
+            return self.warm.list_json(self, kind, namespace, label_selector, field_selector, max_items)
+        items, cont, _ = self._list(kind, namespace, label_selector, field_selector, max_items)
+        metadata: dict[str, Any] = {"resourceVersion": ""}
+        if cont is not None:
+            metadata["continue"] = cont  # more exist: the cap was reached
+        return {"apiVersion": "v1", "items": items[:max_items], "kind": "List", "metadata": metadata}
+
+    def list_items(
+        self, kind: str, namespace: str | None, label_selector: str | None, field_selector: str | None
+    ) -> tuple[list[dict], str]:
+        """Every item of a list (no cap: a watched copy must hold them all) and its resourceVersion."""
+        items, _, version = self._list(kind, namespace, label_selector, field_selector, None)
+        return items, version
+
+    def _list(
+        self,
+        kind: str,
+        namespace: str | None,
+        label_selector: str | None,
+        field_selector: str | None,
+        max_items: int | None,
+    ) -> tuple[list[dict], str | None, str]:
+        """(items, the continue token where the cap stopped the paging, the list's resourceVersion)."""
         spec = KINDS.get(kind)
         if spec is None:
             raise KubeError(f"unknown kind {kind!r} (known: {', '.join(sorted(KINDS))})")
-        max_items = max_items or MAX_ITEMS
         items: list[dict] = []
         cont: str | None = None
+        version = ""
         while True:
             page = self._list_page(spec, namespace, label_selector, field_selector, cont)
             for item in page.get("items") or []:
@@ -214,13 +244,51 @@ class KubeAccess:
                     item.setdefault("apiVersion", spec.group_version)
                     item.setdefault("kind", spec.kind)
                     items.append(item)
-            cont = (page.get("metadata") or {}).get("continue") or None
-            if cont is None or len(items) >= max_items:
+            metadata = page.get("metadata") or {}
+            version = version or str(metadata.get("resourceVersion") or "")
+            cont = metadata.get("continue") or None
+            if cont is None or (max_items is not None and len(items) >= max_items):
                 break
-        metadata: dict[str, Any] = {"resourceVersion": ""}
-        if cont is not None:
-            metadata["continue"] = cont  # more exist: the cap was reached
-        return {"apiVersion": "v1", "items": items[:max_items], "kind": "List", "metadata": metadata}
+        return items, cont, version
+
+    def watch_lines(
+        self,
+        kind: str,
+        namespace: str | None,
+        label_selector: str | None,
+        field_selector: str | None,
+        version: str,
+        timeout_s: int,
+        slack_s: float,
+        on_line: Callable[[bytes], bool],
+    ) -> bool:
+        """Watch a list from `version`, each event's line to `on_line` until it answers False (then
+        False) or the server ends the watch after `timeout_s` (then True)."""
+        spec = KINDS[kind]
+        query = [("watch", "true"), ("allowWatchBookmarks", "true"), ("resourceVersion", version),
+                 ("timeoutSeconds", str(timeout_s))]  # fmt: skip
+        query += [(k, v) for k, v in (("labelSelector", label_selector), ("fieldSelector", field_selector)) if v]
+        what = f"watch {spec.kind}" + (f" in {namespace}" if namespace and spec.namespaced else "")
+        path = spec.path(namespace)
+        response = self._call(
+            what, lambda: self._send(path, query, {"Accept": "application/json"}, timeout_s + slack_s)
+        )
+        if not 200 <= response.status <= 299:
+            response.read()
+            raise KubeError(f"{what}: HTTP {response.status}", status=response.status)
+        stream = response.response  # the client's wrapper holds urllib3's response, unread
+        pending = b""
+        try:
+            for chunk in stream.stream(64 * 1024):
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    if line.strip() and not on_line(line):
+                        return False
+            return True
+        finally:
+            stream.close()
+            stream.release_conn()
 
     def _list_page(
         self,

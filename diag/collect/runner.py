@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from rich.text import Text
 
     from diag.collect.kube import KubeAccess
+    from diag.collect.watch import WarmLists
 
 MAX_PARALLEL_COLLECTORS = 12  # every default collector at once: none waits for a pool slot
 INTERRUPTED = "interrupted"
@@ -94,14 +95,17 @@ THREAD_PREFIX = "llmdiag-collect"
 
 
 def collect(
-    target: Target, collectors: list[Collector], progress: Console | None = None
+    target: Target, collectors: list[Collector], progress: Console | None = None, warm: WarmLists | None = None
 ) -> tuple[Bundle, list[SourceResult]]:
-    """Run `collectors` for `target` into a new in-memory bundle with manifest.json."""
+    """Run `collectors` for `target` into a new in-memory bundle with manifest.json; `warm`: the lists
+    kept current by watches of a process that collects again and again (diag/collect/watch.py)."""
     started = time.time()
     deadline = time.monotonic() + target.total_timeout_s
     redactor = Redactor()
     sink = _RunSink(Bundle(), redactor)
     kube, results = _connect(target, collectors)
+    if kube is not None:
+        kube.warm = warm
     ctx = CollectContext(target, sink, kube)
     view = _ProgressView(progress)
     pool = ThreadPoolExecutor(max_workers=MAX_PARALLEL_COLLECTORS, thread_name_prefix=THREAD_PREFIX)
@@ -392,9 +396,9 @@ def default_collectors(target: Target) -> list[Collector]:
     return collectors
 
 
-def collect_live(target: Target, progress: Console | None = None) -> Bundle:
-    """What `llmdiag triage` and `llmdiag collect` call: every source, one bundle."""
-    bundle, _ = collect(target, default_collectors(target), progress)
+def collect_live(target: Target, progress: Console | None = None, warm: WarmLists | None = None) -> Bundle:
+    """What `llmdiag triage`, `llmdiag collect` and `llmdiag serve` call: every source, one bundle."""
+    bundle, _ = collect(target, default_collectors(target), progress, warm)
     return bundle
 
 

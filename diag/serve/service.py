@@ -1,11 +1,13 @@
 """The triages `llmdiag serve` runs: on a schedule, and for alerts; each kept with what it answers.
 
-A triage is `llmdiag triage`'s own: `collect_live` then `analyze_bundle`. Every one is bounded by the
-cycle deadline (the collection's whole timeout, and each source's, are held under it): a source that
-hangs is that source's failed line at the deadline, and the next cycle starts on time. Cycles start on
-a fixed grid (`every`); a tick that finds the previous scheduled cycle still running is counted skipped,
-never queued behind it. Collections may run side by side (a scheduled one and an alert's); the analyses
-take turns, so at most one analysis' memory is held at a time.
+A triage is `llmdiag triage`'s own: `collect_live` then `analyze_bundle`; the Kubernetes lists come
+from copies that watches keep current between cycles (diag/collect/watch.py), unless `watch` is off.
+Every triage is bounded by the cycle deadline (the collection's whole timeout, and each source's, are
+held under it): a source that hangs is that source's failed line at the deadline, and the next cycle
+starts on time. Cycles start on a fixed grid (`every`); a tick that finds the previous scheduled cycle
+still running is counted skipped, never queued behind it. Collections may run side by side (a
+scheduled one and an alert's); the analyses take turns, so at most one analysis' memory is held at a
+time.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 from diag.analyze import Report, analyze_bundle, compile_rules
 from diag.collect.base import Target
 from diag.collect.runner import collect_live
+from diag.collect.watch import WarmLists
 from diag.engine.config import Config
 from diag.report.json_report import render_json
 from diag.report.markdown import render_markdown
@@ -42,6 +45,7 @@ class Settings:
     config: Config
     rule_dirs: list[Path] = field(default_factory=list)
     alert_limit: tuple[int, float] = (6, 600.0)
+    watch: bool = True  # keep the Kubernetes lists current with watches between cycles
     notify_url: str | None = None
     external_url: str = ""  # where /reports/<id> is reachable, for the webhook's message
 
@@ -55,6 +59,7 @@ class Service:
         self.store = store
         self.counters = metrics.Counters()
         self._triage = triage or self._collect_and_analyze
+        self.warm = WarmLists() if settings.watch else None
         self._analysis = threading.Lock()
         self._scheduled_running = threading.Event()
         self._alerts: queue.Queue[tuple[dict[str, str], list[Alert]]] = queue.Queue(ALERT_QUEUE)
@@ -78,7 +83,7 @@ class Service:
         )
 
     def _collect_and_analyze(self, target: Target) -> Report:
-        bundle = collect_live(target)
+        bundle = collect_live(target, warm=self.warm)
         with self._analysis:
             return analyze_bundle(bundle, self.settings.config, self.settings.rule_dirs)
 
@@ -118,6 +123,8 @@ class Service:
 
     def stop(self) -> None:
         self._stop.set()
+        if self.warm is not None:
+            self.warm.stop()
 
     def _schedule_loop(self) -> None:
         next_at = time.monotonic()

@@ -1,0 +1,157 @@
+"""Lists kept warm by watches, for a process that collects again and again (`llmdiag serve`).
+
+The first time a list is asked for (a kind, a namespace, its selectors) it is listed as `kubectl get`
+lists it; a watch from that list's resourceVersion then keeps a copy current in a thread of its own
+(ADDED, MODIFIED, DELETED; bookmarks move the resourceVersion). The next cycle's list is that copy,
+with no request: the API server is asked only for what changed. A watch that ends (the server's
+timeoutSeconds) is opened again from where it was; one that fails, or whose resourceVersion expired
+(410 Gone), leaves the copy stale, and the next cycle lists afresh and watches again. A copy that no
+cycle asks for in IDLE_S (the scope of an alert that passed) is dropped.
+
+A copy is a `kubectl get -o json` List: items in the API server's order (by namespace/name), each
+with apiVersion and kind, capped at the same number of items (metadata.continue set when more
+exist). Callers must not change the items: the next cycle hands out the same objects.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from diag.collect.kube import KubeAccess
+
+WATCH_TIMEOUT_S = 300  # the API server ends each watch after this; it is opened again at once
+READ_SLACK_S = 60.0  # past the server's timeout, a silent connection is taken for dead
+IDLE_S = 900.0  # a copy no cycle has asked for in this long is dropped and its watch ended
+Key = tuple[str, str | None, str | None, str | None]
+
+
+class WarmLists:
+    """Thread-safe; one per process, handed to every collection (`collect_live(..., warm=)`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._copies: dict[Key, _Copy] = {}
+        self._stopped = threading.Event()
+        self.lists = 0  # lists made (the first of each, and each after a watch failed)
+
+    def list_json(
+        self,
+        kube: KubeAccess,
+        kind: str,
+        namespace: str | None,
+        label_selector: str | None,
+        field_selector: str | None,
+        max_items: int,
+    ) -> dict:
+        key = (kind, namespace, label_selector, field_selector)
+        now = time.monotonic()
+        with self._lock:
+            copy = self._copies.get(key)
+            idle = [k for k, c in self._copies.items() if now - c.used > IDLE_S]
+            for k in idle:  # an alert's scope, not asked for again: its watch goes
+                self._copies.pop(k).retire()
+        if copy is None or not copy.current():
+            items, version = kube.list_items(kind, namespace, label_selector, field_selector)
+            copy = _Copy(kube, kind, namespace, label_selector, field_selector, items, version, self._stopped)
+            with self._lock:
+                old = self._copies.get(key)
+                self._copies[key] = copy
+                self.lists += 1
+            if old is not None:
+                old.retire()
+            copy.start()
+        copy.used = now
+        return copy.as_list(max_items)
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+
+def _key(item: dict) -> str:
+    meta = item.get("metadata") or {}
+    return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+
+
+class _Copy:
+    def __init__(
+        self,
+        kube: KubeAccess,
+        kind: str,
+        namespace: str | None,
+        label_selector: str | None,
+        field_selector: str | None,
+        items: list[dict],
+        version: str,
+        stopped: threading.Event,
+    ) -> None:
+        self.kube = kube
+        self.kind = kind
+        self.namespace = namespace
+        self.selectors = (label_selector, field_selector)
+        self.version = version
+        self._items = {_key(i): i for i in items}
+        self._lock = threading.Lock()
+        self._stale = threading.Event()
+        self._stopped = stopped
+        self.events = 0
+        self.used = time.monotonic()
+
+    def start(self) -> None:
+        threading.Thread(target=self._watch, name=f"llmdiag-watch-{self.kind}", daemon=True).start()
+
+    def current(self) -> bool:
+        return not self._stale.is_set()
+
+    def retire(self) -> None:
+        self._stale.set()
+
+    def as_list(self, max_items: int) -> dict:
+        from diag.collect.kube import KINDS
+
+        spec = KINDS[self.kind]
+        with self._lock:
+            items = [self._items[k] for k in sorted(self._items)]
+        metadata: dict[str, Any] = {"resourceVersion": ""}
+        if len(items) > max_items:
+            metadata["continue"] = "more items than the cap"
+        for item in items:
+            item.setdefault("apiVersion", spec.group_version)
+            item.setdefault("kind", spec.kind)
+        return {"apiVersion": "v1", "items": items[:max_items], "kind": "List", "metadata": metadata}
+
+    def _watch(self) -> None:
+        while not (self._stale.is_set() or self._stopped.is_set()):
+            try:
+                ended = self.kube.watch_lines(
+                    self.kind, self.namespace, *self.selectors, self.version, WATCH_TIMEOUT_S, READ_SLACK_S, self._apply
+                )
+            except Exception:  # the copy can no longer be trusted: the next cycle lists afresh
+                self._stale.set()
+                return
+            if not ended:  # an ERROR event (410 Gone: the resourceVersion is too old)
+                self._stale.set()
+                return
+            time.sleep(0.1)
+
+    def _apply(self, line: bytes) -> bool:
+        """One watch event; False when the watch must stop."""
+        if self._stale.is_set() or self._stopped.is_set():
+            return False
+        event = json.loads(line)
+        kind, item = event.get("type"), event.get("object") or {}
+        if kind == "ERROR":
+            return False
+        version = (item.get("metadata") or {}).get("resourceVersion")
+        with self._lock:
+            if kind in ("ADDED", "MODIFIED"):
+                self._items[_key(item)] = item
+            elif kind == "DELETED":
+                self._items.pop(_key(item), None)
+            if version:
+                self.version = version
+            self.events += 1
+        return True

@@ -1,0 +1,81 @@
+"""diag/collect/watch.py against the real API server (tests/live/k8s_cluster.py): after the first cycle
+lists, the next cycles list nothing (the API server's own request counter says so) and still see what
+changed, as a fresh `kubectl get` does."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from k8s_cluster import ControlPlane, wait_for
+from k8s_scenarios import apply, get, namespace, pods, service, two_gpu_nodes, vllm_deployment
+
+from diag.collect.base import Target
+from diag.collect.runner import collect_live
+from diag.collect.watch import WarmLists
+
+pytestmark = pytest.mark.live
+
+NS = "serve-watch"
+SAMPLE = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$", re.MULTILINE)
+
+
+def requests(cluster: ControlPlane, verb: str) -> dict[str, float]:
+    """The API server's requests of `verb` so far, by resource."""
+    counts: dict[str, float] = {}
+    for m in SAMPLE.finditer(cluster.kubectl("get", "--raw", "/metrics").stdout):
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m["labels"]))
+        if labels.get("verb") == verb:
+            counts[labels.get("resource", "")] = counts.get(labels.get("resource", ""), 0) + float(m["value"])
+    return counts
+
+
+def listed_between(before: dict[str, float], after: dict[str, float], kinds: set[str]) -> float:
+    return sum(after.get(k, 0) - before.get(k, 0) for k in kinds)
+
+
+def names(bundle_pods: bytes) -> dict[str, str]:
+    return {p["metadata"]["name"]: p["metadata"]["resourceVersion"] for p in json.loads(bundle_pods)["items"]}
+
+
+def test_cycles_after_the_first_list_nothing_and_see_every_change(control_plane: ControlPlane) -> None:
+    cluster = two_gpu_nodes(control_plane)
+    apply(cluster, namespace(NS), vllm_deployment("llama", NS, gpus=1, tolerate=True), service("llama", NS))
+    wait_for(
+        "the llama pod running", lambda: any(p["status"].get("phase") == "Running" for p in pods(cluster, NS, "llama"))
+    )
+    target = Target(kubeconfig=str(cluster.kubeconfig), namespace=NS, local_gpu=False, scrapes=1, total_timeout_s=60)
+    kinds = {"pods", "events", "nodes", "services", "endpoints", "deployments", "statefulsets", "daemonsets",
+             "horizontalpodautoscalers", "ingresses"}  # fmt: skip
+    warm = WarmLists()
+    try:
+        before = requests(cluster, "LIST")
+        collect_live(target, warm=warm)
+        first = listed_between(before, requests(cluster, "LIST"), kinds)
+        assert first >= len(kinds) and warm.lists >= len(kinds) - 1
+        made = warm.lists
+
+        before = requests(cluster, "LIST")
+        second = collect_live(target, warm=warm)
+        assert listed_between(before, requests(cluster, "LIST"), kinds) == 0
+        assert warm.lists == made
+        assert names(second.files["k8s/pods.json"]) == names(json.dumps(get(cluster, "pods", "-n", NS)).encode())
+
+        # a change between cycles: one more replica, which the next cycles see without listing
+        cluster.kubectl("scale", "deployment", "llama", "-n", NS, "--replicas=2")
+
+        def running() -> int:
+            return sum(p["status"].get("phase") == "Running" for p in pods(cluster, NS, "llama"))
+
+        wait_for("two llama pods running", lambda: running() == 2)
+        expected = names(json.dumps(get(cluster, "pods", "-n", NS)).encode())
+        before = requests(cluster, "LIST")
+        wait_for(
+            "a cycle to see both", lambda: names(collect_live(target, warm=warm).files["k8s/pods.json"]) == expected
+        )
+        assert listed_between(before, requests(cluster, "LIST"), kinds) == 0 and len(expected) == 2
+        assert requests(cluster, "WATCH").get("pods", 0) >= 1
+    finally:
+        warm.stop()
+        cluster.kubectl("delete", "namespace", NS, "--wait=false")
