@@ -24,6 +24,7 @@ from typing import Any
 
 from diag.analyze import Report, analyze_bundle, compile_rules
 from diag.collect.base import Target
+from diag.collect.redact import redact_text
 from diag.collect.runner import collect_live
 from diag.collect.watch import WarmLists
 from diag.engine.config import Config
@@ -64,7 +65,6 @@ class Service:
         self._scheduled_running = threading.Event()
         self._alerts: queue.Queue[tuple[dict[str, str], list[Alert]]] = queue.Queue(ALERT_QUEUE)
         self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
         self.last_tick: float | None = None  # monotonic time the schedule loop last ran
         self.ready = threading.Event()
         seen = {
@@ -92,21 +92,20 @@ class Service:
         started, clock = time.time(), time.monotonic()
         try:
             report = self._triage(self._bounded(target))
-            report_json, markdown = render_json(report), render_markdown(report)
-        except Exception as e:  # one failed cycle is a counted error; the loop and the server go on
+            meta = {
+                "id": new_id(trigger, started),
+                "trigger": trigger,
+                "started_at": started,
+                "finished_at": time.time(),
+                "duration_seconds": round(time.monotonic() - clock, 3),
+                **metrics.summarize(report),
+                **(extra or {}),
+            }
+            kept = self.store.add(meta, render_json(report), render_markdown(report))
+        except Exception as e:  # one failed cycle (or a full disk) is a counted error; the loops go on
             self.counters.inc("llmdiag_cycles_total", trigger=trigger, outcome="error")
-            log.error("%s triage failed: %s: %s", trigger, type(e).__name__, e)
+            log.error("%s triage failed: %s", trigger, redact_text(f"{type(e).__name__}: {e}"))
             return None
-        meta = {
-            "id": new_id(trigger, started),
-            "trigger": trigger,
-            "started_at": started,
-            "finished_at": time.time(),
-            "duration_seconds": round(time.monotonic() - clock, 3),
-            **metrics.summarize(report),
-            **(extra or {}),
-        }
-        kept = self.store.add(meta, report_json, markdown)
         self.counters.inc("llmdiag_cycles_total", trigger=trigger, outcome="ok")
         log.info("%s triage %s: %s", trigger, kept.id, meta["verdict"]["status"])
         return kept.meta
@@ -117,9 +116,7 @@ class Service:
         compile_rules(self.settings.rule_dirs)
         self.ready.set()
         for name, loop in (("schedule", self._schedule_loop), ("alerts", self._alert_loop)):
-            thread = threading.Thread(target=loop, name=f"llmdiag-serve-{name}", daemon=True)
-            thread.start()
-            self._threads.append(thread)
+            threading.Thread(target=loop, name=f"llmdiag-serve-{name}", daemon=True).start()
 
     def stop(self) -> None:
         self._stop.set()

@@ -191,3 +191,24 @@ def test_a_change_of_the_scheduled_verdict_is_sent_on_and_a_repeat_is_not(
         service._scheduled_cycle()
     assert [b["verdict"]["status"] for b in sent] == ["fault"]
     assert sent[0]["trigger"] == "schedule"
+
+
+def test_a_report_that_cannot_be_written_is_an_error_and_the_next_is_kept(
+    tmp_path: Path, fault_report, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = ReportStore(tmp_path, Limits())
+    service = Service(settings(), store, lambda t: fault_report)
+    real_add = store.add
+    calls = iter([OSError(28, "No space left on device"), None])
+
+    def add(*args):
+        problem = next(calls)
+        if problem is not None:
+            raise problem
+        return real_add(*args)
+
+    monkeypatch.setattr(store, "add", add)
+    assert service.run_triage("schedule", service.settings.target) is None
+    assert service.run_triage("schedule", service.settings.target) is not None
+    assert service.counters.get("llmdiag_cycles_total", trigger="schedule", outcome="error") == 1
+    assert len(store.listing()) == 1
