@@ -20,6 +20,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from diag.collect.kube import KINDS
+
 if TYPE_CHECKING:
     from diag.collect.kube import KubeAccess
 
@@ -97,7 +99,6 @@ class _Copy:
         self._lock = threading.Lock()
         self._stale = threading.Event()
         self._stopped = stopped
-        self.events = 0
         self.used = time.monotonic()
 
     def start(self) -> None:
@@ -110,8 +111,6 @@ class _Copy:
         self._stale.set()
 
     def as_list(self, max_items: int) -> dict:
-        from diag.collect.kube import KINDS
-
         spec = KINDS[self.kind]
         with self._lock:
             items = [self._items[k] for k in sorted(self._items)]
@@ -153,5 +152,4 @@ class _Copy:
                 self._items.pop(_key(item), None)
             if version:
                 self.version = version
-            self.events += 1
         return True
