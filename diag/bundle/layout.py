@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from diag.bundle import readers
 from diag.bundle.prometheus_queries import RANGE_QUERIES
@@ -452,3 +453,11 @@ def render() -> str:
         if note and command:
             lines.append(f"{'':<{width}}({note})")
     return "\n".join(lines) + "\n"
+
+
+def server_stem(url: str) -> str:
+    """The file stem of a vLLM server read by its URL (`--vllm-url`): http://127.0.0.1:8000 ->
+    127.0.0.1_8000; a URL without a scheme is http's."""
+    parts = urlsplit(url.strip() if "://" in url else f"http://{url.strip()}")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"{parts.hostname or ''}_{port}"

@@ -174,6 +174,12 @@ class _Loader:
                 )
                 read = functools.partial(self._read_scrape, self.state.servers[name], files[n], taken_at)
                 self.run(files[n], read, scrape_row)
+        outside = self.snap.manifest.get("outside")
+        urls = outside.get("vllm_urls") if isinstance(outside, dict) else None
+        for url in urls if isinstance(urls, list) else []:
+            server = self.state.servers.get(layout.server_stem(url)) if isinstance(url, str) else None
+            if server is not None:
+                server.url = url
         self.snap.vllm_servers.extend(self.state.servers.values())
 
     def _read_scrape(self, server: VllmServer, rel: str, taken_at: float | None) -> None:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from diag.bundle.layout import server_stem
 from diag.collect.base import Sink, SourceResult, Target
 from diag.collect.http import (
     DEFAULT_MAX_ANSWER_BYTES,
@@ -64,7 +65,7 @@ def url_endpoint(url: str, max_bytes: int = DEFAULT_MAX_ANSWER_BYTES) -> VllmEnd
     host = parts.hostname or ""
     port = parts.port or (443 if parts.scheme == "https" else 80)
     return VllmEndpoint(
-        f"{host}_{port}", direct_get(base, max_bytes=max_bytes), base, port if _is_loopback(host) else None
+        server_stem(base), direct_get(base, max_bytes=max_bytes), base, port if _is_loopback(host) else None
     )
 
 

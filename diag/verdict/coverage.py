@@ -305,7 +305,8 @@ def _vllm_gaps(snap: Snapshot) -> list[Gap]:
             if pod is not None and pod.phase != "Running":
                 continue  # nothing to scrape yet: the pod's own state speaks
             if server.url:
-                command = f"curl -s {word(server.url)}"
+                metrics = server.url.rstrip("/") + "/metrics"
+                command = f"curl -s {word(metrics)} > {word(f'vllm/{server.name}.metrics.txt')}"
             elif server.pod:  # through the API server's pod proxy: the pod's IP is seldom reachable
                 namespace, _, name = server.pod.partition("/")
                 port = (server.engine_args.port if server.engine_args else None) or 8000  # vLLM's default
