@@ -32,6 +32,7 @@ FLAGS = [
     "--disable-default-apps",
     "--disable-extensions",
     "--mute-audio",
+    "--hide-scrollbars",
     # nothing reaches a network even if the page asked: no proxy answers, no name resolves
     "--proxy-server=http://127.0.0.1:9",
     "--host-resolver-rules=MAP * ~NOTFOUND",
@@ -117,6 +118,7 @@ class Chromium:
     def open(self, path: Path) -> Visit:
         """Load a file and wait for its load event; what it did is the Visit."""
         self.visit = Visit()
+        self.call("Emulation.clearDeviceMetricsOverride")
         self.call("Page.navigate", url=path.resolve().as_uri())
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -135,6 +137,7 @@ class Chromium:
     def screenshot(self, width: int = 1200) -> bytes:
         height = self.evaluate("document.documentElement.scrollHeight")
         self.call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=False)
+        self.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))", wait=True)
         data = self.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)["data"]
         return base64.b64decode(data)
 
