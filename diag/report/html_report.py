@@ -135,7 +135,7 @@ def render_html(report: Report) -> str:
     page = _Page()
     page.add("<h1>llmdiag report</h1>")
     page.add(_header(report))
-    page.add(_verdict(report, page))
+    page.add(_verdict(report, anchors, page))
     chains = _chains(report, anchors)
     if chains:
         page.add('<section aria-labelledby="chain"><h2 id="chain">Causal chain</h2>')
@@ -228,7 +228,7 @@ def _header(report: Report) -> str:
     return f'<ul class="meta">{items}</ul>'
 
 
-def _verdict(report: Report, page: _Page) -> str:
+def _verdict(report: Report, anchors: dict[int, str], page: _Page) -> str:
     verdict = report.verdict
     out = [f'<section class="verdict {_e(verdict.status)}" aria-labelledby="verdict">']
     if verdict.status == "fault" and verdict.finding is not None:
@@ -239,7 +239,7 @@ def _verdict(report: Report, page: _Page) -> str:
         )
         out.append(f"<p>{_e(verdict.summary)}</p>")
         out.append(
-            f'<p><strong>Cause:</strong> <a href="#f-{report.findings.index(f)}">{_e(f.rule)} {_e(f.title)}</a>'
+            f'<p><strong>Cause:</strong> <a href="#{anchors[id(f)]}">{_e(f.rule)} {_e(f.title)}</a>'
             f" on <code>{_e(f.subject)}</code> (confidence {_e(verdict.confidence)}).</p>"
         )
         out.append("<h3>Fix</h3>")

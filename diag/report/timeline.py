@@ -289,7 +289,8 @@ def _add_marks(timeline: Timeline, host: VllmServer | GPU, snap: Snapshot, start
         marks.append(Mark(at.timestamp(), kind, f"{e.involved_kind} {named}", f"{e.reason}{count}: {e.message}"))
     for ray_node in snap.ray_nodes:
         died = parse_time(ray_node.end_time)
-        if died is None or not (ray_node.pod in pods or (node and ray_node.node_name == node)):
+        ray_pod = snap.pod(ray_node.pod) if ray_node.pod else None
+        if died is None or not (ray_node.pod in pods or (node and ray_pod and ray_pod.node_name == node)):
             continue
         if start <= died.timestamp() <= end:
             marks.append(

@@ -15,6 +15,7 @@ from diag.core.errors import UserError
 from diag.engine.rules import Finding
 from diag.report import timeline
 from diag.report.html_report import render_html
+from diag.snapshot.model import Event, RayNode
 from tests.hostile_html import MARK, MESSAGES, NAMES, hostile_html_bundle
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
@@ -141,3 +142,26 @@ def test_matplotlib_missing_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None
     with pytest.raises(UserError) as raised:
         render_html(report)
     assert str(raised.value) == "--output html needs matplotlib: pip install 'llmdiag[html]'"
+
+
+def test_marks_are_the_events_and_ray_deaths_of_the_pod_and_its_node_in_the_window() -> None:
+    report = analyze_bundle(Bundle.open(FIXTURES / "history-kv-storm-ended"))
+    snap = report.snapshot
+    assert snap is not None
+    server = next(s for s in snap.vllm_servers if s.name.endswith("pfnp5"))
+    pod_ns, pod_name = str(server.pod).split("/")
+    snap.events += [
+        Event(pod_ns, "Pod", pod_name, "Killing", "Stopping container vllm", "Normal", 1, "2026-12-03T16:40:00Z"),
+        Event(None, "Node", str(server.node), "NodeNotReady", "kubelet stopped", "Warning", 3, "2026-12-03T16:41:00Z"),
+        Event(None, "Node", "some-other-node", "NodeNotReady", "not ours", "Warning", 1, "2026-12-03T16:42:00Z"),
+        Event(pod_ns, "Pod", pod_name, "Old", "before the window", "Warning", 1, "2026-12-03T15:00:00Z"),
+    ]
+    snap.ray_nodes.append(RayNode("abc", state="DEAD", end_time="2026-12-03T16:45:30Z", pod=server.pod))
+    found = timeline.build(report, {id(f): f"f-{n}" for n, f in enumerate(report.findings)})
+    assert found is not None
+    marks = [(m.number, m.kind, m.about, m.text) for m in found.items[0].marks]
+    assert marks == [
+        (1, "event", f"Pod {server.pod}", "Killing: Stopping container vllm"),
+        (2, "warning event", f"Node {server.node}", "NodeNotReady (x3): kubelet stopped"),
+        (3, "Ray death", "Ray node abc", "died"),
+    ]
