@@ -17,7 +17,9 @@ from diag.report.timeline import Timeline
 
 MISSING = "--output html needs matplotlib: pip install 'llmdiag[html]'"
 _MARK_COLOURS = {"Xid": "#b00020", "Ray death": "#6a1b9a", "warning event": "#b35900", "event": "#555555"}
-_EPISODE_COLOUR = "#e8a33d"
+# an episode's shade, and its label's colour (dark enough to read on white): the page's list uses the same
+EPISODE_HATCHES = ("", "//", "\\\\", "xx")
+EPISODE_COLOURS = (("#e8a33d", "#7a4a00"), ("#5b8fd9", "#1f4e96"), ("#52a36b", "#1e5c32"), ("#b07cc6", "#5b2a72"))
 _ID = re.compile(r'\b(id="|url\(#|href="#)([^"\)]+)')
 
 
@@ -71,14 +73,21 @@ def timeline_svg(timeline: Timeline, start: float, end: float, prefix: str) -> s
                 ax.set_ylim(bottom=0)
             for k, ep in enumerate(timeline.episodes):
                 gid = f"episode-{k}" if ax is axes[0] else None
-                ax.axvspan(_utc(ep.start), _utc(ep.end), color=_EPISODE_COLOUR, alpha=0.28, linewidth=0, gid=gid)
+                shade, dark = EPISODE_COLOURS[k % len(EPISODE_COLOURS)]
+                if k == 0:
+                    ax.axvspan(_utc(ep.start), _utc(ep.end), color=shade, alpha=0.28, linewidth=0, gid=gid)
+                else:  # hatched, so that where two overlap both still show
+                    ax.axvspan(_utc(ep.start), _utc(ep.end), facecolor="none", edgecolor=dark, alpha=0.45,
+                               hatch=EPISODE_HATCHES[k % len(EPISODE_HATCHES)], linewidth=0, gid=gid)  # fmt: skip
             for mark in timeline.marks:
                 colour = _MARK_COLOURS.get(mark.kind, "#555555")
                 ax.axvline(_utc(mark.at), color=colour, linewidth=1, linestyle=(0, (3, 2)))
         top = axes[0]
-        for ep in timeline.episodes:
-            top.text(_utc((ep.start + ep.end) / 2), 1.02, ep.rule, transform=top.get_xaxis_transform(), fontsize=7,
-                     va="bottom", ha="center", color="#7a4a00", parse_math=False)  # fmt: skip
+        for k, ep in enumerate(timeline.episodes):  # inside the top panel, at its start, one row each
+            top.text(_utc(ep.start), 0.04 + 0.16 * (k % 4), f" {ep.rule}", transform=top.get_xaxis_transform(),
+                     fontsize=7, va="bottom", ha="left", color=EPISODE_COLOURS[k % len(EPISODE_COLOURS)][1],
+                     parse_math=False, bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none",
+                                             "alpha": 0.8})  # fmt: skip
         for mark in timeline.marks:
             top.text(_utc(mark.at), 0.98, str(mark.number), transform=top.get_xaxis_transform(), fontsize=7,
                      va="top", ha="center", color=_MARK_COLOURS.get(mark.kind, "#555555"), parse_math=False,

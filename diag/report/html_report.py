@@ -322,7 +322,7 @@ def _timelines(report: Report, anchors: dict[int, str]) -> str:
         )
         return "\n".join(out)
     out.append(
-        '<p class="muted">Times in UTC. Shaded: an episode a finding reports (its rule above it). '
+        '<p class="muted">Times in UTC. Shaded: an episode a finding reports (its rule at its start, in its colour). '
         "Numbered lines: Kubernetes events, Ray deaths and Xid lines, listed under each chart. Lines: "
         "Prometheus' history; dots: the /metrics scrapes at collection.</p>"
     )
@@ -345,11 +345,20 @@ def _episode_list(tl: timeline.Timeline) -> str:
     if not tl.episodes:
         return ""
     items = "".join(
-        f'<li><span class="legend-swatch" style="background:#f4d3a0"></span>'
+        f'<li><span class="legend-swatch" style="{_swatch(k)}"></span>'
         f'<a href="#{ep.anchor}">{_e(ep.rule)}</a>: {_e(ep.text)}</li>'
-        for ep in tl.episodes
+        for k, ep in enumerate(tl.episodes)
     )
     return f"<ul>{items}</ul>"
+
+
+def _swatch(k: int) -> str:
+    """The list's swatch of the chart's k-th episode: its fill, or its hatch's colour in stripes."""
+    shade, dark = html_charts.EPISODE_COLOURS[k % len(html_charts.EPISODE_COLOURS)]
+    if k == 0:
+        return f"background:{shade};opacity:.45"
+    angle = (45, 135, 90)[(k - 1) % 3]
+    return f"background:repeating-linear-gradient({angle}deg,{dark} 0 1px,#fff 1px 4px);opacity:.7"
 
 
 def _mark_table(tl: timeline.Timeline) -> str:

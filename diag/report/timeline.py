@@ -112,16 +112,20 @@ class Timelines:
 
 
 def episodes_of(finding: Finding, anchor: str, collected: float | None) -> list[Episode]:
-    """The spans a finding's evidence dates; one still going on ends at collection (unknown: its start)."""
-    found = []
+    """The spans of the first evidence line that dates any: the rule's own claim (a later line may date
+    what it is compared with, another server's minutes). One still going on ends at collection
+    (unknown: at its start)."""
     for line in finding.evidence:
+        found = []
         for m in _SPAN.finditer(line):
             start_text, end_text, since_text = m.groups()
             start = _stamp(start_text or since_text)
             end = _stamp(end_text) if end_text else collected
             if start is not None:
                 found.append(Episode(start, max(start, end if end is not None else start), finding.rule, anchor, line))
-    return found
+        if found:
+            return found
+    return []
 
 
 def _stamp(text: str) -> float | None:

@@ -111,14 +111,19 @@ def test_the_timeline_draws_the_affected_gpu_and_the_server_it_serves() -> None:
 
 
 def test_an_episode_is_dated_as_the_finding_says() -> None:
-    finding = Finding(
-        "VLLM-101", "vllm", "critical", "t", "vllm/a/b",
-        ["peaked at 1 from 2026-12-03 16:33 to 2026-12-03 16:52 UTC (19 min)",
-         "queue since 2026-12-03 16:56:10 UTC (7.2 min), still going on at collection", "no date here"],
+    """The first evidence line with a date is the rule's own; a later one dates what it is compared with."""
+    since = Finding(
+        "GPU-102", "gpu", "critical", "t", "gpu/a/0",
+        ["no date here", "Xid 79 since 2026-12-03 16:56:10 UTC (7.2 min), still going on at collection",
+         "the server from 2026-12-03 16:33 to 2026-12-03 16:52 UTC"],
         "fix",
     )  # fmt: skip
-    episodes = timeline.episodes_of(finding, "f-0", collected=1796317394.0)
-    assert [(e.start, e.end) for e in episodes] == [(1796315580.0, 1796316720.0), (1796316970.0, 1796317394.0)]
+    episodes = timeline.episodes_of(since, "f-0", collected=1796317394.0)
+    assert [(e.start, e.end, e.text) for e in episodes] == [(1796316970.0, 1796317394.0, since.evidence[1])]
+    ended = Finding("VLLM-101", "vllm", "critical", "t", "vllm/a/b", [since.evidence[2]], "fix")
+    assert [(e.start, e.end) for e in timeline.episodes_of(ended, "f-1", None)] == [(1796315580.0, 1796316720.0)]
+    unknown_end = timeline.episodes_of(since, "f-0", collected=None)
+    assert [(e.start, e.end) for e in unknown_end] == [(1796316970.0, 1796316970.0)]
 
 
 def test_a_report_with_no_series_says_so_and_draws_nothing() -> None:
