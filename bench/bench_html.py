@@ -16,14 +16,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from diag.analyze import analyze_bundle
+from diag.bundle.files import Bundle
+from diag.report.html_report import render_html
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "tests" / "browser")]
+sys.path.insert(0, str(REPO / "tests" / "browser"))  # the tests' DevTools client
 
 from cdp import Chromium  # noqa: E402
-
-from diag.analyze import analyze_bundle  # noqa: E402
-from diag.bundle.files import Bundle  # noqa: E402
-from diag.report.html_report import render_html  # noqa: E402
 
 _PAINTED = (
     "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => "

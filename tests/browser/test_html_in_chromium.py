@@ -4,6 +4,7 @@ in the DOM and in a screenshot; the page passes axe-core; hostile text stays tex
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import re
@@ -144,11 +145,14 @@ def test_a_copy_button_copies_its_command(browser, report_page) -> None:
     assert browser.evaluate("String(window.getSelection())") in ("", "kubectl cordon gpu-h100-2")
 
 
-def test_print_hides_the_buttons(browser, report_page) -> None:
+def test_print_hides_the_buttons_and_keeps_the_charts(browser, report_page) -> None:
     _, path = report_page("history-xid-on-one-gpu")
-    browser.open(path)
+    visit = browser.open(path)
+    pdf = base64.b64decode(browser.call("Page.printToPDF", printBackground=True)["data"])
+    assert pdf.startswith(b"%PDF") and pdf.count(b"/Type /Page") >= 2 and visit.errors == []
     browser.call("Emulation.setEmulatedMedia", media="print")
     try:
         assert browser.evaluate("getComputedStyle(document.querySelector('button.copy')).display") == "none"
+        assert browser.evaluate("document.querySelector('figure svg').getBoundingClientRect().height") > 100
     finally:
         browser.call("Emulation.setEmulatedMedia", media="")
