@@ -5,13 +5,15 @@ math, a CDATA end. The HTML report must show every one of them as text."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+from typing import Any
 
 from diag.bundle.files import Bundle
-from tests.hostile import hostile_bundle
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 FIXTURE = "history-kv-storm-ended"  # its timeline draws the pods, their node and their events
+SERVER_POD = "llama-70b-7f8d9c6b5d-pfnp5"  # the root cause's server: renamed, its name is on the page
 MARK = "window.PWNED=1"
 MESSAGES = (
     f"<script>{MARK}</script>",
@@ -27,20 +29,20 @@ NAMES = (f'"><img src=x onerror={MARK}>', f"<svg onload={MARK}>", "$\\alpha$")
 
 
 def hostile_html_bundle(name_payload: str | None = None) -> Bundle:
-    """The fixture with hostile event messages and reasons in the window, and an Xid log line; with
-    `name_payload`, its first scheduled pod, that pod's node and namespace renamed with it too."""
+    """The fixture with hostile event messages and reasons in the window, and a node's Xid event; with
+    `name_payload`, the root cause's pod and its node renamed with it too (in every file and path)."""
     folder = FIXTURES / FIXTURE
-    bundle = hostile_bundle(folder, name_payload) if name_payload else Bundle.open(folder)
-    assert bundle is not None
+    bundle = Bundle.open(folder)
     files = dict(bundle.files)
+    if name_payload:
+        files = _renamed(files, name_payload)
     pods = json.loads(files["k8s/pods.json"])["items"]
     events = json.loads(files["k8s/events.json"])
-    scheduled = [p for p in pods if p.get("spec", {}).get("nodeName")]
-    for (n, message), pod in ((m, p) for m in enumerate(MESSAGES) for p in scheduled):
-        for kind, name, namespace in (
-            ("Pod", pod["metadata"]["name"], pod["metadata"]["namespace"]),
-            ("Node", pod["spec"]["nodeName"], None),
-        ):
+    servers = [p for p in pods if any(f.startswith(f"vllm/{p['metadata']['name']}.") for f in files)]
+    objects = {("Pod", p["metadata"]["name"], p["metadata"]["namespace"]) for p in servers}
+    objects |= {("Node", p["spec"]["nodeName"], None) for p in servers}
+    for n, message in enumerate(MESSAGES):
+        for kind, name, namespace in sorted(objects, key=str):
             events["items"].append(
                 {
                     "kind": "Event",
@@ -57,7 +59,7 @@ def hostile_html_bundle(name_payload: str | None = None) -> Bundle:
         {
             "kind": "Event",
             "metadata": {"name": "hostile-xid", "namespace": "default"},
-            "involvedObject": {"kind": "Node", "name": pods[0]["spec"]["nodeName"]},
+            "involvedObject": {"kind": "Node", "name": servers[0]["spec"]["nodeName"]},
             "reason": "KernelXid",
             "message": f"NVRM: Xid (PCI:0000:18:00): 79, pid=1, name={MESSAGES[1]}",
             "type": "Warning",
@@ -66,3 +68,25 @@ def hostile_html_bundle(name_payload: str | None = None) -> Bundle:
     )
     files["k8s/events.json"] = json.dumps(events).encode()
     return Bundle(files, origin=f"{FIXTURE} {MESSAGES[0]}", refused=dict(bundle.refused))
+
+
+def _renamed(files: dict[str, bytes], payload: str) -> dict[str, bytes]:
+    pods = json.loads(files["k8s/pods.json"])["items"]
+    pod = next(p for p in pods if p["metadata"]["name"] == SERVER_POD)
+    swap = {name: f"{name}{payload}" for name in (SERVER_POD, pod["spec"]["nodeName"])}
+    out = {}
+    for rel, data in files.items():
+        if rel.endswith(".json"):
+            data = json.dumps(_swapped(json.loads(data), swap)).encode()
+        out[re.sub(r"[^/_.]+", lambda m: swap.get(m.group(), m.group()), rel)] = data
+    return out
+
+
+def _swapped(value: Any, swap: dict[str, str]) -> Any:
+    if isinstance(value, str):
+        return swap.get(value, value)
+    if isinstance(value, dict):
+        return {k: _swapped(v, swap) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_swapped(v, swap) for v in value]
+    return value

@@ -276,11 +276,12 @@ def _add_marks(timeline: Timeline, host: VllmServer | GPU, snap: Snapshot, start
     node = host.node
     pod = host.pod if isinstance(host, VllmServer) else None
     pods = {pod} if pod else set(host.serving_pods if isinstance(host, GPU) else [])
+    objects = _around(pods, snap)
     marks: list[Mark] = []
     for e in snap.events:
-        named = f"{e.namespace}/{e.involved_name}" if e.namespace and e.involved_kind != "Node" else e.involved_name
         if not (
-            (e.involved_kind == "Pod" and named in pods) or (e.involved_kind == "Node" and e.involved_name == node)
+            (e.involved_kind, e.namespace, e.involved_name) in objects
+            or (e.involved_kind == "Node" and e.involved_name == node)
         ):
             continue
         at = parse_time(e.last_seen)
@@ -290,6 +291,7 @@ def _add_marks(timeline: Timeline, host: VllmServer | GPU, snap: Snapshot, start
             continue
         kind = "Xid" if e.xid is not None else ("warning event" if e.type == "Warning" else "event")
         count = f" (x{e.count})" if e.count > 1 else ""
+        named = f"{e.namespace}/{e.involved_name}" if e.namespace and e.involved_kind != "Node" else e.involved_name
         marks.append(Mark(at.timestamp(), kind, f"{e.involved_kind} {named}", f"{e.reason}{count}: {e.message}"))
     for ray_node in snap.ray_nodes:
         died = parse_time(ray_node.end_time)
@@ -308,6 +310,28 @@ def _add_marks(timeline: Timeline, host: VllmServer | GPU, snap: Snapshot, start
     timeline.marks = marks[-MAX_MARKS:]
     for number, mark in enumerate(timeline.marks, 1):
         mark.number = number
+
+
+def _around(pods: set[str], snap: Snapshot) -> set[tuple[str, str | None, str]]:
+    """The objects whose events tell what happened to these pods: each pod, its owner and workload, the
+    HPAs that scale that workload, and the workload's other pods (a replica the scheduler could not place)."""
+    objects: set[tuple[str, str | None, str]] = set()
+    workloads: set[tuple[str, str, str]] = set()
+    for key in pods:
+        p = snap.pod(key)
+        if p is None:
+            continue
+        objects.add(("Pod", p.namespace, p.name))
+        if p.owner_kind and p.owner_name:
+            objects.add((p.owner_kind, p.namespace, p.owner_name))
+        if p.workload_kind and p.workload_name:
+            objects.add((p.workload_kind, p.namespace, p.workload_name))
+            workloads.add((p.namespace, p.workload_kind, p.workload_name))
+    objects |= {("HorizontalPodAutoscaler", h.namespace, h.name) for h in snap.hpas
+                if (h.namespace, h.target_kind, h.target_name) in workloads}  # fmt: skip
+    objects |= {("Pod", p.namespace, p.name) for p in snap.pods
+                if (p.namespace, p.workload_kind, p.workload_name) in workloads}  # fmt: skip
+    return objects
 
 
 def _dcgm_xids(gpu: GPU, start: float, end: float) -> list[Mark]:

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 import pytest
 from conftest import FIXTURES
 
-from tests.hostile_html import MESSAGES, hostile_html_bundle
+from tests.hostile_html import MESSAGES, NAMES, hostile_html_bundle
 
 ALL = sorted(p.name for p in FIXTURES.iterdir() if (p / "expected.json").is_file())
 _DATED = re.compile(
@@ -121,8 +121,9 @@ def test_no_serious_or_critical_accessibility_violation(name: str, browser, repo
     assert violations == []
 
 
-def test_hostile_text_runs_nothing_and_adds_no_element(browser, report_page) -> None:
-    _, path = report_page("hostile", hostile_html_bundle())
+@pytest.mark.parametrize("name_payload", [None, *NAMES])
+def test_hostile_text_runs_nothing_and_adds_no_element(name_payload, browser, report_page) -> None:
+    _, path = report_page(f"hostile-{(None, *NAMES).index(name_payload)}", hostile_html_bundle(name_payload))
     visit = browser.open(path)
     assert visit.errors == [] and visit.requests == []
     assert browser.evaluate("window.PWNED") is None
@@ -130,6 +131,7 @@ def test_hostile_text_runs_nothing_and_adds_no_element(browser, report_page) -> 
     assert browser.evaluate("document.scripts.length") == 1
     shown = browser.evaluate("document.body.innerText")
     assert all(message in shown for message in MESSAGES)
+    assert name_payload is None or name_payload in shown
 
 
 def test_a_copy_button_copies_its_command(browser, report_page) -> None:
