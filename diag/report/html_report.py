@@ -242,6 +242,8 @@ def _verdict(report: Report, anchors: dict[int, str], page: _Page) -> str:
             f'<p><strong>Cause:</strong> <a href="#{anchors[id(f)]}">{_e(f.rule)} {_e(f.title)}</a>'
             f" on <code>{_e(f.subject)}</code> (confidence {_e(verdict.confidence)}).</p>"
         )
+        if dated := timeline.episodes_of(f, anchors[id(f)], None):
+            out.append(f'<p><strong>When:</strong> {_e(dated[0].when)} (<a href="#timeline">the timeline</a>).</p>')
         out.append("<h3>Fix</h3>")
         out.append(_fix(f, page))
         if verdict.caveats:

@@ -81,6 +81,7 @@ class Episode:
     rule: str
     anchor: str  # the finding's anchor in the page
     text: str  # the evidence line that dates it
+    when: str = ""  # the words of that line that date it ("from ... to ... UTC")
 
 
 @dataclass
@@ -122,7 +123,8 @@ def episodes_of(finding: Finding, anchor: str, collected: float | None) -> list[
             start = _stamp(start_text or since_text)
             end = _stamp(end_text) if end_text else collected
             if start is not None:
-                found.append(Episode(start, max(start, end if end is not None else start), finding.rule, anchor, line))
+                end = max(start, end if end is not None else start)
+                found.append(Episode(start, end, finding.rule, anchor, line, m.group(0)))
         if found:
             return found
     return []

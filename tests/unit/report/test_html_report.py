@@ -97,6 +97,7 @@ def test_the_answer_comes_first_with_the_fix_commands_to_copy() -> None:
     targets = {a["id"]: a for t, a in tags.tags if t == "pre" and a.get("id")}
     assert buttons and all(b["data-copy"] in targets for b in buttons)
     assert 'id="cmd-1">kubectl cordon gpu-h100-2</pre>' in page
+    assert "<strong>When:</strong> since 2026-12-03 16:56 UTC (" in page.split('id="timeline"')[0]
 
 
 def test_the_timeline_draws_the_affected_gpu_and_the_server_it_serves() -> None:
