@@ -495,5 +495,15 @@ def _settings(report: Report) -> str:
             '<details><summary>Thresholds</summary><table><thead><tr><th scope="col">setting</th>'
             f'<th scope="col">value</th></tr></thead><tbody>{"".join(rows)}</tbody></table></details>'
         )
+    manifest = report.snapshot.manifest if report.snapshot is not None else {}
+    collection = manifest.get("settings") if isinstance(manifest, dict) else None
+    if isinstance(collection, dict) and collection:
+        cells = "".join(
+            f"<tr><td><code>{_e(k)}</code></td><td>{_e(v)}</td></tr>" for k, v in sorted(collection.items())
+        )
+        out.append(
+            '<details><summary>Collection (manifest.json)</summary><table><thead><tr><th scope="col">setting</th>'
+            f'<th scope="col">value</th></tr></thead><tbody>{cells}</tbody></table></details>'
+        )
     out.append("</section>")
     return "\n".join(out)

@@ -12,6 +12,7 @@ import pytest
 from diag.analyze import analyze_bundle
 from diag.bundle.files import Bundle
 from diag.core.errors import UserError
+from diag.engine.config import Config
 from diag.engine.rules import Finding
 from diag.report import timeline
 from diag.report.html_report import render_html
@@ -171,3 +172,13 @@ def test_marks_are_the_events_and_ray_deaths_of_the_pod_and_its_node_in_the_wind
         (2, "warning event", f"Node {server.node}", "NodeNotReady (x3): kubelet stopped"),
         (3, "Ray death", "Ray node abc", "died"),
     ]
+
+
+def test_the_settings_used_name_what_was_changed_from_its_default() -> None:
+    config = Config()
+    config.settings["kv_cache_high"] = 0.95
+    page = render_html(analyze_bundle(Bundle.open(FIXTURES / "vllm-kv-cache-saturated"), config))
+    settings = page.split('id="settings"')[1]
+    assert "<td><code>kv_cache_high</code></td><td>0.95 (default 0.9)</td>" in settings
+    assert "<td><code>kv_cache_low</code></td><td>0.5</td>" in settings
+    assert "<td><code>scrape_interval_s</code></td><td>5.0</td>" in settings  # how the bundle was collected
