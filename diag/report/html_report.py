@@ -164,7 +164,7 @@ class _Page:
         self.commands += 1
         ident = f"cmd-{self.commands}"
         return (
-            f'<div class="cmd"><pre id="{ident}">{_e(block(text))}</pre>'
+            f'<div class="cmd"><pre id="{ident}">{_e_block(text)}</pre>'
             f'<button type="button" class="copy" data-copy="{ident}" aria-label="Copy {_e(label)}">Copy</button></div>'
         )
 
