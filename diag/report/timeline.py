@@ -9,6 +9,7 @@ is shaded is what the report says, to the minute it says it. Nothing here is jud
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -211,7 +212,9 @@ def _gpus_of(server: VllmServer, gpus: dict[str, GPU], by_uuid: dict[str, GPU]) 
 
 
 def _history(history: dict[str, list[tuple[float, float]]], stems: tuple[str, ...]) -> list[tuple[float, float]]:
-    return next((history[s] for s in stems if history.get(s)), [])
+    """The first stem's samples that has any; a value that is not a finite number is left out (a gap)."""
+    points = next((history[s] for s in stems if history.get(s)), [])
+    return [(t, v) for t, v in points if math.isfinite(v) and math.isfinite(t)]
 
 
 def _server_timeline(subject: str, server: VllmServer) -> Timeline:
@@ -247,7 +250,7 @@ def _scrape_series(scrapes: list[Scrape]) -> dict[str, list[tuple[float, float]]
     for scrape in dated:
         at = float(scrape.taken_at or 0.0)
         for key, names in {**_SCRAPE_GAUGES, **_SCRAPE_COUNTERS}.items():
-            values = [s.value for s in scrape.samples if s.name in names]
+            values = [s.value for s in scrape.samples if s.name in names and math.isfinite(s.value)]
             if values:
                 total = max(values) if key == "kv" else sum(values)
                 (out if key in _SCRAPE_GAUGES else totals).setdefault(key, []).append((at, total))

@@ -182,3 +182,16 @@ def test_the_settings_used_name_what_was_changed_from_its_default() -> None:
     assert "<td><code>kv_cache_high</code></td><td>0.95 (default 0.9)</td>" in settings
     assert "<td><code>kv_cache_low</code></td><td>0.5</td>" in settings
     assert "<td><code>scrape_interval_s</code></td><td>5.0</td>" in settings  # how the bundle was collected
+
+
+def test_a_value_that_is_not_a_finite_number_is_a_gap_in_the_chart() -> None:
+    report = analyze_bundle(Bundle.open(FIXTURES / "history-kv-storm-ended"))
+    assert report.snapshot is not None
+    server = next(s for s in report.snapshot.vllm_servers if s.name.endswith("pfnp5"))
+    samples = server.history["vllm_kv_cache_usage_perc"]
+    samples[3:6] = [(samples[3][0], float("nan")), (samples[4][0], float("inf")), (samples[5][0], float("-inf"))]
+    found = timeline.build(report, {id(f): f"f-{n}" for n, f in enumerate(report.findings)})
+    assert found is not None
+    kv = found.items[0].panels[0].series[0].points
+    assert len(kv) == len(samples) - 3
+    assert "<svg" in render_html(report)
