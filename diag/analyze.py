@@ -43,6 +43,8 @@ class Report:
     config_file: str | None = None  # the configuration applied (.llmdiag.yaml or --config); None when none
     suppressed: int = 0  # findings the configuration's suppressions hid
     context: AnalysisContext | None = None  # what was looked at, when, over which history window
+    snapshot: Snapshot | None = None  # what the bundle held, joined: the series the HTML report draws
+    settings: dict = field(default_factory=dict)  # the thresholds the rules ran with (defaults and overrides)
 
     @property
     def exit_code(self) -> int:
@@ -169,4 +171,6 @@ def _analyze(
         config_file=str(config.path) if config.path is not None else None,
         suppressed=suppressed,
         context=AnalysisContext.of(snap.manifest, clock),
+        snapshot=snap,
+        settings=settings,
     )

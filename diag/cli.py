@@ -147,6 +147,7 @@ class Output(str, enum.Enum):
     terminal = "terminal"
     json = "json"
     markdown = "markdown"
+    html = "html"
 
 
 class FailOn(str, enum.Enum):
@@ -163,7 +164,8 @@ OutputOpt = typer.Option(
     Output.terminal,
     "--output",
     "-o",
-    help="terminal, json or markdown (json and markdown: stdout holds the report only).",
+    help="terminal, json, markdown or html (all but terminal: stdout holds the report only; html needs the "
+    "html extra, pip install 'llmdiag[html]').",
 )
 VerboseOpt = typer.Option(
     False,
@@ -254,6 +256,14 @@ def _emit(
     _exit_for(report, fail_on, exit_zero)
 
 
+def _check_output(output: Output) -> None:
+    """Before minutes of collection or analysis: what the format needs is installed."""
+    if output is Output.html:
+        from diag.report.html_charts import ensure_available
+
+        ensure_available()
+
+
 def _write_report(report: Report, output: Output, verbose: bool = False) -> None:
     if output is Output.json:
         from diag.report.json_report import render_json
@@ -263,6 +273,10 @@ def _write_report(report: Report, output: Output, verbose: bool = False) -> None
         from diag.report.markdown import render_markdown
 
         sys.stdout.write(render_markdown(report))
+    elif output is Output.html:
+        from diag.report.html_report import render_html
+
+        sys.stdout.write(render_html(report))
     else:
         from diag.report.terminal import print_report
 
@@ -301,6 +315,7 @@ def analyze(
 
     stopwatch = Stopwatch(times_rules=profile)
     settings = _config(config, min_severity, since)
+    _check_output(output)
     limits = BundleLimits.from_settings(settings_with_overrides(builtin_rules_dir(), settings))
 
     def opened() -> Bundle:  # held by analyze_bundle alone, which frees it once parsed
@@ -523,6 +538,7 @@ def triage(
     from diag.analyze import analyze_bundle, compile_rules
 
     settings = _config(config, min_severity, since)
+    _check_output(output)
     target.since_s = _seconds("--since", since, "the window")
     # the rules are compiled while the collection waits on the cluster (and the scrape interval)
     compiling = threading.Thread(target=compile_rules, args=(list(rules or []),), daemon=True)
