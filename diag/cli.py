@@ -651,6 +651,12 @@ def serve(
         help="Keep the Kubernetes lists current with watches between cycles, so a cycle asks the API server "
         "for what changed, not for every object again (--no-watch: list every cycle, as triage does).",
     ),
+    html: bool = typer.Option(
+        False,
+        "--html",
+        help="Keep each report's HTML page too (/reports/<id>?format=html; needs the html extra, "
+        "pip install 'llmdiag[html]').",
+    ),
     rules: list[Path] | None = RulesOpt,
     config: Path | None = ConfigOpt,
     min_severity: str | None = MinSeverityOpt,
@@ -682,6 +688,8 @@ def serve(
     except (ValueError, OSError) as e:
         raise UserError(f"serve: {e}") from None
     token = _secret(alert_token_file, "LLMDIAG_ALERT_TOKEN", "--alert-token-file")
+    if html:
+        _check_output(Output.html)
     target.since_s = _seconds("--since", since, "the window")
     settings = Settings(
         every_s=every_s,
@@ -693,6 +701,7 @@ def serve(
         notify_url=notify_url,
         external_url=external_url,
         watch=watch,
+        html=html,
     )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     store = ReportStore(state_dir, Limits(keep_reports, keep_bytes))

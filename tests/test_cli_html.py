@@ -31,7 +31,9 @@ def test_without_matplotlib_one_line_and_exit_3() -> None:
     )  # fmt: skip
     assert run.returncode == 3
     assert run.stdout == ""
-    assert run.stderr.strip().splitlines() == ["llmdiag: --output html needs matplotlib: pip install 'llmdiag[html]'"]
+    assert run.stderr.strip().splitlines() == [
+        "llmdiag: the HTML report (--output html, serve --html) needs matplotlib: pip install 'llmdiag[html]'"
+    ]
 
 
 @pytest.mark.parametrize("output", ["terminal", "json", "markdown"])

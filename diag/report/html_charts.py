@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from diag.core.errors import UserError
 from diag.report.timeline import Timeline
 
-MISSING = "--output html needs matplotlib: pip install 'llmdiag[html]'"
+MISSING = "the HTML report (--output html, serve --html) needs matplotlib: pip install 'llmdiag[html]'"
 _MARK_COLOURS = {"Xid": "#b00020", "Ray death": "#6a1b9a", "warning event": "#b35900", "event": "#555555"}
 # an episode's shade, and its label's colour (dark enough to read on white): the page's list uses the same
 EPISODE_HATCHES = ("", "//", "\\\\", "xx")

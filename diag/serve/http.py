@@ -4,7 +4,7 @@
     GET  /readyz               200 once the rules are compiled and the kept reports read
     GET  /metrics              Prometheus' text exposition (diag/serve/metrics.py)
     GET  /reports              the kept reports, newest first (JSON)
-    GET  /reports/<id>         one report as JSON; ?format=md for Markdown
+    GET  /reports/<id>         one report as JSON; ?format=md for Markdown, ?format=html (serve --html)
     POST /alertmanager         Alertmanager's webhook, behind a bearer token; answers 202 at once
 
 A body is read only with a Content-Length no larger than the bound; /alertmanager answers 403 while no
@@ -30,6 +30,7 @@ from diag.serve.service import Service
 log = logging.getLogger("llmdiag.serve")
 MAX_BODY_BYTES = 1024 * 1024
 JSON = "application/json"
+CONTENT_TYPES = {"json": JSON, "md": "text/markdown; charset=utf-8", "html": "text/html; charset=utf-8"}
 
 
 class Server(ThreadingHTTPServer):
@@ -61,12 +62,18 @@ class Handler(BaseHTTPRequestHandler):
         elif url.path == "/reports":
             self._json(200, {"reports": service.store.listing()})
         elif url.path.startswith("/reports/"):
-            markdown = parse_qs(url.query).get("format", ["json"])[-1] in ("md", "markdown")
-            body = service.store.body(url.path.removeprefix("/reports/"), markdown)
-            if body is None:
-                self._json(404, {"error": "no such report is kept"})
+            asked = parse_qs(url.query).get("format", ["json"])[-1]
+            form = "md" if asked == "markdown" else asked
+            if form not in CONTENT_TYPES:
+                self._json(400, {"error": f"format {asked!r}: json, md or html"})
+                return
+            body = service.store.body(url.path.removeprefix("/reports/"), form)
+            if body is not None:
+                self._send(200, body, CONTENT_TYPES[form])
+            elif form == "html" and not service.settings.html:
+                self._json(404, {"error": "reports are kept without HTML (serve --html keeps it)"})
             else:
-                self._send(200, body, "text/markdown; charset=utf-8" if markdown else JSON)
+                self._json(404, {"error": "no such report is kept"})
         else:
             self._json(404, {"error": "not found"})
 

@@ -49,6 +49,7 @@ class Settings:
     watch: bool = True  # keep the Kubernetes lists current with watches between cycles
     notify_url: str | None = None
     external_url: str = ""  # where /reports/<id> is reachable, for the webhook's message
+    html: bool = False  # keep each report's HTML page too (needs matplotlib)
 
 
 Triage = Callable[[Target], Report]
@@ -101,7 +102,7 @@ class Service:
                 **metrics.summarize(report),
                 **(extra or {}),
             }
-            kept = self.store.add(meta, render_json(report), render_markdown(report))
+            kept = self.store.add(meta, render_json(report), render_markdown(report), self._html(report))
         except Exception as e:  # one failed cycle (or a full disk) is a counted error; the loops go on
             self.counters.inc("llmdiag_cycles_total", trigger=trigger, outcome="error")
             log.error("%s triage failed: %s", trigger, redact_text(f"{type(e).__name__}: {e}"))
@@ -109,6 +110,13 @@ class Service:
         self.counters.inc("llmdiag_cycles_total", trigger=trigger, outcome="ok")
         log.info("%s triage %s: %s", trigger, kept.id, meta["verdict"]["status"])
         return kept.meta
+
+    def _html(self, report: Report) -> str | None:
+        if not self.settings.html:
+            return None
+        from diag.report.html_report import render_html  # matplotlib, only where asked for
+
+        return render_html(report)
 
     # ------------------------------------------------------------------ schedule
 

@@ -2,10 +2,10 @@
 
 Each report is three files in the state folder: `<id>.json` (the JSON report), `<id>.md` (the Markdown
 report) and `<id>.meta.json` (what the metrics and the listing need: trigger, times, verdict, finding
-counts, source states, the alerts it answers). The meta file is written last, each file through a
-temporary name and a rename, so a report without its meta was cut off mid-write and is removed at start.
-Ids sort by time, so the oldest go first when a bound is passed; the newest report is kept even when it
-alone is over the byte bound (it is the one the metrics show).
+counts, source states, the alerts it answers); with `serve --html`, a fourth, `<id>.html`. The meta file
+is written last, each file through a temporary name and a rename, so a report without its meta was cut
+off mid-write and is removed at start. Ids sort by time, so the oldest go first when a bound is passed;
+the newest report is kept even when it alone is over the byte bound (it is the one the metrics show).
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from typing import Any
 
 ID_PATTERN = re.compile(r"[0-9]{8}T[0-9]{9}Z-(?:schedule|alert)(?:-[0-9]+)?")
 SUFFIXES = (".json", ".md", ".meta.json")
+OPTIONAL = (".html",)
+FORMATS = {"json": ".json", "md": ".md", "html": ".html"}
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,9 @@ class ReportStore:
         kept: dict[str, Kept] = {}
         stems: set[str] = set()
         for path in self.folder.iterdir():
-            stem = next((path.name.removesuffix(s) for s in reversed(SUFFIXES) if path.name.endswith(s)), None)
+            stem = next(
+                (path.name.removesuffix(s) for s in reversed(SUFFIXES + OPTIONAL) if path.name.endswith(s)), None
+            )
             if stem is not None and ID_PATTERN.fullmatch(stem):
                 stems.add(stem)
             elif path.name.startswith(".tmp-"):
@@ -70,6 +74,7 @@ class ReportStore:
             try:
                 meta = json.loads((self.folder / f"{stem}.meta.json").read_text())
                 size = sum((self.folder / f"{stem}{s}").stat().st_size for s in SUFFIXES)
+                size += sum(p.stat().st_size for s in OPTIONAL if (p := self.folder / f"{stem}{s}").is_file())
             except (OSError, ValueError):
                 self._remove(stem)
                 continue
@@ -79,7 +84,7 @@ class ReportStore:
                 self._remove(stem)
         return kept
 
-    def add(self, meta: dict[str, Any], report_json: str, markdown: str) -> Kept:
+    def add(self, meta: dict[str, Any], report_json: str, markdown: str, html: str | None = None) -> Kept:
         """Keep a report; `meta["id"]` is made unique here if another report has it."""
         with self._lock:
             base, n = meta["id"], 1
@@ -89,8 +94,10 @@ class ReportStore:
             stem = meta["id"]
             self._write(f"{stem}.json", report_json.encode())
             self._write(f"{stem}.md", markdown.encode())
+            if html is not None:
+                self._write(f"{stem}.html", html.encode())
             meta_bytes = json.dumps(meta, sort_keys=True).encode()
-            size = len(report_json.encode()) + len(markdown.encode()) + len(meta_bytes)
+            size = len(report_json.encode()) + len(markdown.encode()) + len((html or "").encode()) + len(meta_bytes)
             self._write(f"{stem}.meta.json", meta_bytes)
             kept = self._kept[stem] = Kept(meta, size)
             self._evict()
@@ -114,7 +121,7 @@ class ReportStore:
             self._remove(oldest)
 
     def _remove(self, stem: str) -> None:
-        for suffix in SUFFIXES:
+        for suffix in SUFFIXES + OPTIONAL:
             (self.folder / f"{stem}{suffix}").unlink(missing_ok=True)
 
     def listing(self) -> list[dict[str, Any]]:
@@ -133,15 +140,15 @@ class ReportStore:
                 None,
             )
 
-    def body(self, report_id: str, markdown: bool) -> bytes | None:
-        """The report's JSON or Markdown; None when no such report is kept."""
+    def body(self, report_id: str, form: str) -> bytes | None:
+        """The report in `form` (a key of FORMATS); None when no such report is kept in that form."""
         if not ID_PATTERN.fullmatch(report_id):
             return None
         with self._lock:
             if report_id not in self._kept:
                 return None
             try:
-                return (self.folder / f"{report_id}{'.md' if markdown else '.json'}").read_bytes()
+                return (self.folder / f"{report_id}{FORMATS[form]}").read_bytes()
             except OSError:
                 return None
 

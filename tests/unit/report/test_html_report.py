@@ -148,7 +148,10 @@ def test_matplotlib_missing_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(UserError) as raised:
         render_html(report)
-    assert str(raised.value) == "--output html needs matplotlib: pip install 'llmdiag[html]'"
+    assert (
+        str(raised.value)
+        == "the HTML report (--output html, serve --html) needs matplotlib: pip install 'llmdiag[html]'"
+    )
 
 
 def test_marks_are_the_events_and_ray_deaths_of_the_pod_and_its_node_in_the_window() -> None:

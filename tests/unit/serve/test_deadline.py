@@ -36,6 +36,6 @@ def test_a_hung_source_fails_at_the_deadline_and_the_next_cycle_starts_on_time(t
     assert all(1.8 < b - a < 2.3 for a, b in zip(starts, starts[1:], strict=False)), starts
     assert all(m["duration_seconds"] < 1.9 for m in kept), kept
     assert service.counters.get("llmdiag_cycles_total", trigger="schedule", outcome="skipped") == 0
-    report = json.loads(service.store.body(kept[0]["id"], markdown=False))
+    report = json.loads(service.store.body(kept[0]["id"], "json"))
     hung_source = report["sources"]["vllm (--vllm-url)"]
     assert hung_source["status"] == "failed" and "timed out after" in hung_source["detail"], hung_source

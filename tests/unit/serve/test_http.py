@@ -75,6 +75,9 @@ def test_reports_list_and_each_as_json_or_markdown(server) -> None:
     assert status == 200 and kind == "application/json" and json.loads(body)["verdict"]["rule"] == "K8S-505"
     status, kind, body = request(srv, "GET", f"/reports/{listed['id']}?format=md")
     assert status == 200 and kind.startswith("text/markdown") and b"K8S-505" in body
+    status, _, body = request(srv, "GET", f"/reports/{listed['id']}?format=html")
+    assert status == 404 and b"serve --html" in body  # kept without its page: says how to keep it
+    assert request(srv, "GET", f"/reports/{listed['id']}?format=pdf")[0] == 400
     assert request(srv, "GET", "/reports/20261207T000000000Z-schedule")[0] == 404
     assert request(srv, "GET", "/reports/..%2F..%2Fetc%2Fpasswd")[0] == 404
     assert request(srv, "GET", "/nothing")[0] == 404
@@ -124,3 +127,19 @@ def test_bodies_are_bounded_and_must_be_alertmanagers(server) -> None:
                       b"labels")]:  # fmt: skip
         status, _, body = post(srv, bad)
         assert status == 400 and why in body
+
+
+def test_with_html_each_kept_report_is_served_as_its_page(tmp_path: Path, fault_report) -> None:
+    settings = Settings(every_s=60, deadline_s=30, target=Target(), config=Config(), html=True)
+    service = Service(settings, ReportStore(tmp_path, Limits()), lambda t: fault_report)
+    meta = service.run_triage("schedule", settings.target)
+    assert meta is not None
+    srv = Server(("127.0.0.1", 0), service, TOKEN)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        status, kind, body = request(srv, "GET", f"/reports/{meta['id']}?format=html")
+    finally:
+        srv.shutdown()
+    assert status == 200 and kind == "text/html; charset=utf-8"
+    assert body.startswith(b"<!DOCTYPE html>") and b"K8S-505" in body
+    assert service.store.totals()[1] == sum(p.stat().st_size for p in tmp_path.iterdir())

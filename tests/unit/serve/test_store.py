@@ -37,8 +37,8 @@ def test_a_restart_reads_back_every_kept_report(tmp_path: Path) -> None:
     store.add(meta(2, "alert"), '{"b": 2}', "# two\n")
     again = ReportStore(tmp_path, Limits())
     assert again.listing() == store.listing()
-    assert again.body(first.id, markdown=False) == b'{"a": 1}'
-    assert again.body(first.id, markdown=True) == b"# one\n"
+    assert again.body(first.id, "json") == b'{"a": 1}'
+    assert again.body(first.id, "md") == b"# one\n"
     assert again.latest("alert")["n"] == 2 and again.latest("schedule")["n"] == 1
 
 
@@ -65,8 +65,8 @@ def test_the_same_id_twice_is_made_unique(tmp_path: Path) -> None:
 def test_ids_outside_the_pattern_are_never_read(tmp_path: Path) -> None:
     store = ReportStore(tmp_path / "state", Limits())
     (tmp_path / "secret.json").write_text("{}")
-    assert store.body("../secret", markdown=False) is None
-    assert store.body("20261207T000000000Z-schedule", markdown=False) is None
+    assert store.body("../secret", "json") is None
+    assert store.body("20261207T000000000Z-schedule", "json") is None
 
 
 def test_files_are_private(tmp_path: Path) -> None:
