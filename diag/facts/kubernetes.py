@@ -590,9 +590,10 @@ def _nodes_refused(pod: Pod, request: int, candidates: list[Node], matching: lis
         why = [_unavailable_note(node).strip(" ()")] if _unavailable_note(node) else []
         why += [f"taint {placement.taint_text(t)} not tolerated" for t in placement.untolerated_taints(pod, node)]
         free, allocatable = index.gpu_free(node), placement.gpu_allocatable(node)
-        if request and free is not None and free < request:
+        if request and free is not None and (free < request or not why):
+            short = f" for its {request}" if free < request else ", enough by what was read"
             why.append(
-                f"{_at_most(index, node)}{free} of {allocatable} nvidia.com/gpu free for its {request} "
+                f"{_at_most(index, node)}{free} of {allocatable} nvidia.com/gpu free{short} "
                 f"(GPU pods on it: {_gpu_pods_text(node.name, index)})"
             )
         found.append(f"{node.name}: {', '.join(why) or 'nothing in what was read keeps it off'}")
