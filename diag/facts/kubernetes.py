@@ -590,7 +590,9 @@ def _nodes_refused(pod: Pod, request: int, candidates: list[Node], matching: lis
         why = [_unavailable_note(node).strip(" ()")] if _unavailable_note(node) else []
         why += [f"taint {placement.taint_text(t)} not tolerated" for t in placement.untolerated_taints(pod, node)]
         free, allocatable = index.gpu_free(node), placement.gpu_allocatable(node)
-        if request and free is not None and (free < request or not why):
+        if request and not allocatable:
+            why.append(f"advertises {'no' if allocatable is None else '0'} nvidia.com/gpu")
+        elif request and free is not None and (free < request or not why):
             short = f" for its {request}" if free < request else ", enough by what was read"
             why.append(
                 f"{_at_most(index, node)}{free} of {allocatable} nvidia.com/gpu free{short} "
