@@ -153,6 +153,7 @@ BY_PATH = {row.path: row for row in KUBE_LISTS}
 BY_KIND = {row.kind: row for row in KUBE_LISTS}
 
 NVML_FILE = "gpu/<host>.nvml.json"
+NODE_PODS_FILE = "k8s/node-pods/<node>.json"
 SMI_XML_FILE = "gpu/<host>.xml"
 VLLM_SCRAPE_FILE = "vllm/<server>.metrics[.<n>].txt"
 _ON_HEAD = "   # on the Ray head"
@@ -170,6 +171,17 @@ SOURCES: tuple[Source, ...] = (
         collector="diag/collect/kubernetes.py",
         decides=False,
         note="<stem>: [<namespace>.]<pod>[.<container>]; .previous.log: the run before",
+    ),
+    Source(
+        NODE_PODS_FILE,
+        "kubernetes",
+        readers.node_pods(kubernetes.parse_pods),
+        "list",
+        "kubectl get pods -A --field-selector spec.nodeName=<node> -o json > k8s/node-pods/<node>.json",
+        "diag/collect/kubernetes.py",
+        decides=False,
+        note="in a triage of some namespaces: every namespace's pods on a GPU node on their path, for what "
+        "holds its GPUs; never counted as the namespace's own pods",
     ),
     Source(
         "ray/status.txt",

@@ -14,7 +14,7 @@ from pathlib import PurePosixPath
 from diag.core.errors import ParseError
 from diag.parsers import engine_args, logs, nvidia_smi, nvml, prometheus_api, ray_state, ray_status, vllm
 from diag.parsers.json_fields import load_json
-from diag.snapshot.model import GPU, Snapshot, VllmServer
+from diag.snapshot.model import GPU, Pod, Snapshot, VllmServer
 
 
 @dataclass
@@ -39,6 +39,15 @@ Reader = Callable[[Loading, str, "re.Match[str]", str], "str | None"]
 def kube_list(parse: Callable[[Snapshot, str], None]) -> Reader:
     def read(state: Loading, rel: str, found: re.Match[str], text: str) -> None:
         parse(state.snap, text)
+
+    return read
+
+
+def node_pods(parse: Callable[[str], list[Pod]]) -> Reader:
+    """k8s/node-pods/<node>.json: the pods of every namespace on one node, kept apart from the pods."""
+
+    def read(state: Loading, rel: str, found: re.Match[str], text: str) -> None:
+        state.snap.node_pods.setdefault(found["node"], []).extend(parse(text))
 
     return read
 

@@ -19,11 +19,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from diag.bundle.layout import BY_KIND, KUBE_LISTS
+from diag.bundle.layout import BY_KIND, KUBE_LISTS, NODE_PODS_FILE
 from diag.collect.base import Sink, SourceResult, Target
 from diag.core.errors import ParseError
-from diag.parsers.kubernetes import RAY_CLUSTER_LABEL, RAY_NODE_TYPE_LABEL, parse_pods_document
-from diag.snapshot.model import Container, Pod
+from diag.parsers.kubernetes import RAY_CLUSTER_LABEL, RAY_NODE_TYPE_LABEL, parse_nodes_document, parse_pods_document
+from diag.snapshot.gpu_resources import is_gpu_node
+from diag.snapshot.model import Container, Node, Pod
 from diag.snapshot.quantity import gpu_count, mig_total
 
 if TYPE_CHECKING:
@@ -113,10 +114,12 @@ def collect_objects(
     results = [v for v in outcomes.values() if isinstance(v, SourceResult)] + not_understood
     # the lists in hand are written (and redacted: a fleet's pods.json takes a second of CPU) while the
     # API server answers the events lists, not after them
-    with ThreadPoolExecutor(max_workers=1) as writer:
+    with ThreadPoolExecutor(max_workers=2) as writer:
         written = writer.submit(_write_lists, sink, lists)
+        on_nodes = writer.submit(collect_node_pods, kube, scope.namespace, pods, lists.get("nodes"), sink)
         events = _events(kube, scope, pods, lists)
         written.result()
+        results.extend(on_nodes.result())
     if isinstance(events, dict):
         lists["events"] = events
         sink.write_json("k8s/events.json", events)
@@ -437,3 +440,57 @@ def _parallel(fn: Callable[[_Job], SourceResult], jobs: Iterable[_Job]) -> list[
         return []
     with ThreadPoolExecutor(max_workers=min(PARALLEL_REQUESTS, len(jobs))) as pool:
         return list(pool.map(fn, jobs))
+
+
+# ----------------------------------------------------------------------------- every namespace's pods on the GPU nodes
+
+MAX_NODE_POD_LISTS = 32  # GPU nodes whose pods of every namespace are read, in a triage of some namespaces
+
+
+def collect_node_pods(
+    kube: KubeAccess, namespace: str | None, pods: list[Pod], nodes_list: dict | None, sink: Sink
+) -> list[SourceResult]:
+    """In a triage of one namespace: the pods of every namespace on the GPU nodes on its path, one list
+    per node selected by spec.nodeName, into k8s/node-pods/<node>.json (never k8s/pods.json), so that
+    what holds a node's GPUs is said from what was read. At most MAX_NODE_POD_LISTS nodes; the others
+    are skipped, and their findings say that other namespaces' pods were not read."""
+    from diag.collect.kube import KubeError
+
+    if namespace is None or nodes_list is None:
+        return []
+    try:
+        gpu_nodes = [n for n in parse_nodes_document(nodes_list) if is_gpu_node(n)]
+    except ParseError:
+        return []
+    chosen = _nodes_on_the_path(gpu_nodes, pods)
+    results = [
+        SourceResult(_node_pods_file(n), "skipped", f"more than {MAX_NODE_POD_LISTS} GPU nodes on the path")
+        for n in chosen[MAX_NODE_POD_LISTS:]
+    ]
+
+    def read(node: str) -> SourceResult:
+        rel = _node_pods_file(node)
+        try:
+            answer = kube.list_json("pods", None, field_selector=f"spec.nodeName={node}")
+        except KubeError as e:
+            return SourceResult(rel, "failed", str(e))
+        sink.write_json(rel, answer)
+        return SourceResult(rel, "ok", _list_detail(answer, "pods of every namespace on the node"))
+
+    return _parallel(read, chosen[:MAX_NODE_POD_LISTS]) + results
+
+
+def _nodes_on_the_path(gpu_nodes: list[Node], pods: list[Pod]) -> list[str]:
+    """The GPU nodes the namespace's pods run on; where one of them waits for a node, every GPU node,
+    those that take no pod now (cordoned, not Ready) first: they are the likeliest to explain the wait."""
+    placed = {p.node_name for p in pods if p.node_name}
+    chosen = [n.name for n in gpu_nodes if n.name in placed]
+    if any(not p.node_name and p.phase == "Pending" for p in pods):
+        rest = [n for n in gpu_nodes if n.name not in placed]
+        rest.sort(key=lambda n: not (n.unschedulable or n.conditions.get("Ready", {}).get("status") != "True"))
+        chosen += [n.name for n in rest]
+    return chosen
+
+
+def _node_pods_file(node: str) -> str:
+    return NODE_PODS_FILE.replace("<node>", node)

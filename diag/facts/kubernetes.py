@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from diag.bundle import layout
 from diag.facts import kubernetes_containers as containers
 from diag.facts import kubernetes_dra as dra
 from diag.facts import kubernetes_events, kubernetes_network, ray_pods
@@ -48,6 +49,15 @@ INSUFFICIENT_GPU = "Insufficient nvidia.com/gpu"
 TAINT_REASON_MARKS = ("untolerated taint", "that the pod didn't tolerate")
 AFFINITY_REASON_MARK = "didn't match Pod's node affinity/selector"
 SPREAD_REASON_MARKS = ("pod topology spread constraints", "pod affinity rules", "pod anti-affinity rules")
+# Nodes that take no pod for now: NodeUnschedulable's "node(s) were unschedulable" (cordoned), and the
+# lifecycle taints of a cordoned or not Ready node, where TaintToleration names them.
+NODE_DOWN_REASON_MARKS = (
+    "were unschedulable",
+    "{node.kubernetes.io/unschedulable:",
+    "{node.kubernetes.io/not-ready:",
+    "{node.kubernetes.io/unreachable:",
+)
+MAX_NODES_SHOWN = 10  # nodes named one by one in a pending pod's facts; the rest are counted
 # KubeRay's failure events (ray-operator/controllers/ray/utils/constant.go: InvalidRayClusterSpec,
 # FailedToCreateWorkerPod, ...).
 KUBERAY_ERROR_EVENT_PREFIXES = ("Invalid", "FailedTo")
@@ -90,6 +100,8 @@ class Lookups:
     clock: Clock
     indexes: Indexes
     allocated: dict[str, int] = field(default_factory=dict)  # node -> GPUs held by its live pods
+    # node -> the live pods of every namespace on it, where k8s/node-pods/<node>.json was read whole
+    cluster_wide: dict[str, list[Pod]] = field(default_factory=dict)
     mig_offered: list[str] = field(default_factory=list)  # nvidia.com/mig-* advertised anywhere
     whole_gpus_offered: bool = False  # some node advertises nvidia.com/gpu
     signals_by_message: dict[str, list[str]] = field(default_factory=dict)  # event message -> signals it matches
@@ -101,11 +113,19 @@ class Lookups:
         for pod in snap.pods:
             if pod.node_name and pod.phase not in TERMINAL_PHASES:
                 allocated[pod.node_name] = allocated.get(pod.node_name, 0) + pod_gpu_request(pod)
+        cluster_wide = {
+            node: [p for p in pods if p.phase not in TERMINAL_PHASES]
+            for node, pods in snap.node_pods.items()
+            if source_read(snap, layout.NODE_PODS_FILE.replace("<node>", node))
+        }
+        for node, pods in cluster_wide.items():  # every namespace's pods there, this namespace's among them
+            allocated[node] = sum(pod_gpu_request(p) for p in pods)
         return cls(
             snap=snap,
             clock=clock,
             indexes=indexes(snap),
             allocated=allocated,
+            cluster_wide=cluster_wide,
             mig_offered=sorted({r for n in snap.nodes for r in placement.mig_offered(n)}),
             whole_gpus_offered=any(placement.gpu_allocatable(n) for n in snap.nodes),
         )
@@ -119,6 +139,13 @@ class Lookups:
                 name for name, pattern in patterns.items() if pattern.search(message)
             ]
         return names
+
+    def gpu_pods_on(self, node: str) -> list[Pod]:
+        """The live GPU pods on a node: of every namespace where they were read, else of the bundle's."""
+        pods = self.cluster_wide.get(node)
+        if pods is None:
+            pods = [p for p in self.indexes.pods_on_node.get(node, []) if p.phase not in TERMINAL_PHASES]
+        return [p for p in pods if wants_gpus(p)]
 
     def gpu_free(self, node: Node) -> int | None:
         allocatable = placement.gpu_allocatable(node)
@@ -463,6 +490,9 @@ def _failed_scheduling(pod: Pod, events: list[Event], events_read: bool) -> dict
         "taint_reasons": [r for r in reasons if any(mark in r for mark in TAINT_REASON_MARKS)],
         "affinity_mismatch": any(AFFINITY_REASON_MARK in r for r in reasons),
         "spread_reasons": [f"{n} {r}" for r, n in reasons.items() if any(mark in r for mark in SPREAD_REASON_MARKS)],
+        "node_down_reasons": [
+            f"{n} {r}" for r, n in reasons.items() if any(mark in r for mark in NODE_DOWN_REASON_MARKS)
+        ],
     }
 
 
@@ -477,6 +507,7 @@ def _no_scheduling_failure() -> dict:
         "taint_reasons": [],
         "affinity_mismatch": False,
         "spread_reasons": [],
+        "node_down_reasons": [],
     }
 
 
@@ -484,7 +515,16 @@ def _placement(pod: Pod, index: Lookups) -> dict:
     """Why an unplaced pod fits no node, node by node: selector, taints, free GPUs. Worked out once for
     the pods that ask the same (the replicas of one template): it reads every node, and a full cluster
     can hold hundreds of pending replicas. Shared between them, and read-only like all facts."""
-    asks = repr((wants_gpus(pod), pod.node_selector, pod.affinity, pod.tolerations, pod.topology_spread_constraints))
+    asks = repr(
+        (
+            wants_gpus(pod),
+            pod_gpu_request(pod),
+            pod.node_selector,
+            pod.affinity,
+            pod.tolerations,
+            pod.topology_spread_constraints,
+        )
+    )
     found = index.placements.get(asks)
     if found is None:
         found = index.placements[asks] = _placement_on_nodes(pod, index)
@@ -497,6 +537,8 @@ def _placement_on_nodes(pod: Pod, index: Lookups) -> dict:
     asked = placement.selector_keys(pod)
     shown = asked + ([placement.GPU_PRODUCT_LABEL] if placement.GPU_PRODUCT_LABEL not in asked else [])
     untolerated = [(n, t) for n in matching for t in placement.untolerated_taints(pod, n)]
+    request = pod_gpu_request(pod)
+    down_with_room = [n for n in matching if _unavailable_note(n) and _room_for(n, request, index)]
     return {
         "selector": placement.selector_terms(pod),
         "candidate_nodes": [n.name for n in candidates],
@@ -508,14 +550,60 @@ def _placement_on_nodes(pod: Pod, index: Lookups) -> dict:
         "tolerations": [placement.toleration_text(t) for t in pod.tolerations],
         "missing_tolerations": sorted({placement.toleration_for(t) for _, t in untolerated}),
         "gpu_free": [
-            f"{n.name}: {_at_most(index)}{index.gpu_free(n)} of {placement.gpu_allocatable(n)} nvidia.com/gpu free"
+            f"{n.name}: {_at_most(index, n)}{index.gpu_free(n)} of {placement.gpu_allocatable(n)} nvidia.com/gpu free"
             f"{_unavailable_note(n)}"
             for n in matching
             if placement.gpu_allocatable(n) is not None
         ],
         "gpu_allocatable_max": max((placement.gpu_allocatable(n) or 0 for n in matching), default=0),
         "spread_and_pod_affinity": placement.spread_and_pod_affinity(pod),
+        # the nodes it may use that take no pod now (cordoned, not Ready) but have room for it
+        "unavailable_fitting": [_node_as_read(n, index) for n in down_with_room],
+        "unavailable_fitting_names": [n.name for n in down_with_room],
+        "nodes_refused": _nodes_refused(pod, request, candidates, matching, index),
     }
+
+
+def _room_for(node: Node, request: int, index: Lookups) -> bool:
+    """Whether the node would hold the pod's GPUs if it took pods (unknown counts as room)."""
+    free = index.gpu_free(node)
+    return request == 0 or free is None or free >= request
+
+
+def _node_as_read(node: Node, index: Lookups) -> str:
+    """A node as llmdiag read it: why it takes no pod, its free GPUs and who holds the others."""
+    notes = _unavailable_note(node).strip(" ()")
+    allocatable = placement.gpu_allocatable(node)
+    gpus = (
+        ""
+        if allocatable is None
+        else f"{_at_most(index, node)}{index.gpu_free(node)} of {allocatable} nvidia.com/gpu free, "
+        f"GPU pods on it: {_gpu_pods_text(node.name, index)}"
+    )
+    return f"{node.name}: " + "; ".join(part for part in (notes, gpus) if part)
+
+
+def _nodes_refused(pod: Pod, request: int, candidates: list[Node], matching: list[Node], index: Lookups) -> list[str]:
+    """Node by node, what of the nodes as read keeps the pod off each one its selector allows."""
+    found = []
+    for node in matching[:MAX_NODES_SHOWN]:
+        why = [_unavailable_note(node).strip(" ()")] if _unavailable_note(node) else []
+        why += [f"taint {placement.taint_text(t)} not tolerated" for t in placement.untolerated_taints(pod, node)]
+        free, allocatable = index.gpu_free(node), placement.gpu_allocatable(node)
+        if request and not allocatable:
+            why.append(f"advertises {'no' if allocatable is None else '0'} nvidia.com/gpu")
+        elif request and free is not None and (free < request or not why):
+            short = f" for its {request}" if free < request else ", enough by what was read"
+            why.append(
+                f"{_at_most(index, node)}{free} of {allocatable} nvidia.com/gpu free{short} "
+                f"(GPU pods on it: {_gpu_pods_text(node.name, index)})"
+            )
+        found.append(f"{node.name}: {', '.join(why) or 'nothing in what was read keeps it off'}")
+    if len(matching) > MAX_NODES_SHOWN:
+        found.append(f"and {len(matching) - MAX_NODES_SHOWN} more")
+    if len(candidates) > len(matching):
+        found.append(f"{len(candidates) - len(matching)} other node(s) do not match its nodeSelector/affinity")
+    return found
 
 
 def _unavailable_note(node: Node) -> str:
@@ -605,26 +693,27 @@ def _node_lasting(node: Node, index: Lookups) -> dict:
             ],
             "gpu_sharing": placement.gpu_sharing(node),
             "pods": [p.key for p in on_node],
-            "gpu_pods": [p.key for p in on_node if wants_gpus(p) and p.phase not in TERMINAL_PHASES],
-            "gpu_pods_text": _gpu_pods_text(on_node, index.snap.pods_listed_in()),
+            "gpu_pods": [p.key for p in index.gpu_pods_on(node.name)],
+            "gpu_pods_text": _gpu_pods_text(node.name, index),
             "_subject": f"node/{node.name}",
             "_links": link("node", node.name) + [f"pod:{p.key}" for p in on_node],
         }
     )
 
 
-def _at_most(index: Lookups) -> str:
+def _at_most(index: Lookups, node: Node) -> str:
     """GPUs free on a node, counted from the pods of some namespaces only, is an upper bound."""
-    return "" if index.snap.pods_listed_in() is None else "at most "
+    return "" if index.snap.pods_listed_in() is None or node.name in index.cluster_wide else "at most "
 
 
-def _gpu_pods_text(on_node: list[Pod], listed_in: list[str] | None) -> str:
-    """The GPU pods on a node, said as far as the bundle knows them: in a triage of some namespaces, the
-    pods of the others were not read."""
-    keys = [p.key for p in on_node if wants_gpus(p) and p.phase not in TERMINAL_PHASES]
-    if listed_in is None:
-        return ", ".join(keys) or "none"
-    return f"{', '.join(keys) or 'none'} of namespace {', '.join(listed_in)} (other namespaces' pods were not read)"
+def _gpu_pods_text(node: str, index: Lookups) -> str:
+    """The GPU pods on a node, said as far as the bundle knows them: every namespace's where they were
+    read on that node; else, in a triage of some namespaces, the pods of the others were not read."""
+    keys = ", ".join(p.key for p in index.gpu_pods_on(node)) or "none"
+    listed_in = index.snap.pods_listed_in()
+    if listed_in is None or node in index.cluster_wide:
+        return keys
+    return f"{keys} of namespace {', '.join(listed_in)} (other namespaces' pods were not read)"
 
 
 def node_windowed(node: Node, index: Lookups) -> dict:

@@ -587,24 +587,28 @@ def _event(obj: _Object) -> Event:
 
 
 def parse_nodes(text: str) -> list[Node]:
-    nodes = []
-    for obj in _objects(text, "Node"):
-        spec, status = obj.fields.child("spec"), obj.fields.child("status")
-        nodes.append(
-            Node(
-                name=obj.name,
-                labels=obj.metadata.string_map("labels"),
-                taints=[
-                    {"key": _required_text(t, "key"), "value": t.text("value"), "effect": t.text("effect")}
-                    for t in spec.children("taints")
-                ],
-                unschedulable=bool(spec.flag("unschedulable")),
-                conditions=_conditions(status),
-                capacity=_resources(status, "capacity"),
-                allocatable=_resources(status, "allocatable"),
-            )
-        )
-    return nodes
+    return [_node(obj) for obj in _objects(text, "Node")]
+
+
+def parse_nodes_document(doc: object) -> list[Node]:
+    """`parse_nodes` of a list already read from JSON (the live collector has it)."""
+    return [_node(obj) for obj in _objects_in(doc, "Node")]
+
+
+def _node(obj: _Object) -> Node:
+    spec, status = obj.fields.child("spec"), obj.fields.child("status")
+    return Node(
+        name=obj.name,
+        labels=obj.metadata.string_map("labels"),
+        taints=[
+            {"key": _required_text(t, "key"), "value": t.text("value"), "effect": t.text("effect")}
+            for t in spec.children("taints")
+        ],
+        unschedulable=bool(spec.flag("unschedulable")),
+        conditions=_conditions(status),
+        capacity=_resources(status, "capacity"),
+        allocatable=_resources(status, "allocatable"),
+    )
 
 
 def parse_services(text: str) -> list[Service]:

@@ -605,6 +605,9 @@ class Snapshot:
     # it is not typed here); None: the built-in ones
     signals: Any = None
     sources: dict[str, SourceStatus] = field(default_factory=dict)
+    # the pods of every namespace bound to a node (k8s/node-pods/<node>.json), by node: what holds the
+    # node's GPUs. Never the namespace's own workloads, which are `pods` alone.
+    node_pods: dict[str, list[Pod]] = field(default_factory=dict)
 
     _pods_by_key: dict[str, Pod] = field(default_factory=dict, init=False, repr=False, compare=False)
     _pods_indexed: tuple[list[Pod] | None, int] = field(default=(None, 0), init=False, repr=False, compare=False)

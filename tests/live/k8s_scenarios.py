@@ -235,6 +235,28 @@ def refuse_by_quota(cluster: ControlPlane, ns: str) -> None:
     wait_for("the llama-70b Deployment's ReplicaFailure (exceeded quota)", refused)
 
 
+def cordon_under_another_namespaces_pod(cluster: ControlPlane, ns: str, other: str) -> str:
+    """A batch job of namespace `other` holds 2 GPUs of gpu-h100-2; the node is then cordoned (not
+    drained, so the job stays). The llama-70b vLLM Deployment of `ns` asks for 2 replicas of 6 GPUs: the
+    first takes gpu-h100-1, the second waits, gpu-h100-1 having 2 left and gpu-h100-2, with 6 free, being
+    cordoned (issue 36). Returns the batch pod's name."""
+    batch = training_deployment("embed-batch", other, gpus=2)
+    batch["spec"]["template"]["spec"]["nodeSelector"]["kubernetes.io/hostname"] = "gpu-h100-2"
+    apply(cluster, namespace(other), batch)
+    wait_for("the batch pod running", lambda: _phases(cluster, other, "embed-batch") == ["Running"])
+    cluster.kubectl("cordon", "gpu-h100-2")
+    apply(cluster, namespace(ns), vllm_deployment("llama-70b", ns, gpus=6, tolerate=True, replicas=2),
+          service("llama-70b", ns))  # fmt: skip
+    wait_for("one replica running, one pending", lambda: _phases(cluster, ns, "llama-70b") == ["Pending", "Running"])
+    wait_for("the scheduler's FailedScheduling", lambda: failed_scheduling(cluster, ns))
+    [pod] = pods(cluster, other, "embed-batch")
+    return pod["metadata"]["name"]
+
+
+def _phases(cluster: ControlPlane, ns: str, app: str) -> list[str]:
+    return sorted(p["status"].get("phase", "") for p in pods(cluster, ns, app))
+
+
 # kubectl verbs that change the cluster: a printed command with one of them runs with --dry-run=server
 _WRITES = ("uncordon", "cordon", "drain", "scale", "patch", "delete", "apply", "create", "label", "annotate",
            "taint", "set", "replace", "rollout")  # fmt: skip

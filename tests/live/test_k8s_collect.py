@@ -83,6 +83,18 @@ def _lists_of(requests: list[RecordedRequest], resource: str) -> list[RecordedRe
     return [r for r in requests if r.info and r.info.resource == resource and r.info.verb == "list"]
 
 
+def _node_pod_lists(requests: list[RecordedRequest]) -> list[RecordedRequest]:
+    """The lists of every namespace's pods on one node (k8s/node-pods/<node>.json)."""
+    return [
+        r for r in _lists_of(requests, "pods") if r.query.get("fieldSelector", [""])[0].startswith("spec.nodeName=")
+    ]
+
+
+def _own_pod_lists(requests: list[RecordedRequest]) -> list[RecordedRequest]:
+    """The lists of the target's pods (k8s/pods.json)."""
+    return [r for r in _lists_of(requests, "pods") if r not in _node_pod_lists(requests)]
+
+
 # ----------------------------------------------------------------------------- a full collection
 
 
@@ -146,8 +158,32 @@ def test_the_context_namespace_scopes_objects_and_events(replay: ReplayServer, t
         "nvidia-dcgm-exporter",
         "gpu-feature-discovery",
     }
-    pod_lists = _lists_of(replay.seen(), "pods")
+    pod_lists = _own_pod_lists(replay.seen())
     assert {r.info.namespace for r in pod_lists if r.info} == {"llm"}
+
+
+def test_a_namespaced_triage_reads_every_namespaces_pods_on_the_gpu_nodes_apart(
+    replay: ReplayServer, tmp_path: Path
+) -> None:
+    bundle, results = collect_from(replay, tmp_path)
+    node_lists = _node_pod_lists(replay.seen())
+    # a pod of llm waits for a node, so every GPU node is on its path; the CPU node is not
+    assert sorted(r.query["fieldSelector"][0] for r in node_lists) == [
+        "spec.nodeName=gpu-node-a",
+        "spec.nodeName=gpu-node-b",
+    ]
+    assert all(r.info and r.info.namespace is None for r in node_lists)
+    on_a = json.loads(bundle.files["k8s/node-pods/gpu-node-a.json"])["items"]
+    assert on_a and all(p["spec"]["nodeName"] == "gpu-node-a" for p in on_a)
+    assert {r.name: r.status for r in results if r.name.startswith("k8s/node-pods/")} == {
+        "k8s/node-pods/gpu-node-a.json": "ok",
+        "k8s/node-pods/gpu-node-b.json": "ok",
+    }
+    # they are never the namespace's own pods
+    assert {p["metadata"]["namespace"] for p in _items(bundle, "pods")} == {"llm"}
+    snap = load_bundle(bundle)
+    assert {p.namespace for p in snap.pods} == {"llm"}
+    assert set(snap.node_pods) == {"gpu-node-a", "gpu-node-b"}
 
 
 def test_all_namespaces_reads_every_namespace_and_names_clashing_pods_apart(
@@ -160,12 +196,13 @@ def test_all_namespaces_reads_every_namespace_and_names_clashing_pods_apart(
     assert bundle.files["k8s/logs/other.redis-0.previous.log"].startswith(b"1:C 29 Nov 2026")
     assert "k8s/logs/redis-0.log" not in bundle.files
     assert all(r.info.namespace is None for r in _lists_of(replay.seen(), "pods") if r.info)
+    assert _node_pod_lists(replay.seen()) == []  # every pod is in pods.json already
 
 
 def test_a_label_selector_scopes_the_pods_on_the_server_side(replay: ReplayServer, tmp_path: Path) -> None:
     bundle, _ = collect_from(replay, tmp_path, selector="app=llama-3-8b")
     assert _names(bundle, "pods") == {"llama-3-8b-7c9d6b5f4-abcde", "llama-3-8b-7c9d6b5f4-fghij"}
-    sent = {r.query.get("labelSelector", [""])[0] for r in _lists_of(replay.seen(), "pods")}
+    sent = {r.query.get("labelSelector", [""])[0] for r in _own_pod_lists(replay.seen())}
     assert sent == {"app=llama-3-8b"}
     reasons = {e["reason"] for e in _items(bundle, "events")}
     # the events of the selected pods and of their nodes; not the embedder's BackOff
@@ -180,7 +217,7 @@ def test_a_label_selector_scopes_the_pods_on_the_server_side(replay: ReplayServe
 def test_a_rayservice_scopes_to_the_raycluster_kuberay_made_for_it(replay: ReplayServer, tmp_path: Path) -> None:
     bundle, results = collect_from(replay, tmp_path, ray_cluster="qwen-svc")
     assert _names(bundle, "pods") == {"qwen-ray-head-x7k2p", "qwen-ray-gpu-group-worker-9zt4q"}
-    sent = {r.query.get("labelSelector", [""])[0] for r in _lists_of(replay.seen(), "pods")}
+    sent = {r.query.get("labelSelector", [""])[0] for r in _own_pod_lists(replay.seen())}
     assert sent == {"ray.io/cluster in (qwen-ray)"}
     assert "RayCluster qwen-ray" in next(r.detail for r in results if r.name == "k8s/pods.json")
     involved = {e["involvedObject"]["name"] for e in _items(bundle, "events")}
@@ -190,14 +227,14 @@ def test_a_rayservice_scopes_to_the_raycluster_kuberay_made_for_it(replay: Repla
 def test_one_pod_by_name_uses_a_field_selector(replay: ReplayServer, tmp_path: Path) -> None:
     bundle, _ = collect_from(replay, tmp_path, pod="embedder-5f6d7c8b9-k2m4n")
     assert _names(bundle, "pods") == {"embedder-5f6d7c8b9-k2m4n"}
-    sent = {r.query.get("fieldSelector", [""])[0] for r in _lists_of(replay.seen(), "pods")}
+    sent = {r.query.get("fieldSelector", [""])[0] for r in _own_pod_lists(replay.seen())}
     assert sent == {"metadata.name=embedder-5f6d7c8b9-k2m4n"}
     assert {e["reason"] for e in _items(bundle, "events") if e["involvedObject"]["kind"] == "Pod"} == {"BackOff"}
 
 
 def test_lists_are_paginated_with_limit_and_continue(replay: ReplayServer, tmp_path: Path, small_pages: int) -> None:
     bundle, _ = collect_from(replay, tmp_path)
-    pages = _lists_of(replay.seen(), "pods")
+    pages = _own_pod_lists(replay.seen())
     assert len(pages) == 4  # 7 pods, 2 a page
     assert all(r.query["limit"] == [str(small_pages)] for r in pages)
     assert "continue" not in pages[0].query and all("continue" in r.query for r in pages[1:])
@@ -454,7 +491,8 @@ def test_progress_says_which_source_failed(replay: ReplayServer, tmp_path: Path)
     target = _target(replay, tmp_path)
     collect(target, default_collectors(target), Console(file=shown, width=400))
     lines = {line.split(":", 1)[0]: line for line in shown.getvalue().splitlines() if line.strip()}
-    assert lines["✓ kubernetes objects"].endswith("12 ok")  # every list of the layout, ingresses too
+    # every list of the layout, ingresses too, and every namespace's pods on the two GPU nodes
+    assert lines["✓ kubernetes objects"].endswith("14 ok")
     assert lines["✓ kubernetes logs"].endswith("7 ok, 2 skipped")
     # no server behind the vLLM pod here: the line names the source and why
     assert "connection refused" in lines["✗ vllm"] and f"vllm/{VLLM_POD[0]}.{VLLM_POD[1]}.metrics" in lines["✗ vllm"]

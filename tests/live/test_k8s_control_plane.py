@@ -13,6 +13,7 @@ from k8s_cluster import TEST_NET, ControlPlane, wait_for
 from k8s_scenarios import (
     apply,
     assert_only_test_addresses,
+    cordon_under_another_namespaces_pod,
     expected,
     failed_scheduling,
     fired,
@@ -128,6 +129,41 @@ def test_quota_refuses_the_vllm_pods(gpu_cluster: ControlPlane) -> None:
     assert report["verdict"]["layer"] == want["verdict"]["layer"], report["verdict"]
     assert report["verdict"]["rule"] == want["verdict"]["rule"], report["verdict"]
     free_gpus(gpu_cluster, ns)
+
+
+def test_a_cordoned_node_that_runs_another_namespaces_pod(gpu_cluster: ControlPlane) -> None:
+    """Issue 36: the pending replica gets its own finding naming the cordoned node, explained by the
+    cordon; the node's text counts the other namespace's pod that the namespaced triage read apart."""
+    ns, other = "cordon", "batch-jobs"
+    batch_pod = cordon_under_another_namespaces_pod(gpu_cluster, ns, other)
+    try:
+        message = failed_scheduling(gpu_cluster, ns)[0]["message"]
+        assert "were unschedulable" in message and "Insufficient nvidia.com/gpu" in message, message
+
+        report = triage(gpu_cluster, ns)
+        assert run_printed_commands(gpu_cluster, report) == []
+        assert (report["verdict"]["layer"], report["verdict"]["rule"]) == ("kubernetes", "K8S-111"), report["verdict"]
+        [pending] = [f for f in report["findings"] if f["rule"] == "K8S-117"]
+        assert pending["subject"].startswith(f"pod/{ns}/llama-70b-") and pending["explained_by"] == "K8S-111"
+        evidence = " ".join(pending["evidence"])
+        assert f"gpu-h100-2: cordoned; 6 of 8 nvidia.com/gpu free, GPU pods on it: {other}/{batch_pod}" in evidence
+        assert "gpu-h100-1: 2 of 8 nvidia.com/gpu free for its 6" in evidence
+        assert "kubectl uncordon gpu-h100-2" in pending["remediation"]
+        assert "K8S-101" not in fired(report)
+        [cordoned] = [f for f in report["findings"] if f["rule"] == "K8S-111"]
+        text = " ".join(cordoned["evidence"])
+        assert f"GPU pods still on it: {other}/{batch_pod}" in text and "not read" not in text, text
+        # the other namespace's pod is context, never one of this namespace's subjects
+        assert not any(f["subject"].startswith(f"pod/{other}/") for f in report["findings"])
+
+        # the batch namespace's own triage: its pod is on the cordoned node, and is counted once
+        batch_report = triage(gpu_cluster, other)
+        [its_node] = [f for f in batch_report["findings"] if f["rule"] == "K8S-111"]
+        assert f"GPU pods still on it: {other}/{batch_pod}" in " ".join(its_node["evidence"])
+    finally:
+        gpu_cluster.kubectl("uncordon", "gpu-h100-2")
+        free_gpus(gpu_cluster, ns)
+        free_gpus(gpu_cluster, other)
 
 
 def test_the_control_plane_talks_only_to_local_addresses(gpu_cluster: ControlPlane) -> None:
