@@ -61,7 +61,7 @@ class _ServedSlowdowns:
         self.snap, self.settings, self.clock, self.window = snap, settings, clock, window
         self._symptoms: dict[int, list[tuple[str, Span]]] = {}
         self._restarts_of: dict[int, list[Restart] | None] = {}
-        self.events = WindowEvents(snap, settings["history_event_margin_s"])
+        self.events = WindowEvents(snap, settings)
 
     def _of_server(self, server: VllmServer) -> list[tuple[str, Span]]:
         if id(server) not in self._symptoms:

@@ -24,7 +24,9 @@ SIGNALS: dict[str, tuple[str, ...]] = {
     "running": ("vllm_num_requests_running",),
 }
 # Events that say why a pod stopped, whatever else happened: the cause of an episode they fall in.
-CAUSE_REASONS = frozenset({"Evicted", "Preempted", "Preempting", "NodeNotReady", "TaintManagerEviction", "OOMKilling"})
+CAUSE_REASONS = frozenset(
+    {"Evicted", "Preempting", "TaintManagerEviction", "NodeNotReady", "OOMKilling", "SystemOOM", "RayNodeDied"}
+)
 
 
 def _clock(t: float) -> str:
@@ -111,13 +113,14 @@ class WindowEvents:
     """Kubernetes events and Ray deaths on the history's time axis: those about given pods (and their
     nodes), and every Ray node or actor death, within settings.history_event_margin_s of an episode."""
 
-    def __init__(self, snap: Snapshot, margin_s: float) -> None:
-        self.snap, self.margin = snap, margin_s
+    def __init__(self, snap: Snapshot, settings: dict) -> None:
+        self.snap, self.settings = snap, settings
         self.loaded = False
 
     def _load(self) -> None:
         """Read on first use: most analyses have no episode to place events beside."""
         snap, self.loaded = self.snap, True
+        self.margin = self.settings["history_event_margin_s"]
         self.node_of = {f"{p.namespace}/{p.name}": p.node_name for p in snap.pods if p.node_name}
         self.k8s: list[tuple[float, str, str, str | None, str]] = []  # (time, kind/name, reason, namespace, line)
         for e in snap.events:

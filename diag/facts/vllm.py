@@ -74,7 +74,7 @@ _QUOTED_FLAGS = {
 def scopes(snap: Snapshot, settings: dict, clock: Clock) -> dict[str, list[dict]]:
     window = history_window(snap)
     index = indexes(snap)
-    events = WindowEvents(snap, settings["history_event_margin_s"])
+    events = WindowEvents(snap, settings)
     return {
         "vllm_server": [
             _with_drop_events(

@@ -167,7 +167,7 @@ NEIGHBOUR_AT, NEIGHBOUR_UNTIL, NEIGHBOUR_MIB = 56, 116, 5670.0
 ROLLED, OLD_POD = 60, ("llama-70b-6c4d5b8f7-kq2zt", "10.244.4.98")
 
 
-def crashed_on_xid(i: int) -> ServerState | None:
+def crashed_and_back(i: int) -> ServerState | None:
     """Busy; down (not answering) from the sample after the Xid until BACK; a new process after."""
     if XID_AT < i < BACK:
         return None
@@ -185,7 +185,7 @@ def rolled_out_new(i: int) -> ServerState | None:
     return ServerState(**{**busy(i).__dict__, "started": ROLLED + 2})
 
 
-def xid_then_down(i: int) -> GpuState:
+def down_and_back(i: int) -> GpuState:
     """The server's GPUs: idle and empty while it is down, its memory taken again as the new process loads."""
     if XID_AT < i < RESTARTED:
         return GpuState(util=0, sm_clock=345, temp=45, power=120, fb_used=0.0)
@@ -213,15 +213,18 @@ def batch_growing(i: int) -> GpuState:
     return GpuState(**{**batch_busy_cool(i).__dict__, "fb_used": 40000.0 + 300 * (i // 8)})
 
 
-def _event(end: int, i: int, kind: str, name: str, reason: str, message: str, kind_of: str = "Normal") -> dict:
-    """A Kubernetes event as `kubectl get events -o json` lists it, five seconds after sample i."""
+def _event(end: int, i: int, kind: str, name: str, reason: str, message: str, kind_of: str = "Normal",
+           by: str = "kubelet") -> dict:  # fmt: skip
+    """A Kubernetes event as `kubectl get events -o json` lists it, five seconds after sample i; a node's
+    events are in namespace default, and name no namespace of their object."""
     when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(end - WINDOW_S + i * STEP_S + 5))
-    namespace = {"namespace": NAMESPACE} if kind != "Node" else {}
+    involved = {"apiVersion": "v1", "kind": kind, "name": name}
+    involved |= {"uid": name} if kind == "Node" else {"namespace": NAMESPACE}
     return {"apiVersion": "v1", "kind": "Event", "count": 1, "type": kind_of, "reason": reason, "message": message,
-            "firstTimestamp": when, "lastTimestamp": when, "eventTime": None,
-            "involvedObject": {"apiVersion": "v1", "kind": kind, "name": name, **namespace},
-            "metadata": {"name": f"{name}.{i:04x}{reason.lower()}", "creationTimestamp": when, **namespace},
-            "source": {"component": "kubelet", "host": PODS[STORM_POD][1]}}  # fmt: skip
+            "firstTimestamp": when, "lastTimestamp": when, "eventTime": None, "involvedObject": involved,
+            "metadata": {"name": f"{name}.{i:04x}{reason.lower()}", "creationTimestamp": when,
+                         "namespace": "default" if kind == "Node" else NAMESPACE},
+            "source": {"component": by, "host": PODS[STORM_POD][1]}}  # fmt: skip
 
 
 def xid_restart_events(end: int) -> list[dict]:
@@ -236,6 +239,14 @@ def xid_restart_events(end: int) -> list[dict]:
         _event(end, RESTARTED, "Pod", STORM_POD, "Created", "Created container vllm"),
         _event(end, RESTARTED, "Pod", STORM_POD, "Started", "Started container vllm"),
     ]  # fmt: skip
+
+
+def oom_restart_events(end: int) -> list[dict]:
+    """The node's kernel OOM killer took the server's process (node-problem-detector's kernel monitor)."""
+    oom = ("Memory cgroup out of memory: Killed process 48213 (python3) total-vm:187352344kB, anon-rss:62914560kB, "
+           "file-rss:104856kB, shmem-rss:0kB, UID:0 pgtables:132616kB oom_score_adj:999")  # fmt: skip
+    return [_event(end, XID_AT, "Node", PODS[STORM_POD][1], "OOMKilling", oom, "Warning", "kernel-monitor"),
+            *xid_restart_events(end)[1:]]  # fmt: skip
 
 
 def rollout_events(end: int) -> list[dict]:
@@ -280,10 +291,16 @@ SCENARIOS = {
         ),
         Scenario(
             "xid-restart",
-            {STORM_POD: crashed_on_xid} | {p: busy for p in PODS if p != STORM_POD},
-            gpus=xid_then_down,
+            {STORM_POD: crashed_and_back} | {p: busy for p in PODS if p != STORM_POD},
+            gpus=down_and_back,
             xid=(XID_RESTART_GPU, XID_AT, 48),
             events=xid_restart_events,
+        ),
+        Scenario(
+            "oom-restart",
+            {STORM_POD: crashed_and_back} | {p: busy for p in PODS if p != STORM_POD},
+            gpus=down_and_back,
+            events=oom_restart_events,
         ),
         Scenario(
             "neighbour-memory",
@@ -447,6 +464,8 @@ class Expected:
     fires: tuple[str, ...]
     evidence: str = ""  # a pattern the verdict's first evidence line matches
     second: str = ""  # a pattern its second evidence line matches
+    # (verdict rule, fires) read from Prometheus alone, where they differ: a cause only events tell
+    alone: tuple[str, tuple[str, ...]] | None = None
 
 
 EXPECTED = {
@@ -499,6 +518,15 @@ EXPECTED = {
         ("GPU-121", "VLLM-114", "VLLM-119"),
         r"^DCGM_FI_DEV_FB_USED rose from 74,210 MiB, .* to 79,880 MiB: another process took up to 5,670 MiB .*"
         r"from \S+ (\d\d:\d\d:\d\d) to \S+ (\d\d:\d\d:\d\d) UTC \(60 samples 15 s apart, 15 min\), ended",
+    ),
+    # the same restart without an Xid: the node's OOM killer, reported in the same minute, is its cause
+    "oom-restart": Expected(
+        "VLLM-131",
+        "vllm/llm/llama-70b-7f8d9c6b5d-pfnp5",
+        ("VLLM-130", "VLLM-131"),
+        r"^\d\d:\d\d:\d\d Warning OOMKilling node/gpu-h100-1: Memory cgroup out of memory: Killed process 48213",
+        r"went away at \d\d:\d\d:\d\d UTC and answered again at \d\d:\d\d:\d\d UTC: down 5 min \(`up` 0 for 20 samples",
+        alone=("VLLM-130", ("VLLM-130",)),
     ),
     "rollout-restart": Expected(None, None, ()),
     "throughput-drop-healthy-gpus": Expected(
