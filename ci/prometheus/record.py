@@ -63,6 +63,9 @@ DESCRIPTIONS = {
     "neighbour-memory": "pod pfnp5's GPU 0 holds 5,670 MiB more than vLLM's preallocated 74,210 MiB from minute 14 "
     "on, while its clocks stay at the top; the server's generation rate falls from 2,900 to 950 tokens/s and its "
     "queue climbs: another process on the GPU. The research job's memory grows on its own GPUs (no vLLM there).",
+    "mig-second-replica": "pfnp5's GPU 0 is split into two MIG instances (3g.40gb); a second replica takes 37,000 "
+    "MiB of instance 2 from minute 14 while pfnp5's generation rate falls with no queue: memory on another MIG "
+    "instance is no other tenant's (GPU-121 silent), the drop is vLLM's (VLLM-119).",
     "rollout-restart": "a planned rollout: the previous pod llama-70b-6c4d5b8f7-kq2zt serves until minute 15, then "
     "pfnp5 (the pod the cluster's files hold) starts and answers from minute 17.5; its GPUs are freed and taken "
     "again at start-up. No Xid, no restarted process: nothing to report.",

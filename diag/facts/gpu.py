@@ -88,9 +88,11 @@ class _ServedSlowdowns:
 
     def _xid_restart(self, gpu: GPU, history: GpuHistory) -> dict | None:
         """The first Xid on this GPU that a server given it went away after, within xid_restart_within_s."""
+        if not history.xid_starts:
+            return None
         servers = self._servers(gpu)
         told = [self._restarts(s) for s in servers]
-        if not history.xid_starts or all(r is None for r in told):
+        if all(r is None for r in told):
             return None
         step = self.window.step if self.window else 15.0
         reports = dict(history.xids)
@@ -107,8 +109,10 @@ class _ServedSlowdowns:
 
     def _foreign_memory(self, gpu: GPU) -> dict | None:
         """Memory another process took on this GPU while the vLLM server given it served worse."""
+        if not gpu.history.get("dcgm_fb_used"):
+            return None
         servers = self._servers(gpu)
-        if not gpu.history.get("dcgm_fb_used") or not servers:
+        if not servers:
             return None
         shared = self._shared_by_design(gpu)
         if shared:

@@ -44,8 +44,10 @@ def attach_history(snap: Snapshot) -> None:
                 target = gpu_series[id(gpu)] if gpu is not None else None
                 if gpu is not None and (pod := _workload_pod(series.metric)) and pod not in gpu.labelled_pods:
                     gpu.labelled_pods.append(pod)
-                if gpu is not None and "GPU_I_ID" in series.metric and gpu.mig_mode is None:
-                    gpu.mig_mode = "Enabled"  # dcgm-exporter labels a MIG instance's series with its GPU instance
+                if gpu is not None and "GPU_I_ID" in series.metric:
+                    # dcgm-exporter labels a MIG instance's series with its GPU instance: MIG was on within
+                    # the window, whatever a capture at collection says
+                    gpu.mig_mode = "Enabled"
             if target is not None:
                 target[_key(query, series)].append(series)
     read_vllm = [r.name for r in results if BY_STEM[r.name].subject == "vllm"]

@@ -208,6 +208,16 @@ def neighbour(i: int) -> GpuState:
     return GpuState(**{**state.__dict__, "fb_used": 74210.0 + taken})
 
 
+# MIG: pfnp5's GPU 0 is split into two 3g.40gb instances; pfnp5 holds 18,000 MiB of instance 1 and a second
+# replica, started at MIG_SECOND, takes 37,000 MiB of instance 2 (dcgm-exporter: one series per instance).
+MIG_SECOND, MIG_SECOND_POD = 56, "llama-8b-5b7d9c4f8-m2x9q"
+
+
+def mig_instance(i: int, instance: int) -> GpuState:
+    used = 18000.0 if instance == 1 else (37000.0 if i >= MIG_SECOND else 0.0)
+    return GpuState(**{**gpu_busy(i).__dict__, "fb_used": used})
+
+
 def batch_growing(i: int) -> GpuState:
     """The other tenant's training job takes more memory as it goes: its own, on its own GPUs."""
     return GpuState(**{**batch_busy_cool(i).__dict__, "fb_used": 40000.0 + 300 * (i // 8)})
@@ -268,6 +278,7 @@ class Scenario:
     others: Callable[[int], GpuState] = gpu_busy  # the other vLLM server's GPUs
     batch: Callable[[int], GpuState] = batch_busy_cool  # the fine-tuning job's
     first_gpu: Callable[[int], GpuState] | None = None  # STORM_POD's GPU 0, where it differs from `gpus`
+    mig: bool = False  # STORM_POD's GPU 0 split in two MIG instances (mig_instance)
     xid: tuple[tuple[str, int], int, int] | None = None  # ((node, GPU index), from which sample, code)
     old_pods: dict[str, Callable[[int], ServerState | None]] = field(default_factory=dict)  # gone before the end
     events: Callable[[int], list[dict]] | None = None  # Kubernetes events of the window, by the history's end
@@ -308,6 +319,12 @@ SCENARIOS = {
             gpus=gpu_busy,
             first_gpu=neighbour,
             batch=batch_growing,
+        ),
+        Scenario(
+            "mig-second-replica",
+            {STORM_POD: slowed_without_queue} | {p: busy for p in PODS if p != STORM_POD},
+            gpus=gpu_busy,
+            mig=True,
         ),
         Scenario(
             "rollout-restart",
@@ -431,6 +448,9 @@ def _default_counters(sample: Callable[..., None], scenario: Scenario, end: int)
                         f'pci_bus_id="00000000:{0x18 + index:02X}:00.0",pod="{pod}"')  # fmt: skip
 
             replays = 0.0
+            if scenario.mig and index == 0 and node == PODS[STORM_POD][1]:
+                _mig_instances(sample, labels_of(pod), end)
+                continue
             for i in range(SAMPLES + 1):
                 t = end - WINDOW_S + i * STEP_S
                 g = gpu_shape(i)
@@ -450,6 +470,21 @@ def _default_counters(sample: Callable[..., None], scenario: Scenario, end: int)
                 if g.reasons is not None:
                     sample("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "gauge", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", labels,
                            g.reasons, t)  # fmt: skip
+
+
+def _mig_instances(sample: Callable[..., None], labels: str, end: int) -> None:
+    """A MIG-split GPU as dcgm-exporter exports it: each series labelled with its GPU instance and profile;
+    instance 2 belongs to the second replica."""
+    for instance in (1, 2):
+        own = labels if instance == 1 else labels.replace(f'pod="{STORM_POD}"', f'pod="{MIG_SECOND_POD}"')
+        own += f',GPU_I_ID="{instance}",GPU_I_PROFILE="3g.40gb"'
+        for i in range(SAMPLES + 1):
+            t = end - WINDOW_S + i * STEP_S
+            g = mig_instance(i, instance)
+            for name, value in (("DCGM_FI_DEV_SM_CLOCK", g.sm_clock), ("DCGM_FI_DEV_GPU_TEMP", g.temp),
+                                ("DCGM_FI_DEV_POWER_USAGE", g.power), ("DCGM_FI_DEV_GPU_UTIL", g.util),
+                                ("DCGM_FI_DEV_FB_USED", g.fb_used), ("DCGM_FI_DEV_XID_ERRORS", 0.0)):  # fmt: skip
+                sample(name, "gauge", name, own, value, t)
 
 
 # --------------------------------------------------------------------------- the bundles
@@ -529,6 +564,13 @@ EXPECTED = {
         alone=("VLLM-130", ("VLLM-130",)),
     ),
     "rollout-restart": Expected(None, None, ()),
+    # the second replica's memory on its own MIG instance is no other tenant's: the drop is vLLM's
+    "mig-second-replica": Expected(
+        "VLLM-119",
+        "vllm/llm/llama-70b-7f8d9c6b5d-pfnp5",
+        ("VLLM-119",),
+        r"fell from 2,900 to (8[5-9]\d|9[0-4]\d) tokens/s \(by (6[5-9]|70)%\) against the 15 minutes before",
+    ),
     "throughput-drop-healthy-gpus": Expected(
         "VLLM-119",
         "vllm/llm/llama-70b-7f8d9c6b5d-pfnp5",
