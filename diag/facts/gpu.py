@@ -100,7 +100,8 @@ class _ServedSlowdowns:
             for server, found in zip(servers, told, strict=True):
                 for restart in found or []:
                     after = restart.went_away - at
-                    if -2 * step <= after <= self.settings["xid_restart_within_s"]:
+                    # dcgm-exporter is often scraped less often than vLLM: its sample of the Xid can come later
+                    if -max(2 * step, 60.0) <= after <= self.settings["xid_restart_within_s"]:
                         return {"found": True, "xid": code, "xid_at": iso_time(at), "xid_text": reports[code],
                                 "server": server.name, "restart": restart.text(), "down_minutes": restart.minutes,
                                 "went_away": iso_time(restart.went_away), "back": iso_time(restart.back),

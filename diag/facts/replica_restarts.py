@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from diag.facts.episodes import Timeline, Values
-from diag.snapshot.clock import Clock, iso_time, parse_time
+from diag.snapshot.clock import iso_time, parse_time
 from diag.snapshot.model import PromWindow, Snapshot, VllmServer
 
 SIGNALS: dict[str, tuple[str, ...]] = {
@@ -47,10 +47,9 @@ class Restart:
         return (f"went away at {_clock(self.went_away)} UTC and answered again at {_clock(self.back)} UTC: "
                 f"down {self.minutes:g} min ({'; '.join(self.how)})")  # fmt: skip
 
-    def facts(self, clock: Clock) -> dict:
+    def facts(self) -> dict:
         return {"found": True, "went_away": iso_time(self.went_away), "back": iso_time(self.back),
-                "down_minutes": self.minutes, "start": self.went_away, "end": self.back, "text": self.text(),
-                "ended": f"{clock.age(self.back) or 0:.0f} s before collection"}  # fmt: skip
+                "down_minutes": self.minutes, "text": self.text()}  # fmt: skip
 
 
 def _answering(v: Values) -> bool:
@@ -59,12 +58,18 @@ def _answering(v: Values) -> bool:
     return "running" in v
 
 
+# Without a start time or a restart counter, a server away this long that answers again is taken as restarted.
+_AWAY_WITHOUT_PROOF_S = 60.0
+
+
 def restarts(server: VllmServer, window: PromWindow | None) -> list[Restart] | None:
-    """Every restart of the server's process in the window; None where the history cannot tell (no start
-    time and no restart counter)."""
+    """Every restart of the server's process in the window; None where the history cannot tell. Where
+    Prometheus has neither the process' start time nor the restart counter, a server that did not answer
+    for at least _AWAY_WITHOUT_PROOF_S and then did counts, said so."""
     step = window.step if window else 15.0
     timeline = Timeline.of(server.history, SIGNALS, step, window.end if window else None)
-    if not (timeline.has("started") or timeline.has("restarts")):
+    proof = timeline.has("started") or timeline.has("restarts")
+    if not proof and not timeline.has("running"):
         return None
     found: list[Restart] = []
     last: tuple[float, Values] | None = None  # the last sample at which the server answered
@@ -75,7 +80,7 @@ def restarts(server: VllmServer, window: PromWindow | None) -> list[Restart] | N
                 away.append(t)
             continue
         if last is not None:
-            how = _new_process(last[1], v)
+            how = _new_process(last[1], v) if proof else _away_long(last[0], t, step)
             if how:
                 went_away = away[0] if away else last[0] + step
                 if away:
@@ -87,6 +92,13 @@ def restarts(server: VllmServer, window: PromWindow | None) -> list[Restart] | N
     return found
 
 
+def _away_long(last: float, now: float, step: float) -> list[str]:
+    if now - last - step < max(_AWAY_WITHOUT_PROOF_S, 2 * step):
+        return []
+    return ["neither process_start_time_seconds nor kube_pod_container_status_restarts_total is in Prometheus: "
+            "a server that long away is taken as restarted"]  # fmt: skip
+
+
 def _new_process(before: Values, now: Values) -> list[str]:
     how = []
     if "started" in before and "started" in now and now["started"] > before["started"] + 1:
@@ -96,7 +108,7 @@ def _new_process(before: Values, now: Values) -> list[str]:
     return how
 
 
-def restart_facts(server: VllmServer, window: PromWindow | None, clock: Clock, events: WindowEvents) -> dict | None:
+def restart_facts(server: VllmServer, window: PromWindow | None, events: WindowEvents) -> dict | None:
     found = restarts(server, window)
     if found is None:
         return None
@@ -106,7 +118,7 @@ def restart_facts(server: VllmServer, window: PromWindow | None, clock: Clock, e
     pods = {server.pod} if server.pod else {f"{server.namespace}/{server.name.split('.', 1)[-1]}"}
     around = events.between(last.went_away, last.back, pods)
     cause = next((line for line, reason in around if reason in CAUSE_REASONS), None)
-    return last.facts(clock) | {"count": len(found), "events": [line for line, _ in around], "cause_event": cause}
+    return last.facts() | {"count": len(found), "events": [line for line, _ in around], "cause_event": cause}
 
 
 class WindowEvents:

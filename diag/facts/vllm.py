@@ -79,7 +79,7 @@ def scopes(snap: Snapshot, settings: dict, clock: Clock) -> dict[str, list[dict]
         "vllm_server": [
             _with_drop_events(
                 _server(s, snap, index, settings, clock, window)
-                | {"restart": restart_facts(s, window, clock, events) if s.history else None},
+                | {"restart": restart_facts(s, window, events) if s.history else None},
                 s,
                 events,
             )

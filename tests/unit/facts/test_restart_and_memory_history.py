@@ -81,6 +81,24 @@ def test_the_restart_counter_alone_tells_a_restart_where_the_start_time_is_not_s
     assert server["restart"]["found"] is True and server["restart"]["down_minutes"] == 5.0
 
 
+def test_without_a_start_time_or_a_restart_counter_a_long_absence_is_taken_as_a_restart() -> None:
+    history = [r for r in server_history() if r.name not in ("vllm_process_start_time", "kube_container_restarts")]
+    [server] = facts(setup(history))
+    assert (server["restart"]["found"], server["restart"]["down_minutes"]) == (True, 5.0)
+    assert "taken as restarted" in server["restart"]["text"]
+    short = [r for r in server_history(down=range(71, 74)) if r.name not in
+             ("vllm_process_start_time", "kube_container_restarts")]  # fmt: skip
+    [server] = facts(setup(short))  # 45 s of failed scrapes: a blip
+    assert server["restart"] == {"found": False}
+
+
+def test_memory_taken_while_the_server_preempts_requests_is_the_cause() -> None:
+    preempting = [*server_history(down=range(0)), answer("vllm_preemptions_rate_5m",
+                  partial(LLM, lambda i: 2.0 if i >= 60 else 0.0))]  # fmt: skip
+    [gpu] = facts(setup([*preempting, *gpu_answers(fb=lambda i: 74210 + (5670 if i >= 56 else 0))]), "gpu")
+    assert gpu["foreign_memory"]["found"] is True and "preempted requests" in gpu["foreign_memory"]["symptom"]
+
+
 def test_a_rollout_replaces_the_pod_and_neither_server_restarted() -> None:
     old = server_history(down=range(0), pod="vllm-old", until=60)
     new = server_history(down=range(0), pod="vllm-0", since=70)
