@@ -46,7 +46,7 @@ def scopes(snap: Snapshot, settings: dict, clock: Clock) -> dict[str, list[dict]
     ooms = _CudaOoms.of(snap, clock)
     listed = _process_lists_read(snap)
     top = ceilings(snap.gpus)
-    served = _ServedSlowdowns(snap, settings, clock, window)
+    served = _ServedEpisodes(snap, settings, clock, window)
     gpus = []
     for g in snap.gpus:
         history = gpu_history(g, settings, clock, window, top.get(g.name))
@@ -54,8 +54,9 @@ def scopes(snap: Snapshot, settings: dict, clock: Clock) -> dict[str, list[dict]
     return {"gpu": gpus, "gpu_node": _gpu_nodes(snap)}
 
 
-class _ServedSlowdowns:
-    """A GPU's slowdown episodes against what the vLLM servers it serves showed in the same minutes."""
+class _ServedEpisodes:
+    """A GPU's history against the vLLM servers it serves: its slowdowns and the servers' symptoms in the
+    same minutes, an Xid before a server's restart, memory another process took."""
 
     def __init__(self, snap: Snapshot, settings: dict, clock: Clock, window: PromWindow | None) -> None:
         self.snap, self.settings, self.clock, self.window = snap, settings, clock, window
@@ -87,7 +88,8 @@ class _ServedSlowdowns:
         return [line for line, _ in self.events.between(start, end, {server.pod} if server.pod else set())]
 
     def _xid_restart(self, gpu: GPU, history: GpuHistory) -> dict | None:
-        """The first Xid on this GPU that a server given it went away after, within xid_restart_within_s."""
+        """The first Xid on this GPU that a server given it went away after, within xid_restart_within_s; an
+        Xid the GPU caused before one the application did (settings.application_xids, followup_xids)."""
         if not history.xid_starts:
             return None
         servers = self._servers(gpu)
@@ -96,7 +98,8 @@ class _ServedSlowdowns:
             return None
         step = self.window.step if self.window else 15.0
         reports = dict(history.xids)
-        for code, at in history.xid_starts:
+        theirs = {*self.settings["application_xids"], *self.settings["followup_xids"]}
+        for code, at in sorted(history.xid_starts, key=lambda x: (x[0] in theirs, x[1])):
             for server, found in zip(servers, told, strict=True):
                 for restart in found or []:
                     after = restart.went_away - at

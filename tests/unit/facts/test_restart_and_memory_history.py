@@ -116,6 +116,12 @@ def test_an_xid_just_before_the_server_went_away_is_its_cause() -> None:
     assert fired(snap).keys() >= {"GPU-102", "GPU-120", "VLLM-130"}
 
 
+def test_the_gpus_xid_is_named_before_the_applications_in_the_same_minutes() -> None:
+    snap = setup([*server_history(), *gpu_answers(xid=lambda i: 48 if i >= 70 else 43 if i >= 66 else 0)])
+    [gpu] = facts(snap, "gpu")
+    assert (gpu["xid_restart"]["xid"], gpu["xid_restart"]["after_s"]) == (48, 15)
+
+
 def test_an_xid_long_before_the_restart_did_not_cause_it() -> None:
     snap = setup([*server_history(), *gpu_answers(xid=lambda i: 48 if i >= 20 else 0)])  # 12.75 min before
     [gpu] = facts(snap, "gpu")
