@@ -76,8 +76,13 @@ class _ServedEpisodes:
         }
 
     def _servers(self, gpu: GPU) -> list[VllmServer]:
+        """The servers given this GPU, by the join or by dcgm-exporter's pod label on the GPU's series."""
         ref = gpu.uuid or f"{gpu.host}/{gpu.index}"
-        return [s for s in self.snap.vllm_servers if ref in s.gpus and s.history]
+        return [
+            s
+            for s in self.snap.vllm_servers
+            if s.history and (ref in s.gpus or (s.history_pod is not None and s.history_pod in gpu.labelled_pods))
+        ]
 
     def _restarts(self, server: VllmServer) -> list[Restart] | None:
         if id(server) not in self._restarts_of:
@@ -85,7 +90,8 @@ class _ServedEpisodes:
         return self._restarts_of[id(server)]
 
     def _events(self, server: VllmServer, start: float, end: float) -> list[str]:
-        return [line for line, _ in self.events.between(start, end, {server.pod} if server.pod else set())]
+        pod = server.pod or server.history_pod
+        return [line for line, _ in self.events.between(start, end, {pod} if pod else set())]
 
     def _xid_restart(self, gpu: GPU, history: GpuHistory) -> dict | None:
         """The first Xid on this GPU that a server given it went away after, within xid_restart_within_s; an

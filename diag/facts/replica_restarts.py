@@ -115,8 +115,8 @@ def restart_facts(server: VllmServer, window: PromWindow | None, events: WindowE
     if not found:
         return {"found": False}
     last = found[-1]
-    pods = {server.pod} if server.pod else {f"{server.namespace}/{server.name.split('.', 1)[-1]}"}
-    around = events.between(last.went_away, last.back, pods)
+    pod = server.pod or server.history_pod
+    around = events.between(last.went_away, last.back, {pod} if pod else set())
     cause = next((line for line, reason in around if reason in CAUSE_REASONS), None)
     return last.facts() | {"count": len(found), "events": [line for line, _ in around], "cause_event": cause}
 

@@ -93,7 +93,8 @@ def _with_drop_events(facts: dict, server: VllmServer, events: WindowEvents) -> 
     drop = facts.get("throughput_drop")
     if not drop or not drop.get("found"):
         return facts
-    lines = events.between(drop["start"], drop["end"], {server.pod} if server.pod else set())
+    pod = server.pod or server.history_pod
+    lines = events.between(drop["start"], drop["end"], {pod} if pod else set())
     return facts | {"throughput_drop": drop | {"events": [line for line, _ in lines]}}
 
 
@@ -116,7 +117,7 @@ def _server(
     missing = _missing(summary)
     seq_cap = _seq_cap(args, server.scrapes, server.history_engines)
     return (
-        plain(server, drop=("scrapes", "history", "summary"))
+        plain(server, drop=("scrapes", "history", "summary", "history_pod"))
         | episode_facts(server, summary, _scrape_view(server, summary, seq_cap), settings, clock, window)
         | {
             "metrics": plain(summary) if summary else None,

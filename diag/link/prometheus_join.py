@@ -39,6 +39,8 @@ def attach_history(snap: Snapshot) -> None:
             if query.subject == "vllm":
                 server = servers.of(series.metric, create=not query.joins_only)
                 target = server_series[id(server)] if server is not None else None
+                if server is not None and server.history_pod is None and series.metric.get("pod"):
+                    server.history_pod = f"{series.metric.get('namespace')}/{series.metric['pod']}"
             else:
                 gpu = gpus.of(series.metric)
                 target = gpu_series[id(gpu)] if gpu is not None else None
