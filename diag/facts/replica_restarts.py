@@ -118,7 +118,12 @@ def restart_facts(server: VllmServer, window: PromWindow | None, events: WindowE
     pod = server.pod or server.history_pod
     around = events.between(last.went_away, last.back, {pod} if pod else set())
     cause = next((line for line, reason in around if reason in CAUSE_REASONS), None)
-    return last.facts() | {"count": len(found), "events": [line for line, _ in around], "cause_event": cause}
+    return last.facts() | {
+        "count": len(found),
+        "events": [line for line, _ in around],
+        "cause_event": cause,
+        "from_outside": cause is not None,
+    }
 
 
 class WindowEvents:
