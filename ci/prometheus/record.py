@@ -20,7 +20,14 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "live"))
 sys.path.insert(0, str(REPO))
 
-from history_scenarios import CLUSTER_FIXTURE, EXPECTED, SCENARIOS, collect_history_into, openmetrics  # noqa: E402
+from history_scenarios import (  # noqa: E402
+    CLUSTER_FIXTURE,
+    EXPECTED,
+    SCENARIOS,
+    add_events,
+    collect_history_into,
+    openmetrics,
+)
 from live_services import running_prometheus  # noqa: E402
 
 DESCRIPTIONS = {
@@ -45,10 +52,30 @@ DESCRIPTIONS = {
     "power-slowdown": "as thermal-slowdown, with the GPUs cool (63 C) and held at 705 MHz, 310 W, by the power "
     "brake (clock-event reasons 0x84, exported); every other GPU is busy at its power cap (0x4 alone), "
     "which is no fault.",
+    "xid-restart": "busy-but-healthy whose dcgm-exporter series show Xid 48 (double-bit ECC) on GPU 1 of "
+    "gpu-h100-1, after which pod pfnp5's vLLM server stops answering (`up` 0) for 5 minutes and comes back as a "
+    "new process (process_start_time_seconds, kube-state-metrics' restart counter 0 -> 1); its GPUs' memory is "
+    "freed and taken again at start-up. The pod's events of those minutes (readiness probe refused, container "
+    "started again) are in k8s/events.json. The Xid is the cause.",
+    "oom-restart": "as xid-restart without an Xid: node-problem-detector reports the kernel's OOM killer taking a "
+    "python3 process on gpu-h100-1 (OOMKilling) in the minute pfnp5's vLLM server goes away; it is down 5 minutes "
+    "and comes back as a new process. The node's event is the cause.",
+    "neighbour-memory": "pod pfnp5's GPU 0 holds 5,670 MiB more than vLLM's preallocated 74,210 MiB from minute 14 "
+    "on, while its clocks stay at the top; the server's generation rate falls from 2,900 to 950 tokens/s and its "
+    "queue climbs: another process on the GPU. The research job's memory grows on its own GPUs (no vLLM there).",
+    "mig-second-replica": "pfnp5's GPU 0 is split into two MIG instances (3g.40gb); a second replica takes 37,000 "
+    "MiB of instance 2 from minute 14 while pfnp5's generation rate falls with no queue: memory on another MIG "
+    "instance is no other tenant's (GPU-121 silent), the drop is vLLM's (VLLM-119).",
+    "rollout-restart": "a planned rollout: the previous pod llama-70b-6c4d5b8f7-kq2zt serves until minute 15, then "
+    "pfnp5 (the pod the cluster's files hold) starts and answers from minute 17.5; its GPUs are freed and taken "
+    "again at start-up. No Xid, no restarted process: nothing to report.",
     "throughput-drop-healthy-gpus": "pod pfnp5's generation rate falls from 2,900 to 950 tokens/s for the "
     "last 15 minutes with 48 requests running and no queue, while every GPU stays at full clocks, cool: "
     "the cause is vLLM's (or its load's), not the GPUs'.",
 }
+
+
+LAYERS = {"VLLM-131": "kubernetes"}  # a rule whose layer its prefix does not say
 
 
 def record(name: str) -> Path:
@@ -59,11 +86,16 @@ def record(name: str) -> Path:
         tempfile.TemporaryDirectory() as work,
         running_prometheus(Path(work), lambda end: openmetrics(SCENARIOS[name], end)) as prometheus,
     ):
+        add_events(fixture, SCENARIOS[name], prometheus.history_end)
         problems = collect_history_into(fixture, prometheus.url)
     if problems:
         raise SystemExit(f"{name}: {problems}")
     expected = EXPECTED[name]
-    layer = None if expected.rule is None else ("gpu" if expected.rule.startswith("GPU") else "vllm")
+    layer = (
+        None
+        if expected.rule is None
+        else LAYERS.get(expected.rule, "gpu" if expected.rule.startswith("GPU") else "vllm")
+    )
     (fixture / "expected.json").write_text(json.dumps({
         "description": DESCRIPTIONS[name],
         "verdict": {"layer": layer, "rule": expected.rule},

@@ -34,6 +34,9 @@ class RangeQuery:
     # counts and rates, "max" for fractions, latencies and states (the worst engine tells).
     combine: Literal["sum", "max"] = "max"
     by: str | None = None  # a label kept apart instead of combined (request_success's finished_reason)
+    # Series that only add to a subject another query made known: `up`, a process' start time and
+    # kube-state-metrics' restart counter are there for every pod of a namespace, vLLM or not.
+    joins_only: bool = False
 
 
 def _histogram_p99(family: str) -> str:
@@ -75,6 +78,14 @@ RANGE_QUERIES: tuple[RangeQuery, ...] = (
     RangeQuery("vllm_ttft_p99_5m", _histogram_p99("vllm:time_to_first_token_seconds"), "vllm"),
     RangeQuery("vllm_itl_p99_5m", _histogram_p99("vllm:inter_token_latency_seconds"), "vllm"),
     RangeQuery("vllm_tpot_p99_5m", _histogram_p99("vllm:time_per_output_token_seconds"), "vllm"),
+    # When a server went away and came back: its target's `up`, its process' start time (vLLM's /metrics
+    # serves prometheus_client's process collector) and, where kube-state-metrics is scraped, its
+    # containers' restarts.
+    RangeQuery("vllm_up", "up{selector}", "vllm", joins_only=True),
+    RangeQuery("vllm_process_start_time", "process_start_time_seconds{selector}", "vllm", joins_only=True),
+    RangeQuery(
+        "kube_container_restarts", "kube_pod_container_status_restarts_total{selector}", "vllm", "sum", joins_only=True
+    ),
     RangeQuery("dcgm_xid_errors", "DCGM_FI_DEV_XID_ERRORS{selector}", "gpu"),
     RangeQuery("dcgm_gpu_util", "DCGM_FI_DEV_GPU_UTIL{selector}", "gpu"),
     RangeQuery("dcgm_fb_used", "DCGM_FI_DEV_FB_USED{selector}", "gpu"),

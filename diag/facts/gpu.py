@@ -12,14 +12,15 @@ from diag.bundle.layout import NVML_FILE, SMI_XML_FILE
 from diag.core.shell import word
 from diag.facts.common import link, plain
 from diag.facts.episodes import Span
-from diag.facts.gpu_episodes import GpuHistory, ceilings, gpu_history
+from diag.facts.gpu_episodes import GpuHistory, ceilings, foreign_memory, gpu_history
+from diag.facts.replica_restarts import Restart, WindowEvents, restarts
 from diag.facts.vllm_episodes import symptoms
 from diag.link.join import xid_lines_by_node
 from diag.link.prometheus_join import history_window
 from diag.parsers.logs import xids_in
 from diag.parsers.signals import looked_for
 from diag.parsers.xid_catalogue import builtin_catalogue
-from diag.snapshot.clock import Clock
+from diag.snapshot.clock import Clock, iso_time
 from diag.snapshot.indexes import indexes
 from diag.snapshot.model import GPU, GPUProcess, Node, PromWindow, RayNode, Snapshot, VllmServer, XidLine
 from diag.snapshot.quantity import GPU_RESOURCE, gpu_count
@@ -45,7 +46,7 @@ def scopes(snap: Snapshot, settings: dict, clock: Clock) -> dict[str, list[dict]
     ooms = _CudaOoms.of(snap, clock)
     listed = _process_lists_read(snap)
     top = ceilings(snap.gpus)
-    served = _ServedSlowdowns(snap, settings, clock, window)
+    served = _ServedEpisodes(snap, settings, clock, window)
     gpus = []
     for g in snap.gpus:
         history = gpu_history(g, settings, clock, window, top.get(g.name))
@@ -53,12 +54,15 @@ def scopes(snap: Snapshot, settings: dict, clock: Clock) -> dict[str, list[dict]
     return {"gpu": gpus, "gpu_node": _gpu_nodes(snap)}
 
 
-class _ServedSlowdowns:
-    """A GPU's slowdown episodes against what the vLLM servers it serves showed in the same minutes."""
+class _ServedEpisodes:
+    """A GPU's history against the vLLM servers it serves: its slowdowns and the servers' symptoms in the
+    same minutes, an Xid before a server's restart, memory another process took."""
 
     def __init__(self, snap: Snapshot, settings: dict, clock: Clock, window: PromWindow | None) -> None:
         self.snap, self.settings, self.clock, self.window = snap, settings, clock, window
         self._symptoms: dict[int, list[tuple[str, Span]]] = {}
+        self._restarts_of: dict[int, list[Restart] | None] = {}
+        self.events = WindowEvents(snap, settings)
 
     def _of_server(self, server: VllmServer) -> list[tuple[str, Span]]:
         if id(server) not in self._symptoms:
@@ -66,11 +70,97 @@ class _ServedSlowdowns:
         return self._symptoms[id(server)]
 
     def of(self, gpu: GPU, history: GpuHistory) -> dict:
+        return self._slowdown(gpu, history) | {
+            "xid_restart": self._xid_restart(gpu, history),
+            "foreign_memory": self._foreign_memory(gpu),
+        }
+
+    def _servers(self, gpu: GPU) -> list[VllmServer]:
+        """The servers given this GPU, by the join or by dcgm-exporter's pod label on the GPU's series."""
+        ref = gpu.uuid or f"{gpu.host}/{gpu.index}"
+        return [
+            s
+            for s in self.snap.vllm_servers
+            if s.history and (ref in s.gpus or (s.history_pod is not None and s.history_pod in gpu.labelled_pods))
+        ]
+
+    def _restarts(self, server: VllmServer) -> list[Restart] | None:
+        if id(server) not in self._restarts_of:
+            self._restarts_of[id(server)] = restarts(server, self.window)
+        return self._restarts_of[id(server)]
+
+    def _events(self, server: VllmServer, start: float, end: float) -> list[str]:
+        pod = server.pod or server.history_pod
+        return [line for line, _ in self.events.between(start, end, {pod} if pod else set())]
+
+    def _xid_restart(self, gpu: GPU, history: GpuHistory) -> dict | None:
+        """The first Xid on this GPU that a server given it went away after, within xid_restart_within_s; an
+        Xid the GPU caused before one the application did (settings.application_xids, followup_xids)."""
+        if not history.xid_starts:
+            return None
+        servers = self._servers(gpu)
+        told = [self._restarts(s) for s in servers]
+        if all(r is None for r in told):
+            return None
+        step = self.window.step if self.window else 15.0
+        reports = dict(history.xids)
+        theirs = {*self.settings["application_xids"], *self.settings["followup_xids"]}
+        for code, at in sorted(history.xid_starts, key=lambda x: (x[0] in theirs, x[1])):
+            for server, found in zip(servers, told, strict=True):
+                for restart in found or []:
+                    after = restart.went_away - at
+                    # dcgm-exporter is often scraped less often than vLLM: its sample of the Xid can come later
+                    if -max(2 * step, 60.0) <= after <= self.settings["xid_restart_within_s"]:
+                        return {"found": True, "xid": code, "xid_at": iso_time(at), "xid_text": reports[code],
+                                "server": server.name, "restart": restart.text(), "down_minutes": restart.minutes,
+                                "went_away": iso_time(restart.went_away), "back": iso_time(restart.back),
+                                "after_s": round(after), "events": self._events(server, at, restart.back)}  # fmt: skip
+        return {"found": False}
+
+    def _foreign_memory(self, gpu: GPU) -> dict | None:
+        """Memory another process took on this GPU while the vLLM server given it served worse."""
+        if not gpu.history.get("dcgm_fb_used"):
+            return None
+        servers = self._servers(gpu)
+        if not servers:
+            return None
+        shared = self._shared_by_design(gpu)
+        if shared:
+            return {"found": False, "shared": shared}
+        for server in servers:
+            for took in foreign_memory(gpu, server, self.settings, self.window):
+                start, end = took.span.start, took.span.end + took.span.step
+                for text, span in self._of_server(server):
+                    # the symptom follows the memory: it begins within the episode
+                    if start <= span.start < end:
+                        return {"found": True, "server": server.name, "took_mib": round(took.took_mib),
+                                "held_mib": round(took.held_mib), "gpu_episode": took.text(self.clock),
+                                "symptom": text, "minutes": took.span.minutes, "from": iso_time(start),
+                                "until": iso_time(took.span.end),
+                                "events": self._events(server, start, end)}  # fmt: skip
+        return {"found": False}
+
+    def _shared_by_design(self, gpu: GPU) -> str:
+        """Why another process on this GPU is planned: MIG instances, or the device plugin's time-slicing
+        or MPS (the node's GPU feature discovery labels)."""
+        if gpu.mig_mode == "Enabled":
+            return "MIG is enabled: each instance has its own memory"
+        node = next((n for n in self.snap.nodes if n.name == gpu.host), None)
+        labels = node.labels if node else {}
+        strategy = labels.get("nvidia.com/gpu.sharing-strategy", "")
+        replicas = labels.get("nvidia.com/gpu.replicas", "1")
+        if strategy in ("time-slicing", "mps") or (replicas.isdigit() and int(replicas) > 1):
+            return (
+                f"node {gpu.host} shares its GPUs by design (nvidia.com/gpu.sharing-strategy={strategy or '?'}, "
+                f"nvidia.com/gpu.replicas={replicas})"
+            )
+        return ""
+
+    def _slowdown(self, gpu: GPU, history: GpuHistory) -> dict:
         if history.slowdowns is None:
             return {"slowdown_episodes": None, "serving_slowdown": None}
         episodes = [s.facts(self.clock) for s in history.slowdowns]
-        ref = gpu.uuid or f"{gpu.host}/{gpu.index}"
-        servers = [s for s in self.snap.vllm_servers if ref in s.gpus and s.history]
+        servers = self._servers(gpu)
         if not servers:
             return {"slowdown_episodes": episodes, "serving_slowdown": None}
         for slowdown, facts in zip(history.slowdowns, episodes, strict=True):
@@ -83,6 +173,7 @@ class _ServedSlowdowns:
                             "found": True, "kind": slowdown.kind, "gpu_episode": facts["text"],
                             "server": server.name, "symptom": text, "overlap_minutes": round(overlap / 60, 1),
                             "minutes": facts["minutes"], "from": facts["from"], "until": facts["until"],
+                            "events": self._events(server, start, end),
                         }}  # fmt: skip
         return {"slowdown_episodes": episodes, "serving_slowdown": {"found": False}}
 

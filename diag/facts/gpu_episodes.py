@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from statistics import median
 
 from diag.facts.episodes import Span, Timeline, Values
 from diag.snapshot.clock import Clock
-from diag.snapshot.model import GPU, PromWindow
+from diag.snapshot.model import GPU, PromWindow, VllmServer
 
 SIGNALS: dict[str, tuple[str, ...]] = {
     "xid": ("dcgm_xid_errors",),
@@ -81,6 +82,7 @@ _VIOLATIONS = {"power_violation_ns_per_s": "power", "thermal_violation_ns_per_s"
 class GpuHistory:
     read: bool = False  # Prometheus answered with series of this GPU
     xids: list[tuple[int, str]] = field(default_factory=list)  # (code, when)
+    xid_starts: list[tuple[int, float]] = field(default_factory=list)  # (code, the first sample showing it)
     remap_failure: bool | None = None
     rows_remapped: bool | None = None  # uncorrectable remapped rows went up within the window
     rows_remapped_text: str = ""
@@ -112,7 +114,10 @@ def gpu_history(
     timeline = Timeline.of(gpu.history, SIGNALS, window.step if window else 15.0, window.end if window else None)
     if not timeline.rows:
         return GpuHistory()
-    found = GpuHistory(read=True, xids=_xids(timeline, clock))
+    reports = _xids(timeline, clock)
+    found = GpuHistory(
+        read=True, xids=[(c, text) for c, text, _ in reports], xid_starts=[(c, t) for c, _, t in reports]
+    )
     if timeline.has("fb_used_mib"):
         found.fb_used_mib = _values(timeline, "fb_used_mib")[-1]
     if timeline.has("ecc_dbe"):
@@ -200,14 +205,15 @@ def _xid_is(code: int) -> Callable[[Values], bool | None]:
     return lambda v: None if "xid" not in v else int(v["xid"]) == code
 
 
-def _xids(timeline: Timeline, clock: Clock) -> list[tuple[int, str]]:
-    reports: list[tuple[int, str]] = []
+def _xids(timeline: Timeline, clock: Clock) -> list[tuple[int, str, float]]:
+    reports: list[tuple[int, str, float]] = []
     for code in sorted({int(v) for v in _values(timeline, "xid") if v > 0}):
         for span in timeline.spans(_xid_is(code), 0):
             older = (
                 "; set before the window began, so the Xid may be older" if span.start == timeline.rows[0][0] else ""
             )
-            reports.append((code, f"DCGM_FI_DEV_XID_ERRORS = {code} (dcgm-exporter) {span.when(clock)}{older}"))
+            text = f"DCGM_FI_DEV_XID_ERRORS = {code} (dcgm-exporter) {span.when(clock)}{older}"
+            reports.append((code, text, span.start))
     return reports
 
 
@@ -227,3 +233,72 @@ def _throttled(timeline: Timeline, exported: list[str], settings: dict, clock: C
                          f"{max(span.values('util')):g} % busy "
                          f"(DCGM_FI_DEV_{_VIOLATIONS[name].upper()}_VIOLATION), {span.when(clock)}")  # fmt: skip
     return texts
+
+
+@dataclass(frozen=True)
+class ForeignMemory:
+    """Framebuffer used above what the GPU held while one process of the vLLM server given it answered:
+    vLLM allocates its share at start-up and keeps it, so the rest is another process's."""
+
+    span: Span
+    held_mib: float  # the median DCGM_FI_DEV_FB_USED while the same process answered, before the rise
+
+    @property
+    def took_mib(self) -> float:
+        return max(self.span.values("fb_used_mib")) - self.held_mib
+
+    def text(self, clock: Clock) -> str:
+        used = self.span.values("fb_used_mib")
+        return (f"DCGM_FI_DEV_FB_USED rose from {self.held_mib:,.0f} MiB, what the GPU held while the vLLM "
+                f"server's process answered, to {max(used):,.0f} MiB: another process took up to "
+                f"{self.took_mib:,.0f} MiB (vLLM's share does not grow once allocated), "
+                f"{self.span.exact(clock)}")  # fmt: skip
+
+
+def foreign_memory(gpu: GPU, server: VllmServer, settings: dict, window: PromWindow | None) -> list[ForeignMemory]:
+    """Runs of at least history_min_minutes where the GPU's used memory stood gpu_foreign_memory_min_mib or
+    more above what it held, for at least as long before, while the same process of `server` answered
+    (`process_start_time_seconds`, where Prometheus has it). A new process starts its own baseline, so
+    the memory a server takes when it (re)starts is never another's. Samples at which the server did not
+    answer can tell nothing."""
+    step = window.step if window else 15.0
+    end = window.end if window else None
+    signals: dict[str, tuple[str, ...]] = {
+        "running": ("vllm_num_requests_running",),
+        "started": ("vllm_process_start_time",),
+        "up": ("vllm_up",),
+    }
+    served = Timeline.of(server.history, signals, step, end)
+    answering = {t: v.get("started") for t, v in served.rows if "running" in v and v.get("up", 1) >= 1}
+    minimum, rise = settings["history_min_minutes"] * 60, settings["gpu_foreign_memory_min_mib"]
+    held: dict[float | None, list[float]] = {}
+    found: list[ForeignMemory] = []
+    run: list[tuple[float, Values]] = []
+    base = 0.0
+    points = gpu.history.get("dcgm_fb_used", [])
+    last_time = points[-1][0] if points else None
+
+    def close() -> None:
+        span = Span(list(run), step, run[-1][0] == last_time and (end is None or run[-1][0] >= end - 2 * step))
+        if span.minutes >= settings["history_min_minutes"]:
+            found.append(ForeignMemory(span, base))
+        run.clear()
+
+    for t, used in points:
+        if t not in answering:
+            if run:
+                close()
+            continue
+        before = held.setdefault(answering[t], [])
+        if run and (used < base + rise or t - run[-1][0] > 1.5 * step):
+            close()
+        if run:
+            run.append((t, {"fb_used_mib": used}))
+        elif len(before) * step >= minimum and used >= median(before) + rise:
+            base = median(before)
+            run.append((t, {"fb_used_mib": used}))
+        else:
+            before.append(used)
+    if run:
+        close()
+    return found

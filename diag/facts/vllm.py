@@ -7,6 +7,7 @@ import re
 from diag.core.shell import word
 from diag.facts.common import link, plain
 from diag.facts.kubernetes_containers import vllm_container
+from diag.facts.replica_restarts import WindowEvents, restart_facts
 from diag.facts.vllm_engine_death import dead_engine_serving
 from diag.facts.vllm_episodes import ScrapeView, episode_facts, per_scrape_total, queue_per_scrape
 from diag.link.prometheus_join import history_window
@@ -73,7 +74,28 @@ _QUOTED_FLAGS = {
 def scopes(snap: Snapshot, settings: dict, clock: Clock) -> dict[str, list[dict]]:
     window = history_window(snap)
     index = indexes(snap)
-    return {"vllm_server": [_server(s, snap, index, settings, clock, window) for s in snap.vllm_servers]}
+    events = WindowEvents(snap, settings)
+    return {
+        "vllm_server": [
+            _with_drop_events(
+                _server(s, snap, index, settings, clock, window)
+                | {"restart": restart_facts(s, window, events) if s.history else None},
+                s,
+                events,
+            )
+            for s in snap.vllm_servers
+        ]
+    }
+
+
+def _with_drop_events(facts: dict, server: VllmServer, events: WindowEvents) -> dict:
+    """Kubernetes events and Ray deaths in the minutes of the server's throughput drop (VLLM-119)."""
+    drop = facts.get("throughput_drop")
+    if not drop or not drop.get("found"):
+        return facts
+    pod = server.pod or server.history_pod
+    lines = events.between(drop["start"], drop["end"], {pod} if pod else set())
+    return facts | {"throughput_drop": drop | {"events": [line for line, _ in lines]}}
 
 
 def _gpus_of(server: VllmServer, snap: Snapshot) -> list[GPU]:
@@ -95,7 +117,7 @@ def _server(
     missing = _missing(summary)
     seq_cap = _seq_cap(args, server.scrapes, server.history_engines)
     return (
-        plain(server, drop=("scrapes", "history", "summary"))
+        plain(server, drop=("scrapes", "history", "summary", "history_pod"))
         | episode_facts(server, summary, _scrape_view(server, summary, seq_cap), settings, clock, window)
         | {
             "metrics": plain(summary) if summary else None,

@@ -53,7 +53,8 @@ class Drop:
 
 def symptoms(server: VllmServer, settings: dict, clock: Clock, window: PromWindow | None) -> list[tuple[str, Span]]:
     """Every stretch of the server's history where it served worse, each with one line on how: throughput
-    down against its own baseline, inter-token latency or time to first token high, a queue growing."""
+    down against its own baseline, inter-token latency or time to first token high, a queue growing,
+    requests preempted (the KV cache short of blocks)."""
     timeline = Timeline.of(server.history, SIGNALS, window.step if window else 15.0, window.end if window else None)
     history = _History(timeline, settings, clock)
     found = [(f"{drop.text()}, {drop.span.exact(clock)}", drop.span) for drop in history.drops()]
@@ -70,6 +71,9 @@ def symptoms(server: VllmServer, settings: dict, clock: Clock, window: PromWindo
         waiting = span.values("waiting")
         found.append((f"vllm:num_requests_waiting grew {waiting[0]:g} -> {waiting[-1]:g} (peak {max(waiting):g}), "
                       f"{span.exact(clock)}", span))  # fmt: skip
+    for span in timeline.spans(lambda v: _above(v.get("preemptions_per_s"), 0.0), history.min_minutes):
+        found.append((f"vLLM preempted requests (rate of vllm:num_preemptions_total up to "
+                      f"{max(span.values('preemptions_per_s')):.2g}/s), {span.exact(clock)}", span))  # fmt: skip
     return found
 
 
@@ -468,6 +472,9 @@ class _History:
             "found": True,
             "text": drop.text(),
             "exact": drop.span.exact(self.clock),
+            "start": drop.span.start,
+            "end": drop.span.end + drop.span.step,
+            "events": [],
             "baseline": round(drop.baseline, 1),
             "lowest": round(min(rates), 1),
             "share": round(1 - min(rates) / drop.baseline, 3),

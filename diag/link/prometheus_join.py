@@ -9,7 +9,8 @@ of the node". A series that joins nothing names a server or GPU the
 bundle has no other data on: it becomes one, known from Prometheus alone, so that an incident whose pod
 is gone is still seen, unless its namespace is outside those the bundle was collected for (manifest.json
 kubernetes.namespaces): a shared Prometheus answers for other tenants too. Runs before diag.link.join,
-which then links these servers and GPUs like any other.
+which then links these servers and GPUs like any other. A query marked `joins_only` (`up`, a process'
+start time) adds to the servers the others made known and makes none.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ _SeriesOf = dict[str, list[PromSeries]]  # stem (or "stem/<label value>") -> the
 
 def attach_history(snap: Snapshot) -> None:
     results = [r for r in snap.prometheus if r.name in BY_STEM and r.result_type == "matrix"]
+    results.sort(key=lambda r: BY_STEM[r.name].joins_only)  # the subjects first, then what only adds to them
     if not results:
         return
     servers = _Servers(snap, _triaged_namespaces(snap.manifest))
@@ -35,13 +37,19 @@ def attach_history(snap: Snapshot) -> None:
         query = BY_STEM[result.name]
         for series in result.series:
             if query.subject == "vllm":
-                server = servers.of(series.metric)
+                server = servers.of(series.metric, create=not query.joins_only)
                 target = server_series[id(server)] if server is not None else None
+                if server is not None and server.history_pod is None and series.metric.get("pod"):
+                    server.history_pod = f"{series.metric.get('namespace')}/{series.metric['pod']}"
             else:
                 gpu = gpus.of(series.metric)
                 target = gpu_series[id(gpu)] if gpu is not None else None
                 if gpu is not None and (pod := _workload_pod(series.metric)) and pod not in gpu.labelled_pods:
                     gpu.labelled_pods.append(pod)
+                if gpu is not None and "GPU_I_ID" in series.metric:
+                    # dcgm-exporter labels a MIG instance's series with its GPU instance: MIG was on within
+                    # the window, whatever a capture at collection says
+                    gpu.mig_mode = "Enabled"
             if target is not None:
                 target[_key(query, series)].append(series)
     read_vllm = [r.name for r in results if BY_STEM[r.name].subject == "vllm"]
@@ -109,7 +117,7 @@ class _Servers:
         self.by_pod = {s.pod: s for s in snap.vllm_servers if s.pod}
         self.by_url = {s.url.split("://", 1)[-1].rstrip("/"): s for s in snap.vllm_servers if s.url}
 
-    def of(self, labels: dict[str, str]) -> VllmServer | None:
+    def of(self, labels: dict[str, str], create: bool = True) -> VllmServer | None:
         namespace, pod, instance = labels.get("namespace"), labels.get("pod"), labels.get("instance")
         if namespace and self.namespaces is not None and namespace not in self.namespaces:
             return None  # another tenant of a shared Prometheus
@@ -117,9 +125,10 @@ class _Servers:
             found = self.by_pod.get(f"{namespace}/{pod}") or self.by_name.get(f"{namespace}.{pod}")
             if found is None and (bare := self.by_name.get(pod)) is not None and bare.namespace in (None, namespace):
                 found = bare
-            return found or self._new(f"{namespace}.{pod}", namespace)
+            return found or (self._new(f"{namespace}.{pod}", namespace) if create else None)
         if instance:
-            return self.by_url.get(instance) or self.by_name.get(instance) or self._new(instance, None)
+            found = self.by_url.get(instance) or self.by_name.get(instance)
+            return found or (self._new(instance, None) if create else None)
         return None  # no label says which server: it joins nothing
 
     def _new(self, name: str, namespace: str | None) -> VllmServer:

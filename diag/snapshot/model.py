@@ -547,6 +547,9 @@ class VllmServer:
     service: str | None = None  # "namespace/name" of a Service selecting its pod
     history: History = field(default_factory=dict)  # from Prometheus, filled by diag.link.prometheus_join
     history_engines: int | None = None  # engine cores its Prometheus series name (values of the `engine` label)
+    # "namespace/pod" its Prometheus series name (filled by diag.link.prometheus_join): the pod even where
+    # the bundle's own files named the server by a bare name that several namespaces have
+    history_pod: str | None = None
     summary: VllmMetrics | None = None  # what its scrapes say (diag.parsers.vllm_metrics.summarize), filled by join
 
 

@@ -28,9 +28,10 @@ from diag.bundle.layout import BY_PATH, KUBE_LISTS
 from diag.bundle.prometheus_queries import RANGE_QUERIES
 from diag.core.shell import word
 from diag.engine.rules import Rule, RuleOutcome
+from diag.link.prometheus_join import history_window
 from diag.snapshot.clock import Clock
 from diag.snapshot.gpu_resources import is_gpu_node
-from diag.snapshot.model import Container, RayNode, Snapshot
+from diag.snapshot.model import Container, RayNode, Snapshot, VllmServer
 from diag.verdict.relevance import serving_pods
 
 
@@ -296,6 +297,16 @@ def _ray_gaps(snap: Snapshot) -> list[Gap]:
     ]
 
 
+def _gone_before_collection(server: VllmServer, snap: Snapshot) -> bool:
+    """Prometheus' series of a server without a pod in the bundle ended more than Prometheus' lookback
+    (5 minutes) before the window did: a pod a rollout replaced, nothing to scrape now."""
+    window = history_window(snap)
+    if window is None or (server.pod and snap.pod(server.pod) is not None):
+        return False
+    newest = max((points[-1][0] for points in server.history.values() if points), default=None)
+    return newest is not None and newest < window.end - 300
+
+
 def _vllm_gaps(snap: Snapshot) -> list[Gap]:
     found = []
     for server in snap.vllm_servers:
@@ -304,6 +315,8 @@ def _vllm_gaps(snap: Snapshot) -> list[Gap]:
             pod = snap.pod(server.pod) if server.pod else None
             if pod is not None and pod.phase != "Running":
                 continue  # nothing to scrape yet: the pod's own state speaks
+            if _gone_before_collection(server, snap):
+                continue
             if server.url:
                 metrics = server.url.rstrip("/") + "/metrics"
                 command = f"curl -s {word(metrics)} > {word(f'vllm/{server.name}.metrics.txt')}"

@@ -10,9 +10,11 @@ that lasts the whole window: a shared Prometheus, whose other tenant must never 
 
 from __future__ import annotations
 
+import json
 import math
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from live_services import OpenMetrics
@@ -46,6 +48,7 @@ class ServerState:
     tokens_per_step: float = 18000.0  # about 1,200 generated tokens a second
     stop_per_step: float = 30.0
     abort_per_step: float = 0.0
+    started: int | None = None  # the sample its process started at; None: days before the window
 
 
 def busy(i: int) -> ServerState:
@@ -103,6 +106,7 @@ class GpuState:
     power: float
     reasons: int | None = None  # DCGM_FI_DEV_CLOCKS_EVENT_REASONS, where a custom counter set exports it
     mem_clock: float = 2619.0
+    fb_used: float = 74210.0
 
 
 def gpu_busy(i: int) -> GpuState:
@@ -149,15 +153,135 @@ def slowed_without_queue(i: int) -> ServerState:
     return ServerState(**{**state.__dict__, "waiting": float(i % 2)})
 
 
+# Issue 31, second round. An Xid 48 (double-bit ECC) on GPU 1 of gpu-h100-1 at XID_AT kills pfnp5's CUDA
+# context: the server stops answering at the next sample (`up` 0), kubelet restarts its container, the new
+# process starts at RESTARTED (kube-state-metrics' restart counter goes up), loads the model and answers
+# again at BACK. Its GPUs' memory is freed and taken again at start-up, which is no other tenant's.
+XID_AT, RESTARTED, BACK = 70, 78, 91
+XID_RESTART_GPU = ("gpu-h100-1", 1)
+# The neighbour: from NEIGHBOUR_AT to NEIGHBOUR_UNTIL (15 minutes) a process outside vLLM holds 5,670 MiB
+# of pfnp5's GPU 0; the server slows from SLOW_FROM on (the GPU's compute is shared), its clocks stay at the top.
+NEIGHBOUR_AT, NEIGHBOUR_UNTIL, NEIGHBOUR_MIB = 56, 116, 5670.0
+# A planned rollout: the previous pod serves until ROLLED, the new one (pfnp5, the pod the cluster's
+# files hold) starts at ROLLED + 2 and answers from ROLLED + 10.
+ROLLED, OLD_POD = 60, ("llama-70b-6c4d5b8f7-kq2zt", "10.244.4.98")
+
+
+def crashed_and_back(i: int) -> ServerState | None:
+    """Busy; down (not answering) from the sample after the Xid until BACK; a new process after."""
+    if XID_AT < i < BACK:
+        return None
+    state = busy(i)
+    return ServerState(**{**state.__dict__, "started": RESTARTED if i >= BACK else None})
+
+
+def rolled_out_old(i: int) -> ServerState | None:
+    return busy(i) if i < ROLLED else None
+
+
+def rolled_out_new(i: int) -> ServerState | None:
+    if i < ROLLED + 10:
+        return None
+    return ServerState(**{**busy(i).__dict__, "started": ROLLED + 2})
+
+
+def down_and_back(i: int) -> GpuState:
+    """The server's GPUs: idle and empty while it is down, its memory taken again as the new process loads."""
+    if XID_AT < i < RESTARTED:
+        return GpuState(util=0, sm_clock=345, temp=45, power=120, fb_used=0.0)
+    if RESTARTED <= i < BACK:
+        return GpuState(util=0, sm_clock=1980, temp=50, power=160, fb_used=round(74210.0 * (i - RESTARTED) / 12))
+    return gpu_busy(i)
+
+
+def rollout_gpus(i: int) -> GpuState:
+    if ROLLED <= i < ROLLED + 2:
+        return GpuState(util=0, sm_clock=345, temp=45, power=120, fb_used=0.0)
+    if ROLLED + 2 <= i < ROLLED + 10:
+        return GpuState(util=0, sm_clock=1980, temp=50, power=160, fb_used=round(74210.0 * (i - ROLLED - 2) / 8))
+    return gpu_busy(i)
+
+
+def neighbour(i: int) -> GpuState:
+    state = gpu_busy(i)
+    taken = NEIGHBOUR_MIB if NEIGHBOUR_AT <= i < NEIGHBOUR_UNTIL else 0.0
+    return GpuState(**{**state.__dict__, "fb_used": 74210.0 + taken})
+
+
+# MIG: pfnp5's GPU 0 is split into two 3g.40gb instances; pfnp5 holds 18,000 MiB of instance 1 and a second
+# replica, started at MIG_SECOND, takes 37,000 MiB of instance 2 (dcgm-exporter: one series per instance).
+MIG_SECOND, MIG_SECOND_POD = 56, "llama-8b-5b7d9c4f8-m2x9q"
+
+
+def mig_instance(i: int, instance: int) -> GpuState:
+    used = 18000.0 if instance == 1 else (37000.0 if i >= MIG_SECOND else 0.0)
+    return GpuState(**{**gpu_busy(i).__dict__, "fb_used": used})
+
+
+def batch_growing(i: int) -> GpuState:
+    """The other tenant's training job takes more memory as it goes: its own, on its own GPUs."""
+    return GpuState(**{**batch_busy_cool(i).__dict__, "fb_used": 40000.0 + 300 * (i // 8)})
+
+
+def _event(end: int, i: int, kind: str, name: str, reason: str, message: str, kind_of: str = "Normal",
+           by: str = "kubelet") -> dict:  # fmt: skip
+    """A Kubernetes event as `kubectl get events -o json` lists it, five seconds after sample i; a node's
+    events are in namespace default, and name no namespace of their object."""
+    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(end - WINDOW_S + i * STEP_S + 5))
+    involved = {"apiVersion": "v1", "kind": kind, "name": name}
+    involved |= {"uid": name} if kind == "Node" else {"namespace": NAMESPACE}
+    return {"apiVersion": "v1", "kind": "Event", "count": 1, "type": kind_of, "reason": reason, "message": message,
+            "firstTimestamp": when, "lastTimestamp": when, "eventTime": None, "involvedObject": involved,
+            "metadata": {"name": f"{name}.{i:04x}{reason.lower()}", "creationTimestamp": when,
+                         "namespace": "default" if kind == "Node" else NAMESPACE},
+            "source": {"component": by, "host": PODS[STORM_POD][1]}}  # fmt: skip
+
+
+def xid_restart_events(end: int) -> list[dict]:
+    ip = PODS[STORM_POD][0]
+    return [
+        _event(end, XID_AT + 1, "Pod", STORM_POD, "Unhealthy",
+               f'Readiness probe failed: Get "http://{ip}:8000/health": '
+               f"dial tcp {ip}:8000: connect: connection refused",
+               "Warning"),
+        _event(end, RESTARTED, "Pod", STORM_POD, "Pulled",
+               'Container image "vllm/vllm-openai:v0.10.1.1" already present on machine'),
+        _event(end, RESTARTED, "Pod", STORM_POD, "Created", "Created container vllm"),
+        _event(end, RESTARTED, "Pod", STORM_POD, "Started", "Started container vllm"),
+    ]  # fmt: skip
+
+
+def oom_restart_events(end: int) -> list[dict]:
+    """The node's kernel OOM killer took the server's process (node-problem-detector's kernel monitor)."""
+    oom = ("Memory cgroup out of memory: Killed process 48213 (python3) total-vm:187352344kB, anon-rss:62914560kB, "
+           "file-rss:104856kB, shmem-rss:0kB, UID:0 pgtables:132616kB oom_score_adj:999")  # fmt: skip
+    return [_event(end, XID_AT, "Node", PODS[STORM_POD][1], "OOMKilling", oom, "Warning", "kernel-monitor"),
+            *xid_restart_events(end)[1:]]  # fmt: skip
+
+
+def rollout_events(end: int) -> list[dict]:
+    return [
+        _event(end, ROLLED, "Deployment", "llama-70b", "ScalingReplicaSet",
+               "Scaled down replica set llama-70b-6c4d5b8f7 from 1 to 0"),
+        _event(end, ROLLED, "Pod", OLD_POD[0], "Killing", "Stopping container vllm"),
+        _event(end, ROLLED + 2, "Pod", STORM_POD, "Started", "Started container vllm"),
+    ]  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
-    servers: dict[str, Callable[[int], ServerState]]  # pod of NAMESPACE -> its shape
+    servers: dict[str, Callable[[int], ServerState | None]]  # pod of NAMESPACE -> its shape; None: not answering
     xid_from: int | None = None  # sample from which XID_GPU reports Xid 79
     # issue 31: the default counters of NODE_GPUS, the shape of the GPUs of STORM_POD (0-3 of gpu-h100-1)
     gpus: Callable[[int], GpuState] | None = None
     others: Callable[[int], GpuState] = gpu_busy  # the other vLLM server's GPUs
     batch: Callable[[int], GpuState] = batch_busy_cool  # the fine-tuning job's
+    first_gpu: Callable[[int], GpuState] | None = None  # STORM_POD's GPU 0, where it differs from `gpus`
+    mig: bool = False  # STORM_POD's GPU 0 split in two MIG instances (mig_instance)
+    xid: tuple[tuple[str, int], int, int] | None = None  # ((node, GPU index), from which sample, code)
+    old_pods: dict[str, Callable[[int], ServerState | None]] = field(default_factory=dict)  # gone before the end
+    events: Callable[[int], list[dict]] | None = None  # Kubernetes events of the window, by the history's end
 
 
 SCENARIOS = {
@@ -177,6 +301,39 @@ SCENARIOS = {
             batch=batch_busy_cool_capped,
         ),
         Scenario(
+            "xid-restart",
+            {STORM_POD: crashed_and_back} | {p: busy for p in PODS if p != STORM_POD},
+            gpus=down_and_back,
+            xid=(XID_RESTART_GPU, XID_AT, 48),
+            events=xid_restart_events,
+        ),
+        Scenario(
+            "oom-restart",
+            {STORM_POD: crashed_and_back} | {p: busy for p in PODS if p != STORM_POD},
+            gpus=down_and_back,
+            events=oom_restart_events,
+        ),
+        Scenario(
+            "neighbour-memory",
+            {STORM_POD: slowed} | {p: busy for p in PODS if p != STORM_POD},
+            gpus=gpu_busy,
+            first_gpu=neighbour,
+            batch=batch_growing,
+        ),
+        Scenario(
+            "mig-second-replica",
+            {STORM_POD: slowed_without_queue} | {p: busy for p in PODS if p != STORM_POD},
+            gpus=gpu_busy,
+            mig=True,
+        ),
+        Scenario(
+            "rollout-restart",
+            {STORM_POD: rolled_out_new} | {p: busy for p in PODS if p != STORM_POD},
+            gpus=rollout_gpus,
+            old_pods={OLD_POD[0]: rolled_out_old},
+            events=rollout_events,
+        ),
+        Scenario(
             "throughput-drop-healthy-gpus",
             {STORM_POD: slowed_without_queue} | {p: busy for p in PODS if p != STORM_POD},
             gpus=gpu_busy,
@@ -191,19 +348,44 @@ def openmetrics(scenario: Scenario, end: int) -> str:
     sample = history.sample
 
     servers = [(NAMESPACE, pod, ip, shape) for pod, shape in scenario.servers.items() for ip in [PODS[pod][0]]]
+    servers += [(NAMESPACE, pod, OLD_POD[1], shape) for pod, shape in scenario.old_pods.items()]
     servers.append((FOREIGN[0], FOREIGN[1], FOREIGN[2], storm))
+    replaced = set(scenario.old_pods)  # their targets go with their pods
+    long_ago = end - WINDOW_S - 6 * 86400  # when a process that started before the window did
     for namespace, pod, ip, shape in servers:
         app = pod.rsplit("-", 2)[0]
-        labels = (f'container="vllm",endpoint="http",engine="0",instance="{ip}:8000",job="{app}",model_name="{app}",'
-                  f'namespace="{namespace}",pod="{pod}",service="{app}"')  # fmt: skip
+        target = (f'container="vllm",endpoint="http",instance="{ip}:8000",job="{app}",namespace="{namespace}",'
+                  f'pod="{pod}",service="{app}"')  # fmt: skip
+        labels = f'{target},engine="0",model_name="{app}"'
+        # kube-state-metrics' own series, with the pod's labels (honorLabels) beside its target's
+        restart_labels = (f'container="vllm",instance="10.244.0.15:8080",job="kube-state-metrics",'
+                          f'namespace="{namespace}",pod="{pod}",uid="{pod}-uid"')  # fmt: skip
         totals = {"preemptions": 0.0, "tokens": 0.0, "stop": 0.0, "abort": 0.0}
+        process: int | None = None
+        restarts = 0
+        seen = False
         for i in range(SAMPLES + 1):
             t = end - WINDOW_S + i * STEP_S
             state = shape(i)
+            if state is None:
+                if seen and pod not in replaced:  # the target is still there (the same pod), its scrapes fail
+                    sample("up", "gauge", "up", target, 0, t)
+                    sample("kube_pod_container_status_restarts", "counter",
+                           "kube_pod_container_status_restarts_total", restart_labels, restarts, t)  # fmt: skip
+                continue
+            if seen and state.started != process:  # a new process: its counters start again
+                totals = dict.fromkeys(totals, 0.0)
+                restarts += 1
+            seen, process = True, state.started
             totals["preemptions"] += state.preemptions_per_step
             totals["tokens"] += state.tokens_per_step
             totals["stop"] += state.stop_per_step
             totals["abort"] += state.abort_per_step
+            started = long_ago if state.started is None else end - WINDOW_S + state.started * STEP_S
+            sample("up", "gauge", "up", target, 1, t)
+            sample("process_start_time_seconds", "gauge", "process_start_time_seconds", target, started, t)
+            sample("kube_pod_container_status_restarts", "counter", "kube_pod_container_status_restarts_total",
+                   restart_labels, restarts, t)  # fmt: skip
             sample("vllm:num_requests_running", "gauge", "vllm:num_requests_running", labels, state.running, t)
             sample("vllm:num_requests_waiting", "gauge", "vllm:num_requests_waiting", labels, state.waiting, t)
             sample("vllm:kv_cache_usage_perc", "gauge", "vllm:kv_cache_usage_perc", labels, state.kv, t)
@@ -244,22 +426,43 @@ def _default_counters(sample: Callable[..., None], scenario: Scenario, end: int)
         server_pod = next(pod for pod, (_, n) in PODS.items() if n == node)
         for index, uuid in enumerate(uuids):
             namespace, pod, container = (NAMESPACE, server_pod, "vllm") if index < 4 else BATCH
+            handed = scenario.old_pods and index < 4 and node == PODS[STORM_POD][1]
             gpu_shape = (
                 scenario.batch if index >= 4 else scenario.others if node != PODS[STORM_POD][1] else scenario.gpus
             )
+            if index == 0 and node == PODS[STORM_POD][1] and scenario.first_gpu is not None:
+                gpu_shape = scenario.first_gpu
             assert gpu_shape is not None
-            labels = (f'DCGM_FI_DRIVER_VERSION="550.90.07",Hostname="{node}",UUID="{uuid}",container="{container}",'
-                      f'device="nvidia{index}",gpu="{index}",instance="{node}:9400",job="nvidia-dcgm-exporter",'
-                      f'modelName="NVIDIA H100 80GB HBM3",namespace="{namespace}",'
-                      f'pci_bus_id="00000000:{0x18 + index:02X}:00.0",pod="{pod}"')  # fmt: skip
+
+            def labels_of(
+                pod: str,
+                namespace: str = namespace,
+                container: str = container,
+                uuid: str = uuid,
+                index: int = index,
+                node: str = node,
+            ) -> str:
+                return (f'DCGM_FI_DRIVER_VERSION="550.90.07",Hostname="{node}",UUID="{uuid}",container="{container}",'
+                        f'device="nvidia{index}",gpu="{index}",instance="{node}:9400",job="nvidia-dcgm-exporter",'
+                        f'modelName="NVIDIA H100 80GB HBM3",namespace="{namespace}",'
+                        f'pci_bus_id="00000000:{0x18 + index:02X}:00.0",pod="{pod}"')  # fmt: skip
+
             replays = 0.0
+            if scenario.mig and index == 0 and node == PODS[STORM_POD][1]:
+                _mig_instances(sample, labels_of(pod), end)
+                continue
             for i in range(SAMPLES + 1):
                 t = end - WINDOW_S + i * STEP_S
                 g = gpu_shape(i)
+                # after a rollout, dcgm-exporter labels the GPUs with the new pod once it is given them
+                labels = labels_of(next(iter(scenario.old_pods)) if handed and i < ROLLED + 2 else pod)
+                xid = (
+                    scenario.xid[2] if scenario.xid and scenario.xid[0] == (node, index) and i >= scenario.xid[1] else 0
+                )
                 for name, value in (("DCGM_FI_DEV_SM_CLOCK", g.sm_clock), ("DCGM_FI_DEV_MEM_CLOCK", g.mem_clock),
                                     ("DCGM_FI_DEV_GPU_TEMP", g.temp), ("DCGM_FI_DEV_MEMORY_TEMP", g.temp + 4),
                                     ("DCGM_FI_DEV_POWER_USAGE", g.power), ("DCGM_FI_DEV_GPU_UTIL", g.util),
-                                    ("DCGM_FI_DEV_FB_USED", 74210.0), ("DCGM_FI_DEV_XID_ERRORS", 0.0),
+                                    ("DCGM_FI_DEV_FB_USED", g.fb_used), ("DCGM_FI_DEV_XID_ERRORS", xid),
                                     ("DCGM_FI_DEV_ROW_REMAP_FAILURE", 0.0),
                                     ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", 0.0),
                                     ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", replays)):  # fmt: skip
@@ -267,6 +470,21 @@ def _default_counters(sample: Callable[..., None], scenario: Scenario, end: int)
                 if g.reasons is not None:
                     sample("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "gauge", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", labels,
                            g.reasons, t)  # fmt: skip
+
+
+def _mig_instances(sample: Callable[..., None], labels: str, end: int) -> None:
+    """A MIG-split GPU as dcgm-exporter exports it: each series labelled with its GPU instance and profile;
+    instance 2 belongs to the second replica."""
+    for instance in (1, 2):
+        own = labels if instance == 1 else labels.replace(f'pod="{STORM_POD}"', f'pod="{MIG_SECOND_POD}"')
+        own += f',GPU_I_ID="{instance}",GPU_I_PROFILE="3g.40gb"'
+        for i in range(SAMPLES + 1):
+            t = end - WINDOW_S + i * STEP_S
+            g = mig_instance(i, instance)
+            for name, value in (("DCGM_FI_DEV_SM_CLOCK", g.sm_clock), ("DCGM_FI_DEV_GPU_TEMP", g.temp),
+                                ("DCGM_FI_DEV_POWER_USAGE", g.power), ("DCGM_FI_DEV_GPU_UTIL", g.util),
+                                ("DCGM_FI_DEV_FB_USED", g.fb_used), ("DCGM_FI_DEV_XID_ERRORS", 0.0)):  # fmt: skip
+                sample(name, "gauge", name, own, value, t)
 
 
 # --------------------------------------------------------------------------- the bundles
@@ -280,6 +498,9 @@ class Expected:
     subject: str | None
     fires: tuple[str, ...]
     evidence: str = ""  # a pattern the verdict's first evidence line matches
+    second: str = ""  # a pattern its second evidence line matches
+    # (verdict rule, fires) read from Prometheus alone, where they differ: a cause only events tell
+    alone: tuple[str, tuple[str, ...]] | None = None
 
 
 EXPECTED = {
@@ -315,6 +536,41 @@ EXPECTED = {
         ("GPU-104", "GPU-119", "VLLM-114", "VLLM-119"),
         r"^power slowdown: SM clock 705 MHz .*clock-event reasons 0x84.*\(60 samples 15 s apart, 15 min\)",
     ),
+    # the Xid's first sample is XID_AT; the server's `up` is 0 from the next one until BACK: 20 samples, 5 min
+    "xid-restart": Expected(
+        "GPU-120",
+        "gpu/gpu-h100-1/1",
+        ("GPU-102", "GPU-120", "VLLM-130"),
+        r"^Xid 48 at \S+: .*DCGM_FI_DEV_XID_ERRORS = 48",
+        r"went away at (\d\d:\d\d:\d\d) UTC and answered again at (\d\d:\d\d:\d\d) UTC: down 5 min "
+        r"\(`up` 0 for 20 samples; process_start_time_seconds says the new process started at \d\d:\d\d:\d\d UTC; "
+        r"kube_pod_container_status_restarts_total 0 -> 1\); it went away 15 s after the Xid",
+    ),
+    # 5,670 MiB above the 74,210 MiB pfnp5's process held, for the 60 samples NEIGHBOUR_AT..NEIGHBOUR_UNTIL
+    "neighbour-memory": Expected(
+        "GPU-121",
+        "gpu/gpu-h100-1/0",
+        ("GPU-121", "VLLM-114", "VLLM-119"),
+        r"^DCGM_FI_DEV_FB_USED rose from 74,210 MiB, .* to 79,880 MiB: another process took up to 5,670 MiB .*"
+        r"from \S+ (\d\d:\d\d:\d\d) to \S+ (\d\d:\d\d:\d\d) UTC \(60 samples 15 s apart, 15 min\), ended",
+    ),
+    # the same restart without an Xid: the node's OOM killer, reported in the same minute, is its cause
+    "oom-restart": Expected(
+        "VLLM-131",
+        "vllm/llm/llama-70b-7f8d9c6b5d-pfnp5",
+        ("VLLM-130", "VLLM-131"),
+        r"^\d\d:\d\d:\d\d Warning OOMKilling node/gpu-h100-1: Memory cgroup out of memory: Killed process 48213",
+        r"went away at \d\d:\d\d:\d\d UTC and answered again at \d\d:\d\d:\d\d UTC: down 5 min \(`up` 0 for 20 samples",
+        alone=("VLLM-130", ("VLLM-130",)),
+    ),
+    "rollout-restart": Expected(None, None, ()),
+    # the second replica's memory on its own MIG instance is no other tenant's: the drop is vLLM's
+    "mig-second-replica": Expected(
+        "VLLM-119",
+        "vllm/llm/llama-70b-7f8d9c6b5d-pfnp5",
+        ("VLLM-119",),
+        r"fell from 2,900 to (8[5-9]\d|9[0-4]\d) tokens/s \(by (6[5-9]|70)%\) against the 15 minutes before",
+    ),
     "throughput-drop-healthy-gpus": Expected(
         "VLLM-119",
         "vllm/llm/llama-70b-7f8d9c6b5d-pfnp5",
@@ -322,6 +578,16 @@ EXPECTED = {
         r"fell from 2,900 to (8[5-9]\d|9[0-4]\d) tokens/s \(by (6[5-9]|70)%\) against the 15 minutes before",
     ),
 }
+
+
+def add_events(folder: Path, scenario: Scenario, end: float) -> None:
+    """The scenario's Kubernetes events of the window into folder/k8s/events.json, beside the cluster's."""
+    if scenario.events is None:
+        return
+    path = folder / "k8s" / "events.json"
+    listed = json.loads(path.read_text())
+    listed["items"].extend(scenario.events(int(end)))
+    path.write_text(json.dumps(listed, indent=1) + "\n")
 
 
 def collect_history_into(folder: Path, prometheus_url: str) -> list[str]:

@@ -367,7 +367,8 @@ class OpenMetrics:
         self._families: dict[tuple[str, str], list[str]] = {}
 
     def sample(self, family: str, kind: str, name: str, labels: str, value: float, t: int) -> None:
-        self._families.setdefault((family, kind), []).append(f"{name}{{{labels}}} {value:g} {t}")
+        # repr: every digit of a Unix time (process_start_time_seconds), where :g would keep six
+        self._families.setdefault((family, kind), []).append(f"{name}{{{labels}}} {float(value)!r} {t}")
 
     def text(self) -> str:
         lines: list[str] = []

@@ -345,6 +345,8 @@ def test_the_json_report_says_which_window_of_history_it_read() -> None:
 
 
 def test_the_terminal_and_markdown_reports_say_which_window_they_read() -> None:
+    import json
+    from datetime import datetime, timezone
     from pathlib import Path
 
     from diag.analyze import analyze_bundle
@@ -353,7 +355,10 @@ def test_the_terminal_and_markdown_reports_say_which_window_they_read() -> None:
 
     fixtures = Path(__file__).resolve().parents[3] / "fixtures"
     with_history = render_markdown(analyze_bundle(Bundle.open(fixtures / "history-kv-storm-ended")))
-    assert (
-        "- Prometheus history read from 2026-12-03 16:33 to 2026-12-03 17:03 UTC, a sample every 15 s" in with_history
+    # the window the recording asked for (ci/prometheus/record.py), as the report writes it
+    window = json.loads((fixtures / "history-kv-storm-ended/prometheus/vllm_up.json").read_text())["window"]
+    start, end = (
+        datetime.fromtimestamp(window[k], tz=timezone.utc).strftime("%Y-%m-%d %H:%M") for k in ("start", "end")
     )
+    assert f"- Prometheus history read from {start} to {end} UTC, a sample every 15 s" in with_history
     assert "Prometheus history read" not in render_markdown(analyze_bundle(Bundle.open(fixtures / "busy-but-healthy")))
