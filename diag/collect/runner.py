@@ -364,8 +364,10 @@ class _ProgressView:
 def default_collectors(target: Target) -> list[Collector]:
     """Every source the target reaches: Kubernetes objects first for what needs pods (logs, GPU exec,
     servers in pods); the sources given by URL and this host's GPUs from the start."""
+    from diag.collect.vllm import HANG_SPAN_S
+
     per_source = target.source_timeout_s
-    vllm_time = per_source * 3 + target.scrape_interval_s * max(0, target.scrapes - 1)
+    vllm_time = per_source * 3 + max(target.scrape_interval_s * max(0, target.scrapes - 1), HANG_SPAN_S)
     collectors = [
         Collector("kubernetes objects", _kubernetes_objects, phase=1, timeout_s=per_source * 3, kube_only=True),
         Collector("kubernetes logs", _kubernetes_logs, timeout_s=per_source * 2, kube_only=True),

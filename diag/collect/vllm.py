@@ -1,4 +1,11 @@
-"""vLLM servers: /metrics read N times for counter rates, /health, /v1/models - raw, one file each.
+"""vLLM servers: /metrics read for counter rates where they matter, /health, /v1/models - raw, one file each.
+
+A second /metrics read only tells the rules something where the first showed work: requests running
+or waiting (or a server that does not say). An idle server has no rate to measure (its counters stand
+still, and a rate over a few seconds of nothing is noise), a first read that failed has nothing to
+compare with: both are read once. A server with work is read `--scrapes` times, `--scrape-interval`
+apart; where those reads show requests running and no token counted, one more read makes their span
+HANG_SPAN_S, the span from which the hang rule believes counters that stood still.
 
 Finding the servers is the Kubernetes collector's job; it hands over endpoints built with
 `pod_endpoint` (through the API server's pod proxy), and `--vllm-url` gives `url_endpoint`. All
@@ -39,6 +46,8 @@ from diag.collect.http import (
     normalize_base_url,
     pod_proxy_get,
 )
+from diag.parsers.prom_text import parse_exposition
+from diag.parsers.vllm_metrics import GENERATION_TOKENS, PROMPT_TOKENS, REQUESTS_RUNNING, REQUESTS_WAITING
 
 if TYPE_CHECKING:
     from diag.collect.kube import KubeAccess
@@ -46,6 +55,9 @@ if TYPE_CHECKING:
 DEFAULT_PORT = 8000
 MAX_READS_AT_ONCE = 64  # threads reading at once; kube.CONNECTION_POOL_SIZE keeps a connection for each
 SLOW_READ_S = 1.0  # a read running longer no longer counts against MAX_READS_AT_ONCE (a hung server)
+# rules/settings.yaml hang_min_interval_s (its default): token counters that stood still over a shorter
+# span prove no hang, so a server that looks hung is read once more, this long after its first read
+HANG_SPAN_S = 5.0
 _TCP_LISTEN = "0A"  # socket state column of /proc/net/tcp{,6}
 
 
@@ -105,11 +117,16 @@ def _server_steps(endpoint: VllmEndpoint, sink: Sink, target: Target, out: list[
     results.append(_read_models(endpoint, sink, timeout))
     if endpoint.loopback_port is not None:
         results.append(_write_cmdline(endpoint, endpoint.loopback_port, sink))
-    for n in range(1, scrapes.wanted):
-        if scrapes.stopped:
-            break
-        yield first_answered + n * target.scrape_interval_s
-        scrapes.take(timeout)
+    if scrapes.busy_at_first():
+        for n in range(1, scrapes.wanted):
+            if scrapes.stopped:
+                break
+            yield first_answered + n * target.scrape_interval_s
+            scrapes.take(timeout)
+        if scrapes.looks_hung() and (scrapes.wanted - 1) * target.scrape_interval_s < HANG_SPAN_S:
+            scrapes.wanted += 1
+            yield first_answered + HANG_SPAN_S
+            scrapes.take(timeout)
     out.extend([scrapes.result(), *results])
 
 
@@ -197,6 +214,7 @@ class _Scrapes:
         self.kept = 0
         self.problems: list[str] = []
         self.stopped = False  # no answer at all: the later reads would only wait out their timeouts
+        self.readings: list[_Reading] = []  # what each kept read says of the server's work
 
     def take(self, timeout: float) -> None:
         attempt = self.kept + len(self.problems) + 1
@@ -214,6 +232,22 @@ class _Scrapes:
         self.sink.write(f"vllm/{self.endpoint.name}.{suffix}", body)
         self.sink.record_scrape(self.endpoint.name, answered)
         self.kept += 1
+        self.readings.append(_Reading.of(body))
+
+    def busy_at_first(self) -> bool:
+        """The first read came back and showed requests running or waiting, or did not say: only then
+        can later reads give a rate, a queue that held or a hang."""
+        if not self.readings or self.kept != 1 or self.problems:
+            return False
+        first = self.readings[0]
+        return first.running != 0 or first.waiting != 0
+
+    def looks_hung(self) -> bool:
+        """Every read saw requests running, and the token counters did not move from the first to the last."""
+        if len(self.readings) < 2 or any(not r.running for r in self.readings):
+            return False
+        first, last = self.readings[0].tokens, self.readings[-1].tokens
+        return first is not None and first == last
 
     def result(self) -> SourceResult:
         name = f"vllm/{self.endpoint.name}.metrics"  # all its reads: .metrics.txt, .metrics.1.txt, ...
@@ -221,8 +255,34 @@ class _Scrapes:
         summary = f"{self.endpoint.where}: {self.kept} of {self.wanted} reads of /metrics"
         if self.stopped and attempts < self.wanted:
             self.problems.append("the rest not tried")
+        elif attempts == 1 and self.wanted > 1 and self.kept == 1 and not self.busy_at_first():
+            summary = f"{self.endpoint.where}: 1 read of /metrics (nothing running or waiting: no rate to measure)"
         detail = summary + (f" ({'; '.join(self.problems)})" if self.problems else "")
         return SourceResult(name, "ok" if self.kept else "failed", detail)
+
+
+@dataclass(frozen=True)
+class _Reading:
+    running: float | None  # requests running, summed over engines; None: not exposed or not exposition
+    waiting: float | None
+    tokens: float | None  # prompt and generation tokens counted so far
+
+    @classmethod
+    def of(cls, body: bytes) -> _Reading:
+        try:
+            samples = parse_exposition(body.decode("utf-8", errors="replace")).samples
+        except ValueError:  # not exposition at all: nothing said, so nothing known
+            return cls(None, None, None)
+        totals: dict[str, float] = {}
+        for sample in samples:
+            if sample.value == sample.value:  # NaN is unknown
+                totals[sample.name] = totals.get(sample.name, 0.0) + sample.value
+        counters = [totals.get(name[0]) for name in (PROMPT_TOKENS, GENERATION_TOKENS)]
+        return cls(
+            totals.get(REQUESTS_RUNNING[0]),
+            totals.get(REQUESTS_WAITING[0]),
+            None if None in counters else sum(c for c in counters if c is not None),
+        )
 
 
 def _read_health(endpoint: VllmEndpoint, sink: Sink, timeout: float) -> SourceResult:

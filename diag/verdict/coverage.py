@@ -28,9 +28,10 @@ from diag.bundle.layout import BY_PATH, KUBE_LISTS
 from diag.bundle.prometheus_queries import RANGE_QUERIES
 from diag.core.shell import word
 from diag.engine.rules import Rule, RuleOutcome
+from diag.facts.vllm_episodes import queue_per_scrape
 from diag.snapshot.clock import Clock
 from diag.snapshot.gpu_resources import is_gpu_node
-from diag.snapshot.model import Container, RayNode, Snapshot
+from diag.snapshot.model import Container, RayNode, Scrape, Snapshot
 from diag.verdict.relevance import serving_pods
 
 
@@ -322,7 +323,7 @@ def _vllm_gaps(snap: Snapshot) -> list[Gap]:
                 )
             )
             continue
-        if len(server.scrapes) == 1:
+        if len(server.scrapes) == 1 and not _idle_at(server.scrapes[0]):
             found.append(
                 Gap(
                     f"vllm/{server.name}.metrics.1.txt",
@@ -359,6 +360,12 @@ def _vllm_gaps(snap: Snapshot) -> list[Gap]:
                 )
             )
     return found
+
+
+def _idle_at(scrape: Scrape) -> bool:
+    """Nothing running and nothing waiting: a server with no rate to measure, which live collection
+    reads once (diag/collect/vllm.py)."""
+    return queue_per_scrape([scrape]) == [{"running": 0, "waiting": 0}]
 
 
 def _gpu_gaps(snap: Snapshot) -> list[Gap]:
