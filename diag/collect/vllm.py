@@ -3,9 +3,11 @@
 A second /metrics read only tells the rules something where the first showed work: requests running
 or waiting (or a server that does not say). An idle server has no rate to measure (its counters stand
 still, and a rate over a few seconds of nothing is noise), a first read that failed has nothing to
-compare with: both are read once. A server with work is read `--scrapes` times, `--scrape-interval`
-apart; where those reads show requests running and no token counted, one more read makes their span
-HANG_SPAN_S, the span from which the hang rule believes counters that stood still.
+compare with: both are read once, and so is a server whose rates Prometheus' history already holds
+(where --prometheus-url or --prometheus-service answered before its first reads were in). A server
+with work is read `--scrapes` times, `--scrape-interval` apart; where those reads show requests
+running and no token counted, one more read makes their span HANG_SPAN_S, the span from which the
+hang rule believes counters that stood still.
 
 Finding the servers is the Kubernetes collector's job; it hands over endpoints built with
 `pod_endpoint` (through the API server's pod proxy), and `--vllm-url` gives `url_endpoint`. All
@@ -29,7 +31,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -67,6 +69,7 @@ class VllmEndpoint:
     get: HttpGet
     where: str  # for messages: "pod ns/name:8000" or the URL
     loopback_port: int | None = None  # set when the server listens on this machine's loopback
+    pod_key: str | None = None  # "namespace/pod" for a server in a pod, as Prometheus' labels name it
 
 
 def url_endpoint(url: str, max_bytes: int = DEFAULT_MAX_ANSWER_BYTES) -> VllmEndpoint:
@@ -85,7 +88,7 @@ def pod_endpoint(
 ) -> VllmEndpoint:
     """A server in a pod, read through the API server's pod proxy on its vLLM port."""
     get = pod_proxy_get(kube, namespace, pod, port)
-    return VllmEndpoint(name or pod, get, f"pod {namespace}/{pod}:{port}")
+    return VllmEndpoint(name or pod, get, f"pod {namespace}/{pod}:{port}", pod_key=f"{namespace}/{pod}")
 
 
 def collect_vllm(
@@ -94,17 +97,25 @@ def collect_vllm(
     target: Target,
     max_at_once: int = MAX_READS_AT_ONCE,
     slow_s: float = SLOW_READ_S,
+    rates_elsewhere: Callable[[VllmEndpoint], bool] = lambda endpoint: False,
 ) -> list[SourceResult]:
-    """Read every server in parallel; `target.scrapes` reads of /metrics, `scrape_interval_s` apart."""
+    """Read every server in parallel; a busy one `target.scrapes` times, `scrape_interval_s` apart, unless
+    `rates_elsewhere` says, when its first reads are in, that Prometheus' history already holds its rates."""
     if not endpoints:
         return []
     per_server: list[list[SourceResult]] = [[] for _ in endpoints]
-    steps = [_server_steps(e, sink, target, out) for e, out in zip(endpoints, per_server, strict=True)]
+    steps = [_server_steps(e, sink, target, out, rates_elsewhere) for e, out in zip(endpoints, per_server, strict=True)]
     _Steps(steps, max_at_once, min(slow_s, target.source_timeout_s)).run()
     return [result for results in per_server for result in results]
 
 
-def _server_steps(endpoint: VllmEndpoint, sink: Sink, target: Target, out: list[SourceResult]) -> Iterator[float]:
+def _server_steps(
+    endpoint: VllmEndpoint,
+    sink: Sink,
+    target: Target,
+    out: list[SourceResult],
+    rates_elsewhere: Callable[[VllmEndpoint], bool],
+) -> Iterator[float]:
     """One server's reads, one per step; each yield says when the next step is due (monotonic).
     Its results go to `out` when the last step has run."""
     timeout = target.source_timeout_s
@@ -117,7 +128,11 @@ def _server_steps(endpoint: VllmEndpoint, sink: Sink, target: Target, out: list[
     results.append(_read_models(endpoint, sink, timeout))
     if endpoint.loopback_port is not None:
         results.append(_write_cmdline(endpoint, endpoint.loopback_port, sink))
-    if scrapes.busy_at_first():
+    if not scrapes.busy_at_first():
+        scrapes.once_because = "nothing running or waiting: no rate to measure"
+    elif rates_elsewhere(endpoint):
+        scrapes.once_because = "its rates are in Prometheus' history"
+    else:
         for n in range(1, scrapes.wanted):
             if scrapes.stopped:
                 break
@@ -215,6 +230,7 @@ class _Scrapes:
         self.problems: list[str] = []
         self.stopped = False  # no answer at all: the later reads would only wait out their timeouts
         self.readings: list[_Reading] = []  # what each kept read says of the server's work
+        self.once_because: str | None = None  # why a first read that came back is the only one
 
     def take(self, timeout: float) -> None:
         attempt = self.kept + len(self.problems) + 1
@@ -255,8 +271,8 @@ class _Scrapes:
         summary = f"{self.endpoint.where}: {self.kept} of {self.wanted} reads of /metrics"
         if self.stopped and attempts < self.wanted:
             self.problems.append("the rest not tried")
-        elif attempts == 1 and self.wanted > 1 and self.kept == 1 and not self.busy_at_first():
-            summary = f"{self.endpoint.where}: 1 read of /metrics (nothing running or waiting: no rate to measure)"
+        elif attempts == 1 and self.wanted > 1 and self.once_because:
+            summary = f"{self.endpoint.where}: 1 read of /metrics ({self.once_because})"
         detail = summary + (f" ({'; '.join(self.problems)})" if self.problems else "")
         return SourceResult(name, "ok" if self.kept else "failed", detail)
 

@@ -244,3 +244,33 @@ def test_the_hang_span_is_the_hang_rules_default_span() -> None:
     from diag.core.rules_dir import default_settings
 
     assert default_settings()["hang_min_interval_s"] == vllm.HANG_SPAN_S
+
+
+def test_a_busy_server_whose_rates_prometheus_holds_is_read_once() -> None:
+    fleet = Fleet()
+    held = fleet.endpoint("vllm-held", _serving([_exposition(3, 2, 500)]))
+    other = fleet.endpoint("vllm-other", _serving([_exposition(3, 2, 500), _exposition(3, 2, 900)]))
+    results = {
+        r.name: r
+        for r in collect_vllm(
+            [held, other], Sink(Bundle()), target(interval_s=0.05), rates_elsewhere=lambda e: e.name == "vllm-held"
+        )
+    }
+    assert len(fleet.times("vllm-held", "/metrics")) == 1
+    assert len(fleet.times("vllm-other", "/metrics")) == 2
+    assert "Prometheus" in results["vllm/vllm-held.metrics"].detail
+
+
+def test_the_pods_whose_rates_prometheus_holds_are_those_with_every_series() -> None:
+    from diag.bundle.prometheus_queries import RATE_HISTORY
+    from diag.collect.prometheus import pods_with_rates
+
+    def answer(*pods: tuple[str, int]) -> bytes:
+        series = [{"metric": {"namespace": "llm", "pod": pod}, "values": [[1700000000 + 15 * i, "1"] for i in range(n)]}
+                  for pod, n in pods]  # fmt: skip
+        return json.dumps({"status": "success", "data": {"resultType": "matrix", "result": series}}).encode()
+
+    files = {f"prometheus/{stem}.json": answer(("vllm-a", 20), ("vllm-b", 20), ("vllm-c", 1)) for stem in RATE_HISTORY}
+    files[f"prometheus/{RATE_HISTORY[-1]}.json"] = answer(("vllm-a", 20), ("vllm-c", 1))
+    assert pods_with_rates(files) == {"llm/vllm-a"}
+    assert pods_with_rates({}) == frozenset()

@@ -271,6 +271,17 @@ def test_a_single_metrics_read_of_an_idle_server_is_no_gap(tmp_path: Path) -> No
     assert report.verdict.status == "healthy", report.verdict.gaps
 
 
+def test_a_single_metrics_read_of_a_busy_server_whose_rates_prometheus_holds_is_no_gap(tmp_path: Path) -> None:
+    """Prometheus' history of its queue and token rate says what a second read would: live collection
+    then reads once."""
+    bundle = copy_of(FIXTURES / "history-healthy-busy-hour", tmp_path)
+    (bundle / "vllm" / "llama-70b-7f8d9c6b5d-8q7hc.metrics.1.txt").unlink()
+    assert analyze_bundle(Bundle.open(bundle)).verdict.status == "healthy"
+    (bundle / "prometheus" / "vllm_generation_tokens_rate_5m.json").unlink()
+    gaps = analyze_bundle(Bundle.open(bundle)).verdict.gaps
+    assert "vllm/llama-70b-7f8d9c6b5d-8q7hc.metrics.1.txt" in [g.source for g in gaps]
+
+
 def test_a_ray_node_on_another_machine_than_the_gpu_capture_is_a_gap_never_healthy() -> None:
     """Ray outside Kubernetes: a GPU capture that no live Ray node with GPUs can be joined to (by name or
     address) leaves GPU-106 undecided; the verdict names the node and the command, never "healthy"."""
