@@ -60,6 +60,7 @@ class Run:
     exit: int | None = None
     named: bool | None = None
     said: str = ""  # llmdiag: the verdict's rule; a peer: its first finding
+    others: str = ""  # llmdiag: the rules of its other findings
     seconds: list[float] = field(default_factory=list)
 
     @property
@@ -116,6 +117,7 @@ def llmdiag_run(llmdiag: Path, cluster: ControlPlane, s: ClusterScenario, run: R
         run.said, run.named = f"no report: {done.stderr.strip()[-200:]}", False
         return
     run.said = verdict.get("rule") or verdict.get("status") or "?"
+    run.others = " ".join(sorted({f["rule"] for f in json.loads(done.stdout).get("findings") or []} - {run.said}))
     run.named = verdict.get("rule") == s.rule if s.rule else verdict.get("status") == "healthy" and done.returncode == 0
 
 
@@ -211,6 +213,7 @@ def _line(s: ClusterScenario, row: dict[str, Run], peers: list[str], before: boo
     ours, kubectl = row["llmdiag"], row["kubectl"]
     ratio = ours.median / kubectl.median
     parts = [f"{s.namespace}: expected {s.rule or 'healthy'}, verdict {ours.said} (exit {ours.exit}),",
+             f"other findings [{ours.others}],",
              f"llmdiag {ours.median:.2f} s, kubectl {kubectl.median:.2f} s ({ratio:.1f}x)"]  # fmt: skip
     if before:
         parts.append(f"before {row['before'].median:.2f} s (verdict {row['before'].said})")
@@ -221,7 +224,8 @@ def _line(s: ClusterScenario, row: dict[str, Run], peers: list[str], before: boo
 
 def _table(chosen: list[ClusterScenario], results: dict[str, dict[str, Run]], peers: list[str], before: bool,
            failed: dict[str, str]) -> str:  # fmt: skip
-    head = ["scenario", "expected", "llmdiag verdict", "cause named", "exit", "llmdiag s", "kubectl s", "x kubectl"]
+    head = ["scenario", "expected", "llmdiag verdict", "cause named", "exit", "other findings", "llmdiag s",
+            "kubectl s", "x kubectl"]  # fmt: skip
     if before:
         head += ["before s", "before x"]
     for p in peers:
@@ -235,7 +239,7 @@ def _table(chosen: list[ClusterScenario], results: dict[str, dict[str, Run]], pe
             continue
         row = results[s.namespace]
         ours, kubectl = row["llmdiag"], row["kubectl"]
-        cells = [s.namespace, s.rule or "healthy", ours.said, *cell(ours)[:2], f"{ours.median:.2f}",
+        cells = [s.namespace, s.rule or "healthy", ours.said, *cell(ours)[:2], ours.others, f"{ours.median:.2f}",
                  f"{kubectl.median:.2f}", f"{ours.median / kubectl.median:.1f}"]  # fmt: skip
         if before:
             cells += [f"{row['before'].median:.2f}", f"{row['before'].median / kubectl.median:.1f}"]
