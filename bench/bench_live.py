@@ -48,9 +48,12 @@ from k8s_scenarios import CATALOGUE, ClusterScenario, build_all, get, vllm_stand
 from diag.bundle.layout import KUBE_LISTS  # noqa: E402
 
 # k8sgpt's analyzers for what a GPU serving path holds (pkg/analyzer/analyzer.go: the core ones and the
-# optional HPA, PDB, NetworkPolicy and Gateway API ones); Log reads containers kwok does not run
-K8SGPT_FILTERS = ("Pod,Deployment,ReplicaSet,StatefulSet,PersistentVolumeClaim,Service,Ingress,Node,ConfigMap,"
-                  "HorizontalPodAutoscaler,PodDisruptionBudget,NetworkPolicy,Gateway,HTTPRoute")  # fmt: skip
+# optional HPA, PDB and NetworkPolicy ones; Log reads containers kwok does not run). Its Gateway and
+# HTTPRoute analyzers only where the API server serves Gateway API: without its CRDs v0.4.36 dies of
+# "fatal error: concurrent map writes" and prints nothing.
+K8SGPT_FILTERS = ("Pod", "Deployment", "ReplicaSet", "StatefulSet", "PersistentVolumeClaim", "Service", "Ingress",
+                  "Node", "ConfigMap", "HorizontalPodAutoscaler", "PodDisruptionBudget", "NetworkPolicy")  # fmt: skip
+K8SGPT_GATEWAY_FILTERS = ("Gateway", "HTTPRoute")
 
 
 @dataclass
@@ -132,18 +135,23 @@ def findings_of(tool: str, text: str) -> list[str]:
         for result in data.get("results") or []:
             for error in result.get("error") or []:
                 lines.append(f"{result.get('kind')} {result.get('name')}: {error.get('Text') or error}")
-    else:  # popeye: sanitizers, each with issues by object; levels 2 (warning) and 3 (error)
-        for sanitizer in (data.get("popeye") or {}).get("sanitizers") or []:
-            for fqn, issues in (sanitizer.get("issues") or {}).items():
+    else:  # popeye: sections, one per linter, with issues by object; levels 2 (warning) and 3 (error)
+        for section in (data.get("popeye") or {}).get("sections") or []:
+            for fqn, issues in (section.get("issues") or {}).items():
                 for issue in issues or []:
                     if issue.get("level", 0) >= 2:
-                        lines.append(f"{sanitizer.get('sanitizer')} {fqn}: {issue.get('message')}")
+                        lines.append(f"{section.get('linter')} {fqn}: {issue.get('message')}")
     return lines
+
+
+def k8sgpt_filters(cluster: ControlPlane) -> str:
+    gateway = cluster.kubectl("get", "gateways.gateway.networking.k8s.io", "-A", "-o", "name", check=False)
+    return ",".join(K8SGPT_FILTERS + (K8SGPT_GATEWAY_FILTERS if gateway.returncode == 0 else ()))
 
 
 def peer_run(tool: str, cluster: ControlPlane, s: ClusterScenario, run: Run, home: Path) -> None:
     if tool == "k8sgpt":
-        argv = ["k8sgpt", "analyze", f"--kubeconfig={cluster.kubeconfig}", f"--filter={K8SGPT_FILTERS}",
+        argv = ["k8sgpt", "analyze", f"--kubeconfig={cluster.kubeconfig}", f"--filter={k8sgpt_filters(cluster)}",
                 "-n", s.namespace, "--output=json"]  # fmt: skip
     else:
         argv = ["popeye", f"--kubeconfig={cluster.kubeconfig}", "-n", s.namespace, "-o", "json"]
