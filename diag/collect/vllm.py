@@ -129,7 +129,8 @@ def _server_steps(
     if endpoint.loopback_port is not None:
         results.append(_write_cmdline(endpoint, endpoint.loopback_port, sink))
     if not scrapes.busy_at_first():
-        scrapes.once_because = "nothing running or waiting: no rate to measure"
+        if scrapes.kept:  # else the first read's own failure says why there is no other
+            scrapes.once_because = "nothing running or waiting: no rate to measure"
     elif rates_elsewhere(endpoint):
         scrapes.once_because = "its rates are in Prometheus' history"
     else:

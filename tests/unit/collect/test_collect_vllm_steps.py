@@ -217,7 +217,9 @@ def test_a_first_read_that_failed_is_not_tried_again() -> None:
     endpoint = fleet.endpoint("vllm-kwok", lambda path, timeout: (503, b"error trying to reach service"))
     results = {r.name: r for r in collect_vllm([endpoint], Sink(Bundle()), target(interval_s=5.0))}
     assert len(fleet.times("vllm-kwok", "/metrics")) == 1
-    assert results["vllm/vllm-kwok.metrics"].status == "failed"
+    metrics = results["vllm/vllm-kwok.metrics"]
+    assert metrics.status == "failed"
+    assert "HTTP 503" in metrics.detail and "nothing running" not in metrics.detail
 
 
 def test_a_busy_server_whose_tokens_move_is_read_scrapes_times_at_the_interval() -> None:
