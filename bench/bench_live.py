@@ -134,13 +134,14 @@ def findings_of(tool: str, text: str) -> list[str]:
     if tool == "k8sgpt":
         for result in data.get("results") or []:
             for error in result.get("error") or []:
-                lines.append(f"{result.get('kind')} {result.get('name')}: {error.get('Text') or error}")
+                name = str(result.get("name")).rsplit("/", 1)[-1]  # not its namespace: a scenario's name
+                lines.append(f"{result.get('kind')} {name}: {error.get('Text') or error}")
     else:  # popeye: sections, one per linter, with issues by object; levels 2 (warning) and 3 (error)
         for section in (data.get("popeye") or {}).get("sections") or []:
             for fqn, issues in (section.get("issues") or {}).items():
                 for issue in issues or []:
                     if issue.get("level", 0) >= 2:
-                        lines.append(f"{section.get('linter')} {fqn}: {issue.get('message')}")
+                        lines.append(f"{section.get('linter')} {fqn.rsplit('/', 1)[-1]}: {issue.get('message')}")
     return lines
 
 

@@ -321,7 +321,8 @@ class ClusterScenario:
     about: str  # one line: what is wrong, as a user would say it
     rule: str | None  # the rule of the verdict's root finding; None: a healthy namespace (exit 0)
     build: Callable[[ControlPlane, str], None]  # applies its objects and waits for the controllers' answer
-    # words that a peer's finding must all hold to name the same cause (the faulty object, its reason)
+    # words that one of a peer's findings must all hold (case aside) to name the same cause: the reason in
+    # the controllers' or the kubelet's words, or the faulty object's name where only it is at fault
     cause_words: tuple[str, ...] = ()
     nodes: tuple[dict, ...] = ()  # GPU nodes of its own (a pool no other scenario selects), made first
     busy: bool = False  # its vLLM pods report requests running (bench/bench_live.py serves their /metrics)
@@ -536,7 +537,7 @@ def build_service_selector(cluster: ControlPlane, ns: str) -> None:
 
 
 @scenario("target-port", 'the Service\'s targetPort "api" is no port of its pods (they name "http")', "K8S-303",
-          ("qwen", "api"))  # fmt: skip
+          ("port", "api"))  # fmt: skip
 def build_target_port(cluster: ControlPlane, ns: str) -> None:
     svc = service("qwen", ns)
     svc["spec"]["ports"][0]["targetPort"] = "api"
@@ -590,7 +591,9 @@ def build_pvc_storageclass(cluster: ControlPlane, ns: str) -> None:
     scheduling_refused(cluster, ns, "unbound")
 
 
-@scenario("too-large", "a vLLM replica asks for 16 GPUs, no node has more than 8", "K8S-102", ("llama-405b",))
+@scenario(
+    "too-large", "a vLLM replica asks for 16 GPUs, no node has more than 8", "K8S-102", ("insufficient nvidia.com/gpu",)
+)
 def build_too_large(cluster: ControlPlane, ns: str) -> None:
     apply(cluster, namespace(ns), vllm_deployment("llama-405b", ns, gpus=16, tolerate=True), service("llama-405b", ns))
     scheduling_refused(cluster, ns, "Insufficient nvidia.com/gpu")
@@ -600,7 +603,7 @@ H200_POOL = tuple(gpu_node(f"gpu-h200-pool-{i}", 8, H200) for i in (1, 2))
 
 
 @scenario("cluster-full", "research jobs hold all 16 H200 GPUs; a new vLLM replica waits for 4", "K8S-101",
-          ("nvidia.com/gpu",), nodes=H200_POOL)  # fmt: skip
+          ("insufficient nvidia.com/gpu",), nodes=H200_POOL)  # fmt: skip
 def build_cluster_full(cluster: ControlPlane, ns: str) -> None:
     apply(cluster, namespace(ns), vllm_deployment("research", ns, gpus=8, tolerate=True, replicas=2, product=H200))
     running(cluster, ns, "research", 2)
@@ -609,7 +612,7 @@ def build_cluster_full(cluster: ControlPlane, ns: str) -> None:
 
 
 @scenario("taint", "a rollout dropped the GPU toleration: the new replica waits on the nodes' taint", "K8S-104",
-          ("taint",))  # fmt: skip
+          ("untolerated taint",))  # fmt: skip
 def build_taint(cluster: ControlPlane, ns: str) -> None:
     apply(cluster, namespace(ns), vllm_deployment("llama-70b", ns, gpus=4, tolerate=True), service("llama-70b", ns))
     running(cluster, ns, "llama-70b")
@@ -618,7 +621,7 @@ def build_taint(cluster: ControlPlane, ns: str) -> None:
 
 
 @scenario("node-selector", "the pods select nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB, no node has it",
-          "K8S-105", ("selector",))  # fmt: skip
+          "K8S-105", ("node affinity/selector",))  # fmt: skip
 def build_node_selector(cluster: ControlPlane, ns: str) -> None:
     a100 = GpuProduct("NVIDIA-A100-SXM4-80GB", 81920)
     apply(cluster, namespace(ns), vllm_deployment("qwen", ns, gpus=1, tolerate=True, product=a100), service("qwen", ns))
@@ -629,7 +632,7 @@ L40S = GpuProduct("NVIDIA-L40S", 46068)
 
 
 @scenario("cordoned", "the only L40S node was cordoned: the second replica cannot go there", "K8S-111",
-          ("gpu-l40s-1",), nodes=(gpu_node("gpu-l40s-1", 4, L40S),))  # fmt: skip
+          ("unschedulable",), nodes=(gpu_node("gpu-l40s-1", 4, L40S),))  # fmt: skip
 def build_cordoned(cluster: ControlPlane, ns: str) -> None:
     apply(cluster, namespace(ns), vllm_deployment("mistral", ns, gpus=2, tolerate=True, product=L40S),
           service("mistral", ns))  # fmt: skip
@@ -640,7 +643,7 @@ def build_cordoned(cluster: ControlPlane, ns: str) -> None:
 
 
 @scenario("quota", "the namespace's GPU quota is spent by a fine-tuning job: the vLLM pods are refused", "K8S-116",
-          ("quota",))  # fmt: skip
+          ("exceeded quota",))  # fmt: skip
 def build_quota(cluster: ControlPlane, ns: str) -> None:
     refuse_by_quota(cluster, ns, gpus=2)  # other scenarios' pods spread over the shared nodes: none has 8 free
 
@@ -660,7 +663,7 @@ def build_anti_affinity(cluster: ControlPlane, ns: str) -> None:
 
 
 @scenario("limitrange", "a LimitRange caps a container at 32Gi of memory, the vLLM pods ask for 64Gi", "K8S-507",
-          ("limitrange",))  # fmt: skip
+          ("maximum memory usage",))  # fmt: skip
 def build_limitrange(cluster: ControlPlane, ns: str) -> None:
     limits = {"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "per-container", "namespace": ns},
               "spec": {"limits": [{"type": "Container", "max": {"memory": "32Gi"}}]}}  # fmt: skip
@@ -676,7 +679,9 @@ def build_limitrange(cluster: ControlPlane, ns: str) -> None:
     wait_for("the ReplicaSet's FailedCreate (LimitRange)", refused)
 
 
-@scenario("crashloop", "the vLLM container exits at start and restarts in a loop", "K8S-213", ("crashloopbackoff",))
+@scenario(
+    "crashloop", "the vLLM container exits at start and restarts in a loop", "K8S-213", ("restarting failed container",)
+)
 def build_crashloop(cluster: ControlPlane, ns: str) -> None:
     apply(cluster, namespace(ns), _serving(ns), service("qwen", ns))
     pod = pods(cluster, ns, "qwen") or [{"metadata": {"name": "qwen"}}]
