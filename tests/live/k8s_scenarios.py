@@ -342,6 +342,8 @@ def scenario(namespace: str, about: str, rule: str | None, cause_words: tuple[st
 
     def register(build: Build) -> Build:
         assert namespace not in CATALOGUE, f"two scenarios in namespace {namespace}"
+        # a peer's every finding names its namespace: words all in it would name the cause whatever was said
+        assert not cause_words or not all(w.lower() in namespace for w in cause_words), f"{namespace}: cause in name"
         CATALOGUE[namespace] = ClusterScenario(namespace, about, rule, build, cause_words, nodes, busy)
         return build
 
@@ -651,7 +653,7 @@ def build_quota(cluster: ControlPlane, ns: str) -> None:
 L4 = GpuProduct("NVIDIA-L4", 23034)
 
 
-@scenario("anti-affinity", "three replicas that must not share a node, on a pool of two L4 nodes", "K8S-106",
+@scenario("replicas-apart", "three replicas that must not share a node, on a pool of two L4 nodes", "K8S-106",
           ("anti-affinity",), nodes=tuple(gpu_node(f"gpu-l4-{i}", 4, L4) for i in (1, 2)))  # fmt: skip
 def build_anti_affinity(cluster: ControlPlane, ns: str) -> None:
     deployment = vllm_deployment("gemma", ns, gpus=1, tolerate=True, replicas=3, product=L4)
@@ -718,7 +720,7 @@ def build_missing_secret(cluster: ControlPlane, ns: str) -> None:
     })  # fmt: skip
 
 
-@scenario("oomkilled", "the vLLM container is killed at its 16Gi memory limit while loading", "K8S-210",
+@scenario("memory-limit", "the vLLM container is killed at its 16Gi memory limit while loading", "K8S-210",
           ("oomkilled",))  # fmt: skip
 def build_oomkilled(cluster: ControlPlane, ns: str) -> None:
     deployment = _serving(ns)
