@@ -409,11 +409,17 @@ _TARGET_OPTIONS: dict[str, tuple[object, object]] = {
     ),
     "scrapes": (
         int,
-        typer.Option(2, "--scrapes", min=1, help="/metrics reads per vLLM server (2+ give counter rates)."),
+        typer.Option(2, "--scrapes", min=1, help="/metrics reads per busy vLLM server (2+ give counter rates)."),
     ),
     "scrape_interval_s": (
         float,
-        typer.Option(5.0, "--scrape-interval", min=0.0, help="Seconds between /metrics reads."),
+        typer.Option(
+            2.0,
+            "--scrape-interval",
+            min=0.0,
+            help="Seconds between /metrics reads of a server with requests running or waiting (an idle one is "
+            "read once).",
+        ),
     ),
     "total_timeout_s": (float, typer.Option(120.0, "--timeout", help="Seconds for the whole collection.")),
     "source_timeout_s": (float, typer.Option(20.0, "--source-timeout", help="Seconds for each source.")),

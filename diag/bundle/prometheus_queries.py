@@ -117,3 +117,7 @@ RENAMED_PAIRS: tuple[tuple[str, str], ...] = (
     ("vllm_itl_p99_5m", "vllm_tpot_p99_5m"),
     ("vllm_itl_mean_5m", "vllm_tpot_mean_5m"),
 )
+
+# What a second /metrics read of a busy vLLM server would add (its queue over time, its token rate, a
+# hang) where Prometheus holds these series for it: the rules read them from its history instead.
+RATE_HISTORY = ("vllm_num_requests_waiting", "vllm_num_requests_running", "vllm_generation_tokens_rate_5m")

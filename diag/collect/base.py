@@ -42,8 +42,8 @@ class Target:
     since_s: float | None = None  # the Prometheus window (None: the collector's default)
     local_gpu: bool | None = None  # None: on when NVML loads, unless the GPU sweep reads every node
     gpu_sweep: bool = False  # every Ray node's GPUs through a read-only Ray job (diag/collect/ray_sweep.py)
-    scrapes: int = 2  # /metrics reads per vLLM server, for counter rates
-    scrape_interval_s: float = 5.0
+    scrapes: int = 2  # /metrics reads per busy vLLM server, for counter rates (diag/collect/vllm.py)
+    scrape_interval_s: float = 2.0
     log_tail_lines: int = 500
     source_timeout_s: float = 20.0
     total_timeout_s: float = 120.0

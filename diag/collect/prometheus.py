@@ -15,13 +15,14 @@ import json
 import math
 import threading
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
 from diag.bundle.budget import AnswerWatch, OverBudget, check_prometheus_answer
-from diag.bundle.prometheus_queries import RANGE_QUERIES, RENAMED_PAIRS, RangeQuery
+from diag.bundle.prometheus_queries import RANGE_QUERIES, RATE_HISTORY, RENAMED_PAIRS, RangeQuery
 from diag.collect.base import Sink, SourceResult
 from diag.collect.http import REFUSED, TIMEOUT, HttpGet, Unreachable, body_excerpt
 
@@ -103,6 +104,24 @@ def collect_target(target: Target, kube: KubeAccess | None, sink: Sink) -> list[
     )
     results = collect_prometheus(get, access, sink, target.source_timeout_s, selector, window)
     return results + ([SourceResult("prometheus", "ok", scope_note)] if scope_note else [])
+
+
+def pods_with_rates(files: Mapping[str, bytes]) -> frozenset[str]:
+    """ "namespace/pod" of each vLLM server for which every RATE_HISTORY answer holds a series of two
+    points or more: its rates need no second /metrics read."""
+    found: list[set[str]] = []
+    for stem in RATE_HISTORY:
+        try:
+            answer = json.loads(files.get(f"prometheus/{stem}.json", b"{}"))
+            series = (answer.get("data") or {}).get("result") or []
+        except (ValueError, AttributeError):
+            return frozenset()
+        found.append({
+            f"{s['metric'].get('namespace')}/{s['metric'].get('pod')}"
+            for s in series
+            if isinstance(s, dict) and isinstance(s.get("metric"), dict) and len(s.get("values") or []) >= 2
+        })  # fmt: skip
+    return frozenset(set.intersection(*found)) if found else frozenset()
 
 
 def collect_prometheus(

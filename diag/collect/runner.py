@@ -56,6 +56,8 @@ class CollectContext:
     # done once `pods` is final: the phase-1 collector says so before its events and files, so that
     # the collectors waiting for the pods (and the vLLM scrape interval) run beside that work
     pods_known: Future[None] = field(default_factory=Future)
+    # "namespace/pod" of the vLLM servers whose rates Prometheus' history holds, once it has answered
+    prometheus_rates: Future[frozenset[str]] = field(default_factory=Future)
 
     def publish_pods(self, pods: list[Pod]) -> None:
         self.pods = pods
@@ -374,8 +376,10 @@ class _ProgressView:
 def default_collectors(target: Target) -> list[Collector]:
     """Every source the target reaches: Kubernetes objects first for what needs pods (logs, GPU exec,
     servers in pods); the sources given by URL and this host's GPUs from the start."""
+    from diag.collect.vllm import HANG_SPAN_S
+
     per_source = target.source_timeout_s
-    vllm_time = per_source * 3 + target.scrape_interval_s * max(0, target.scrapes - 1)
+    vllm_time = per_source * 3 + max(target.scrape_interval_s * max(0, target.scrapes - 1), HANG_SPAN_S)
     collectors = [
         Collector("kubernetes objects", _kubernetes_objects, phase=1, timeout_s=per_source * 3, kube_only=True),
         Collector("kubernetes logs", _kubernetes_logs, timeout_s=per_source * 2, kube_only=True),
@@ -428,7 +432,7 @@ def _gpu_exec(ctx: CollectContext) -> list[SourceResult]:
 
 def _vllm_in_pods(ctx: CollectContext) -> list[SourceResult]:
     from diag.collect.kubernetes import vllm_server_pods
-    from diag.collect.vllm import collect_vllm, pod_endpoint
+    from diag.collect.vllm import VllmEndpoint, collect_vllm, pod_endpoint
 
     servers = vllm_server_pods(ctx.pods) if ctx.kube is not None else []
     if not servers:
@@ -440,7 +444,13 @@ def _vllm_in_pods(ctx: CollectContext) -> list[SourceResult]:
     kube = ctx.kube
     assert kube is not None
     endpoints = [pod_endpoint(kube, p.namespace, p.pod, p.port, name=p.file_stem) for p in servers]
-    return collect_vllm(endpoints, ctx.sink, ctx.target)
+    known = ctx.prometheus_rates
+
+    def rates_elsewhere(endpoint: VllmEndpoint) -> bool:
+        """Not waited for: where Prometheus has not answered yet, the second read is taken."""
+        return known.done() and endpoint.pod_key in known.result()
+
+    return collect_vllm(endpoints, ctx.sink, ctx.target, rates_elsewhere=rates_elsewhere)
 
 
 def _vllm_urls(ctx: CollectContext) -> list[SourceResult]:
@@ -497,6 +507,9 @@ def _gpu_sweep(ctx: CollectContext) -> list[SourceResult]:
 
 
 def _prometheus(ctx: CollectContext) -> list[SourceResult]:
-    from diag.collect.prometheus import collect_target
+    from diag.collect.prometheus import collect_target, pods_with_rates
 
-    return collect_target(ctx.target, ctx.kube, ctx.sink)
+    try:
+        return collect_target(ctx.target, ctx.kube, ctx.sink)
+    finally:
+        ctx.prometheus_rates.set_result(pods_with_rates(dict(ctx.sink.bundle.files)))

@@ -1,4 +1,13 @@
-"""vLLM servers: /metrics read N times for counter rates, /health, /v1/models - raw, one file each.
+"""vLLM servers: /metrics read for counter rates where they matter, /health, /v1/models - raw, one file each.
+
+A second /metrics read only tells the rules something where the first showed work: requests running
+or waiting (or a server that does not say). An idle server has no rate to measure (its counters stand
+still, and a rate over a few seconds of nothing is noise), a first read that failed has nothing to
+compare with: both are read once, and so is a server whose rates Prometheus' history already holds
+(where --prometheus-url or --prometheus-service answered before its first reads were in). A server
+with work is read `--scrapes` times, `--scrape-interval` apart; where those reads show requests
+running and no token counted, one more read makes their span HANG_SPAN_S, the span from which the
+hang rule believes counters that stood still.
 
 Finding the servers is the Kubernetes collector's job; it hands over endpoints built with
 `pod_endpoint` (through the API server's pod proxy), and `--vllm-url` gives `url_endpoint`. All
@@ -22,7 +31,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -40,6 +49,8 @@ from diag.collect.http import (
     normalize_base_url,
     pod_proxy_get,
 )
+from diag.parsers.prom_text import parse_exposition
+from diag.parsers.vllm_metrics import GENERATION_TOKENS, PROMPT_TOKENS, REQUESTS_RUNNING, REQUESTS_WAITING
 
 if TYPE_CHECKING:
     from diag.collect.kube import KubeAccess
@@ -47,6 +58,9 @@ if TYPE_CHECKING:
 DEFAULT_PORT = 8000
 MAX_READS_AT_ONCE = 64  # threads reading at once; kube.CONNECTION_POOL_SIZE keeps a connection for each
 SLOW_READ_S = 1.0  # a read running longer no longer counts against MAX_READS_AT_ONCE (a hung server)
+# rules/settings.yaml hang_min_interval_s (its default): token counters that stood still over a shorter
+# span prove no hang, so a server that looks hung is read once more, this long after its first read
+HANG_SPAN_S = 5.0
 _TCP_LISTEN = "0A"  # socket state column of /proc/net/tcp{,6}
 
 
@@ -56,6 +70,7 @@ class VllmEndpoint:
     get: HttpGet
     where: str  # for messages: "pod ns/name:8000" or the URL
     loopback_port: int | None = None  # set when the server listens on this machine's loopback
+    pod_key: str | None = None  # "namespace/pod" for a server in a pod, as Prometheus' labels name it
 
 
 def url_endpoint(url: str, max_bytes: int = DEFAULT_MAX_ANSWER_BYTES) -> VllmEndpoint:
@@ -74,7 +89,7 @@ def pod_endpoint(
 ) -> VllmEndpoint:
     """A server in a pod, read through the API server's pod proxy on its vLLM port."""
     get = pod_proxy_get(kube, namespace, pod, port)
-    return VllmEndpoint(name or pod, get, f"pod {namespace}/{pod}:{port}")
+    return VllmEndpoint(name or pod, get, f"pod {namespace}/{pod}:{port}", pod_key=f"{namespace}/{pod}")
 
 
 def collect_vllm(
@@ -83,17 +98,25 @@ def collect_vllm(
     target: Target,
     max_at_once: int = MAX_READS_AT_ONCE,
     slow_s: float = SLOW_READ_S,
+    rates_elsewhere: Callable[[VllmEndpoint], bool] = lambda endpoint: False,
 ) -> list[SourceResult]:
-    """Read every server in parallel; `target.scrapes` reads of /metrics, `scrape_interval_s` apart."""
+    """Read every server in parallel; a busy one `target.scrapes` times, `scrape_interval_s` apart, unless
+    `rates_elsewhere` says, when its first reads are in, that Prometheus' history already holds its rates."""
     if not endpoints:
         return []
     per_server: list[list[SourceResult]] = [[] for _ in endpoints]
-    steps = [_server_steps(e, sink, target, out) for e, out in zip(endpoints, per_server, strict=True)]
+    steps = [_server_steps(e, sink, target, out, rates_elsewhere) for e, out in zip(endpoints, per_server, strict=True)]
     _Steps(steps, max_at_once, min(slow_s, target.source_timeout_s)).run()
     return [result for results in per_server for result in results]
 
 
-def _server_steps(endpoint: VllmEndpoint, sink: Sink, target: Target, out: list[SourceResult]) -> Iterator[float]:
+def _server_steps(
+    endpoint: VllmEndpoint,
+    sink: Sink,
+    target: Target,
+    out: list[SourceResult],
+    rates_elsewhere: Callable[[VllmEndpoint], bool],
+) -> Iterator[float]:
     """One server's reads, one per step; each yield says when the next step is due (monotonic).
     Its results go to `out` when the last step has run."""
     timeout = target.source_timeout_s
@@ -106,11 +129,21 @@ def _server_steps(endpoint: VllmEndpoint, sink: Sink, target: Target, out: list[
     results.append(_read_models(endpoint, sink, timeout))
     if endpoint.loopback_port is not None:
         results.append(_write_cmdline(endpoint, endpoint.loopback_port, sink))
-    for n in range(1, scrapes.wanted):
-        if scrapes.stopped:
-            break
-        yield first_answered + n * target.scrape_interval_s
-        scrapes.take(timeout)
+    if not scrapes.busy_at_first():
+        if scrapes.kept:  # else the first read's own failure says why there is no other
+            scrapes.once_because = "nothing running or waiting: no rate to measure"
+    elif rates_elsewhere(endpoint):
+        scrapes.once_because = "its rates are in Prometheus' history"
+    else:
+        for n in range(1, scrapes.wanted):
+            if scrapes.stopped:
+                break
+            yield first_answered + n * target.scrape_interval_s
+            scrapes.take(timeout)
+        if scrapes.looks_hung() and (scrapes.wanted - 1) * target.scrape_interval_s < HANG_SPAN_S:
+            scrapes.wanted += 1
+            yield first_answered + HANG_SPAN_S
+            scrapes.take(timeout)
     out.extend([scrapes.result(), *results])
 
 
@@ -198,6 +231,8 @@ class _Scrapes:
         self.kept = 0
         self.problems: list[str] = []
         self.stopped = False  # no answer at all: the later reads would only wait out their timeouts
+        self.readings: list[_Reading] = []  # what each kept read says of the server's work
+        self.once_because: str | None = None  # why a first read that came back is the only one
 
     def take(self, timeout: float) -> None:
         attempt = self.kept + len(self.problems) + 1
@@ -215,6 +250,22 @@ class _Scrapes:
         self.sink.write(f"vllm/{self.endpoint.name}.{suffix}", body)
         self.sink.record_scrape(self.endpoint.name, answered)
         self.kept += 1
+        self.readings.append(_Reading.of(body))
+
+    def busy_at_first(self) -> bool:
+        """The first read came back and showed requests running or waiting, or did not say: only then
+        can later reads give a rate, a queue that held or a hang."""
+        if not self.readings or self.kept != 1 or self.problems:
+            return False
+        first = self.readings[0]
+        return first.running != 0 or first.waiting != 0
+
+    def looks_hung(self) -> bool:
+        """Every read saw requests running, and the token counters did not move from the first to the last."""
+        if len(self.readings) < 2 or any(not r.running for r in self.readings):
+            return False
+        first, last = self.readings[0].tokens, self.readings[-1].tokens
+        return first is not None and first == last
 
     def result(self) -> SourceResult:
         name = f"vllm/{self.endpoint.name}.metrics"  # all its reads: .metrics.txt, .metrics.1.txt, ...
@@ -222,8 +273,34 @@ class _Scrapes:
         summary = f"{self.endpoint.where}: {self.kept} of {self.wanted} reads of /metrics"
         if self.stopped and attempts < self.wanted:
             self.problems.append("the rest not tried")
+        elif attempts == 1 and self.wanted > 1 and self.once_because:
+            summary = f"{self.endpoint.where}: 1 read of /metrics ({self.once_because})"
         detail = summary + (f" ({'; '.join(self.problems)})" if self.problems else "")
         return SourceResult(name, "ok" if self.kept else "failed", detail)
+
+
+@dataclass(frozen=True)
+class _Reading:
+    running: float | None  # requests running, summed over engines; None: not exposed or not exposition
+    waiting: float | None
+    tokens: float | None  # prompt and generation tokens counted so far
+
+    @classmethod
+    def of(cls, body: bytes) -> _Reading:
+        try:
+            samples = parse_exposition(body.decode("utf-8", errors="replace")).samples
+        except ValueError:  # not exposition at all: nothing said, so nothing known
+            return cls(None, None, None)
+        totals: dict[str, float] = {}
+        for sample in samples:
+            if sample.value == sample.value:  # NaN is unknown
+                totals[sample.name] = totals.get(sample.name, 0.0) + sample.value
+        counters = [totals.get(name[0]) for name in (PROMPT_TOKENS, GENERATION_TOKENS)]
+        return cls(
+            totals.get(REQUESTS_RUNNING[0]),
+            totals.get(REQUESTS_WAITING[0]),
+            None if None in counters else sum(c for c in counters if c is not None),
+        )
 
 
 def _read_health(endpoint: VllmEndpoint, sink: Sink, timeout: float) -> SourceResult:

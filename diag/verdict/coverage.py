@@ -25,13 +25,14 @@ from dataclasses import dataclass
 
 from diag.bundle import layout
 from diag.bundle.layout import BY_PATH, KUBE_LISTS
-from diag.bundle.prometheus_queries import RANGE_QUERIES
+from diag.bundle.prometheus_queries import RANGE_QUERIES, RATE_HISTORY
 from diag.core.shell import word
 from diag.engine.rules import Rule, RuleOutcome
+from diag.facts.vllm_episodes import queue_per_scrape
 from diag.link.prometheus_join import history_window
 from diag.snapshot.clock import Clock
 from diag.snapshot.gpu_resources import is_gpu_node
-from diag.snapshot.model import Container, RayNode, Snapshot, VllmServer
+from diag.snapshot.model import Container, RayNode, Scrape, Snapshot, VllmServer
 from diag.verdict.relevance import serving_pods
 
 
@@ -336,7 +337,7 @@ def _vllm_gaps(snap: Snapshot) -> list[Gap]:
                 )
             )
             continue
-        if len(server.scrapes) == 1:
+        if len(server.scrapes) == 1 and not _idle_at(server.scrapes[0]) and not _rates_in_history(server):
             found.append(
                 Gap(
                     f"vllm/{server.name}.metrics.1.txt",
@@ -373,6 +374,17 @@ def _vllm_gaps(snap: Snapshot) -> list[Gap]:
                 )
             )
     return found
+
+
+def _idle_at(scrape: Scrape) -> bool:
+    """Nothing running and nothing waiting: a server with no rate to measure, which live collection
+    reads once (diag/collect/vllm.py)."""
+    return queue_per_scrape([scrape]) == [{"running": 0, "waiting": 0}]
+
+
+def _rates_in_history(server: VllmServer) -> bool:
+    """Prometheus' history holds what a second read would add (live collection then reads once)."""
+    return all(len(server.history.get(stem) or []) >= 2 for stem in RATE_HISTORY)
 
 
 def _gpu_gaps(snap: Snapshot) -> list[Gap]:

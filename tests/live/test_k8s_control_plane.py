@@ -11,6 +11,7 @@ import subprocess
 import pytest
 from k8s_cluster import TEST_NET, ControlPlane, wait_for
 from k8s_scenarios import (
+    CATALOGUE,
     apply,
     assert_only_test_addresses,
     cordon_under_another_namespaces_pod,
@@ -21,10 +22,10 @@ from k8s_scenarios import (
     get,
     namespace,
     node_and_pod_addresses,
+    nodes_ready,
     pods,
     refuse_by_quota,
     run_printed_commands,
-    service,
     triage,
     two_gpu_nodes,
     vllm_deployment,
@@ -54,10 +55,7 @@ def test_the_gpu_node_addresses_are_local(gpu_cluster: ControlPlane) -> None:
 
 def test_gpu_request_too_large(gpu_cluster: ControlPlane) -> None:
     ns = "too-large"
-    apply(
-        gpu_cluster, namespace(ns), vllm_deployment("llama-405b", ns, gpus=16, tolerate=True), service("llama-405b", ns)
-    )
-    wait_for("the scheduler's FailedScheduling", lambda: failed_scheduling(gpu_cluster, ns))
+    CATALOGUE[ns].build(gpu_cluster, ns)  # 16 GPUs asked, 8 on each node
     message = failed_scheduling(gpu_cluster, ns)[0]["message"]
     assert "Insufficient nvidia.com/gpu" in message
     assert_only_test_addresses(gpu_cluster)
@@ -71,15 +69,11 @@ def test_gpu_request_too_large(gpu_cluster: ControlPlane) -> None:
 
 
 def test_gpu_cluster_full(gpu_cluster: ControlPlane) -> None:
-    ns = "full"
-    # research jobs take every GPU of both nodes, then one more vLLM replica asks for 4
-    apply(gpu_cluster, namespace(ns), vllm_deployment("research", ns, gpus=8, tolerate=True, replicas=2))
-    wait_for(
-        "both nodes full",
-        lambda: sum(p["status"].get("phase") == "Running" for p in pods(gpu_cluster, ns, "research")) == 2,
-    )
-    apply(gpu_cluster, vllm_deployment("llama-70b", ns, gpus=4, tolerate=True), service("llama-70b", ns))
-    wait_for("the scheduler's FailedScheduling", lambda: failed_scheduling(gpu_cluster, ns))
+    ns = "cluster-full"
+    full = CATALOGUE[ns]
+    # research jobs take every GPU of a pool of two nodes, then one more vLLM replica asks for 4
+    nodes_ready(gpu_cluster, full.nodes)
+    full.build(gpu_cluster, ns)
     assert "Insufficient nvidia.com/gpu" in failed_scheduling(gpu_cluster, ns)[0]["message"]
     assert_only_test_addresses(gpu_cluster)
 
@@ -90,18 +84,13 @@ def test_gpu_cluster_full(gpu_cluster: ControlPlane) -> None:
     assert "K8S-102" not in fired(report)
     assert report["verdict"]["rule"] == want["verdict"]["rule"], report["verdict"]
     free_gpus(gpu_cluster, ns)
+    gpu_cluster.kubectl("delete", "node", *(n["metadata"]["name"] for n in full.nodes))
 
 
 def test_rollout_that_drops_the_toleration(gpu_cluster: ControlPlane) -> None:
     ns = "taint"
-    apply(gpu_cluster, namespace(ns), vllm_deployment("llama-70b", ns, gpus=4, tolerate=True), service("llama-70b", ns))
-    wait_for(
-        "the first replica running",
-        lambda: [p["status"].get("phase") for p in pods(gpu_cluster, ns, "llama-70b")] == ["Running"],
-    )
-    # the rollout: the same Deployment, its pod template without the GPU operator's toleration
-    apply(gpu_cluster, vllm_deployment("llama-70b", ns, gpus=4, tolerate=False))
-    wait_for("the scheduler's FailedScheduling", lambda: failed_scheduling(gpu_cluster, ns))
+    # the first replica runs; then the rollout: the same Deployment, its pod template without the toleration
+    CATALOGUE[ns].build(gpu_cluster, ns)
     assert "untolerated taint" in failed_scheduling(gpu_cluster, ns)[0]["message"]
     phases = sorted(p["status"]["phase"] for p in pods(gpu_cluster, ns, "llama-70b"))
     assert phases == ["Pending", "Running"], phases  # the old replica keeps serving, as in the fixture

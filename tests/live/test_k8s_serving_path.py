@@ -6,8 +6,8 @@ fire the same rule, quoting what the controllers wrote (run: pytest tests/live/t
 from __future__ import annotations
 
 import pytest
-from k8s_cluster import ControlPlane, wait_for
-from k8s_scenarios import apply, expected, fired, get, namespace, pods, service, triage, two_gpu_nodes, vllm_deployment
+from k8s_cluster import ControlPlane
+from k8s_scenarios import CATALOGUE, expected, fired, get, triage, two_gpu_nodes
 
 pytestmark = pytest.mark.live
 
@@ -15,10 +15,6 @@ pytestmark = pytest.mark.live
 @pytest.fixture(scope="module")
 def gpu_cluster(control_plane: ControlPlane) -> ControlPlane:
     return two_gpu_nodes(control_plane)
-
-
-def _running(cluster: ControlPlane, ns: str, app: str) -> bool:
-    return any(p["status"].get("phase") == "Running" for p in pods(cluster, ns, app))
 
 
 def _verdict_is(report: dict, fixture: str) -> None:
@@ -32,11 +28,7 @@ def _verdict_is(report: dict, fixture: str) -> None:
 
 def test_a_named_target_port_no_container_names(gpu_cluster: ControlPlane) -> None:
     ns = "target-port"
-    svc = service("qwen", ns)
-    svc["spec"]["ports"][0]["targetPort"] = "api"  # the containers name their port "http"
-    apply(gpu_cluster, namespace(ns), vllm_deployment("qwen", ns, gpus=1, tolerate=True), svc)
-    wait_for("the qwen pod running", lambda: _running(gpu_cluster, ns, "qwen"))
-    wait_for("the Endpoints object", lambda: get(gpu_cluster, "endpoints", "-n", ns)["items"])
+    CATALOGUE[ns].build(gpu_cluster, ns)  # targetPort "api"; the containers name their port "http"
     [endpoints] = [e for e in get(gpu_cluster, "endpoints", "-n", ns)["items"] if e["metadata"]["name"] == "qwen"]
     assert not any(s.get("addresses") for s in endpoints.get("subsets") or [])
 
@@ -49,32 +41,12 @@ def test_a_named_target_port_no_container_names(gpu_cluster: ControlPlane) -> No
 
 def test_an_hpa_whose_deployment_does_not_exist(gpu_cluster: ControlPlane) -> None:
     ns = "hpa-target"
-    hpa = {
-        "apiVersion": "autoscaling/v2",
-        "kind": "HorizontalPodAutoscaler",
-        "metadata": {"name": "qwen", "namespace": ns},
-        "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "qwen-chat"},
-            "minReplicas": 1,
-            "maxReplicas": 4,
-            "metrics": [
-                {
-                    "type": "Resource",
-                    "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}},
-                }
-            ],
-        },
-    }
-    apply(gpu_cluster, namespace(ns), vllm_deployment("qwen", ns, gpus=1, tolerate=True), service("qwen", ns), hpa)
-    wait_for("the qwen pod running", lambda: _running(gpu_cluster, ns, "qwen"))
+    CATALOGUE[ns].build(gpu_cluster, ns)  # the HPA scales Deployment qwen-chat; the Deployment is qwen
 
     def able_to_scale() -> dict:
         conditions = get(gpu_cluster, "hpa", "qwen", "-n", ns).get("status", {}).get("conditions") or []
         return next((c for c in conditions if c["type"] == "AbleToScale"), {})
 
-    wait_for(
-        "the HPA controller's AbleToScale condition", lambda: able_to_scale().get("status") == "False", timeout_s=90
-    )
     condition = able_to_scale()
     # the wording fixtures/k8s-hpa-target-missing carries
     assert (condition["reason"], condition["message"]) == (
@@ -93,22 +65,7 @@ def test_an_hpa_whose_deployment_does_not_exist(gpu_cluster: ControlPlane) -> No
 
 def test_an_ingress_to_a_service_that_does_not_exist(gpu_cluster: ControlPlane) -> None:
     ns = "ingress-backend"
-    backend = {"service": {"name": "qwen-chat", "port": {"name": "http"}}}
-    ingress = {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "Ingress",
-        "metadata": {"name": "qwen", "namespace": ns},
-        "spec": {
-            "rules": [
-                {
-                    "host": "qwen.example.internal",
-                    "http": {"paths": [{"path": "/v1", "pathType": "Prefix", "backend": backend}]},
-                }
-            ]
-        },
-    }
-    apply(gpu_cluster, namespace(ns), vllm_deployment("qwen", ns, gpus=1, tolerate=True), service("qwen", ns), ingress)
-    wait_for("the qwen pod running", lambda: _running(gpu_cluster, ns, "qwen"))
+    CATALOGUE[ns].build(gpu_cluster, ns)  # the Ingress routes /v1 to Service qwen-chat; the Service is qwen
 
     report = triage(gpu_cluster, ns)
     _verdict_is(report, "k8s-ingress-backend-missing")

@@ -20,7 +20,8 @@ from diag.collect.runner import CollectContext, Collector, collect
 from diag.collect.vllm import collect_vllm, url_endpoint
 
 INTERVAL_S = 0.3
-METRICS = b"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 0.0\n"
+# a server with work: the one a second read is taken of
+METRICS = b"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 1.0\n"
 POD = {
     "apiVersion": "v1",
     "kind": "Pod",

@@ -22,7 +22,8 @@ from diag.collect.prometheus import MAX_PARALLEL_QUERIES
 from diag.collect.ray import DASHBOARD_FILES
 from diag.collect.vllm import MAX_READS_AT_ONCE, VllmEndpoint, collect_vllm
 
-METRICS = b"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 0.0\n"
+# a server with work: the one a second read is taken of
+METRICS = b"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 1.0\n"
 MARGIN_S = 1.0  # scheduling on a shared 2-core machine
 
 
@@ -168,3 +169,110 @@ def test_the_api_client_keeps_a_connection_for_each_request_the_collectors_make_
     }))  # fmt: skip
     kube = KubeAccess(str(kubeconfig))
     assert kube._client.rest_client.pool_manager.connection_pool_kw["maxsize"] == CONNECTION_POOL_SIZE
+
+
+def _exposition(running: float, waiting: float, tokens: float) -> bytes:
+    return (
+        f'# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{{engine="0"}} {running}\n'
+        f'# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{{engine="0"}} {waiting}\n'
+        f'# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total{{engine="0"}} {tokens}\n'
+        f'# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total{{engine="0"}} {tokens}\n'
+    ).encode()
+
+
+def _serving(answers: list[bytes]):
+    """A server whose /metrics answers are `answers` in turn (the last one again after them)."""
+    left = list(answers)
+
+    def get(path: str, timeout: float) -> tuple[int, bytes]:
+        if path != "/metrics":
+            return 200, b'{"data": []}'
+        return 200, left.pop(0) if len(left) > 1 else left[0]
+
+    return get
+
+
+def test_an_idle_server_is_read_once_and_pays_no_interval() -> None:
+    fleet = Fleet()
+    endpoint = fleet.endpoint("vllm-idle", _serving([_exposition(0, 0, 500)]))
+    started = time.monotonic()
+    bundle = Bundle()
+    results = {r.name: r for r in collect_vllm([endpoint], Sink(bundle), target(interval_s=5.0))}
+    assert time.monotonic() - started < 5.0
+    assert len(fleet.times("vllm-idle", "/metrics")) == 1
+    assert "vllm/vllm-idle.metrics.1.txt" not in bundle.files
+    metrics = results["vllm/vllm-idle.metrics"]
+    assert metrics.status == "ok" and "nothing running or waiting" in metrics.detail
+
+
+def test_a_server_with_requests_waiting_only_is_read_again() -> None:
+    fleet = Fleet()
+    endpoint = fleet.endpoint("vllm-queue", _serving([_exposition(0, 4, 500)]))
+    collect_vllm([endpoint], Sink(Bundle()), target(interval_s=0.05))
+    assert len(fleet.times("vllm-queue", "/metrics")) == 2
+
+
+def test_a_first_read_that_failed_is_not_tried_again() -> None:
+    fleet = Fleet()
+    endpoint = fleet.endpoint("vllm-kwok", lambda path, timeout: (503, b"error trying to reach service"))
+    results = {r.name: r for r in collect_vllm([endpoint], Sink(Bundle()), target(interval_s=5.0))}
+    assert len(fleet.times("vllm-kwok", "/metrics")) == 1
+    metrics = results["vllm/vllm-kwok.metrics"]
+    assert metrics.status == "failed"
+    assert "HTTP 503" in metrics.detail and "nothing running" not in metrics.detail
+
+
+def test_a_busy_server_whose_tokens_move_is_read_scrapes_times_at_the_interval() -> None:
+    fleet = Fleet()
+    endpoint = fleet.endpoint("vllm-busy", _serving([_exposition(3, 0, 500), _exposition(3, 0, 900)]))
+    collect_vllm([endpoint], Sink(Bundle()), target(interval_s=0.1))
+    first, second = fleet.times("vllm-busy", "/metrics")
+    assert second - first >= 0.1
+
+
+def test_a_server_that_looks_hung_is_read_once_more_to_the_hang_span(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(vllm, "HANG_SPAN_S", 0.5)
+    fleet = Fleet()
+    endpoint = fleet.endpoint("vllm-hung", _serving([_exposition(3, 0, 500)]))  # running, no token counted
+    sink = Sink(Bundle())
+    results = {r.name: r for r in collect_vllm([endpoint], sink, target(interval_s=0.1))}
+    times = sink.scrape_times["vllm-hung"]
+    assert len(times) == 3
+    assert times[-1] - times[0] >= 0.5
+    assert "3 of 3 reads" in results["vllm/vllm-hung.metrics"].detail
+
+
+def test_the_hang_span_is_the_hang_rules_default_span() -> None:
+    from diag.core.rules_dir import default_settings
+
+    assert default_settings()["hang_min_interval_s"] == vllm.HANG_SPAN_S
+
+
+def test_a_busy_server_whose_rates_prometheus_holds_is_read_once() -> None:
+    fleet = Fleet()
+    held = fleet.endpoint("vllm-held", _serving([_exposition(3, 2, 500)]))
+    other = fleet.endpoint("vllm-other", _serving([_exposition(3, 2, 500), _exposition(3, 2, 900)]))
+    results = {
+        r.name: r
+        for r in collect_vllm(
+            [held, other], Sink(Bundle()), target(interval_s=0.05), rates_elsewhere=lambda e: e.name == "vllm-held"
+        )
+    }
+    assert len(fleet.times("vllm-held", "/metrics")) == 1
+    assert len(fleet.times("vllm-other", "/metrics")) == 2
+    assert "Prometheus" in results["vllm/vllm-held.metrics"].detail
+
+
+def test_the_pods_whose_rates_prometheus_holds_are_those_with_every_series() -> None:
+    from diag.bundle.prometheus_queries import RATE_HISTORY
+    from diag.collect.prometheus import pods_with_rates
+
+    def answer(*pods: tuple[str, int]) -> bytes:
+        series = [{"metric": {"namespace": "llm", "pod": pod}, "values": [[1700000000 + 15 * i, "1"] for i in range(n)]}
+                  for pod, n in pods]  # fmt: skip
+        return json.dumps({"status": "success", "data": {"resultType": "matrix", "result": series}}).encode()
+
+    files = {f"prometheus/{stem}.json": answer(("vllm-a", 20), ("vllm-b", 20), ("vllm-c", 1)) for stem in RATE_HISTORY}
+    files[f"prometheus/{RATE_HISTORY[-1]}.json"] = answer(("vllm-a", 20), ("vllm-c", 1))
+    assert pods_with_rates(files) == {"llm/vllm-a"}
+    assert pods_with_rates({}) == frozenset()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -255,6 +256,30 @@ def test_a_single_metrics_read_cannot_show_rates_and_is_a_gap(tmp_path: Path) ->
     report = analyze_bundle(Bundle.open(bundle))
     assert report.verdict.status == "inconclusive"
     assert [g.source for g in report.verdict.gaps] == ["vllm/llama-70b-7f8d9c6b5d-pfnp5.metrics.1.txt"]
+
+
+def test_a_single_metrics_read_of_an_idle_server_is_no_gap(tmp_path: Path) -> None:
+    """Nothing running or waiting: there is no rate to measure, and live collection reads such a server once."""
+    bundle = copy_of(HEALTHY, tmp_path)
+    (bundle / "vllm" / "llama-70b-7f8d9c6b5d-pfnp5.metrics.1.txt").unlink()
+    first = bundle / "vllm" / "llama-70b-7f8d9c6b5d-pfnp5.metrics.txt"
+    text = first.read_text()
+    idle = re.sub(r"^(vllm:num_requests_(?:running|waiting)\{[^}]*\}) \S+$", r"\1 0.0", text, flags=re.M)
+    assert idle != text
+    first.write_text(idle)
+    report = analyze_bundle(Bundle.open(bundle))
+    assert report.verdict.status == "healthy", report.verdict.gaps
+
+
+def test_a_single_metrics_read_of_a_busy_server_whose_rates_prometheus_holds_is_no_gap(tmp_path: Path) -> None:
+    """Prometheus' history of its queue and token rate says what a second read would: live collection
+    then reads once."""
+    bundle = copy_of(FIXTURES / "history-healthy-busy-hour", tmp_path)
+    (bundle / "vllm" / "llama-70b-7f8d9c6b5d-8q7hc.metrics.1.txt").unlink()
+    assert analyze_bundle(Bundle.open(bundle)).verdict.status == "healthy"
+    (bundle / "prometheus" / "vllm_generation_tokens_rate_5m.json").unlink()
+    gaps = analyze_bundle(Bundle.open(bundle)).verdict.gaps
+    assert "vllm/llama-70b-7f8d9c6b5d-8q7hc.metrics.1.txt" in [g.source for g in gaps]
 
 
 def test_a_ray_node_on_another_machine_than_the_gpu_capture_is_a_gap_never_healthy() -> None:
