@@ -5,6 +5,8 @@ fire the same rule, quoting what the controllers wrote (run: pytest tests/live/t
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from k8s_cluster import ControlPlane, wait_for
 from k8s_scenarios import apply, expected, fired, get, namespace, pods, service, triage, two_gpu_nodes, vllm_deployment
@@ -115,3 +117,63 @@ def test_an_ingress_to_a_service_that_does_not_exist(gpu_cluster: ControlPlane) 
     [finding] = [f for f in report["findings"] if f["rule"] == "K8S-320"]
     assert 'services "qwen-chat" not found in ingress-backend' in " ".join(finding["evidence"])
     assert "service qwen in place of qwen-chat" in finding["remediation"]
+
+
+def test_a_budget_that_lets_no_gpu_pod_go_holds_a_cordoned_nodes_drain(gpu_cluster: ControlPlane) -> None:
+    ns = "pdb-drain"
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "qwen", "namespace": ns},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "qwen"}}},
+    }
+    apply(gpu_cluster, namespace(ns), vllm_deployment("qwen", ns, gpus=1, tolerate=True), service("qwen", ns), pdb)
+    wait_for("the qwen pod running", lambda: _running(gpu_cluster, ns, "qwen"))
+    wait_for(
+        "the disruption controller's status",
+        lambda: get(gpu_cluster, "pdb", "qwen", "-n", ns).get("status", {}).get("currentHealthy") == 1,
+        timeout_s=90,
+    )
+    [pod] = pods(gpu_cluster, ns, "qwen")
+    node = pod["spec"]["nodeName"]
+    # the eviction API's own refusal, as `kubectl drain` meets it
+    eviction = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": pod["metadata"]["name"], "namespace": ns},
+    }
+    refused = gpu_cluster.kubectl(
+        "create", "--raw", f"/api/v1/namespaces/{ns}/pods/{pod['metadata']['name']}/eviction", "-f", "-",
+        stdin=json.dumps(eviction), check=False,
+    )  # fmt: skip
+    assert "Cannot evict pod as it would violate the pod's disruption budget" in refused.stderr
+    gpu_cluster.kubectl("cordon", node)
+    try:
+        report = triage(gpu_cluster, ns)
+    finally:
+        gpu_cluster.kubectl("uncordon", node)
+    assert "K8S-330" in fired(report), report["findings"]
+    [finding] = [f for f in report["findings"] if f["rule"] == "K8S-330"]
+    evidence = " ".join(finding["evidence"])
+    assert f"PodDisruptionBudget {ns}/qwen: minAvailable: 1" in evidence
+    assert f"{node} is cordoned and holds {pod['metadata']['name']}" in evidence
+    assert "patch pdb qwen" in finding["remediation"]
+
+
+def test_a_default_deny_policy_over_the_vllm_pods(gpu_cluster: ControlPlane) -> None:
+    ns = "netpol-deny"
+    deny = {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "default-deny-ingress", "namespace": ns},
+        "spec": {"podSelector": {}, "policyTypes": ["Ingress"]},
+    }
+    apply(gpu_cluster, namespace(ns), vllm_deployment("qwen", ns, gpus=1, tolerate=True), service("qwen", ns), deny)
+    wait_for("the qwen pod running", lambda: _running(gpu_cluster, ns, "qwen"))
+
+    report = triage(gpu_cluster, ns)
+    assert "K8S-332" in fired(report), report["findings"]
+    [finding] = [f for f in report["findings"] if f["rule"] == "K8S-332"]
+    evidence = " ".join(finding["evidence"])
+    assert f"NetworkPolicy {ns}/default-deny-ingress" in evidence
+    assert "8000 (http)" in evidence and "behind Service qwen" in evidence
