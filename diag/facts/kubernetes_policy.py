@@ -37,25 +37,28 @@ def _read(snap: Snapshot, name: str) -> bool:
 
 def scopes(snap: Snapshot, index: Lookups) -> dict[str, list[dict]]:
     return {
-        "pdb": [_pdb(b, index) for b in snap.pdbs],
-        "network_policy": [_network_policy(p, snap) for p in snap.network_policies],
+        "pdb": _pdbs(snap, index),
+        "network_policy": _network_policies(snap),
     }
 
 
 # ----------------------------------------------------------------------------- PodDisruptionBudgets
 
 
-def _selected(selector: dict | None, namespace: str, snap: Snapshot) -> list[Pod]:
+def _pdbs(snap: Snapshot, index: Lookups) -> list[dict]:
+    live: dict[str, list[Pod]] = {}
+    if snap.pdbs:
+        for pod in snap.pods:
+            if pod.phase not in _TERMINAL:
+                live.setdefault(pod.namespace, []).append(pod)
     return [
-        p
-        for p in snap.pods
-        if p.namespace == namespace and p.phase not in _TERMINAL and label_selector_matches(selector, p.labels)
+        _pdb(b, [p for p in live.get(b.namespace, []) if label_selector_matches(b.selector, p.labels)], index)
+        for b in snap.pdbs
     ]
 
 
-def _pdb(pdb: PodDisruptionBudget, index: Lookups) -> dict:
+def _pdb(pdb: PodDisruptionBudget, covered: list[Pod], index: Lookups) -> dict:
     snap = index.snap
-    covered = _selected(pdb.selector, pdb.namespace, snap) if pdb.selector is not None else []
     serving = [p for p in covered if wants_gpus(p) or p.vllm_server is not None]
     healthy, expected = pdb.current_healthy, pdb.expected_pods
     # zero allowed while every pod is healthy is the budget itself; with a pod down it is a rollout's moment
@@ -200,31 +203,37 @@ def _rules_text(policy: NetworkPolicy) -> str:
     return "; ".join(shown)
 
 
-def _network_policy(policy: NetworkPolicy, snap: Snapshot) -> dict:
+def _network_policies(snap: Snapshot) -> list[dict]:
+    """Each serving pod once: the Ingress policies that select it and the serving ports none of them
+    admits; the finding goes to the lead policy of each pod so shut off."""
+    shut_by: dict[str, list[tuple[Pod, list[str], list[NetworkPolicy]]]] = {}
     isolating = [p for p in snap.network_policies if "Ingress" in p.policy_types]
-    isolated: list[Pod] = []
-    ports_text: list[str] = []
-    others: set[str] = set()
-    if "Ingress" in policy.policy_types:
+    if isolating:
         for pod in snap.pods:
-            if pod.namespace != policy.namespace or not _serves(pod) or pod.phase in _TERMINAL:
-                continue
-            if not label_selector_matches(policy.pod_selector, pod.labels):
+            if pod.phase in _TERMINAL or not _serves(pod):
                 continue
             on_pod = [
                 p
                 for p in isolating
                 if p.namespace == pod.namespace and label_selector_matches(p.pod_selector, pod.labels)
             ]
-            shut = [(n, name) for n, name in _serving_ports(pod, snap) if not _admitted(on_pod, n, name)]
-            if shut and _lead(on_pod) is policy:
-                isolated.append(pod)
-                ports_text += [
-                    f"{n} ({name})" if name else str(n)
-                    for n, name in shut
-                    if (f"{n} ({name})" if name else str(n)) not in ports_text
-                ]
-                others.update(p.name for p in on_pod if p.name != policy.name)
+            shut = [
+                f"{n} ({name})" if name else str(n)
+                for n, name in _serving_ports(pod, snap)
+                if on_pod and not _admitted(on_pod, n, name)
+            ]
+            if shut:
+                lead = _lead(on_pod)
+                shut_by.setdefault(f"{lead.namespace}/{lead.name}", []).append((pod, shut, on_pod))
+    return [_network_policy(p, shut_by.get(f"{p.namespace}/{p.name}", []), snap) for p in snap.network_policies]
+
+
+def _network_policy(
+    policy: NetworkPolicy, shut: list[tuple[Pod, list[str], list[NetworkPolicy]]], snap: Snapshot
+) -> dict:
+    isolated = [pod for pod, _, _ in shut]
+    ports_text = list(dict.fromkeys(port for _, ports, _ in shut for port in ports))
+    others = {p.name for _, _, on_pod in shut for p in on_pod if p is not policy}
     keys = {p.key for p in isolated}
     fronts = sorted(
         s.name
