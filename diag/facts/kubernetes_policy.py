@@ -19,9 +19,10 @@ if TYPE_CHECKING:
     from diag.facts.kubernetes import Lookups
 
 _TERMINAL = ("Succeeded", "Failed")
-# The eviction API's refusal (pkg/registry/core/pod/storage/eviction.go), as drain tools and node
-# autoscalers repeat it in their events, and Karpenter's own words for the same refusal.
-EVICTION_REFUSED = re.compile(r"violate the pod's disruption budget|pdb .* prevents pod evictions", re.IGNORECASE)
+# The eviction API's refusal (pkg/registry/core/pod/storage/eviction.go), as drain tools repeat it in
+# their events, and Karpenter's DisruptionBlocked on a node ("Pdb prevents pod evictions
+# (PodDisruptionBudget=[llm/qwen])"; older: "pdb llm/qwen prevents pod evictions"), which names the budget.
+EVICTION_REFUSED = re.compile(r"violate the pod's disruption budget|prevents pod evictions", re.IGNORECASE)
 # The attach/detach controller's FailedAttachVolume for a volume another node holds
 # (pkg/controller/volume/attachdetach/reconciler): "Volume is already used by pod(s) a, b" or
 # "Volume is already exclusively attached to one node and can't be attached to another".
@@ -74,6 +75,13 @@ def _pdb(pdb: PodDisruptionBudget, covered: list[Pod], index: Lookups) -> dict:
     events_read = _read(snap, "k8s/events.json")
     about: list[Event] = [e for p in covered for e in p.events]
     about += index.indexes.events_about.get(("PodDisruptionBudget", pdb.namespace, pdb.name), [])
+    named = re.compile(rf"(?<![\w.-]){re.escape(pdb.namespace)}/{re.escape(pdb.name)}(?![\w.-])")
+    about += [
+        e
+        for n in sorted({p.node_name for p in serving if p.node_name in nodes})
+        for e in nodes[n].events
+        if named.search(e.message)
+    ]
     refusals = [
         f"{e.involved_kind.lower()}/{e.involved_name}: {e.reason}: {e.message}"
         for e in current_events(about, index.clock)

@@ -145,3 +145,22 @@ def test_a_volume_exclusively_attached_elsewhere_names_the_claim_its_mode_and_th
     del snap.sources["k8s/persistentvolumeclaims.json"]
     [unread] = multi_attach(waiting, [Event("llm", "Pod", "qwen-1", "FailedAttachVolume", message, "Warning")], snap)
     assert unread["access_modes"] is None and "accessModes not read" in unread["text"]
+
+
+def test_karpenters_disruption_blocked_on_the_node_counts_where_it_names_this_budget() -> None:
+    pods = [_vllm("qwen-0", "gpu-1")]
+    node = Node("gpu-1")
+    blocked = "Pdb prevents pod evictions (PodDisruptionBudget=[llm/qwen])"
+    node.events = [
+        Event(None, "Node", "gpu-1", "DisruptionBlocked", blocked, "Normal"),
+        Event(
+            None,
+            "Node",
+            "gpu-1",
+            "DisruptionBlocked",
+            "Pdb prevents pod evictions (PodDisruptionBudget=[llm/qwen-2])",
+            "Normal",
+        ),
+    ]
+    [pdb] = _facts(_snap(pods=pods, nodes=[node], pdbs=[_pdb()]), "pdb")
+    assert pdb["eviction_refusals"] == [f"node/gpu-1: DisruptionBlocked: {blocked}"]
