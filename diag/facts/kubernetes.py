@@ -336,6 +336,7 @@ def pod_windowed(pod: Pod, index: Lookups) -> dict:
         "failed_scheduling": scheduling,
         **_claims(pod, index),
         "dra": dra.dra_refusals(scheduling, events, events_read),
+        "read_write_once_pod_holders": kubernetes_policy.read_write_once_pod_holders(pod, scheduling, index.snap),
         "evicted": pod.phase == "Failed" and pod.reason == "Evicted" and clock.current(_ended_at(pod)),
         "oom_killed": containers.oom_killed(pod, clock),
         "unnamed_crashes": containers.unnamed_crashes(pod, looked_for(index.snap).crash_causes, clock),

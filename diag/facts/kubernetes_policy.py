@@ -1,6 +1,7 @@
 """What limits serving pods beside their own spec: a PodDisruptionBudget that lets none of them be
 evicted (every drain of their GPU nodes waits on it), NetworkPolicies that admit nothing to the port
-they serve on, and a ReadWriteOnce claim that replicas on other nodes cannot attach."""
+they serve on, a ReadWriteOnce claim that replicas on other nodes cannot attach, and a ReadWriteOncePod
+claim that another pod holds."""
 
 from __future__ import annotations
 
@@ -323,3 +324,31 @@ def _claims(pod: Pod) -> set[str]:
         if isinstance(v.get("persistentVolumeClaim"), dict)
         and isinstance(v["persistentVolumeClaim"].get("claimName"), str)
     }
+
+
+# kube-scheduler's VolumeRestrictions refusal: "... node(s) unavailable due to PersistentVolumeClaim with
+# ReadWriteOncePod access mode already in-use by another pod" (v1.34), "node has pod using
+# PersistentVolumeClaim with the same name and ReadWriteOncePod access mode" (before)
+RWOP_REFUSED = "ReadWriteOncePod access mode"
+
+
+def read_write_once_pod_holders(pod: Pod, scheduling: dict | None, snap: Snapshot) -> list[str] | None:
+    """Where the scheduler refused the pod for a ReadWriteOncePod claim: which of its claims, and the pod
+    (and node) that holds each; [] where it refused it for nothing of the kind, None where the pod waits
+    and its events were not read."""
+    if scheduling is None:
+        return None
+    if not scheduling["seen"] or RWOP_REFUSED not in scheduling["message"]:
+        return []
+    pvcs = {c.name: c for c in snap.pvcs if c.namespace == pod.namespace}
+    claims = sorted(c for c in _claims(pod) if c not in pvcs or "ReadWriteOncePod" in pvcs[c].access_modes)
+    found = []
+    for claim in claims:
+        mode = "ReadWriteOncePod" if claim in pvcs else "access mode not read"
+        users = [
+            f"{p.name} on {p.node_name}"
+            for p in snap.pods
+            if p.namespace == pod.namespace and p.node_name and p.phase not in _TERMINAL and claim in _claims(p)
+        ]
+        found.append(f"claim {claim} ({mode}) is used by {', '.join(users) or 'a pod not in the bundle'}")
+    return found

@@ -9,7 +9,19 @@ import json
 
 import pytest
 from k8s_cluster import ControlPlane, wait_for
-from k8s_scenarios import apply, expected, fired, get, namespace, pods, service, triage, two_gpu_nodes, vllm_deployment
+from k8s_scenarios import (
+    apply,
+    expected,
+    failed_scheduling,
+    fired,
+    get,
+    namespace,
+    pods,
+    service,
+    triage,
+    two_gpu_nodes,
+    vllm_deployment,
+)
 
 pytestmark = pytest.mark.live
 
@@ -177,3 +189,51 @@ def test_a_default_deny_policy_over_the_vllm_pods(gpu_cluster: ControlPlane) -> 
     evidence = " ".join(finding["evidence"])
     assert f"NetworkPolicy {ns}/default-deny-ingress" in evidence
     assert "8000 (http)" in evidence and "behind Service qwen" in evidence
+
+
+def test_a_read_write_once_pod_claim_shared_by_two_replicas(gpu_cluster: ControlPlane) -> None:
+    ns = "rwop-claim"
+    volume = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": "rwop-hf-cache"},
+        "spec": {
+            "capacity": {"storage": "500Gi"},
+            "accessModes": ["ReadWriteOncePod"],
+            "storageClassName": "manual",
+            "hostPath": {"path": "/srv/hf-cache"},
+            "claimRef": {"namespace": ns, "name": "hf-cache"},
+        },
+    }
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "hf-cache", "namespace": ns},
+        "spec": {
+            "accessModes": ["ReadWriteOncePod"],
+            "storageClassName": "manual",
+            "resources": {"requests": {"storage": "500Gi"}},
+        },
+    }
+    deployment = vllm_deployment("qwen", ns, gpus=1, tolerate=True, replicas=2)
+    pod_spec = deployment["spec"]["template"]["spec"]
+    pod_spec["volumes"] = [{"name": "models", "persistentVolumeClaim": {"claimName": "hf-cache"}}]
+    pod_spec["containers"][0]["volumeMounts"] = [{"name": "models", "mountPath": "/models"}]
+    apply(gpu_cluster, namespace(ns), volume, claim)
+    wait_for("the claim bound", lambda: get(gpu_cluster, "pvc", "hf-cache", "-n", ns)["status"].get("phase") == "Bound")
+    apply(gpu_cluster, deployment, service("qwen", ns))
+    wait_for("one qwen pod running", lambda: _running(gpu_cluster, ns, "qwen"))
+    wait_for("the scheduler's refusal of the second", lambda: failed_scheduling(gpu_cluster, ns), timeout_s=90)
+    [refusal, *_] = failed_scheduling(gpu_cluster, ns)
+    print("SCHEDULER:", refusal["message"])
+    [holder] = [p for p in pods(gpu_cluster, ns, "qwen") if p["spec"].get("nodeName")]
+
+    report = triage(gpu_cluster, ns)
+    assert "K8S-513" in fired(report), report["findings"]
+    [finding] = [f for f in report["findings"] if f["rule"] == "K8S-513"]
+    evidence = " ".join(finding["evidence"])
+    assert "ReadWriteOncePod access mode" in evidence
+    assert (
+        f"claim hf-cache (ReadWriteOncePod) is used by {holder['metadata']['name']} on {holder['spec']['nodeName']}"
+        in evidence
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from diag.facts.kubernetes import lookups
-from diag.facts.kubernetes_policy import multi_attach, scopes
+from diag.facts.kubernetes_policy import multi_attach, read_write_once_pod_holders, scopes
 from diag.snapshot.clock import Clock
 from diag.snapshot.model import (
     Container,
@@ -164,3 +164,18 @@ def test_karpenters_disruption_blocked_on_the_node_counts_where_it_names_this_bu
     ]
     [pdb] = _facts(_snap(pods=pods, nodes=[node], pdbs=[_pdb()]), "pdb")
     assert pdb["eviction_refusals"] == [f"node/gpu-1: DisruptionBlocked: {blocked}"]
+
+
+def test_the_schedulers_read_write_once_pod_refusal_names_the_claim_and_who_holds_it() -> None:
+    holder, waiting = _vllm("qwen-0", "gpu-1", "hf-cache"), _vllm("qwen-1", "", "hf-cache", "Pending")
+    waiting.node_name = None
+    snap = _snap(pods=[holder, waiting], pvcs=[PersistentVolumeClaim("llm", "hf-cache", ["ReadWriteOncePod"])])
+    older = (
+        "0/2 nodes are available: node has pod using PersistentVolumeClaim with the same name and "
+        "ReadWriteOncePod access mode."
+    )
+    found = read_write_once_pod_holders(waiting, {"seen": True, "message": older}, snap)
+    assert found == ["claim hf-cache (ReadWriteOncePod) is used by qwen-0 on gpu-1"]
+    other = "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+    assert read_write_once_pod_holders(waiting, {"seen": True, "message": other}, snap) == []
+    assert read_write_once_pod_holders(waiting, None, snap) is None
