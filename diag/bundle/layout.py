@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 from diag.bundle import readers
 from diag.bundle.prometheus_queries import RANGE_QUERIES
 from diag.bundle.readers import Reader
-from diag.parsers import kubernetes, kubernetes_network
+from diag.parsers import kubernetes, kubernetes_network, kubernetes_policy
 from diag.snapshot.model import Snapshot
 
 # How the loader reads a file: "whole" (one parse), "lines" (a cut-off text gives its complete lines),
@@ -126,6 +126,29 @@ KUBE_LISTS = (
         "namespace",
         kubectl_kind="ingresses.networking.k8s.io",
         note="networking.k8s.io/v1; a bundle without it has no gap",
+        decides=False,
+    ),
+    KubeList(
+        "poddisruptionbudgets",
+        _into("pdbs", kubernetes_policy.parse_pdbs),
+        "namespace",
+        kubectl_kind="poddisruptionbudgets.policy",
+        note="policy/v1; a bundle without it has no gap",
+        decides=False,
+    ),
+    KubeList(
+        "networkpolicies",
+        _into("network_policies", kubernetes_policy.parse_network_policies),
+        "namespace",
+        kubectl_kind="networkpolicies.networking.k8s.io",
+        note="networking.k8s.io/v1; a bundle without it has no gap",
+        decides=False,
+    ),
+    KubeList(
+        "persistentvolumeclaims",
+        _into("pvcs", kubernetes_policy.parse_pvcs),
+        "namespace",
+        note="a bundle without it has no gap",
         decides=False,
     ),
     KubeList(

@@ -95,6 +95,9 @@ KINDS: dict[str, _Kind] = {
     "daemonsets": _Kind("apps/v1", "daemonsets", True, "DaemonSet"),
     "hpa": _Kind("autoscaling/v2", "horizontalpodautoscalers", True, "HorizontalPodAutoscaler"),
     "ingresses": _Kind("networking.k8s.io/v1", "ingresses", True, "Ingress"),
+    "poddisruptionbudgets": _Kind("policy/v1", "poddisruptionbudgets", True, "PodDisruptionBudget"),
+    "networkpolicies": _Kind("networking.k8s.io/v1", "networkpolicies", True, "NetworkPolicy"),
+    "persistentvolumeclaims": _Kind("v1", "persistentvolumeclaims", True, "PersistentVolumeClaim"),
     "rayclusters": _Kind("ray.io/v1", "rayclusters", True, "RayCluster"),
     "rayservices": _Kind("ray.io/v1", "rayservices", True, "RayService"),
 }

@@ -44,6 +44,8 @@ SCOPES = (
     "workload",
     "hpa",
     "ingress",
+    "pdb",
+    "network_policy",
     "raycluster",
     "daemonset",
     "unlisted_object",

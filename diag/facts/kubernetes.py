@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from diag.bundle import layout
 from diag.facts import kubernetes_containers as containers
 from diag.facts import kubernetes_dra as dra
-from diag.facts import kubernetes_events, kubernetes_network, ray_pods
+from diag.facts import kubernetes_events, kubernetes_network, kubernetes_policy, ray_pods
 from diag.facts import kubernetes_placement as placement
 from diag.facts.common import aged, aged_events, current_events, event_facts, link, plain
 from diag.facts.vllm_episodes import queue_per_scrape
@@ -236,13 +236,17 @@ def object_scopes(snap: Snapshot, index: Lookups) -> dict[str, list[dict]]:
     """The scopes beside pods and nodes: services, workloads, HPAs, RayClusters, daemonsets."""
     refusals = _failed_create_events(snap, index.clock)
     events_read = source_read(snap, "k8s/events.json")
-    return {
-        "service": [_service(s, index) for s in snap.services],
-        "workload": [_workload(w, refusals, events_read) for w in snap.workloads],
-        "hpa": [_hpa(h, index) for h in snap.hpas],
-        "raycluster": [_raycluster(c, index) for c in snap.ray_clusters],
-        "daemonset": [_daemonset(d, index) for d in snap.daemonsets],
-    } | kubernetes_network.scopes(snap)
+    return (
+        {
+            "service": [_service(s, index) for s in snap.services],
+            "workload": [_workload(w, refusals, events_read) for w in snap.workloads],
+            "hpa": [_hpa(h, index) for h in snap.hpas],
+            "raycluster": [_raycluster(c, index) for c in snap.ray_clusters],
+            "daemonset": [_daemonset(d, index) for d in snap.daemonsets],
+        }
+        | kubernetes_network.scopes(snap)
+        | kubernetes_policy.scopes(snap, index)
+    )
 
 
 def _node_brief(node: Node, index: Lookups) -> dict:
@@ -359,12 +363,19 @@ def pod_windowed(pod: Pod, index: Lookups) -> dict:
         "failed_scheduling": scheduling,
         **_claims(pod, index),
         "dra": dra.dra_refusals(scheduling, events, events_read),
+        "read_write_once_pod_holders": kubernetes_policy.read_write_once_pod_holders(pod, scheduling, index.snap),
         "evicted": pod.phase == "Failed" and pod.reason == "Evicted" and clock.current(_ended_at(pod)),
         "oom_killed": containers.oom_killed(pod, clock),
         "unnamed_crashes": containers.unnamed_crashes(pod, looked_for(index.snap).crash_causes, clock),
         "image_pull_errors": containers.image_pull_errors(pod, events),
         "cannot_start": containers.cannot_start(pod, events),
         "failed_mounts": containers.failed_mounts(events) if events_read else None,
+        # the attach/detach controller says it once a while; the kubelet's current FailedMount says it still holds
+        "multi_attach": kubernetes_policy.multi_attach(
+            pod, pod.events if containers.failed_mounts(events) else [], index.snap
+        )
+        if events_read
+        else None,
         "probe_failures": [e.message for e in events if e.reason == "Unhealthy"] if events_read else None,
         "placement_refusals": _placement_refusals(events) if events_read else None,
         "scale_up_failures": kubernetes_events.scale_up_failures(

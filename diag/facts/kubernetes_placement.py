@@ -101,6 +101,16 @@ def _term_matches(term: dict, node: Node) -> bool:
     return all(_expression_matches(e, values) for e, values in expressions + fields)
 
 
+def label_selector_matches(selector: dict | None, labels: dict[str, str]) -> bool:
+    """A metav1.LabelSelector (matchLabels and matchExpressions) against a pod's labels: {} selects
+    every pod, None none."""
+    if selector is None:
+        return False
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    return all(_expression_matches(e, labels) for e in selector.get("matchExpressions") or [] if isinstance(e, dict))
+
+
 def _expression_matches(expr: dict, labels: dict[str, str]) -> bool:
     key, operator, values = str(expr.get("key", "")), expr.get("operator"), expr.get("values") or []
     present = key in labels

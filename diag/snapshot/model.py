@@ -226,6 +226,56 @@ class Ingress:
 
 
 @dataclass
+class PodDisruptionBudget:
+    """policy/v1: how many of the pods it selects may be evicted at once (node drains go through it)."""
+
+    namespace: str
+    name: str
+    selector: JsonOnly[dict | None] = None  # spec.selector as in the API; None selects no pod, {} every pod
+    min_available: int | str | None = None  # a count or a percentage ("100%")
+    max_unavailable: int | str | None = None
+    disruptions_allowed: int | None = None  # status; None: the disruption controller has not written it
+    current_healthy: int | None = None
+    desired_healthy: int | None = None
+    expected_pods: int | None = None
+    conditions: JsonOnly[dict[str, dict]] = field(default_factory=dict)  # DisruptionAllowed
+
+
+@dataclass
+class NetworkPolicyPort:
+    protocol: str = "TCP"
+    port: int | str | None = None  # a number or a named container port; None: every port of the protocol
+    end_port: int | None = None  # port..end_port, a range
+
+
+@dataclass
+class NetworkPolicyRule:
+    """One spec.ingress[] rule: traffic from `peers` to `ports` is admitted."""
+
+    ports: list[NetworkPolicyPort] = field(default_factory=list)  # empty: every port
+    peers: JsonOnly[list[dict]] = field(default_factory=list)  # `from` as in the API; empty: every source
+
+
+@dataclass
+class NetworkPolicy:
+    namespace: str
+    name: str
+    pod_selector: JsonOnly[dict] = field(default_factory=dict)  # {} selects every pod of the namespace
+    policy_types: list[str] = field(default_factory=list)  # Ingress, Egress
+    ingress: list[NetworkPolicyRule] = field(default_factory=list)
+
+
+@dataclass
+class PersistentVolumeClaim:
+    namespace: str
+    name: str
+    access_modes: list[str] = field(default_factory=list)  # spec.accessModes: ReadWriteOnce, ReadWriteMany, ...
+    storage_class: str | None = None
+    volume_name: str | None = None  # the PersistentVolume it is bound to (the name attach events quote)
+    phase: str | None = None  # Pending | Bound | Lost
+
+
+@dataclass
 class RayWorkerGroup:
     name: str
     replicas: int | None = None
@@ -592,6 +642,9 @@ class Snapshot:
     workloads: list[Workload] = field(default_factory=list)
     hpas: list[HPA] = field(default_factory=list)
     ingresses: list[Ingress] = field(default_factory=list)
+    pdbs: list[PodDisruptionBudget] = field(default_factory=list)
+    network_policies: list[NetworkPolicy] = field(default_factory=list)
+    pvcs: list[PersistentVolumeClaim] = field(default_factory=list)
     ray_clusters: list[RayClusterSpec] = field(default_factory=list)
     daemonsets: list[DaemonSet] = field(default_factory=list)
     ray_status: RayStatus | None = None

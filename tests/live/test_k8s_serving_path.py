@@ -5,9 +5,25 @@ fire the same rule, quoting what the controllers wrote (run: pytest tests/live/t
 
 from __future__ import annotations
 
+import json
+
 import pytest
-from k8s_cluster import ControlPlane
-from k8s_scenarios import CATALOGUE, expected, fired, get, triage, two_gpu_nodes
+from k8s_cluster import ControlPlane, wait_for
+from k8s_scenarios import (
+    CATALOGUE,
+    apply,
+    expected,
+    failed_scheduling,
+    fired,
+    get,
+    namespace,
+    pods,
+    running,
+    service,
+    triage,
+    two_gpu_nodes,
+    vllm_deployment,
+)
 
 pytestmark = pytest.mark.live
 
@@ -72,3 +88,111 @@ def test_an_ingress_to_a_service_that_does_not_exist(gpu_cluster: ControlPlane) 
     [finding] = [f for f in report["findings"] if f["rule"] == "K8S-320"]
     assert 'services "qwen-chat" not found in ingress-backend' in " ".join(finding["evidence"])
     assert "service qwen in place of qwen-chat" in finding["remediation"]
+
+
+def test_a_budget_that_lets_no_gpu_pod_go_holds_a_cordoned_nodes_drain(gpu_cluster: ControlPlane) -> None:
+    ns = "pdb-drain"
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "qwen", "namespace": ns},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "qwen"}}},
+    }
+    apply(gpu_cluster, namespace(ns), vllm_deployment("qwen", ns, gpus=1, tolerate=True), service("qwen", ns), pdb)
+    running(gpu_cluster, ns, "qwen")
+    wait_for(
+        "the disruption controller's status",
+        lambda: get(gpu_cluster, "pdb", "qwen", "-n", ns).get("status", {}).get("currentHealthy") == 1,
+        timeout_s=90,
+    )
+    [pod] = pods(gpu_cluster, ns, "qwen")
+    node = pod["spec"]["nodeName"]
+    # the eviction API's own refusal, as `kubectl drain` meets it
+    eviction = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": pod["metadata"]["name"], "namespace": ns},
+    }
+    refused = gpu_cluster.kubectl(
+        "create", "--raw", f"/api/v1/namespaces/{ns}/pods/{pod['metadata']['name']}/eviction", "-f", "-",
+        stdin=json.dumps(eviction), check=False,
+    )  # fmt: skip
+    assert "Cannot evict pod as it would violate the pod's disruption budget" in refused.stderr
+    gpu_cluster.kubectl("cordon", node)
+    try:
+        report = triage(gpu_cluster, ns)
+    finally:
+        gpu_cluster.kubectl("uncordon", node)
+    assert "K8S-330" in fired(report), report["findings"]
+    [finding] = [f for f in report["findings"] if f["rule"] == "K8S-330"]
+    evidence = " ".join(finding["evidence"])
+    assert f"PodDisruptionBudget {ns}/qwen: minAvailable: 1" in evidence
+    assert f"{node} is cordoned and holds {pod['metadata']['name']}" in evidence
+    assert "patch pdb qwen" in finding["remediation"]
+
+
+def test_a_default_deny_policy_over_the_vllm_pods(gpu_cluster: ControlPlane) -> None:
+    ns = "netpol-deny"
+    deny = {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "default-deny-ingress", "namespace": ns},
+        "spec": {"podSelector": {}, "policyTypes": ["Ingress"]},
+    }
+    apply(gpu_cluster, namespace(ns), vllm_deployment("qwen", ns, gpus=1, tolerate=True), service("qwen", ns), deny)
+    running(gpu_cluster, ns, "qwen")
+
+    report = triage(gpu_cluster, ns)
+    assert "K8S-332" in fired(report), report["findings"]
+    [finding] = [f for f in report["findings"] if f["rule"] == "K8S-332"]
+    evidence = " ".join(finding["evidence"])
+    assert f"NetworkPolicy {ns}/default-deny-ingress" in evidence
+    assert "8000 (http)" in evidence and "behind Service qwen" in evidence
+
+
+def test_a_read_write_once_pod_claim_shared_by_two_replicas(gpu_cluster: ControlPlane) -> None:
+    ns = "rwop-claim"
+    volume = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": "rwop-hf-cache"},
+        "spec": {
+            "capacity": {"storage": "500Gi"},
+            "accessModes": ["ReadWriteOncePod"],
+            "storageClassName": "manual",
+            "hostPath": {"path": "/srv/hf-cache"},
+            "claimRef": {"namespace": ns, "name": "hf-cache"},
+        },
+    }
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "hf-cache", "namespace": ns},
+        "spec": {
+            "accessModes": ["ReadWriteOncePod"],
+            "storageClassName": "manual",
+            "resources": {"requests": {"storage": "500Gi"}},
+        },
+    }
+    deployment = vllm_deployment("qwen", ns, gpus=1, tolerate=True, replicas=2)
+    pod_spec = deployment["spec"]["template"]["spec"]
+    pod_spec["volumes"] = [{"name": "models", "persistentVolumeClaim": {"claimName": "hf-cache"}}]
+    pod_spec["containers"][0]["volumeMounts"] = [{"name": "models", "mountPath": "/models"}]
+    apply(gpu_cluster, namespace(ns), volume, claim)
+    wait_for("the claim bound", lambda: get(gpu_cluster, "pvc", "hf-cache", "-n", ns)["status"].get("phase") == "Bound")
+    apply(gpu_cluster, deployment, service("qwen", ns))
+    running(gpu_cluster, ns, "qwen")
+    wait_for("the scheduler's refusal of the second", lambda: failed_scheduling(gpu_cluster, ns), timeout_s=90)
+    [refusal, *_] = failed_scheduling(gpu_cluster, ns)
+    print("SCHEDULER:", refusal["message"])
+    [holder] = [p for p in pods(gpu_cluster, ns, "qwen") if p["spec"].get("nodeName")]
+
+    report = triage(gpu_cluster, ns)
+    assert "K8S-513" in fired(report), report["findings"]
+    [finding] = [f for f in report["findings"] if f["rule"] == "K8S-513"]
+    evidence = " ".join(finding["evidence"])
+    assert "ReadWriteOncePod access mode" in evidence
+    assert (
+        f"claim hf-cache (ReadWriteOncePod) is used by {holder['metadata']['name']} on {holder['spec']['nodeName']}"
+        in evidence
+    )

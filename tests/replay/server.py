@@ -58,6 +58,9 @@ RESOURCES: dict[str, Resource] = {
     "daemonsets": Resource("apps", "v1", "DaemonSetList", "daemonsets.json"),
     "horizontalpodautoscalers": Resource("autoscaling", "v2", "HorizontalPodAutoscalerList", "hpa.json"),
     "ingresses": Resource("networking.k8s.io", "v1", "IngressList", "ingresses.json"),
+    "poddisruptionbudgets": Resource("policy", "v1", "PodDisruptionBudgetList", "poddisruptionbudgets.json"),
+    "networkpolicies": Resource("networking.k8s.io", "v1", "NetworkPolicyList", "networkpolicies.json"),
+    "persistentvolumeclaims": Resource("", "v1", "PersistentVolumeClaimList", "persistentvolumeclaims.json"),
     "rayclusters": Resource("ray.io", "v1", "RayClusterList", "rayclusters.json", custom=True),
     "rayservices": Resource("ray.io", "v1", "RayServiceList", "rayservices.json", custom=True),
 }

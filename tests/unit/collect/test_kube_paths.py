@@ -29,6 +29,17 @@ _GENERATED = {
         "list_horizontal_pod_autoscaler_for_all_namespaces",
     ),
     "ingresses": ("NetworkingV1Api", "list_namespaced_ingress", "list_ingress_for_all_namespaces"),
+    "poddisruptionbudgets": (
+        "PolicyV1Api",
+        "list_namespaced_pod_disruption_budget",
+        "list_pod_disruption_budget_for_all_namespaces",
+    ),
+    "networkpolicies": ("NetworkingV1Api", "list_namespaced_network_policy", "list_network_policy_for_all_namespaces"),
+    "persistentvolumeclaims": (
+        "CoreV1Api",
+        "list_namespaced_persistent_volume_claim",
+        "list_persistent_volume_claim_for_all_namespaces",
+    ),
 }
 _CUSTOM = {"rayclusters": "ray.io/v1", "rayservices": "ray.io/v1"}
 

@@ -373,3 +373,11 @@ def test_ingresses_the_manifest_says_were_read_and_are_not_here_are_a_gap(tmp_pa
     report = analyze_bundle(Bundle.open(bundle))
     assert report.verdict.status == "inconclusive"
     assert [(g.source, g.deciding) for g in report.verdict.gaps] == [("k8s/ingresses.json", False)]
+
+
+def test_a_bundle_without_the_policy_lists_has_no_gap_for_them(tmp_path: Path) -> None:
+    bundle = copy_of(HEALTHY, tmp_path)
+    for name in ("poddisruptionbudgets", "networkpolicies", "persistentvolumeclaims"):
+        assert not (bundle / f"k8s/{name}.json").exists()
+    report = analyze_bundle(Bundle.open(bundle))
+    assert (report.verdict.status, report.verdict.gaps) == ("healthy", [])
