@@ -5,7 +5,8 @@ the service passes through: vLLM servers and their pods, Ray clusters (nodes, ac
 groups, their pods), GPUs and the pods that ask for them, the NVIDIA daemonsets that hand GPUs out, the
 nodes these run on or could run on (GPU nodes), and the Services, workloads and HPAs of those pods.
 In a triage of some namespaces, a GPU node is on their path only where their pods run, or where one of
-their serving pods waits for a node: a cordoned node that runs another team's pods is not their fault.
+their serving pods waits for a node its selector allows: a cordoned node that runs another team's pods
+is not their fault.
 A finding about anything else is an "other problem": reported, never the verdict, never the cause of
 a serving-path finding. A bundle with no serving subject at all cannot tell them apart, so there
 every finding counts.
@@ -14,8 +15,9 @@ every finding counts.
 from __future__ import annotations
 
 from diag.engine.rules import Finding
+from diag.facts.kubernetes_placement import matches_selector
 from diag.snapshot.gpu_resources import gpu_component, is_gpu_node, wants_gpus
-from diag.snapshot.model import Pod, Snapshot
+from diag.snapshot.model import Node, Pod, Snapshot
 
 # Links of these kinds are on the serving path wherever they appear.
 _SERVING_KINDS = ("vllm:", "ray_node:", "actor:", "placement_group:", "gpu:", "raycluster:")
@@ -29,11 +31,21 @@ def serving_links(snap: Snapshot) -> set[str] | None:
     if not _pods_selected(snap):  # a workload with no pod yet; where pods were chosen, only those count
         links |= {f"workload:{w.namespace}/{w.name}" for w in snap.workloads if w.template_gpus > 0}
     links |= {f"node:{p.node_name}" for p in pods if p.node_name}
-    if snap.pods_listed_in() is None or any(not p.node_name and p.phase == "Pending" for p in pods):
-        links |= {f"node:{n.name}" for n in snap.nodes if is_gpu_node(n)}
+    gpu_nodes = [n for n in snap.nodes if is_gpu_node(n)]
+    if snap.pods_listed_in() is None:
+        links |= {f"node:{n.name}" for n in gpu_nodes}
+    for pod in pods:
+        if not pod.node_name and pod.phase == "Pending":
+            links |= {f"node:{n.name}" for n in _nodes_it_may_use(pod, gpu_nodes)}
     if not links and not (snap.vllm_servers or snap.ray_nodes or snap.ray_actors or snap.gpus or snap.ray_clusters):
         return None
     return links
+
+
+def _nodes_it_may_use(pod: Pod, gpu_nodes: list[Node]) -> list[Node]:
+    """The GPU nodes a waiting pod's node selector and required affinity allow; every GPU node where they
+    allow none (which of them it was meant for is then not known)."""
+    return [n for n in gpu_nodes if matches_selector(pod, n)] or gpu_nodes
 
 
 def _pods_selected(snap: Snapshot) -> bool:

@@ -23,8 +23,6 @@ NOT_YET = {
     # inconclusive (exit 3), not healthy
     "healthy": "logs and nvidia-smi cannot be read under kwok",
     "healthy-busy": "logs and nvidia-smi cannot be read under kwok",
-    # issue 36: a cordoned GPU node of another namespace (cordoned's L40S) wins the verdict over K8S-101
-    "cluster-full": "a cluster-scoped finding from a node the namespace does not touch wins the verdict",
 }
 
 

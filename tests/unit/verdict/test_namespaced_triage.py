@@ -119,3 +119,26 @@ def test_a_node_whose_pods_list_failed_still_says_what_was_not_read() -> None:
         "llm/llama-70b-7f8d9c6b5d-pfnp5 of namespace llm (other namespaces' pods were not read))"
     ) in text
     assert "gpu-h100-2: cordoned; 6 of 8 nvidia.com/gpu free, GPU pods on it: batch/embed-batch-0" in text
+
+
+def test_a_waiting_pod_puts_on_the_path_only_the_gpu_nodes_its_selector_allows() -> None:
+    from diag.snapshot.model import Container, Node, Pod, Snapshot
+    from diag.verdict.relevance import serving_links
+
+    def node(name: str, product: str, cordoned: bool = False) -> Node:
+        labels = {"nvidia.com/gpu.product": product}
+        return Node(name, labels=labels, unschedulable=cordoned, capacity={"nvidia.com/gpu": "8"})
+
+    gpus = {"nvidia.com/gpu": "4"}
+    waiting = Pod("llm", "qwen-1", phase="Pending", containers=[Container("vllm", limits=gpus, requests=gpus)])
+    snap = Snapshot(
+        pods=[waiting],
+        nodes=[node("h200-a", "NVIDIA-H200"), node("l40s-a", "NVIDIA-L40S", cordoned=True)],
+        manifest={"kubernetes": {"namespaces": ["llm"]}},
+    )
+    assert {"node:h200-a", "node:l40s-a"} <= serving_links(snap)  # it may go anywhere
+    waiting.node_selector = {"nvidia.com/gpu.product": "NVIDIA-H200"}
+    links = serving_links(snap)
+    assert "node:h200-a" in links and "node:l40s-a" not in links
+    waiting.node_selector = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}  # no node has it
+    assert {"node:h200-a", "node:l40s-a"} <= serving_links(snap)
