@@ -36,6 +36,10 @@ NAMESPACED_KINDS = tuple(
     if row.scope == "namespace" and row.kind not in ("pods", "events") and row.instead_of is None
 )
 RAY_KINDS = tuple(row.kind for row in KUBE_LISTS if row.kuberay)
+# Kinds served by CRDs that may be absent (a 404 is "skipped"), and the CRDs' group/version
+CRD_KINDS = {row.kind: row.crd for row in KUBE_LISTS if row.crd}
+# Kinds listed across all namespaces beside the nodes and daemonsets (a route's Gateway may be in another)
+CLUSTER_WIDE_KINDS = tuple(row.kind for row in KUBE_LISTS if row.scope == "all" and row.crd)
 # Daemonsets whose name or label values contain one of these: the node's GPU stack
 GPU_DAEMONSETS = ("nvidia-device-plugin", "gpu-operator", "nvidia-dcgm-exporter", "gpu-feature-discovery")
 MAX_LOG_PODS = 40  # pods whose logs are read, the most suspicious first
@@ -92,6 +96,7 @@ def collect_objects(
         pending = {k: pool.submit(_list, kube, k, namespace) for k in NAMESPACED_KINDS}
         pending["nodes"] = pool.submit(_list, kube, "nodes", None)
         pending["daemonsets"] = pool.submit(_list, kube, "daemonsets", None)  # the GPU stack lives elsewhere
+        pending.update({k: pool.submit(_list, kube, k, None) for k in CLUSTER_WIDE_KINDS})
         # --ray-cluster scopes the pods by the RayCluster(s) it names, so the Ray lists come first
         outcomes = {k: pending[k].result() for k in RAY_KINDS}
         scope, scope_note = _scope(target, namespace, outcomes)
@@ -153,6 +158,8 @@ def _list(
     except KubeError as e:
         if kind in RAY_KINDS and e.status == 404:
             return SourceResult(BY_KIND[kind].path, "skipped", "the ray.io/v1 CRDs are not installed")
+        if kind in CRD_KINDS and e.status == 404:
+            return SourceResult(BY_KIND[kind].path, "skipped", f"the {CRD_KINDS[kind]} CRDs are not installed")
         return SourceResult(BY_KIND[kind].path, "failed", str(e))
 
 

@@ -44,6 +44,7 @@ SCOPES = (
     "workload",
     "hpa",
     "ingress",
+    "route",
     "raycluster",
     "daemonset",
     "unlisted_object",

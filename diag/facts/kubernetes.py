@@ -94,6 +94,8 @@ class Lookups:
     whole_gpus_offered: bool = False  # some node advertises nvidia.com/gpu
     signals_by_message: dict[str, list[str]] = field(default_factory=dict)  # event message -> signals it matches
     placements: dict[str, dict] = field(default_factory=dict)  # _placement's, by what of a pod it reads
+    # ConfigMap/Secret -> (namespace, name) of those listed; None where that list was not read whole
+    config_names: dict[str, set[tuple[str, str]] | None] = field(default_factory=dict)
 
     @classmethod
     def of(cls, snap: Snapshot, clock: Clock) -> Lookups:
@@ -108,6 +110,7 @@ class Lookups:
             allocated=allocated,
             mig_offered=sorted({r for n in snap.nodes for r in placement.mig_offered(n)}),
             whole_gpus_offered=any(placement.gpu_allocatable(n) for n in snap.nodes),
+            config_names={kind: kubernetes_network.names_read(snap, kind) for kind in ("ConfigMap", "Secret")},
         )
 
     def signals_in(self, message: str) -> list[str]:
@@ -297,6 +300,7 @@ def _pod_lasting(pod: Pod, index: Lookups) -> dict:
         ray_gpu_total=_ray_gpu_total(pod, index),
         vllm=_vllm_facts(pod, server),
         crash_loops=containers.crash_loops(pod, looked_for(index.snap).crash_causes),
+        **kubernetes_network.config_ref_facts(pod, index.config_names),
         # a workload that serves (vLLM, a Ray node, a pod given GPUs), not a node agent such as the device plugin
         serving_workload=pod.owner_kind != "DaemonSet"
         and (
