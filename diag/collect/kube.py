@@ -110,8 +110,12 @@ def _metadata_only(item: dict, spec: _Kind) -> dict:
     """The item as the kind's own (`kubectl get` names it so) with its name and no more: whatever the
     server sent (an API server or proxy that ignores the metadata-only Accept sends the data, and a
     Secret's last-applied-configuration annotation holds it too), nothing else is kept."""
-    meta = item.get("metadata") if isinstance(item.get("metadata"), dict) else {}
-    kept = {k: meta[k] for k in ("name", "namespace", "uid", "creationTimestamp") if k in meta}
+    meta = item.get("metadata")
+    kept = (
+        {k: meta[k] for k in ("name", "namespace", "uid", "creationTimestamp") if k in meta}
+        if isinstance(meta, dict)
+        else {}
+    )
     return {"apiVersion": spec.group_version, "kind": spec.kind, "metadata": kept}
 
 

@@ -214,9 +214,8 @@ def _route(route: Route, services: dict[tuple[str, str], Service], snap: Snapsho
             meant.append(svc)
     for p in route.parents:
         if p.kind == "Gateway" and gateways_read and (p.namespace, p.name) not in gateways:
-            parent_problems.append(
-                f'parentRef {_ref_name(p, route)}: gateways.gateway.networking.k8s.io "{p.name}" not found in {p.namespace}'
-            )
+            missing = f'gateways.gateway.networking.k8s.io "{p.name}" not found in {p.namespace}'
+            parent_problems.append(f"parentRef {_ref_name(p, route)}: {missing}")
     status_problems = [
         f"{kind}={c.get('status')} {c.get('reason')}: {c.get('message')} (parent {_ref_name(ps.parent, route)}"
         f"{', controller ' + ps.controller if ps.controller else ''})"

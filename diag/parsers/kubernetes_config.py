@@ -11,6 +11,11 @@ from diag.core.errors import ParseError
 from diag.parsers.json_fields import Fields, load_json, type_name
 from diag.snapshot.model import ConfigRef, ObjectName
 
+_Kind = Literal["ConfigMap", "Secret"]
+_ENV_REFS: tuple[tuple[str, _Kind], ...] = (("configMapKeyRef", "ConfigMap"), ("secretKeyRef", "Secret"))
+_ENV_FROM: tuple[tuple[str, _Kind], ...] = (("configMapRef", "ConfigMap"), ("secretRef", "Secret"))
+_PROJECTED: tuple[tuple[str, _Kind], ...] = (("configMap", "ConfigMap"), ("secret", "Secret"))
+
 # The API's metadata-only answer (Accept: ...;as=PartialObjectMetadataList) names its items so
 _METADATA_ONLY = ("PartialObjectMetadata", "PartialObjectMetadataList")
 
@@ -59,11 +64,11 @@ def pod_config_refs(spec: Fields) -> list[ConfigRef]:
             of = f"{label} {c.text('name')}"
             for var in c.children("env"):
                 source = var.child("valueFrom")
-                for ref_key, kind in (("configMapKeyRef", "ConfigMap"), ("secretKeyRef", "Secret")):
+                for ref_key, kind in _ENV_REFS:
                     if ref_key in source:
                         refs += _ref(source.child(ref_key), "name", kind, f"env {var.text('name')} of {of}")
             for source in c.children("envFrom"):
-                for ref_key, kind in (("configMapRef", "ConfigMap"), ("secretRef", "Secret")):
+                for ref_key, kind in _ENV_FROM:
                     if ref_key in source:
                         refs += _ref(source.child(ref_key), "name", kind, f"envFrom of {of}")
     for volume in spec.children("volumes"):
@@ -73,7 +78,7 @@ def pod_config_refs(spec: Fields) -> list[ConfigRef]:
         if "secret" in volume:
             refs += _ref(volume.child("secret"), "secretName", "Secret", where)
         for source in volume.child("projected").children("sources"):
-            for src_key, kind in (("configMap", "ConfigMap"), ("secret", "Secret")):
+            for src_key, kind in _PROJECTED:
                 if src_key in source:
                     refs += _ref(source.child(src_key), "name", kind, f"{where} (projected)")
     for pull in spec.children("imagePullSecrets"):
@@ -81,6 +86,6 @@ def pod_config_refs(spec: Fields) -> list[ConfigRef]:
     return refs
 
 
-def _ref(obj: Fields, name_key: str, kind: Literal["ConfigMap", "Secret"], where: str) -> Sequence[ConfigRef]:
+def _ref(obj: Fields, name_key: str, kind: _Kind, where: str) -> Sequence[ConfigRef]:
     name = obj.text(name_key)
     return [ConfigRef(kind, name, where, bool(obj.flag("optional")))] if name else []
