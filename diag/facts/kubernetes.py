@@ -94,8 +94,8 @@ class Lookups:
     whole_gpus_offered: bool = False  # some node advertises nvidia.com/gpu
     signals_by_message: dict[str, list[str]] = field(default_factory=dict)  # event message -> signals it matches
     placements: dict[str, dict] = field(default_factory=dict)  # _placement's, by what of a pod it reads
-    # ConfigMap/Secret -> (namespace, name) of those listed; None where that list was not read whole
-    config_names: dict[str, set[tuple[str, str]] | None] = field(default_factory=dict)
+    # ConfigMap/Secret -> namespace -> the names listed; None where that list was not read whole
+    config_names: dict[str, dict[str, set[str]] | None] = field(default_factory=dict)
 
     @classmethod
     def of(cls, snap: Snapshot, clock: Clock) -> Lookups:

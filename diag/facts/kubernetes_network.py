@@ -158,24 +158,35 @@ def scopes(snap: Snapshot) -> dict[str, list[dict]]:
 _NAME_LISTS = {"ConfigMap": "k8s/configmaps.json", "Secret": "k8s/secrets.json"}
 
 
-def names_read(snap: Snapshot, kind: str) -> set[tuple[str, str]] | None:
-    """(namespace, name) of every ConfigMap or Secret listed; None where the list was not read whole
-    (absent, failed, or capped), so that a name not in it says nothing."""
+def names_read(snap: Snapshot, kind: str) -> dict[str, set[str]] | None:
+    """namespace -> the names of its ConfigMaps or Secrets, for each namespace the list covers: those
+    the manifest says were collected (all, for -A), else (a hand-made bundle) those it has items in.
+    None where the list was not read whole (absent, failed, or capped): a name not in it says nothing."""
     status = snap.sources.get(_NAME_LISTS[kind])
     if status is None or status.status != "ok" or "capped" in status.detail:
         return None
-    return {(o.namespace, o.name) for o in (snap.configmaps if kind == "ConfigMap" else snap.secrets)}
+    by_namespace: dict[str, set[str]] = {}
+    for o in snap.configmaps if kind == "ConfigMap" else snap.secrets:
+        by_namespace.setdefault(o.namespace, set()).add(o.name)
+    kubernetes = snap.manifest.get("kubernetes")
+    collected = kubernetes.get("namespaces") if isinstance(kubernetes, dict) else None
+    if isinstance(collected, list) and "*" in collected:
+        collected = sorted({p.namespace for p in snap.pods} | {i.namespace for i in snap.ingresses})
+    if isinstance(collected, list):
+        for namespace in collected:
+            by_namespace.setdefault(namespace, set())
+    return by_namespace
 
 
-def config_ref_facts(pod: Pod, names: dict[str, set[tuple[str, str]] | None]) -> dict:
+def config_ref_facts(pod: Pod, names: dict[str, dict[str, set[str]] | None]) -> dict:
     """The ConfigMaps and Secrets the pod names that its namespace does not hold, as the kubelet would
     say it (`secret "hf-token"`), with where the spec names them; an optional reference is never one.
     imagePullSecrets apart: the kubelet pulls without a missing one, so it matters only where a pull fails."""
     missing: dict[tuple[str, str], list[str]] = {}
     pull: list[str] = []
     for ref in pod.config_refs:
-        listed = names.get(ref.kind)
-        if ref.optional or listed is None or (pod.namespace, ref.name) in listed:
+        listed = (names.get(ref.kind) or {}).get(pod.namespace)
+        if ref.optional or listed is None or ref.name in listed:
             continue
         if ref.where == "imagePullSecrets":
             pull.append(ref.name)
@@ -199,18 +210,24 @@ def _route(route: Route, services: dict[tuple[str, str], Service], snap: Snapsho
     services_read = _read(snap, "k8s/services.json")
     gateways_read = _read(snap, "k8s/gateways.json")
     gateways = {(g.namespace, g.name) for g in snap.gateways}
-    backend_problems, parent_problems, meant = [], [], []
+    backend_problems, parent_problems, fixes, meant = [], [], [], []
     for b in route.backends:
         if b.kind != "Service" or not services_read:
             continue
         svc = services.get((b.namespace, b.name))
         if svc is None:
             backend_problems.append(f'backendRef {_ref_name(b, route)}: services "{b.name}" not found in {b.namespace}')
+            names_there = sorted(name for (ns, name) in services if ns == b.namespace)
+            if (other := _lookalike(b.name, names_there)) is not None:
+                fixes.append(f"backendRefs name {other} in place of {b.name}")
+                meant.append(services[(b.namespace, other)])
         elif b.port is not None and not any(p.port == b.port for p in svc.ports):
             ports = ", ".join(f"{p.name}={p.port}" if p.name else str(p.port) for p in svc.ports) or "none"
             backend_problems.append(
                 f"backendRef {_ref_name(b, route)}: service {b.name} has no port {b.port} (its ports: {ports})"
             )
+            if len(svc.ports) == 1:
+                fixes.append(f"backendRefs port {svc.ports[0].port} of {b.name} in place of {b.port}")
             meant.append(svc)
     for p in route.parents:
         if p.kind == "Gateway" and gateways_read and (p.namespace, p.name) not in gateways:
@@ -224,6 +241,7 @@ def _route(route: Route, services: dict[tuple[str, str], Service], snap: Snapsho
         if kind in ("Accepted", "ResolvedRefs") and c.get("status") == "False"
     ]
     names = sorted(name for (ns, name) in services if ns == route.namespace)
+    behind = [svc for b in route.backends if (svc := services.get((b.namespace, b.name))) is not None]
     return {
         "kind": route.kind,
         "namespace": route.namespace,
@@ -233,13 +251,16 @@ def _route(route: Route, services: dict[tuple[str, str], Service], snap: Snapsho
         "backend_problems": backend_problems if services_read else None,
         "parent_problems": parent_problems if gateways_read else None,
         "status_problems": status_problems,
+        # what to change, by name where the namespace holds a Service named like the missing one
+        "backend_fix": "; ".join(fixes) or "spec.rules[].backendRefs[].name / port",
         "backends": [f"{b.kind.lower()}/{b.namespace}/{b.name}:{b.port}" for b in route.backends],
         "parents": [f"{p.kind.lower()}/{p.namespace}/{p.name}" for p in route.parents],
         "existing_services": names,
         "existing_gateways": sorted(f"{ns}/{name}" for ns, name in gateways),
         "_subject": f"{route.kind.lower()}/{route.namespace}/{route.name}",
         "_links": [x for b in route.backends if b.kind == "Service" for x in link("service", f"{b.namespace}/{b.name}")]
-        + [f"pod:{p.key}" for svc in meant for p in _selected(svc, snap)],
+        # the pods behind its Services, or the ones it was meant for: its place on the serving path
+        + [f"pod:{p.key}" for svc in meant + behind for p in _selected(svc, snap)],
     }
 
 
@@ -251,7 +272,7 @@ def _ref_name(ref: RouteRef, route: Route) -> str:
 
 
 def _ingress(
-    ing: Ingress, services: dict[tuple[str, str], Service], secrets: set[tuple[str, str]] | None, snap: Snapshot
+    ing: Ingress, services: dict[tuple[str, str], Service], secrets: dict[str, set[str]] | None, snap: Snapshot
 ) -> dict:
     read = _read(snap, "k8s/services.json")
     names = sorted(name for (ns, name) in services if ns == ing.namespace)
@@ -277,7 +298,9 @@ def _ingress(
                     f"{where}: port {svc.ports[0].name or svc.ports[0].port} of {b.service} in place of {port}"
                 )
             meant.append(svc)
-    tls_missing = None if secrets is None else [n for n in ing.tls_secrets if (ing.namespace, n) not in secrets]
+    behind = [svc for b in ing.backends if (svc := services.get((ing.namespace, b.service))) is not None]
+    listed = None if secrets is None else secrets.get(ing.namespace)
+    tls_missing = None if listed is None else [n for n in ing.tls_secrets if n not in listed]
     return plain(ing) | {
         # unknown, not fine, when the Services were not read
         "backend_problems": problems if read else None,
@@ -292,7 +315,7 @@ def _ingress(
         "_subject": f"ingress/{ing.namespace}/{ing.name}",
         # the pods behind the Services it routes (or was meant to route) to: its place on the serving path
         "_links": [x for b in ing.backends for x in link("service", f"{ing.namespace}/{b.service}")]
-        + [f"pod:{p.key}" for svc in meant for p in _selected(svc, snap)],
+        + [f"pod:{p.key}" for svc in meant + behind for p in _selected(svc, snap)],
     }
 
 

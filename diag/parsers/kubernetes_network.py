@@ -40,7 +40,7 @@ def _ingress(item: Fields) -> Ingress:
             found = _backend(path.child("backend"), rule.text("host"), path.text("path") or "/")
             if found is not None:
                 backends.append(found)
-    tls = [name for t in spec.children("tls") if (name := t.text("secretName"))]
+    tls = [secret for t in spec.children("tls") if (secret := t.text("secretName"))]
     return Ingress(namespace, name, spec.text("ingressClassName"), backends, tls)
 
 
