@@ -251,7 +251,8 @@ def _event_signals(events: list[Event], index: Lookups) -> dict[str, list[str]]:
 
 def _pod_lasting(pod: Pod, index: Lookups) -> dict:
     """The facts of a pod that no history window changes: the history pass keeps them (see pod_windowed)."""
-    facts = plain(pod, drop=("containers", "init_containers", "events"))
+    # config_refs: read through missing_config_refs and missing_pull_secrets
+    facts = plain(pod, drop=("containers", "init_containers", "events", "config_refs"))
     logs_read = _any_log_read(pod)
     # every signal looked for: one no line matched is known absent ([]), not unknown
     signals: dict[str, list[str]] | None = {name: [] for name in looked_for(index.snap).names()} if logs_read else None
