@@ -2,11 +2,13 @@
 
 Phase 1 (`collect_objects`) writes k8s/<kind>.json exactly as `kubectl get <kind> -o json` prints
 it, for the target's scope (namespace or all, label selector, one pod, one RayCluster/RayService),
-plus the nodes, the events of the scoped objects and of their nodes, and the GPU device-plugin /
-GPU-operator daemonsets of every namespace. It hands the parsed pods on as soon as it has them: the
-other collectors need them to find vLLM servers (`vllm_server_pods`), Ray heads (`ray_head_pods`)
-and one pod per GPU node to run nvidia-smi in (`gpu_exec_pods`). Phase 2 writes bounded log tails (`collect_logs`) and
-nvidia-smi output (`collect_gpu_exec`).
+plus the nodes, the events of the scoped objects and of their nodes, the GPU device-plugin /
+GPU-operator daemonsets and the Gateway API Gateways of every namespace (a route's Gateway is often in
+another). Secrets and ConfigMaps are listed by name only (diag.collect.kube: metadata-only lists), and
+a list whose CRDs are not installed (KubeRay, the Gateway API) is "skipped", an answer. It hands the
+parsed pods on as soon as it has them: the other collectors need them to find vLLM servers
+(`vllm_server_pods`), Ray heads (`ray_head_pods`) and one pod per GPU node to run nvidia-smi in
+(`gpu_exec_pods`). Phase 2 writes bounded log tails (`collect_logs`) and nvidia-smi output (`collect_gpu_exec`).
 
 Tested against a real API server with kwok nodes (tests/live/test_k8s_control_plane.py, test_k8s_pod_io.py)
 and, for answers that server cannot give, against tests/replay over real HTTP.
