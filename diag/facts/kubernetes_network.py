@@ -251,6 +251,8 @@ def _route(route: Route, services: dict[tuple[str, str], Service], snap: Snapsho
         "backend_problems": backend_problems if services_read else None,
         "parent_problems": parent_problems if gateways_read else None,
         "status_problems": status_problems,
+        # what K8S-321/322 name from the lists read: the controller's condition is then theirs to quote
+        "named_problems": len(backend_problems) + len(parent_problems),
         # what to change, by name where the namespace holds a Service named like the missing one
         "backend_fix": "; ".join(fixes) or "spec.rules[].backendRefs[].name / port",
         "backends": [f"{b.kind.lower()}/{b.namespace}/{b.name}:{b.port}" for b in route.backends],
