@@ -146,6 +146,7 @@ def plant_cluster(cluster: ReplayCluster, c: Corpus) -> None:
         {"name": "NVIDIA_VISIBLE_DEVICES", "value": "GPU-4b794de7-279f-721d-5fe5-8f6fcbfb3cf4"},
     ]
     container.setdefault("envFrom", []).append({"secretRef": {"name": "llm-credentials"}})
+    cluster.objects.setdefault("secrets", []).append(_secret_object(namespace, c))
     container["args"] += ["--hf-token=" + c.plant("arg-hf-token", "plantArgHfToken0035")]
     container["args"] += ["--api-key", c.plant("arg-api-key-separate", "plantArgApiKey0047"), "--max-model-len", "8192"]
     for key in [k for k in cluster.logs if k[:2] == (namespace, name)]:
@@ -185,3 +186,27 @@ def _plant_ray(cluster: ReplayCluster, c: Corpus) -> None:
     actors[0]["serialized_runtime_env"] = json.dumps(runtime_env)
     cluster.exec_answers[key] = ExecAnswer(stdout=json.dumps(actors, indent=2))
     c.survivors += ["OMP_NUM_THREADS", "vllm==0.6.3"]
+
+
+def _secret_object(namespace: str, c: Corpus) -> dict:
+    """The Secret the vLLM pod reads, as the API server stores it: its data, and the whole manifest in
+    the last-applied annotation (kubectl apply writes it); only its name may reach the bundle."""
+    data = {"HF_TOKEN": c.plant("secret-object-data", "cGxhbnRTZWNyZXREYXRhMDA2MHh5eg==")}
+    applied = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "stringData": {"HF_TOKEN": c.plant("secret-applied", "plantApplied0061")},
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": "llm-credentials",
+            "namespace": namespace,
+            "uid": "5b0a9c1e-2d7f-5e43-8a61-0c9b3d2e7f14",
+            "creationTimestamp": "2026-11-28T09:40:10Z",
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": json.dumps(applied)},
+        },
+        "type": "Opaque",
+        "data": data,
+    }

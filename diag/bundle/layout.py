@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 from diag.bundle import readers
 from diag.bundle.prometheus_queries import RANGE_QUERIES
 from diag.bundle.readers import Reader
-from diag.parsers import kubernetes, kubernetes_network, kubernetes_policy
+from diag.parsers import kubernetes, kubernetes_config, kubernetes_gateway, kubernetes_network, kubernetes_policy
 from diag.snapshot.model import Snapshot
 
 # How the loader reads a file: "whole" (one parse), "lines" (a cut-off text gives its complete lines),
@@ -68,6 +68,9 @@ class KubeList:
     note: str = ""
     # a fault it shows could be the root cause, and a bundle without it has a gap
     decides: bool = True
+    # the group/version of the CRDs that serve it, where they may be absent: then its list is "skipped",
+    # an answer (no such objects can exist), not a gap
+    crd: str = ""
 
     @property
     def path(self) -> str:
@@ -170,6 +173,47 @@ KUBE_LISTS = (
         "namespace",
         True,
         kubectl_kind="rayservices.ray.io",
+    ),
+    KubeList(
+        "configmaps",
+        _into("configmaps", kubernetes_config.parse_configmaps),
+        "namespace",
+        note="names only are read; a bundle without it has no gap",
+        decides=False,
+    ),
+    KubeList(
+        "secrets",
+        _into("secrets", kubernetes_config.parse_secrets),
+        "namespace",
+        note="names only are read; `llmdiag collect` writes no data: by hand, drop .items[].data first",
+        decides=False,
+    ),
+    KubeList(
+        "gateways",
+        _into("gateways", kubernetes_gateway.parse_gateways),
+        "all",
+        kubectl_kind="gateways.gateway.networking.k8s.io",
+        note="Gateway API v1, where its CRDs are installed; a bundle without it has no gap",
+        decides=False,
+        crd="gateway.networking.k8s.io/v1",
+    ),
+    KubeList(
+        "httproutes",
+        _into("routes", kubernetes_gateway.parse_httproutes),
+        "namespace",
+        kubectl_kind="httproutes.gateway.networking.k8s.io",
+        note="Gateway API v1, where its CRDs are installed; a bundle without it has no gap",
+        decides=False,
+        crd="gateway.networking.k8s.io/v1",
+    ),
+    KubeList(
+        "grpcroutes",
+        _into("routes", kubernetes_gateway.parse_grpcroutes),
+        "namespace",
+        kubectl_kind="grpcroutes.gateway.networking.k8s.io",
+        note="Gateway API v1, where its CRDs are installed; a bundle without it has no gap",
+        decides=False,
+        crd="gateway.networking.k8s.io/v1",
     ),
 )
 BY_PATH = {row.path: row for row in KUBE_LISTS}

@@ -75,6 +75,8 @@ class _Kind:
     plural: str
     namespaced: bool  # listed within a namespace when one is given
     kind: str
+    # listed as metadata only (the API's PartialObjectMetadataList): a Secret's data never leaves the server
+    metadata_only: bool = False
 
     def path(self, namespace: str | None) -> str:
         """The list's URL path, as the client's generated list methods build it."""
@@ -100,7 +102,27 @@ KINDS: dict[str, _Kind] = {
     "persistentvolumeclaims": _Kind("v1", "persistentvolumeclaims", True, "PersistentVolumeClaim"),
     "rayclusters": _Kind("ray.io/v1", "rayclusters", True, "RayCluster"),
     "rayservices": _Kind("ray.io/v1", "rayservices", True, "RayService"),
+    "configmaps": _Kind("v1", "configmaps", True, "ConfigMap", metadata_only=True),
+    "secrets": _Kind("v1", "secrets", True, "Secret", metadata_only=True),
+    "gateways": _Kind("gateway.networking.k8s.io/v1", "gateways", True, "Gateway"),
+    "httproutes": _Kind("gateway.networking.k8s.io/v1", "httproutes", True, "HTTPRoute"),
+    "grpcroutes": _Kind("gateway.networking.k8s.io/v1", "grpcroutes", True, "GRPCRoute"),
 }
+# The Accept header of a metadata-only list: items are PartialObjectMetadata (apiVersion, kind, metadata)
+METADATA_ONLY_ACCEPT = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+
+
+def _metadata_only(item: dict, spec: _Kind) -> dict:
+    """The item as the kind's own (`kubectl get` names it so) with its name and no more: whatever the
+    server sent (an API server or proxy that ignores the metadata-only Accept sends the data, and a
+    Secret's last-applied-configuration annotation holds it too), nothing else is kept."""
+    meta = item.get("metadata")
+    kept = (
+        {k: meta[k] for k in ("name", "namespace", "uid", "creationTimestamp") if k in meta}
+        if isinstance(meta, dict)
+        else {}
+    )
+    return {"apiVersion": spec.group_version, "kind": spec.kind, "metadata": kept}
 
 
 class KubeAccess:
@@ -244,6 +266,8 @@ class KubeAccess:
             page = self._list_page(spec, namespace, label_selector, field_selector, cont)
             for item in page.get("items") or []:
                 if isinstance(item, dict):
+                    if spec.metadata_only:
+                        item = _metadata_only(item, spec)
                     item.setdefault("apiVersion", spec.group_version)
                     item.setdefault("kind", spec.kind)
                     items.append(item)
@@ -308,7 +332,8 @@ class KubeAccess:
             "continue": cont,
         }
         what = f"list {spec.kind}" + (f" in {namespace}" if namespace and spec.namespaced else "")
-        raw = self._call(what, lambda: self._get(what, spec.path(namespace), query), retry_within=self._timeout)
+        accept = METADATA_ONLY_ACCEPT if spec.metadata_only else "application/json"
+        raw = self._call(what, lambda: self._get(what, spec.path(namespace), query, accept), retry_within=self._timeout)
         return _json_object(raw, what)
 
     # ------------------------------------------------------------------ logs
@@ -326,7 +351,9 @@ class KubeAccess:
         raw = self._call(what, lambda: self._get(what, path, query), retry_within=self._timeout)
         return raw.decode("utf-8", errors="replace")
 
-    def _get(self, what: str, resource_path: str, query: Mapping[str, str | None]) -> bytes:
+    def _get(
+        self, what: str, resource_path: str, query: Mapping[str, str | None], accept: str = "application/json"
+    ) -> bytes:
         """GET a path of the API server and read its body (at most the cap, within the timeout); an
         answer outside 2xx raises as the client's generated methods raise it. Built on the client's
         ApiClient, not its generated API classes: loading CoreV1Api's models cost CPU at the start
@@ -334,7 +361,7 @@ class KubeAccess:
         from kubernetes.client.exceptions import ApiException
 
         given = [(key, value) for key, value in query.items() if value is not None]
-        response = self._send(resource_path, given, {"Accept": "application/json"}, self._timeout)
+        response = self._send(resource_path, given, {"Accept": accept}, self._timeout)
         if not 200 <= response.status <= 299:
             response.read()
             raise ApiException.from_response(http_resp=response, body=None, data=None)

@@ -2,11 +2,13 @@
 
 Phase 1 (`collect_objects`) writes k8s/<kind>.json exactly as `kubectl get <kind> -o json` prints
 it, for the target's scope (namespace or all, label selector, one pod, one RayCluster/RayService),
-plus the nodes, the events of the scoped objects and of their nodes, and the GPU device-plugin /
-GPU-operator daemonsets of every namespace. It hands the parsed pods on as soon as it has them: the
-other collectors need them to find vLLM servers (`vllm_server_pods`), Ray heads (`ray_head_pods`)
-and one pod per GPU node to run nvidia-smi in (`gpu_exec_pods`). Phase 2 writes bounded log tails (`collect_logs`) and
-nvidia-smi output (`collect_gpu_exec`).
+plus the nodes, the events of the scoped objects and of their nodes, the GPU device-plugin /
+GPU-operator daemonsets and the Gateway API Gateways of every namespace (a route's Gateway is often in
+another). Secrets and ConfigMaps are listed by name only (diag.collect.kube: metadata-only lists), and
+a list whose CRDs are not installed (KubeRay, the Gateway API) is "skipped", an answer. It hands the
+parsed pods on as soon as it has them: the other collectors need them to find vLLM servers
+(`vllm_server_pods`), Ray heads (`ray_head_pods`) and one pod per GPU node to run nvidia-smi in
+(`gpu_exec_pods`). Phase 2 writes bounded log tails (`collect_logs`) and nvidia-smi output (`collect_gpu_exec`).
 
 Tested against a real API server with kwok nodes (tests/live/test_k8s_control_plane.py, test_k8s_pod_io.py)
 and, for answers that server cannot give, against tests/replay over real HTTP.
@@ -37,6 +39,10 @@ NAMESPACED_KINDS = tuple(
     if row.scope == "namespace" and row.kind not in ("pods", "events") and row.instead_of is None
 )
 RAY_KINDS = tuple(row.kind for row in KUBE_LISTS if row.kuberay)
+# Kinds served by CRDs that may be absent (a 404 is "skipped"), and the CRDs' group/version
+CRD_KINDS = {row.kind: row.crd for row in KUBE_LISTS if row.crd}
+# Kinds listed across all namespaces beside the nodes and daemonsets (a route's Gateway may be in another)
+CLUSTER_WIDE_KINDS = tuple(row.kind for row in KUBE_LISTS if row.scope == "all" and row.crd)
 # Daemonsets whose name or label values contain one of these: the node's GPU stack
 GPU_DAEMONSETS = ("nvidia-device-plugin", "gpu-operator", "nvidia-dcgm-exporter", "gpu-feature-discovery")
 MAX_LOG_PODS = 40  # pods whose logs are read, the most suspicious first
@@ -93,6 +99,7 @@ def collect_objects(
         pending = {k: pool.submit(_list, kube, k, namespace) for k in NAMESPACED_KINDS}
         pending["nodes"] = pool.submit(_list, kube, "nodes", None)
         pending["daemonsets"] = pool.submit(_list, kube, "daemonsets", None)  # the GPU stack lives elsewhere
+        pending.update({k: pool.submit(_list, kube, k, None) for k in CLUSTER_WIDE_KINDS})
         # --ray-cluster scopes the pods by the RayCluster(s) it names, so the Ray lists come first
         outcomes = {k: pending[k].result() for k in RAY_KINDS}
         scope, scope_note = _scope(target, namespace, outcomes)
@@ -156,6 +163,8 @@ def _list(
     except KubeError as e:
         if kind in RAY_KINDS and e.status == 404:
             return SourceResult(BY_KIND[kind].path, "skipped", "the ray.io/v1 CRDs are not installed")
+        if kind in CRD_KINDS and e.status == 404:
+            return SourceResult(BY_KIND[kind].path, "skipped", f"the {CRD_KINDS[kind]} CRDs are not installed")
         return SourceResult(BY_KIND[kind].path, "failed", str(e))
 
 

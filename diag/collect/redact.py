@@ -13,7 +13,9 @@ could carry a credential is replaced with "<redacted>":
   GitLab, Slack, Stripe, ... tokens) beside our own token formats (Hugging Face `hf_`, `sk-` keys);
 - high-entropy values where names say nothing (env entries, `env_vars`): random-looking strings of
   16+ characters, UUIDs (GPU-..., MIG-...) excepted;
-- kubeconfig credentials, and managedFields (noise).
+- kubeconfig credentials, and managedFields (noise);
+- a Secret object's data and stringData, wherever one is (a hand-made secrets.json, a last-applied
+  annotation): the collector lists Secrets as metadata only, and llmdiag reads their names alone.
 JSON files stay valid JSON: they are parsed, cleaned field by field and written back (YAML files
 too); JSON held in a string (the last-applied-configuration annotation, Ray's serialized runtime env)
 is cleaned the same way, and YAML in text loses the block under a secret-named `name: |`.
@@ -52,10 +54,12 @@ PRIVATE_KEY = "private-key-block"
 DETECTOR = "secret-detector"
 SECRET_FIELD = "secret-field"
 HIGH_ENTROPY = "high-entropy-value"
+SECRET_DATA = "secret-data-dropped"
 RULES = (
     ENV_SECRET, CLI_FLAG, BEARER, TOKEN_FORMAT, ASSIGNMENT, KUBECONFIG, URL_PASSWORD, MANAGED_FIELDS,
-    AUTH_HEADER, URL_QUERY, PRIVATE_KEY, DETECTOR, SECRET_FIELD, HIGH_ENTROPY,
+    AUTH_HEADER, URL_QUERY, PRIVATE_KEY, DETECTOR, SECRET_FIELD, HIGH_ENTROPY, SECRET_DATA,
 )  # fmt: skip
+_SECRET_DATA_KEYS = frozenset({"data", "stringData"})  # of a kind: Secret object
 
 # Words that make a name secret. Whole words only: "max_num_batched_tokens" and "--tokenizer" keep
 # their values, "HF_TOKEN" and "--api-key" do not.
@@ -429,6 +433,9 @@ def _clean_object(obj: dict, hits: Counter[str]) -> dict:
             continue
         if k == "managedFields":
             hits[MANAGED_FIELDS] += 1
+            continue
+        if k in _SECRET_DATA_KEYS and obj.get("kind") == "Secret":
+            hits[SECRET_DATA] += 1
             continue
         if isinstance(v, str):  # most values: what follows for a string, inlined (a fleet has millions)
             if k in _KUBECONFIG_FIELDS and v and v != REDACTED:

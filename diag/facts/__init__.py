@@ -46,6 +46,7 @@ SCOPES = (
     "ingress",
     "pdb",
     "network_policy",
+    "route",
     "raycluster",
     "daemonset",
     "unlisted_object",

@@ -106,6 +106,8 @@ class Lookups:
     whole_gpus_offered: bool = False  # some node advertises nvidia.com/gpu
     signals_by_message: dict[str, list[str]] = field(default_factory=dict)  # event message -> signals it matches
     placements: dict[str, dict] = field(default_factory=dict)  # _placement's, by what of a pod it reads
+    # ConfigMap/Secret -> namespace -> the names listed; None where that list was not read whole
+    config_names: dict[str, dict[str, set[str]] | None] = field(default_factory=dict)
 
     @classmethod
     def of(cls, snap: Snapshot, clock: Clock) -> Lookups:
@@ -128,6 +130,7 @@ class Lookups:
             cluster_wide=cluster_wide,
             mig_offered=sorted({r for n in snap.nodes for r in placement.mig_offered(n)}),
             whole_gpus_offered=any(placement.gpu_allocatable(n) for n in snap.nodes),
+            config_names={kind: kubernetes_network.names_read(snap, kind) for kind in ("ConfigMap", "Secret")},
         )
 
     def signals_in(self, message: str) -> list[str]:
@@ -279,7 +282,8 @@ def _event_signals(events: list[Event], index: Lookups) -> dict[str, list[str]]:
 
 def _pod_lasting(pod: Pod, index: Lookups) -> dict:
     """The facts of a pod that no history window changes: the history pass keeps them (see pod_windowed)."""
-    facts = plain(pod, drop=("containers", "init_containers", "events"))
+    # config_refs: read through missing_config_refs and missing_pull_secrets
+    facts = plain(pod, drop=("containers", "init_containers", "events", "config_refs"))
     logs_read = _any_log_read(pod)
     # every signal looked for: one no line matched is known absent ([]), not unknown
     signals: dict[str, list[str]] | None = {name: [] for name in looked_for(index.snap).names()} if logs_read else None
@@ -328,6 +332,7 @@ def _pod_lasting(pod: Pod, index: Lookups) -> dict:
         ray_gpu_total=_ray_gpu_total(pod, index),
         vllm=_vllm_facts(pod, server),
         crash_loops=containers.crash_loops(pod, looked_for(index.snap).crash_causes),
+        **kubernetes_network.config_ref_facts(pod, index.config_names),
         # a workload that serves (vLLM, a Ray node, a pod given GPUs), not a node agent such as the device plugin
         serving_workload=pod.owner_kind != "DaemonSet"
         and (

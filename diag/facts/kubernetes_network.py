@@ -1,12 +1,13 @@
 """The serving path past the pod: a Service's target ports against its pods' container ports, the
-Services an Ingress routes to, the workload an HPA scales."""
+Services an Ingress or a Gateway API route sends to (and an Ingress's TLS Secrets, a route's
+Gateways), the workload an HPA scales, the ConfigMaps and Secrets a pod names."""
 
 from __future__ import annotations
 
 import difflib
 
 from diag.facts.common import link, plain
-from diag.snapshot.model import HPA, Ingress, Pod, Service, ServicePort, Snapshot
+from diag.snapshot.model import HPA, Ingress, Pod, Route, RouteRef, Service, ServicePort, Snapshot
 
 VLLM_DEFAULT_PORT = 8000  # vLLM's OpenAI-compatible server without --port
 
@@ -147,10 +148,134 @@ def _read(snap: Snapshot, name: str) -> bool:
 
 def scopes(snap: Snapshot) -> dict[str, list[dict]]:
     services = {(s.namespace, s.name): s for s in snap.services}
-    return {"ingress": [_ingress(i, services, snap) for i in snap.ingresses]}
+    secrets = names_read(snap, "Secret")
+    return {
+        "ingress": [_ingress(i, services, secrets, snap) for i in snap.ingresses],
+        "route": [_route(r, services, snap) for r in snap.routes],
+    }
 
 
-def _ingress(ing: Ingress, services: dict[tuple[str, str], Service], snap: Snapshot) -> dict:
+_NAME_LISTS = {"ConfigMap": "k8s/configmaps.json", "Secret": "k8s/secrets.json"}
+
+
+def names_read(snap: Snapshot, kind: str) -> dict[str, set[str]] | None:
+    """namespace -> the names of its ConfigMaps or Secrets, for each namespace the list covers: those
+    the manifest says were collected (all, for -A), else (a hand-made bundle) those it has items in.
+    None where the list was not read whole (absent, failed, or capped): a name not in it says nothing."""
+    status = snap.sources.get(_NAME_LISTS[kind])
+    if status is None or status.status != "ok" or "capped" in status.detail:
+        return None
+    by_namespace: dict[str, set[str]] = {}
+    for o in snap.configmaps if kind == "ConfigMap" else snap.secrets:
+        by_namespace.setdefault(o.namespace, set()).add(o.name)
+    kubernetes = snap.manifest.get("kubernetes")
+    collected = kubernetes.get("namespaces") if isinstance(kubernetes, dict) else None
+    if isinstance(collected, list) and "*" in collected:
+        collected = sorted({p.namespace for p in snap.pods} | {i.namespace for i in snap.ingresses})
+    if isinstance(collected, list):
+        for namespace in collected:
+            by_namespace.setdefault(namespace, set())
+    return by_namespace
+
+
+def config_ref_facts(pod: Pod, names: dict[str, dict[str, set[str]] | None]) -> dict:
+    """The ConfigMaps and Secrets the pod names that its namespace does not hold, as the kubelet would
+    say it (`secret "hf-token"`), with where the spec names them; an optional reference is never one.
+    imagePullSecrets apart: the kubelet pulls without a missing one, so it matters only where a pull fails."""
+    missing: dict[tuple[str, str], list[str]] = {}
+    pull: list[str] = []
+    for ref in pod.config_refs:
+        listed = (names.get(ref.kind) or {}).get(pod.namespace)
+        if ref.optional or listed is None or ref.name in listed:
+            continue
+        if ref.where == "imagePullSecrets":
+            pull.append(ref.name)
+        else:
+            missing.setdefault((ref.kind, ref.name), []).append(ref.where)
+    return {
+        "missing_config_refs": [
+            f'{kind.lower()} "{name}" does not exist in namespace {pod.namespace} ({", ".join(wheres)})'
+            for (kind, name), wheres in missing.items()
+        ],
+        "missing_config_names": [f"{kind.lower()}/{name}" for kind, name in missing],
+        "missing_pull_secrets": [
+            f'imagePullSecret "{name}" does not exist in namespace {pod.namespace}' for name in sorted(set(pull))
+        ],
+    }
+
+
+def _route(route: Route, services: dict[tuple[str, str], Service], snap: Snapshot) -> dict:
+    """A route's backendRefs against the Services read, its parentRefs against the Gateways read, and
+    what its parents' controllers say of it (Accepted, ResolvedRefs)."""
+    services_read = _read(snap, "k8s/services.json")
+    gateways_read = _read(snap, "k8s/gateways.json")
+    gateways = {(g.namespace, g.name) for g in snap.gateways}
+    backend_problems, parent_problems, fixes, meant = [], [], [], []
+    for b in route.backends:
+        if b.kind != "Service" or not services_read:
+            continue
+        svc = services.get((b.namespace, b.name))
+        if svc is None:
+            backend_problems.append(f'backendRef {_ref_name(b, route)}: services "{b.name}" not found in {b.namespace}')
+            names_there = sorted(name for (ns, name) in services if ns == b.namespace)
+            if (other := _lookalike(b.name, names_there)) is not None:
+                fixes.append(f"backendRefs name {other} in place of {b.name}")
+                meant.append(services[(b.namespace, other)])
+        elif b.port is not None and not any(p.port == b.port for p in svc.ports):
+            ports = ", ".join(f"{p.name}={p.port}" if p.name else str(p.port) for p in svc.ports) or "none"
+            backend_problems.append(
+                f"backendRef {_ref_name(b, route)}: service {b.name} has no port {b.port} (its ports: {ports})"
+            )
+            if len(svc.ports) == 1:
+                fixes.append(f"backendRefs port {svc.ports[0].port} of {b.name} in place of {b.port}")
+            meant.append(svc)
+    for p in route.parents:
+        if p.kind == "Gateway" and gateways_read and (p.namespace, p.name) not in gateways:
+            missing = f'gateways.gateway.networking.k8s.io "{p.name}" not found in {p.namespace}'
+            parent_problems.append(f"parentRef {_ref_name(p, route)}: {missing}")
+    status_problems = [
+        f"{kind}={c.get('status')} {c.get('reason')}: {c.get('message')} (parent {_ref_name(ps.parent, route)}"
+        f"{', controller ' + ps.controller if ps.controller else ''})"
+        for ps in route.status
+        for kind, c in sorted(ps.conditions.items())
+        if kind in ("Accepted", "ResolvedRefs") and c.get("status") == "False"
+    ]
+    names = sorted(name for (ns, name) in services if ns == route.namespace)
+    behind = [svc for b in route.backends if (svc := services.get((b.namespace, b.name))) is not None]
+    return {
+        "kind": route.kind,
+        "namespace": route.namespace,
+        "name": route.name,
+        "resource": f"{route.kind.lower()}s.gateway.networking.k8s.io",
+        # unknown (None), not fine, where the Services or Gateways were not read
+        "backend_problems": backend_problems if services_read else None,
+        "parent_problems": parent_problems if gateways_read else None,
+        "status_problems": status_problems,
+        # what K8S-321/322 name from the lists read: the controller's condition is then theirs to quote
+        "named_problems": len(backend_problems) + len(parent_problems),
+        # what to change, by name where the namespace holds a Service named like the missing one
+        "backend_fix": "; ".join(fixes) or "spec.rules[].backendRefs[].name / port",
+        "backends": [f"{b.kind.lower()}/{b.namespace}/{b.name}:{b.port}" for b in route.backends],
+        "parents": [f"{p.kind.lower()}/{p.namespace}/{p.name}" for p in route.parents],
+        "existing_services": names,
+        "existing_gateways": sorted(f"{ns}/{name}" for ns, name in gateways),
+        "_subject": f"{route.kind.lower()}/{route.namespace}/{route.name}",
+        "_links": [x for b in route.backends if b.kind == "Service" for x in link("service", f"{b.namespace}/{b.name}")]
+        # the pods behind its Services, or the ones it was meant for: its place on the serving path
+        + [f"pod:{p.key}" for svc in meant + behind for p in _selected(svc, snap)],
+    }
+
+
+def _ref_name(ref: RouteRef, route: Route) -> str:
+    where = ref.name if ref.namespace == route.namespace else f"{ref.namespace}/{ref.name}"
+    port = f":{ref.port}" if ref.port is not None else ""
+    section = f" (sectionName {ref.section})" if ref.section else ""
+    return f"{ref.kind} {where}{port}{section}"
+
+
+def _ingress(
+    ing: Ingress, services: dict[tuple[str, str], Service], secrets: dict[str, set[str]] | None, snap: Snapshot
+) -> dict:
     read = _read(snap, "k8s/services.json")
     names = sorted(name for (ns, name) in services if ns == ing.namespace)
     problems, fixes, meant = [], [], []
@@ -175,16 +300,24 @@ def _ingress(ing: Ingress, services: dict[tuple[str, str], Service], snap: Snaps
                     f"{where}: port {svc.ports[0].name or svc.ports[0].port} of {b.service} in place of {port}"
                 )
             meant.append(svc)
+    behind = [svc for b in ing.backends if (svc := services.get((ing.namespace, b.service))) is not None]
+    listed = None if secrets is None else secrets.get(ing.namespace)
+    tls_missing = None if listed is None else [n for n in ing.tls_secrets if n not in listed]
     return plain(ing) | {
         # unknown, not fine, when the Services were not read
         "backend_problems": problems if read else None,
         # what to change, by name where the namespace holds a Service named like the missing one
         "backend_fix": "; ".join(fixes) or "spec.rules[].http.paths[].backend.service, spec.defaultBackend.service",
         "existing_services": names,
+        # spec.tls secretNames its namespace does not hold; None where the Secrets were not read
+        "tls_missing": tls_missing,
+        "tls_problems": None
+        if tls_missing is None
+        else [f'spec.tls secretName {name}: secret "{name}" not found in {ing.namespace}' for name in tls_missing],
         "_subject": f"ingress/{ing.namespace}/{ing.name}",
         # the pods behind the Services it routes (or was meant to route) to: its place on the serving path
         "_links": [x for b in ing.backends for x in link("service", f"{ing.namespace}/{b.service}")]
-        + [f"pod:{p.key}" for svc in meant for p in _selected(svc, snap)],
+        + [f"pod:{p.key}" for svc in meant + behind for p in _selected(svc, snap)],
     }
 
 

@@ -17,6 +17,7 @@ import yaml
 
 from diag.core.errors import ParseError
 from diag.parsers.json_fields import Fields, load_json, type_name
+from diag.parsers.kubernetes_config import pod_config_refs
 from diag.parsers.logs import xid_in_message
 from diag.parsers.quantity import GPU_RESOURCE, MIG_RESOURCE_PREFIX, gpu_count, parse_quantity, whole_count
 from diag.parsers.workloads import is_ray_pod, ray_node_type, spec_engine_args, vllm_recognition
@@ -416,6 +417,7 @@ def _pod(obj: _Object) -> Pod:
         topology_spread_constraints=spec.raw_objects("topologySpreadConstraints"),
         volumes=spec.raw_objects("volumes"),
         resource_claims=spec.raw_objects("resourceClaims"),
+        config_refs=pod_config_refs(spec),
         ray_cluster=labels.get(RAY_CLUSTER_LABEL),
         ray_node_type=labels.get(RAY_NODE_TYPE_LABEL) or ray_node_type(containers),  # a Ray pod KubeRay did not make
         ray_group=labels.get(RAY_GROUP_LABEL),

@@ -40,7 +40,8 @@ def _ingress(item: Fields) -> Ingress:
             found = _backend(path.child("backend"), rule.text("host"), path.text("path") or "/")
             if found is not None:
                 backends.append(found)
-    return Ingress(namespace, name, spec.text("ingressClassName"), backends)
+    tls = [secret for t in spec.children("tls") if (secret := t.text("secretName"))]
+    return Ingress(namespace, name, spec.text("ingressClassName"), backends, tls)
 
 
 def _backend(backend: Fields, host: str | None, path: str | None) -> IngressBackend | None:

@@ -106,6 +106,16 @@ class Container:
     engine_args: EngineArgs | None = None
 
 
+@dataclass(frozen=True)
+class ConfigRef:
+    """A ConfigMap or Secret a pod's spec names, and where (`env HF_TOKEN of container vllm`)."""
+
+    kind: Literal["ConfigMap", "Secret"]
+    name: str
+    where: str
+    optional: bool = False  # optional: true: the kubelet starts the container without it
+
+
 @dataclass
 class Pod:
     namespace: str
@@ -129,6 +139,8 @@ class Pod:
     topology_spread_constraints: JsonOnly[list[dict]] = field(default_factory=list)
     volumes: JsonOnly[list[dict]] = field(default_factory=list)
     resource_claims: JsonOnly[list[dict]] = field(default_factory=list)  # spec.resourceClaims (DRA) as in the API
+    # the ConfigMaps and Secrets its spec names (env, envFrom, volumes, projected volumes, imagePullSecrets)
+    config_refs: list[ConfigRef] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)  # filled by join
     # cross-layer links, filled by join
     workload_kind: str | None = None  # Deployment/StatefulSet/RayCluster/... (owner of the owner)
@@ -223,6 +235,57 @@ class Ingress:
     name: str
     ingress_class: str | None = None  # spec.ingressClassName
     backends: list[IngressBackend] = field(default_factory=list)  # Service backends only (not resource backends)
+    tls_secrets: list[str] = field(default_factory=list)  # spec.tls[].secretName
+
+
+@dataclass(frozen=True)
+class ObjectName:
+    """An object known by its name only: a ConfigMap or Secret (their data is never read)."""
+
+    namespace: str
+    name: str
+
+
+@dataclass
+class Gateway:
+    """A Gateway API Gateway (gateway.networking.k8s.io/v1)."""
+
+    namespace: str
+    name: str
+    gateway_class: str | None = None
+    conditions: JsonOnly[dict[str, dict]] = field(default_factory=dict)  # type -> {status, reason, message}
+
+
+@dataclass(frozen=True)
+class RouteRef:
+    """A parentRef or backendRef of a route; `namespace` filled with the route's where the ref has none."""
+
+    kind: str  # Gateway, Service, ...
+    namespace: str
+    name: str
+    port: int | None = None  # backendRef port; parentRef port
+    section: str | None = None  # parentRef sectionName (a listener)
+
+
+@dataclass
+class RouteParentStatus:
+    """status.parents[]: how one parent's controller sees the route."""
+
+    parent: RouteRef
+    controller: str | None
+    conditions: JsonOnly[dict[str, dict]] = field(default_factory=dict)
+
+
+@dataclass
+class Route:
+    """An HTTPRoute or GRPCRoute."""
+
+    kind: str
+    namespace: str
+    name: str
+    parents: list[RouteRef] = field(default_factory=list)
+    backends: list[RouteRef] = field(default_factory=list)
+    status: list[RouteParentStatus] = field(default_factory=list)
 
 
 @dataclass
@@ -645,6 +708,10 @@ class Snapshot:
     pdbs: list[PodDisruptionBudget] = field(default_factory=list)
     network_policies: list[NetworkPolicy] = field(default_factory=list)
     pvcs: list[PersistentVolumeClaim] = field(default_factory=list)
+    gateways: list[Gateway] = field(default_factory=list)
+    routes: list[Route] = field(default_factory=list)  # HTTPRoutes and GRPCRoutes
+    configmaps: list[ObjectName] = field(default_factory=list)
+    secrets: list[ObjectName] = field(default_factory=list)  # names only: llmdiag never reads a Secret's data
     ray_clusters: list[RayClusterSpec] = field(default_factory=list)
     daemonsets: list[DaemonSet] = field(default_factory=list)
     ray_status: RayStatus | None = None

@@ -234,6 +234,10 @@ def _read(snap: Snapshot, name: str) -> bool:
     return snap.sources.get(name) is not None and snap.sources[name].status == "ok"
 
 
+def _skipped(snap: Snapshot, name: str) -> bool:
+    return snap.sources.get(name) is not None and snap.sources[name].status == "skipped"
+
+
 def _kubernetes_relevant(snap: Snapshot) -> bool:
     kubernetes = snap.manifest.get("kubernetes")
     asked_live = isinstance(kubernetes, dict) and bool(kubernetes.get("context"))
@@ -251,12 +255,17 @@ def _kubernetes_gaps(snap: Snapshot) -> list[Gap]:
         for name, command in _KUBERNETES_SOURCES.items()
         if not _read(snap, name)
     ]
-    # a list that decides nothing alone (Ingresses): a gap where the collector says it read it, and it is not here
+    # a list that decides nothing alone (Ingresses): a gap where the collector says it read it, and it is not
+    # here; "skipped" (its CRDs are not installed) is an answer
     recorded = snap.manifest.get("sources")
     found += [
         Gap(row.path, f"{row.path}: {_state(snap, row.path)}", row.kubectl(ns), deciding=False)
         for row in KUBE_LISTS
-        if not row.decides and isinstance(recorded, dict) and row.path in recorded and not _read(snap, row.path)
+        if not row.decides
+        and isinstance(recorded, dict)
+        and row.path in recorded
+        and not _read(snap, row.path)
+        and not _skipped(snap, row.path)
     ]
     if snap.services and not any(_read(snap, name) for name in _ENDPOINTS):
         found.append(

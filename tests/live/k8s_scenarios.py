@@ -131,6 +131,98 @@ def service(name: str, namespace: str) -> dict:
     }
 
 
+def ingress(name: str, ns: str, backend: str, tls_secret: str | None = None) -> dict:
+    """An Ingress for <name>.example.internal/v1 to Service `backend` (port name http), TLS with `tls_secret`."""
+    spec: dict = {
+        "rules": [
+            {
+                "host": f"{name}.example.internal",
+                "http": {
+                    "paths": [
+                        {
+                            "path": "/v1",
+                            "pathType": "Prefix",
+                            "backend": {"service": {"name": backend, "port": {"name": "http"}}},
+                        }
+                    ]
+                },
+            }
+        ]
+    }
+    if tls_secret:
+        spec["tls"] = [{"hosts": [f"{name}.example.internal"], "secretName": tls_secret}]
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "Ingress",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": spec,
+    }
+
+
+def secret(name: str, ns: str, data: dict[str, str]) -> dict:
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": ns}, "stringData": data}
+
+
+GATEWAY_GROUP = "gateway.networking.k8s.io"
+
+
+def gateway_api_crds(cluster: ControlPlane) -> None:
+    """The Gateway API's Gateway, HTTPRoute and GRPCRoute as CRDs of group gateway.networking.k8s.io, v1,
+    with a status subresource; their schemas left open (the upstream CRDs' validation is not what is
+    tested: the shapes written are the API's). Waits until the API server serves them."""
+    crds = []
+    for kind, plural in (("Gateway", "gateways"), ("HTTPRoute", "httproutes"), ("GRPCRoute", "grpcroutes")):
+        schema = {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}
+        crds.append({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            # a *.k8s.io group needs the approval annotation; the upstream CRDs carry this one
+            "metadata": {"name": f"{plural}.{GATEWAY_GROUP}",
+                         "annotations": {"api-approved.kubernetes.io": "https://github.com/kubernetes-sigs/gateway-api/pull/2466"}},
+            "spec": {
+                "group": GATEWAY_GROUP,
+                "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": f"{kind}List"},
+                "scope": "Namespaced",
+                "versions": [{"name": "v1", "served": True, "storage": True, "schema": schema,
+                              "subresources": {"status": {}}}],
+            },
+        })  # fmt: skip
+    apply(cluster, *crds)
+    wait_for(
+        "the Gateway API served",
+        lambda: (
+            cluster.kubectl("get", f"httproutes.{GATEWAY_GROUP}", "-A", check=False).returncode == 0
+            and cluster.kubectl("get", f"gateways.{GATEWAY_GROUP}", "-A", check=False).returncode == 0
+            and cluster.kubectl("get", f"grpcroutes.{GATEWAY_GROUP}", "-A", check=False).returncode == 0
+        ),
+    )
+
+
+def gateway(name: str, ns: str) -> dict:
+    listener = {"name": "http", "port": 80, "protocol": "HTTP", "allowedRoutes": {"namespaces": {"from": "All"}}}
+    return {"apiVersion": f"{GATEWAY_GROUP}/v1", "kind": "Gateway", "metadata": {"name": name, "namespace": ns},
+            "spec": {"gatewayClassName": "eg", "listeners": [listener]}}  # fmt: skip
+
+
+def http_route(name: str, ns: str, *, gateway: tuple[str, str], backend: str, port: int = 8000) -> dict:
+    """An HTTPRoute for <name>.example.internal/v1 on Gateway (namespace, name) to Service `backend`."""
+    return {
+        "apiVersion": f"{GATEWAY_GROUP}/v1",
+        "kind": "HTTPRoute",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "parentRefs": [{"group": GATEWAY_GROUP, "kind": "Gateway", "namespace": gateway[0], "name": gateway[1]}],
+            "hostnames": [f"{name}.example.internal"],
+            "rules": [
+                {
+                    "matches": [{"path": {"type": "PathPrefix", "value": "/v1"}}],
+                    "backendRefs": [{"group": "", "kind": "Service", "name": backend, "port": port, "weight": 1}],
+                }
+            ],
+        },
+    }
+
+
 def two_gpu_nodes(cluster: ControlPlane) -> ControlPlane:
     """Two 8-GPU H100 nodes with the GPU operator's taint, Ready under kwok."""
     apply(cluster, gpu_node("gpu-h100-1", 8), gpu_node("gpu-h100-2", 8))

@@ -1,24 +1,41 @@
 """The serving path past the pod on a REAL control plane: the endpoints controller on a Service whose
 named targetPort no container names, the HPA controller on a scaleTargetRef that names no Deployment,
-and an Ingress whose backend Service does not exist. Each has the fixture that stands for it and must
-fire the same rule, quoting what the controllers wrote (run: pytest tests/live/test_k8s_serving_path.py)."""
+an Ingress whose backend Service or TLS Secret does not exist (the Secrets read by name only), and
+Gateway API routes (CRDs installed here: before, their lists are "skipped") to a Service or a Gateway
+that does not exist, or that their controller did not accept; a PodDisruptionBudget that holds a drain,
+a default-deny NetworkPolicy over the vLLM pods, a ReadWriteOncePod claim two replicas want. Each has
+the fixture that stands for it and must fire the same rule, quoting what was read
+(run: pytest tests/live/test_k8s_serving_path.py).
+A pod whose ConfigMap volume is missing (K8S-130) has no live scenario: kwok runs the pod without
+mounting anything, so it never waits in ContainerCreating."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from k8s_cluster import ControlPlane, wait_for
 from k8s_scenarios import (
     CATALOGUE,
+    GATEWAY_GROUP,
+    REPO,
     apply,
     expected,
     failed_scheduling,
     fired,
+    gateway,
+    gateway_api_crds,
     get,
+    http_route,
+    ingress,
     namespace,
     pods,
     running,
+    secret,
     service,
     triage,
     two_gpu_nodes,
@@ -196,3 +213,108 @@ def test_a_read_write_once_pod_claim_shared_by_two_replicas(gpu_cluster: Control
         f"claim hf-cache (ReadWriteOncePod) is used by {holder['metadata']['name']} on {holder['spec']['nodeName']}"
         in evidence
     )
+
+
+SECRET_VALUE = "hf_plantLiveSecretValue0090abcdefgh"
+
+
+def test_an_ingress_whose_tls_secret_does_not_exist_and_secrets_read_by_name(
+    gpu_cluster: ControlPlane, tmp_path: Path
+) -> None:
+    ns = "ingress-tls"
+    apply(
+        gpu_cluster,
+        namespace(ns),
+        secret("hf-token", ns, {"token": SECRET_VALUE}),
+        vllm_deployment("qwen", ns, gpus=1, tolerate=True),
+        service("qwen", ns),
+        ingress("qwen", ns, "qwen", tls_secret="qwen-tls"),
+    )
+    running(gpu_cluster, ns, "qwen")
+    assert get(gpu_cluster, "secret", "hf-token", "-n", ns)["data"]  # the API server holds the data
+
+    report = triage(gpu_cluster, ns)
+    _verdict_is(report, "k8s-ingress-tls-secret-missing")
+    [finding] = [f for f in report["findings"] if f["rule"] == "K8S-324"]
+    assert 'secret "qwen-tls" not found in ingress-tls' in " ".join(finding["evidence"])
+    assert "create secret tls qwen-tls" in finding["remediation"]
+    # no Gateway API here (yet): its lists are an answer, not a gap
+    for kind in ("gateways", "httproutes", "grpcroutes"):
+        assert report["sources"][f"k8s/{kind}.json"]["status"] == "skipped"
+    assert not [g for g in report["verdict"]["gaps"] if "gateway" in g["source"] or "route" in g["source"]]
+
+    out = tmp_path / "bundle"
+    subprocess.run(
+        [sys.executable, "-m", "diag.cli", "collect", f"--kubeconfig={gpu_cluster.kubeconfig}", "-n", ns,
+         "--no-local-gpu", "--scrapes=1", "--timeout=60", "--quiet", f"--out={out}"],
+        cwd=REPO, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    listed = json.loads((out / "k8s/secrets.json").read_text())["items"]
+    assert [(i["metadata"]["name"], sorted(i)) for i in listed] == [("hf-token", ["apiVersion", "kind", "metadata"])]
+    encoded = json.dumps(get(gpu_cluster, "secret", "hf-token", "-n", ns)["data"]["token"]).strip('"')
+    leaks = [p for p in out.rglob("*") if p.is_file() and (SECRET_VALUE in p.read_text() or encoded in p.read_text())]
+    assert leaks == []
+
+
+@pytest.fixture(scope="module")
+def gateway_api(gpu_cluster: ControlPlane) -> Iterator[ControlPlane]:
+    """The Gateway API's CRDs and a shared Gateway in gateway-system; removed after, for the files after this one."""
+    gateway_api_crds(gpu_cluster)
+    apply(gpu_cluster, namespace("gateway-system"), gateway("inference-gateway", "gateway-system"))
+    yield gpu_cluster
+    for plural in ("gateways", "httproutes", "grpcroutes"):
+        gpu_cluster.kubectl("delete", "crd", f"{plural}.{GATEWAY_GROUP}", "--wait=false", check=False)
+
+
+def _route_scenario(cluster: ControlPlane, ns: str, route: dict) -> dict:
+    apply(cluster, namespace(ns), vllm_deployment("qwen", ns, gpus=1, tolerate=True), service("qwen", ns), route)
+    running(cluster, ns, "qwen")
+    return route
+
+
+def test_an_httproute_to_a_service_that_does_not_exist(gateway_api: ControlPlane) -> None:
+    ns = "route-backend"
+    _route_scenario(
+        gateway_api, ns, http_route("qwen", ns, gateway=("gateway-system", "inference-gateway"), backend="qwen-chat")
+    )
+    report = triage(gateway_api, ns)
+    _verdict_is(report, "k8s-httproute-backend-missing")
+    [finding] = [f for f in report["findings"] if f["rule"] == "K8S-321"]
+    assert 'services "qwen-chat" not found in route-backend' in " ".join(finding["evidence"])
+    assert "backendRefs name qwen in place of qwen-chat" in finding["remediation"]
+
+
+def test_an_httproute_on_a_gateway_that_does_not_exist(gateway_api: ControlPlane) -> None:
+    ns = "route-parent"
+    _route_scenario(gateway_api, ns, http_route("qwen", ns, gateway=("gateway-system", "inference-gw"), backend="qwen"))
+    report = triage(gateway_api, ns)
+    _verdict_is(report, "k8s-httproute-gateway-missing")
+    [finding] = [f for f in report["findings"] if f["rule"] == "K8S-322"]
+    evidence = " ".join(finding["evidence"])
+    assert 'gateways.gateway.networking.k8s.io "inference-gw" not found in gateway-system' in evidence
+    assert "gateway-system/inference-gateway" in evidence  # the Gateways read, of every namespace
+
+
+def test_an_httproute_its_gateways_controller_did_not_accept(gateway_api: ControlPlane) -> None:
+    ns = "route-status"
+    route = _route_scenario(
+        gateway_api, ns, http_route("qwen", ns, gateway=("gateway-system", "inference-gateway"), backend="qwen")
+    )
+    condition = {
+        "type": "Accepted",
+        "status": "False",
+        "reason": "NotAllowedByListeners",
+        "message": "No listeners included by this parent ref allowed this attachment.",
+        "observedGeneration": 1,
+        "lastTransitionTime": "2026-12-07T00:00:00Z",
+    }
+    controller = "gateway.envoyproxy.io/gatewayclass-controller"
+    parent = {"parentRef": route["spec"]["parentRefs"][0], "controllerName": controller, "conditions": [condition]}
+    status = {"parents": [parent]}
+    # what the Gateway's controller writes (none runs here): the status subresource, as a controller patches it
+    gateway_api.kubectl("patch", f"httproutes.{GATEWAY_GROUP}", "qwen", "-n", ns, "--subresource=status",
+                        "--type=merge", "-p", json.dumps({"status": status}))  # fmt: skip
+    report = triage(gateway_api, ns)
+    _verdict_is(report, "k8s-httproute-not-accepted")
+    [finding] = [f for f in report["findings"] if f["rule"] == "K8S-323"]
+    assert "Accepted=False NotAllowedByListeners: No listeners included" in " ".join(finding["evidence"])

@@ -63,7 +63,14 @@ RESOURCES: dict[str, Resource] = {
     "persistentvolumeclaims": Resource("", "v1", "PersistentVolumeClaimList", "persistentvolumeclaims.json"),
     "rayclusters": Resource("ray.io", "v1", "RayClusterList", "rayclusters.json", custom=True),
     "rayservices": Resource("ray.io", "v1", "RayServiceList", "rayservices.json", custom=True),
+    "configmaps": Resource("", "v1", "ConfigMapList", "configmaps.json"),
+    "secrets": Resource("", "v1", "SecretList", "secrets.json"),
+    "gateways": Resource("gateway.networking.k8s.io", "v1", "GatewayList", "gateways.json", custom=True),
+    "httproutes": Resource("gateway.networking.k8s.io", "v1", "HTTPRouteList", "httproutes.json", custom=True),
+    "grpcroutes": Resource("gateway.networking.k8s.io", "v1", "GRPCRouteList", "grpcroutes.json", custom=True),
 }
+# Accept: ...;as=PartialObjectMetadataList: the API server answers with the items' metadata alone
+_METADATA_ONLY = "as=PartialObjectMetadataList"
 _WRITE_METHODS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
 
@@ -86,6 +93,7 @@ class RecordedRequest:
     query: dict[str, list[str]]
     upgrade: bool  # a websocket upgrade (exec)
     info: RequestInfo | None  # None: not an API resource path
+    accept: str = ""  # the Accept header
 
 
 @dataclass
@@ -153,8 +161,11 @@ class ReplayServer:
         cluster: ReplayCluster,
         exec_protocols: tuple[str, ...] = ("v4.channel.k8s.io",),
         forbidden: frozenset[str] = frozenset(),
+        metadata_only_lists: bool = True,
     ) -> None:
         self.cluster = cluster
+        # False: answer a metadata-only Accept with whole objects, as a server or proxy that ignores it
+        self.metadata_only_lists = metadata_only_lists
         self.exec_protocols = exec_protocols
         self.forbidden = forbidden  # resources (or resource/subresource) RBAC denies, answered 403
         self.requests: list[RecordedRequest] = []
@@ -242,7 +253,8 @@ class _Handler(BaseHTTPRequestHandler):
         query = parse_qs(parts.query, keep_blank_values=True)
         upgrade = self.headers.get("Upgrade", "").lower() == "websocket"
         info = _request_info(self.command, parts.path, query)
-        self.replay.record(RecordedRequest(self.command, parts.path, query, upgrade, info))
+        accept = self.headers.get("Accept", "")
+        self.replay.record(RecordedRequest(self.command, parts.path, query, upgrade, info, accept))
         if int(self.headers.get("Content-Length") or 0):
             self.rfile.read(int(self.headers["Content-Length"]))
         if self.headers.get("Authorization") != f"Bearer {TOKEN}":
@@ -263,12 +275,14 @@ class _Handler(BaseHTTPRequestHandler):
         if info.subresource == "proxy":
             return self._proxy(info, parts.path, parts.query)
         if info.name is None:
-            return self._list(info, resource, query)
+            return self._list(info, resource, query, _METADATA_ONLY in accept and self.replay.metadata_only_lists)
         return self._get(info, resource)
 
     # ------------------------------------------------------------------ objects
 
-    def _list(self, info: RequestInfo, resource: Resource, query: dict[str, list[str]]) -> None:
+    def _list(
+        self, info: RequestInfo, resource: Resource, query: dict[str, list[str]], metadata_only: bool = False
+    ) -> None:
         items = [
             o
             for o in self.replay.cluster.objects.get(info.resource, [])
@@ -289,10 +303,11 @@ class _Handler(BaseHTTPRequestHandler):
         if end < len(items):
             metadata["continue"] = base64.urlsafe_b64encode(json.dumps({"start": end}).encode()).decode()
             metadata["remainingItemCount"] = len(items) - end
-        self._json(
-            HTTPStatus.OK,
-            {"kind": resource.list_kind, "apiVersion": resource.group_version, "metadata": metadata, "items": page},
-        )
+        kind, group_version = resource.list_kind, resource.group_version
+        if metadata_only:
+            kind, group_version = "PartialObjectMetadataList", "meta.k8s.io/v1"
+            page = [{"kind": "PartialObjectMetadata", "apiVersion": group_version, "metadata": _meta(o)} for o in page]
+        self._json(HTTPStatus.OK, {"kind": kind, "apiVersion": group_version, "metadata": metadata, "items": page})
 
     def _get(self, info: RequestInfo, resource: Resource) -> None:
         obj = self.replay.cluster.find(info.resource, info.namespace, info.name or "")

@@ -40,8 +40,16 @@ _GENERATED = {
         "list_namespaced_persistent_volume_claim",
         "list_persistent_volume_claim_for_all_namespaces",
     ),
+    "configmaps": ("CoreV1Api", "list_namespaced_config_map", "list_config_map_for_all_namespaces"),
+    "secrets": ("CoreV1Api", "list_namespaced_secret", "list_secret_for_all_namespaces"),
 }
-_CUSTOM = {"rayclusters": "ray.io/v1", "rayservices": "ray.io/v1"}
+_CUSTOM = {
+    "rayclusters": "ray.io/v1",
+    "rayservices": "ray.io/v1",
+    "gateways": "gateway.networking.k8s.io/v1",
+    "httproutes": "gateway.networking.k8s.io/v1",
+    "grpcroutes": "gateway.networking.k8s.io/v1",
+}
 
 
 def _resource_path(api: str, method: str) -> str:

@@ -11,7 +11,7 @@ import pytest
 from diag.bundle.files import Bundle
 from diag.collect.base import SourceResult, Target
 from diag.collect.manifest import CollectionRecord, build_manifest, write_manifest
-from diag.collect.redact import HIGH_ENTROPY, REDACTED, Redactor, high_entropy, redact, redact_text
+from diag.collect.redact import HIGH_ENTROPY, REDACTED, SECRET_DATA, Redactor, high_entropy, redact, redact_text
 
 # A Ray job as the dashboard's /api/jobs/ lists it (JobDetails): metadata and runtime_env are the user's.
 RAY_JOB = {
@@ -98,9 +98,9 @@ def test_text_shapes(line: str, kept: str) -> None:
 
 def test_yaml_files_are_cleaned_as_data_and_block_scalars_in_text() -> None:
     manifest = (
-        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: tls\n"
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: tls\n"
         "  annotations:\n    example.com/api-token: plantYamlTok0070\n"
-        "stringData:\n  tls.key: |\n    -----BEGIN EC PRIVATE KEY-----\n"
+        "data:\n  tls.key: |\n    -----BEGIN EC PRIVATE KEY-----\n"
         "    plantYamlPem0071\n    -----END EC PRIVATE KEY-----\n"
         "  replicas: '3'\n"
     )
@@ -171,3 +171,28 @@ def test_a_flag_after_a_hyphenated_model_name_is_still_a_flag() -> None:
     """`-Llama-3-8B-Instruct` is no flag: it took `--api-key` for its value, and the key was kept."""
     line = "vllm serve meta-llama/Meta-Llama-3-8B-Instruct --api-key plantKey0001abc --port 8000"
     assert redact_text(line) == "vllm serve meta-llama/Meta-Llama-3-8B-Instruct --api-key <redacted> --port 8000"
+
+
+def test_a_secret_objects_data_is_dropped_wherever_it_is() -> None:
+    """A hand-made secrets.json (`kubectl get secrets -o json`) and a Secret in a last-applied annotation."""
+    applied = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "stringData": {"k": "plainValue0080"}}
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": "hf-token",
+            "namespace": "llm",
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": json.dumps(applied)},
+        },
+        "type": "Opaque",
+        "data": {"config": "c29tZXRoaW5nMDA4MQ=="},
+    }
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"x": "kept0082"}}
+    raw = json.dumps({"apiVersion": "v1", "kind": "List", "items": [secret, configmap]}).encode()
+    redactor = Redactor()
+    cleaned = redactor("k8s/secrets.json", raw)
+    assert b"c29tZXRoaW5nMDA4MQ" not in cleaned and b"plainValue0080" not in cleaned
+    doc = json.loads(cleaned)
+    assert "data" not in doc["items"][0] and doc["items"][0]["metadata"]["name"] == "hf-token"
+    assert doc["items"][1]["data"] == {"x": "kept0082"}  # a ConfigMap's data is no Secret
+    assert redactor.applied[SECRET_DATA] == 2

@@ -10,7 +10,7 @@ import pytest
 
 from diag.core.errors import ParseError
 from diag.parsers import kubernetes
-from diag.snapshot.model import Container, Event, Pod, Probe, XidLine
+from diag.snapshot.model import ConfigRef, Container, Event, Pod, Probe, XidLine
 
 
 def as_list(*items: dict) -> str:
@@ -1704,6 +1704,7 @@ def test_every_pod_field():
         tolerations=spec["tolerations"],
         topology_spread_constraints=spec["topologySpreadConstraints"],
         volumes=spec["volumes"],
+        config_refs=[ConfigRef("Secret", "hf", "env HF_TOKEN of container vllm")],
     )
 
 

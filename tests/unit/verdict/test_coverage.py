@@ -381,3 +381,37 @@ def test_a_bundle_without_the_policy_lists_has_no_gap_for_them(tmp_path: Path) -
         assert not (bundle / f"k8s/{name}.json").exists()
     report = analyze_bundle(Bundle.open(bundle))
     assert (report.verdict.status, report.verdict.gaps) == ("healthy", [])
+
+
+NEW_LISTS = ("configmaps", "secrets", "gateways", "httproutes", "grpcroutes")
+
+
+def test_a_bundle_without_the_configmap_secret_and_gateway_lists_has_no_new_gap(tmp_path: Path) -> None:
+    bundle = copy_of(HEALTHY, tmp_path)
+    for kind in NEW_LISTS:
+        (bundle / f"k8s/{kind}.json").unlink()
+    report = analyze_bundle(Bundle.open(bundle))
+    assert (report.verdict.status, report.verdict.gaps) == ("healthy", [])
+
+
+def test_gateway_api_lists_skipped_for_want_of_crds_are_an_answer_not_a_gap(tmp_path: Path) -> None:
+    bundle = copy_of(HEALTHY, tmp_path)
+    sources = {f"k8s/{kind}.json": {"status": "ok", "detail": "1 items"} for kind in ("configmaps", "secrets")}
+    for kind in ("gateways", "httproutes", "grpcroutes"):
+        (bundle / f"k8s/{kind}.json").unlink()
+        sources[f"k8s/{kind}.json"] = {
+            "status": "skipped",
+            "detail": "the gateway.networking.k8s.io/v1 CRDs are not installed",
+        }
+    (bundle / "manifest.json").write_text(json.dumps({"tool": "llmdiag", "sources": sources}))
+    report = analyze_bundle(Bundle.open(bundle))
+    assert (report.verdict.status, report.verdict.gaps) == ("healthy", [])
+
+
+def test_secrets_the_manifest_says_were_read_and_are_not_here_are_a_gap(tmp_path: Path) -> None:
+    bundle = copy_of(HEALTHY, tmp_path)
+    (bundle / "k8s/secrets.json").unlink()
+    sources = {"k8s/secrets.json": {"status": "ok", "detail": "2 items"}}
+    (bundle / "manifest.json").write_text(json.dumps({"tool": "llmdiag", "sources": sources}))
+    report = analyze_bundle(Bundle.open(bundle))
+    assert [(g.source, g.deciding) for g in report.verdict.gaps] == [("k8s/secrets.json", False)]
