@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,11 @@ def hostile_html_bundle(name_payload: str | None = None) -> Bundle:
     pods = json.loads(files["k8s/pods.json"])["items"]
     events = json.loads(files["k8s/events.json"])
     servers = [p for p in pods if any(f.startswith(f"vllm/{p['metadata']['name']}.") for f in files)]
+    start = json.loads(files["prometheus/vllm_kv_cache_usage_perc.json"])["window"]["start"]  # the timeline's
+
+    def at(minutes: float) -> str:
+        return datetime.fromtimestamp(start + minutes * 60, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
     objects = {("Pod", p["metadata"]["name"], p["metadata"]["namespace"]) for p in servers}
     objects |= {("Node", p["spec"]["nodeName"], None) for p in servers}
     for n, message in enumerate(MESSAGES):
@@ -52,7 +58,7 @@ def hostile_html_bundle(name_payload: str | None = None) -> Bundle:
                     "message": message,
                     "type": "Warning",
                     "count": 2,
-                    "lastTimestamp": f"2026-12-03T16:{40 + n:02d}:00Z",
+                    "lastTimestamp": at(10 + n),
                 }
             )
     events["items"].append(
@@ -63,7 +69,7 @@ def hostile_html_bundle(name_payload: str | None = None) -> Bundle:
             "reason": "KernelXid",
             "message": f"NVRM: Xid (PCI:0000:18:00): 79, pid=1, name={MESSAGES[1]}",
             "type": "Warning",
-            "lastTimestamp": "2026-12-03T16:50:30Z",
+            "lastTimestamp": at(20.5),
         }
     )
     files["k8s/events.json"] = json.dumps(events).encode()

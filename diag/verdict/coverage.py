@@ -16,7 +16,10 @@ relevant; each relevant layer needs its deciding sources:
   history     once Prometheus was queried (any prometheus/ answer of diag.bundle.prometheus_queries in the
               bundle), every one of those answers: a fault that only the history shows is a fault
 A source that failed (damaged file, collector error) is a gap whatever its layer: what it would have
-shown is unknown. Every gap names what is missing and the command that gets it.
+shown is unknown. It decides nothing (it is named beside a healthy verdict) where its content could not
+change one: a pod's log (a crashed container's is asked for above), another namespace's pods on a node,
+a GPU capture where no capture could be read at all (nvidia-smi refused on every node: the GPUs are then
+unseen, as in a bundle that holds none). Every gap names what is missing and the command that gets it.
 """
 
 from __future__ import annotations
@@ -41,9 +44,8 @@ class Gap:
     source: str  # bundle path or collector name
     problem: str  # one line: what is missing or wrong
     remedy: str  # the command (or step) that gets it
-    # deciding: a fault the source would show could be the root cause (pods, nodes, events, the Ray
-    # state, GPUs, vLLM metrics, Prometheus' history); other lists (HPAs, Services, KubeRay objects)
-    # only add detail
+    # deciding: a fault could hide in what is missing, so the verdict cannot be healthy; a gap that
+    # decides nothing (`_decides_nothing`) is named beside a healthy verdict
     deciding: bool = True
     links: tuple[str, ...] = ()  # the subjects whose data is missing ("node:gpu-2"), when known
     source_layer: str | None = None  # where the source's path does not say it (manifest.json ...)
@@ -134,12 +136,13 @@ def _failed_sources(snap: Snapshot) -> list[Gap]:
     subjects = _Subjects.of(snap)
     ns = _namespace_flag(snap)
     logs = _LogFiles.of(snap) if any(n.startswith("k8s/logs/") for n in snap.sources) else None
+    gpus_seen = _gpus_read(snap)
     return [
         Gap(
             name,
             status.detail or f"{name}: could not be read",
             (logs.command(name) if logs is not None else None) or _remedy_for(name, ns),
-            layout.decides(name),
+            not _decides_nothing(name, gpus_seen),
             subjects.links_of(name),
         )
         for name, status in sorted(snap.sources.items())
@@ -259,7 +262,7 @@ def _kubernetes_gaps(snap: Snapshot) -> list[Gap]:
     # here; "skipped" (its CRDs are not installed) is an answer
     recorded = snap.manifest.get("sources")
     found += [
-        Gap(row.path, f"{row.path}: {_state(snap, row.path)}", row.kubectl(ns), deciding=False)
+        Gap(row.path, f"{row.path}: {_state(snap, row.path)}", row.kubectl(ns))
         for row in KUBE_LISTS
         if not row.decides
         and isinstance(recorded, dict)
@@ -277,7 +280,7 @@ def _kubernetes_gaps(snap: Snapshot) -> list[Gap]:
         )
     if _ray_relevant(snap):
         found += [
-            Gap(name, f"{name}: {_state(snap, name)}", command.format(ns=ns), deciding=False)
+            Gap(name, f"{name}: {_state(snap, name)}", command.format(ns=ns))
             for name, command in _KUBERAY_SOURCES.items()
             if not _read(snap, name) and getattr(snap.sources.get(name), "status", None) != "skipped"
         ]
@@ -396,9 +399,24 @@ def _rates_in_history(server: VllmServer) -> bool:
     return all(len(server.history.get(stem) or []) >= 2 for stem in RATE_HISTORY)
 
 
+def _decides_nothing(name: str, gpus_seen: bool) -> bool:
+    """A failed source whose content could not change a healthy verdict: a pod's log (a crashed
+    container's is asked for by `_log_gaps`), another namespace's pods on a node (its text says they were
+    not read), a GPU capture where none was read (the GPUs are then unseen, as in a bundle without any)."""
+    if name.startswith(("k8s/logs/", "k8s/node-pods/")):
+        return True
+    return not gpus_seen and layout.layer_of(name) == "gpu" and name.startswith("gpu/")
+
+
+def _gpus_read(snap: Snapshot) -> bool:
+    """Whether the bundle holds a GPU capture. Where none could be read (nvidia-smi refused on every node),
+    the GPUs are unseen as in a bundle without any: each failed capture is named, and decides nothing."""
+    return any(name.startswith("gpu/") and status.status == "ok" for name, status in snap.sources.items())
+
+
 def _gpu_gaps(snap: Snapshot) -> list[Gap]:
     """Once GPUs were collected at all, every GPU node a serving pod runs on must be among them."""
-    if not any(name.startswith("gpu/") for name in snap.sources):
+    if not _gpus_read(snap):
         return []
     seen = {g.node or g.host for g in snap.gpus}
     gpu_nodes = {n.name for n in snap.nodes if is_gpu_node(n)}

@@ -12,7 +12,9 @@ The verdict is one of three answers:
                 symptoms above it. Said whenever such a root exists, whatever was not read.
   inconclusive  nothing fired, and a source that would decide was missing, empty or damaged
                 (diag.verdict.coverage)
-  healthy       no fault, and every deciding source was read
+  healthy       no fault, and every deciding source was read; a source that decides nothing alone (a
+                list that only adds detail, a log of a container that did not crash, the GPUs where no
+                capture could be read at all) is named as not read
 
 A source that was not read matters to a fault only if it could change its root cause: some rule that
 explains the root (through `explains`, transitively) needs that source (`requires`) and was not
@@ -123,8 +125,9 @@ def verdict(
             caveats,
             confidence,
         )
-    if gaps:
-        names = _source_names(gaps)
+    deciding = [g for g in gaps if g.deciding]
+    if deciding:
+        names = _source_names(deciding)
         return Verdict(
             "inconclusive",
             None,
@@ -134,8 +137,13 @@ def verdict(
             gaps=gaps,
         )
     gap = f"; {undecided} could not be decided from this bundle (see sources)" if undecided else ""
+    unread = f" Not read: {_source_names(gaps)}." if gaps else ""
     return Verdict(
-        "healthy", None, None, f"No fault found: {checked} rules had the data they need and none found a fault{gap}."
+        "healthy",
+        None,
+        None,
+        f"No fault found: {checked} rules had the data they need and none found a fault{gap}.{unread}",
+        gaps=gaps,
     )
 
 

@@ -3,7 +3,10 @@ bundle's becomes markup (tests/browser/ opens the same pages in Chromium)."""
 
 from __future__ import annotations
 
+import functools
+import json
 import sys
+from datetime import datetime, timezone
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -98,7 +101,24 @@ def test_the_answer_comes_first_with_the_fix_commands_to_copy() -> None:
     targets = {a["id"]: a for t, a in tags.tags if t == "pre" and a.get("id")}
     assert buttons and all(b["data-copy"] in targets for b in buttons)
     assert 'id="cmd-1">kubectl cordon gpu-h100-2</pre>' in page
-    assert "<strong>When:</strong> since 2026-12-03 16:56 UTC (" in page.split('id="timeline"')[0]
+    assert (
+        f"<strong>When:</strong> since {_first_xid_minute('history-xid-on-one-gpu')} UTC ("
+        in page.split('id="timeline"')[0]
+    )
+
+
+def _first_xid_minute(fixture: str) -> str:
+    """The minute of the first sample where dcgm-exporter's Xid gauge is not 0."""
+    answer = json.loads((FIXTURES / fixture / "prometheus" / "dcgm_xid_errors.json").read_text())
+    first = min(t for s in answer["data"]["result"] for t, v in s["values"] if float(v) > 0)
+    return datetime.fromtimestamp(first, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+
+def _in_window(fixture: str, minutes: float) -> str:
+    """A time `minutes` after the start of the fixture's Prometheus window, as the API writes it."""
+    answer = json.loads((FIXTURES / fixture / "prometheus" / "vllm_kv_cache_usage_perc.json").read_text())
+    at = answer["window"]["start"] + minutes * 60
+    return datetime.fromtimestamp(at, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def test_the_timeline_draws_the_affected_gpu_and_the_server_it_serves() -> None:
@@ -160,13 +180,14 @@ def test_marks_are_the_events_and_ray_deaths_of_the_pod_and_its_node_in_the_wind
     assert snap is not None
     server = next(s for s in snap.vllm_servers if s.name.endswith("pfnp5"))
     pod_ns, pod_name = str(server.pod).split("/")
+    window = functools.partial(_in_window, "history-kv-storm-ended")
     snap.events += [
-        Event(pod_ns, "Pod", pod_name, "Killing", "Stopping container vllm", "Normal", 1, "2026-12-03T16:40:00Z"),
-        Event(None, "Node", str(server.node), "NodeNotReady", "kubelet stopped", "Warning", 3, "2026-12-03T16:41:00Z"),
-        Event(None, "Node", "some-other-node", "NodeNotReady", "not ours", "Warning", 1, "2026-12-03T16:42:00Z"),
-        Event(pod_ns, "Pod", pod_name, "Old", "before the window", "Warning", 1, "2026-12-03T15:00:00Z"),
+        Event(pod_ns, "Pod", pod_name, "Killing", "Stopping container vllm", "Normal", 1, window(10)),
+        Event(None, "Node", str(server.node), "NodeNotReady", "kubelet stopped", "Warning", 3, window(11)),
+        Event(None, "Node", "some-other-node", "NodeNotReady", "not ours", "Warning", 1, window(12)),
+        Event(pod_ns, "Pod", pod_name, "Old", "before the window", "Warning", 1, window(-100)),
     ]
-    snap.ray_nodes.append(RayNode("abc", state="DEAD", end_time="2026-12-03T16:45:30Z", pod=server.pod))
+    snap.ray_nodes.append(RayNode("abc", state="DEAD", end_time=window(15.5), pod=server.pod))
     found = timeline.build(report, {id(f): f"f-{n}" for n, f in enumerate(report.findings)})
     assert found is not None
     marks = [(m.number, m.kind, m.about, m.text) for m in found.items[0].marks]

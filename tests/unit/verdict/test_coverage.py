@@ -372,7 +372,7 @@ def test_ingresses_the_manifest_says_were_read_and_are_not_here_are_a_gap(tmp_pa
     (bundle / "manifest.json").write_text(json.dumps({"tool": "llmdiag", "sources": sources}))
     report = analyze_bundle(Bundle.open(bundle))
     assert report.verdict.status == "inconclusive"
-    assert [(g.source, g.deciding) for g in report.verdict.gaps] == [("k8s/ingresses.json", False)]
+    assert [(g.source, g.deciding) for g in report.verdict.gaps] == [("k8s/ingresses.json", True)]
 
 
 def test_a_bundle_without_the_policy_lists_has_no_gap_for_them(tmp_path: Path) -> None:
@@ -414,4 +414,4 @@ def test_secrets_the_manifest_says_were_read_and_are_not_here_are_a_gap(tmp_path
     sources = {"k8s/secrets.json": {"status": "ok", "detail": "2 items"}}
     (bundle / "manifest.json").write_text(json.dumps({"tool": "llmdiag", "sources": sources}))
     report = analyze_bundle(Bundle.open(bundle))
-    assert [(g.source, g.deciding) for g in report.verdict.gaps] == [("k8s/secrets.json", False)]
+    assert [(g.source, g.deciding) for g in report.verdict.gaps] == [("k8s/secrets.json", True)]
