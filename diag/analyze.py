@@ -25,7 +25,7 @@ from diag.verdict.context import AnalysisContext
 from diag.verdict.coverage import gaps, rule_gaps
 from diag.verdict.diagnosis import Verdict, link_causes, verdict
 from diag.verdict.history import History, find_history
-from diag.verdict.relevance import on_serving_path, serving_links
+from diag.verdict.relevance import in_question, on_serving_path, serving_links
 
 # Exit codes, as Nagios-style checks use them, so runbooks can branch on them.
 EXIT_HEALTHY, EXIT_WARNING, EXIT_CRITICAL = 0, 1, 2
@@ -151,6 +151,8 @@ def _analyze(
         serving = serving_links(snap)
         for finding in findings:
             finding.serving = on_serving_path(finding, serving)
+        asked = snap.pods_listed_in()
+        findings = [f for f in findings if in_question(f, asked)]
         by_id = {r.id: r for r in rules}
         link_causes(findings, by_id)
         checked = sum(1 for o in result.outcomes.values() if o.status in ("fired", "silent"))

@@ -8,8 +8,8 @@ In a triage of some namespaces, a GPU node is on their path only where their pod
 their serving pods waits for a node its selector allows: a cordoned node that runs another team's pods
 is not their fault.
 A finding about anything else is an "other problem": reported, never the verdict, never the cause of
-a serving-path finding. A bundle with no serving subject at all cannot tell them apart, so there
-every finding counts.
+a serving-path finding; in a triage of some namespaces, reported only where its subject is in one of
+them. A bundle with no serving subject at all cannot tell them apart, so there every finding counts.
 """
 
 from __future__ import annotations
@@ -57,6 +57,16 @@ def _pods_selected(snap: Snapshot) -> bool:
 
 def serving_pods(snap: Snapshot) -> list[Pod]:
     return [p for p in snap.pods if _serves(p)]
+
+
+def in_question(finding: Finding, namespaces: list[str] | None) -> bool:
+    """Whether a finding off the serving path is reported at all. In a triage of some namespaces it is
+    only where its subject lies in one of them (an unrelated pod of theirs that crashes): a cordoned node,
+    a daemonset or a GPU that none of their pods uses is another team's question."""
+    if namespaces is None or finding.serving:
+        return True
+    parts = finding.subject.split("/")
+    return len(parts) == 3 and parts[1] in namespaces
 
 
 def on_serving_path(finding: Finding, serving: set[str] | None) -> bool:

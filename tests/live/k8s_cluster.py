@@ -118,7 +118,7 @@ def test_network(pod_cidr: str | None = None) -> Iterator[TestNetwork]:
         if f"{pod_cidr} " in _ip("-4", "route", "show", "table", "all").stdout:
             raise RuntimeError(f"{pod_cidr} is routed already (another run holds it)")
     slot = _free_slot()
-    tag = f"lk{os.getpid() % 100000}"
+    tag = f"lk{os.getpid() % 100000}s{slot}"  # one process can hold two control planes (a module's own)
     net = TestNetwork(
         name=f"llmdiag-{tag}",
         host_ip=f"198.19.{slot}.1",

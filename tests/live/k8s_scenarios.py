@@ -258,6 +258,24 @@ def get(cluster: ControlPlane, *argv: str) -> dict:
     return json.loads(cluster.kubectl("get", *argv, "-o", "json").stdout)
 
 
+@contextmanager
+def namespaces_removed_after(cluster: ControlPlane) -> Iterator[None]:
+    """The namespaces a test made are deleted after it, and their pods gone, so that the GPUs they held
+    are free for the next test, whatever order the files run in."""
+    before = {n["metadata"]["name"] for n in get(cluster, "namespaces")["items"]}
+    try:
+        yield
+    finally:
+        made = sorted({n["metadata"]["name"] for n in get(cluster, "namespaces")["items"]} - before)
+        if made:
+            cluster.kubectl("delete", "namespace", *made, "--wait=false", check=False)
+            wait_for(
+                f"the pods of {', '.join(made)} gone",
+                lambda: not [p for p in get(cluster, "pods", "-A")["items"] if p["metadata"]["namespace"] in made],
+                timeout_s=90,
+            )
+
+
 def pods(cluster: ControlPlane, ns: str, app: str) -> list[dict]:
     return get(cluster, "pods", "-n", ns, "-l", f"app={app}")["items"]
 
@@ -271,7 +289,7 @@ def failed_scheduling(cluster: ControlPlane, ns: str) -> list[dict]:
 def triage(cluster: ControlPlane, ns: str, kubeconfig: Path | None = None) -> dict:
     result = subprocess.run(
         [sys.executable, "-m", "diag.cli", "triage", f"--kubeconfig={kubeconfig or cluster.kubeconfig}",
-         "-n", ns, "--no-local-gpu", "--scrapes=1", "--timeout=60", "--output=json"],
+         "-n", ns, "--no-local-gpu", "--timeout=60", "--output=json"],
         cwd=REPO, capture_output=True, text=True, timeout=180,
     )  # fmt: skip
     assert result.stdout, f"triage wrote nothing (exit {result.returncode}): {result.stderr[-2000:]}"

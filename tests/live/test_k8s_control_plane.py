@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 import subprocess
+from collections.abc import Iterator
 
 import pytest
 from k8s_cluster import TEST_NET, ControlPlane, wait_for
@@ -21,6 +22,7 @@ from k8s_scenarios import (
     free_gpus,
     get,
     namespace,
+    namespaces_removed_after,
     node_and_pod_addresses,
     nodes_ready,
     pods,
@@ -42,6 +44,12 @@ pytestmark = pytest.mark.live
 def gpu_cluster(control_plane: ControlPlane) -> ControlPlane:
     """Two 8-GPU H100 nodes with the GPU operator's taint; both Ready under kwok."""
     return two_gpu_nodes(control_plane)
+
+
+@pytest.fixture(autouse=True)
+def _namespaces_removed_after(gpu_cluster: ControlPlane) -> Iterator[None]:
+    with namespaces_removed_after(gpu_cluster):
+        yield
 
 
 def test_the_gpu_node_addresses_are_local(gpu_cluster: ControlPlane) -> None:

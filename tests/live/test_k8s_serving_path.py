@@ -33,6 +33,7 @@ from k8s_scenarios import (
     http_route,
     ingress,
     namespace,
+    namespaces_removed_after,
     pods,
     running,
     secret,
@@ -48,6 +49,12 @@ pytestmark = pytest.mark.live
 @pytest.fixture(scope="module")
 def gpu_cluster(control_plane: ControlPlane) -> ControlPlane:
     return two_gpu_nodes(control_plane)
+
+
+@pytest.fixture(autouse=True)
+def _namespaces_removed_after(gpu_cluster: ControlPlane) -> Iterator[None]:
+    with namespaces_removed_after(gpu_cluster):
+        yield
 
 
 def _verdict_is(report: dict, fixture: str) -> None:

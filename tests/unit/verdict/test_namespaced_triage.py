@@ -49,14 +49,11 @@ def _k8s_111(report) -> list:
     return [f for f in report.findings if f.rule == "K8S-111"]
 
 
-def test_a_cordoned_node_that_runs_none_of_the_namespaces_pods_is_not_its_fault() -> None:
+def test_a_cordoned_node_that_runs_none_of_the_namespaces_pods_is_not_in_its_report() -> None:
     report = analyze_bundle(_triage_of("research"))
-    [cordoned] = _k8s_111(report)
-    assert not cordoned.serving
-    assert (report.verdict.status, report.exit_code) == ("healthy", 0)  # reported, under other problems
-    assert "GPU pods still on it: none of namespace research (other namespaces' pods were not read)" in " ".join(
-        cordoned.evidence
-    )
+    assert _k8s_111(report) == []  # another team's node: not this namespace's question
+    assert (report.verdict.status, report.exit_code) == ("healthy", 0)
+    assert all(f.serving or f.subject.split("/")[1:2] == ["research"] for f in report.findings)
 
 
 def test_a_cordoned_node_where_the_namespaces_pending_pod_could_go_stays_the_cause() -> None:
