@@ -54,6 +54,9 @@ class OverBudget(Exception):
     """One document over a ceiling; its text is the source's line."""
 
 
+_AGAIN_S = 0.05  # CPU seconds after an overrun before it is raised again
+
+
 @contextmanager
 def cpu_limited(seconds: float, what: str) -> Iterator[None]:
     """OverBudget inside the block once the process has spent `seconds` more of CPU: a parse the counts
@@ -69,6 +72,7 @@ def cpu_limited(seconds: float, what: str) -> Iterator[None]:
 
     def expired(signum: int, frame: object) -> None:
         fired.append(True)
+        signal.setitimer(signal.ITIMER_VIRTUAL, _AGAIN_S)  # where this one is swallowed, the next is not
         raise OverBudget(message)
 
     previous = signal.signal(signal.SIGVTALRM, expired)
@@ -79,7 +83,7 @@ def cpu_limited(seconds: float, what: str) -> Iterator[None]:
         signal.setitimer(signal.ITIMER_VIRTUAL, 0)
         signal.signal(signal.SIGVTALRM, previous)
     # the handler's exception can land where it is swallowed (a garbage-collector callback, a broad
-    # `except` in a reader): the block then ends normally, over its budget all the same
+    # `except` in a reader): it comes again until one stops the block, or the block ends over its budget
     if fired:
         raise OverBudget(message)
 

@@ -201,10 +201,21 @@ def test_a_budget_overrun_swallowed_inside_the_block_still_fails_it() -> None:
     is over its budget all the same when it ends."""
     from diag.bundle.budget import cpu_limited
 
+    swallowed = 0
     with pytest.raises(OverBudget, match="took more than 0.05 s of CPU"), cpu_limited(0.05, "spinning"):
         started = time.process_time()
         while time.process_time() - started < 0.5:
             try:
                 sum(range(1000))
             except OverBudget:
-                pass
+                swallowed += 1
+    assert swallowed >= 2  # raised again after it was swallowed
+    stopped = time.process_time()
+    with pytest.raises(OverBudget), cpu_limited(0.05, "spinning"):
+        try:
+            while True:
+                sum(range(1000))
+        except OverBudget:
+            while True:  # the first is swallowed; the next stops the block
+                sum(range(1000))
+    assert time.process_time() - stopped < 1
