@@ -204,12 +204,12 @@ def test_a_budget_overrun_swallowed_inside_the_block_still_fails_it() -> None:
     swallowed = 0
     with pytest.raises(OverBudget, match="took more than 0.05 s of CPU"), cpu_limited(0.05, "spinning"):
         started = time.process_time()
-        while time.process_time() - started < 0.5:
+        while swallowed < 2 and time.process_time() - started < 5:
             try:
                 sum(range(1000))
             except OverBudget:
                 swallowed += 1
-    assert swallowed >= 2  # raised again after it was swallowed
+    assert swallowed == 2  # raised again after it was swallowed
     stopped = time.process_time()
     with pytest.raises(OverBudget), cpu_limited(0.05, "spinning"):
         try:
@@ -218,4 +218,4 @@ def test_a_budget_overrun_swallowed_inside_the_block_still_fails_it() -> None:
         except OverBudget:
             while True:  # the first is swallowed; the next stops the block
                 sum(range(1000))
-    assert time.process_time() - stopped < 1
+    assert time.process_time() - stopped < 2
