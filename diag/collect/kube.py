@@ -439,29 +439,35 @@ class KubeAccess:
         """
         if not argv or not all(isinstance(a, str) for a in argv):
             raise KubeError("exec needs a non-empty list of string arguments")
-        import kubernetes.client
-        from kubernetes.stream import stream
+        from kubernetes.stream.ws_client import websocket_call
 
-        kwargs: dict[str, Any] = {"command": list(argv), "stdout": True, "stderr": True, "stdin": False, "tty": False}
+        query: list[tuple[str, Any]] = [("command", list(argv)), ("stdout", True), ("stderr", True),
+                                        ("stdin", False), ("tty", False)]  # fmt: skip
         if container:
-            kwargs["container"] = container
+            query.append(("container", container))
         what = f"exec {argv[0]} in {namespace}/{pod}"
-        # stream() swaps call_api on the ApiClient it is given for the duration of the call, so it
-        # gets a private client: the shared one keeps serving other threads' plain requests.
-        with kubernetes.client.ApiClient(self._configuration) as exec_client:
-            api = kubernetes.client.CoreV1Api(exec_client)
-            ws = self._call(
-                what,
-                lambda: stream(api.connect_get_namespaced_pod_exec, pod, namespace, _preload_content=False, **kwargs),
-            )
-            try:
-                ws.run_forever(timeout=timeout)
-                if ws.is_open():
-                    raise KubeTimeout(f"{what}: no exit after {timeout:g}s")
-                stdout, stderr = ws.read_stdout(timeout=0), ws.read_stderr(timeout=0)
-                status = ws.read_channel(3)
-            finally:
-                ws.close()
+        # The websocket call of the client's own `stream()`, with the request its generated
+        # connect_get_namespaced_pod_exec would serialize, but without loading that generated API
+        # class: importing CoreV1Api and its models costs more CPU than the whole rest of a triage.
+        method, url, headers, _, _ = self._client.param_serialize(
+            "GET",
+            f"/api/v1/namespaces/{_seg(namespace)}/pods/{_seg(pod)}/exec",
+            query_params=query,
+            header_params={"Accept": "*/*"},
+            auth_settings=["BearerToken"],
+            collection_formats={"command": "multi"},
+        )
+        ws = self._call(
+            what, lambda: websocket_call(self._configuration, method, url, headers=headers, _preload_content=False)
+        )
+        try:
+            ws.run_forever(timeout=timeout)
+            if ws.is_open():
+                raise KubeTimeout(f"{what}: no exit after {timeout:g}s")
+            stdout, stderr = ws.read_stdout(timeout=0), ws.read_stderr(timeout=0)
+            status = ws.read_channel(3)
+        finally:
+            ws.close()
         _check_exec_status(what, status, stderr)
         return stdout
 

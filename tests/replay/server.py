@@ -94,6 +94,7 @@ class RecordedRequest:
     upgrade: bool  # a websocket upgrade (exec)
     info: RequestInfo | None  # None: not an API resource path
     accept: str = ""  # the Accept header
+    impersonate_user: str = ""  # the Impersonate-User header (kubectl --as)
 
 
 @dataclass
@@ -254,7 +255,8 @@ class _Handler(BaseHTTPRequestHandler):
         upgrade = self.headers.get("Upgrade", "").lower() == "websocket"
         info = _request_info(self.command, parts.path, query)
         accept = self.headers.get("Accept", "")
-        self.replay.record(RecordedRequest(self.command, parts.path, query, upgrade, info, accept))
+        as_user = self.headers.get("Impersonate-User", "")
+        self.replay.record(RecordedRequest(self.command, parts.path, query, upgrade, info, accept, as_user))
         if int(self.headers.get("Content-Length") or 0):
             self.rfile.read(int(self.headers["Content-Length"]))
         if self.headers.get("Authorization") != f"Bearer {TOKEN}":
