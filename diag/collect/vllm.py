@@ -5,9 +5,10 @@ or waiting (or a server that does not say). An idle server has no rate to measur
 still, and a rate over a few seconds of nothing is noise), a first read that failed has nothing to
 compare with: both are read once, and so is a server whose rates Prometheus' history already holds
 (where --prometheus-url or --prometheus-service answered before its first reads were in). A server
-with work is read `--scrapes` times, `--scrape-interval` apart; where those reads show requests
-running and no token counted, one more read makes their span HANG_SPAN_S, the span from which the
-hang rule believes counters that stood still.
+with requests waiting is read `--scrapes` times, `--scrape-interval` apart; one with requests running
+and none waiting, MOVING_S apart (at most). Where those reads show requests running and no token
+counted, one more read makes their span HANG_SPAN_S, the span from which the hang rule believes
+counters that stood still.
 
 Finding the servers is the Kubernetes collector's job; it hands over endpoints built with
 `pod_endpoint` (through the API server's pod proxy), and `--vllm-url` gives `url_endpoint`. All
@@ -61,6 +62,10 @@ SLOW_READ_S = 1.0  # a read running longer no longer counts against MAX_READS_AT
 # rules/settings.yaml hang_min_interval_s (its default): token counters that stood still over a shorter
 # span prove no hang, so a server that looks hung is read once more, this long after its first read
 HANG_SPAN_S = 5.0
+# A busy server with no request waiting has no queue or preemptions for a longer interval to measure:
+# its later reads come this soon, enough for the token counters of a working engine to move (one that
+# looks hung is still read again at HANG_SPAN_S).
+MOVING_S = 0.5
 _TCP_LISTEN = "0A"  # socket state column of /proc/net/tcp{,6}
 
 
@@ -135,12 +140,13 @@ def _server_steps(
     elif rates_elsewhere(endpoint):
         scrapes.once_because = "its rates are in Prometheus' history"
     else:
+        interval = target.scrape_interval_s if scrapes.queued_at_first() else min(target.scrape_interval_s, MOVING_S)
         for n in range(1, scrapes.wanted):
             if scrapes.stopped:
                 break
-            yield first_answered + n * target.scrape_interval_s
+            yield first_answered + n * interval
             scrapes.take(timeout)
-        if scrapes.looks_hung() and (scrapes.wanted - 1) * target.scrape_interval_s < HANG_SPAN_S:
+        if scrapes.looks_hung() and (scrapes.wanted - 1) * interval < HANG_SPAN_S:
             scrapes.wanted += 1
             yield first_answered + HANG_SPAN_S
             scrapes.take(timeout)
@@ -259,6 +265,10 @@ class _Scrapes:
             return False
         first = self.readings[0]
         return first.running != 0 or first.waiting != 0
+
+    def queued_at_first(self) -> bool:
+        """The first read showed requests waiting, or did not say."""
+        return self.readings[0].waiting != 0
 
     def looks_hung(self) -> bool:
         """Every read saw requests running, and the token counters did not move from the first to the last."""

@@ -230,6 +230,24 @@ def test_a_busy_server_whose_tokens_move_is_read_scrapes_times_at_the_interval()
     assert second - first >= 0.1
 
 
+def test_a_busy_server_with_nothing_waiting_is_read_again_soon_not_at_the_rates_interval() -> None:
+    fleet = Fleet()
+    endpoint = fleet.endpoint("vllm-busy", _serving([_exposition(3, 0, 500), _exposition(3, 0, 900)]))
+    sink = Sink(Bundle())
+    collect_vllm([endpoint], sink, target(interval_s=30.0))
+    first, second = sink.scrape_times["vllm-busy"]
+    assert vllm.MOVING_S <= second - first < 30.0
+
+
+def test_a_busy_server_with_requests_waiting_is_read_again_at_the_rates_interval() -> None:
+    fleet = Fleet()
+    endpoint = fleet.endpoint("vllm-queue", _serving([_exposition(3, 2, 500), _exposition(3, 2, 900)]))
+    sink = Sink(Bundle())
+    collect_vllm([endpoint], sink, target(interval_s=vllm.MOVING_S + 0.5))
+    first, second = sink.scrape_times["vllm-queue"]
+    assert second - first >= vllm.MOVING_S + 0.5
+
+
 def test_a_server_that_looks_hung_is_read_once_more_to_the_hang_span(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(vllm, "HANG_SPAN_S", 0.5)
     fleet = Fleet()
