@@ -246,7 +246,9 @@ def _stdout_for_the_report(output: Output) -> Iterator[None]:
 
 def _progress(quiet: bool) -> Console | None:
     """Progress lines on stderr, only for a person at a terminal."""
-    return _stderr() if _stderr().is_terminal and not quiet else None
+    if quiet or not sys.stderr.isatty():  # before rich's Console: its import is not paid for nothing
+        return None
+    return _stderr() if _stderr().is_terminal else None
 
 
 def _emit(

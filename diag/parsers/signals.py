@@ -62,6 +62,7 @@ def load_signals(rule_dirs: list[Path]) -> LogSignals:
         layers: dict[str, str] = {}
         descriptions: dict[str, str] = {}
         crash_cause: dict[str, bool] = {}
+        files_of: dict[str, set[str]] = {}
         for path in files:
             for name, spec in _read(path).items():
                 where = f"{path}: signal {name}"
@@ -73,7 +74,10 @@ def load_signals(rule_dirs: list[Path]) -> LogSignals:
                     "crash_cause", crash_cause.get(name, True)
                 )  # a file that says nothing keeps it
                 regexes.setdefault(name, []).extend(patterns)
-        joined = {name: re.compile("|".join(f"(?:{r})" for r in rs)) for name, rs in regexes.items()}
+                files_of.setdefault(name, set()).add(str(path))
+        joined = {
+            name: _joined(f"{', '.join(sorted(files_of[name]))}: signal {name}", rs) for name, rs in regexes.items()
+        }
         _loaded[key] = LogSignals(
             joined,
             layers,
@@ -125,6 +129,17 @@ def _checked(spec: Any, where: str) -> tuple[str, str, list[str]]:
     return layer, description, [_regex(p, f"{where}, pattern {i + 1}") for i, p in enumerate(patterns)]
 
 
+def _joined(where: str, regexes: list[str]) -> re.Pattern[str]:
+    """One pattern for all of a signal's regexes. A regex that compiles alone may not compile inside the
+    others' alternation (a global flag, `(?i)`, is only allowed at the start)."""
+    try:
+        return re.compile("|".join(f"(?:{r})" for r in regexes))
+    except re.error as e:
+        raise SignalError(
+            f"{where}: its regexes do not compile joined together ({e}); write flags scoped, (?i:...), not global"
+        ) from None
+
+
 def _regex(pattern: Any, where: str) -> str:
     if not isinstance(pattern, dict) or not isinstance(pattern.get("regex"), str):
         raise SignalError(f"{where}: expected a mapping with a `regex` string")
@@ -134,12 +149,8 @@ def _regex(pattern: Any, where: str) -> str:
         raise SignalError(f"{where}: needs a `source`: where this wording comes from (a file of the project, a thread)")
     try:
         compiled = re.compile(pattern["regex"])
-        re.compile(f"(?:{pattern['regex']})")  # how it is joined with the signal's other patterns
     except re.error as e:
-        raise SignalError(
-            f"{where}: the regex does not compile on its own or joined with others ({e}); "
-            "write flags scoped, (?i:...), not global"
-        ) from None
+        raise SignalError(f"{where}: the regex does not compile ({e})") from None
     example = pattern.get("example")
     if example is not None and not (isinstance(example, str) and compiled.search(example)):
         raise SignalError(f"{where}: its example does not match its regex")
