@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "live"))
 
 from k8s_cluster import ControlPlane, running_control_plane, wait_for  # noqa: E402  (tests/live is not a package)
-from k8s_scenarios import apply, get, gpu_node, refuse_by_quota  # noqa: E402
+from k8s_scenarios import apply, build_scaled_to_zero, get, gpu_node, refuse_by_quota  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,19 @@ RECORDINGS = {
             ),
             verdict_rule="K8S-116",
             fires=("K8S-116", "K8S-301"),
+        ),
+        Recording(
+            fixture="k8s-scaled-to-zero",
+            namespace="llm",
+            setup=build_scaled_to_zero,
+            description=(
+                "Recorded from a real kube-apiserver, kube-controller-manager and kube-scheduler v1.34.4 with "
+                "kwok nodes (ci/k8s/record.py). The qwen vLLM Deployment ran one replica behind its Service, "
+                "then was scaled to 0 (kubectl scale --replicas=0): no pod, no endpoint; the Deployment "
+                "controller's event says when it scaled the ReplicaSet down."
+            ),
+            verdict_rule="K8S-304",
+            fires=("K8S-304", "K8S-301"),
         ),
     )
 }

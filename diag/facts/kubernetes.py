@@ -74,6 +74,7 @@ KUBERAY_INVALID_EVENTS = (
 # The ReplicaSet and StatefulSet controllers' event when the API server refuses a pod they create; a
 # ResourceQuota's refusal reads 'pods "x" is forbidden: exceeded quota: <name>, requested: ...'.
 FAILED_CREATE = "FailedCreate"
+SCALING_REPLICA_SET = "ScalingReplicaSet"  # the Deployment controller's scale up/down events
 QUOTA_EXCEEDED = "exceeded quota"
 # The LimitRanger admission plugin's refusals (plugin/pkg/admission/limitranger/admission.go: minConstraint,
 # maxConstraint, limitRequestRatioConstraint), several joined in "[..., ...]":
@@ -748,6 +749,7 @@ def _service(svc: Service, index: Lookups) -> dict:
     selected = [p for p in _candidates(svc, index.indexes.pods_by_label) if _selects(svc, p.labels)]
     workloads = [w for w in _candidates(svc, index.indexes.workloads_by_label) if _selects(svc, w.template_labels)]
     selects_nothing = bool(svc.selector) and not selected and not workloads
+    zero = [w for w in workloads if w.replicas == 0 and w.template_runs_vllm]
     # vLLM pods of its namespace labelled with a key of its selector, but another value: what it was meant for
     lookalikes = (
         [p for p in index.indexes.vllm_pods_in.get(svc.namespace, []) if set(p.labels) & set(svc.selector)]
@@ -757,6 +759,8 @@ def _service(svc: Service, index: Lookups) -> dict:
     return plain(svc) | {
         **kubernetes_network.target_port_facts(svc, selected),
         "selects_nothing": selects_nothing,
+        "scaled_to_zero": [_scaled_to_zero(w, index) for w in zero],
+        "scaled_to_zero_refs": [f"{w.kind.lower()}/{w.name}" for w in zero],
         "lookalike_vllm_pods": [
             f"{p.name} ({', '.join(f'{k}={p.labels[k]}' for k in sorted(svc.selector) if k in p.labels)})"
             for p in lookalikes
@@ -778,6 +782,25 @@ def _service(svc: Service, index: Lookups) -> dict:
         + [f"workload:{w.namespace}/{w.name}" for w in workloads]
         + [f"pod:{p.key}" for p in lookalikes],
     }
+
+
+def _scaled_to_zero(workload: Workload, index: Lookups) -> str:
+    """A vLLM workload at spec.replicas 0, with its controller's last scale-down event in the window."""
+    said = f"{workload.kind.lower()}/{workload.name}: spec.replicas 0"
+    down = [
+        e
+        for e in index.snap.events
+        if e.reason == SCALING_REPLICA_SET
+        and e.involved_kind == workload.kind
+        and e.involved_name == workload.name
+        and e.namespace == workload.namespace
+        and e.message.endswith(" to 0")
+        and index.clock.current(e.last_seen)
+    ]
+    if down:
+        last = max(down, key=lambda e: e.last_seen or "")
+        said += f" ({last.last_seen or 'time not given'}: {last.message})"
+    return said
 
 
 def _workload(workload: Workload, refusals: dict[tuple[str, str, str], list[Event]], events_read: bool) -> dict:

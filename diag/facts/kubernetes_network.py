@@ -7,6 +7,7 @@ from __future__ import annotations
 import difflib
 
 from diag.facts.common import link, plain
+from diag.snapshot.clock import Clock
 from diag.snapshot.model import HPA, Ingress, Pod, Route, RouteRef, Service, ServicePort, Snapshot
 
 VLLM_DEFAULT_PORT = 8000  # vLLM's OpenAI-compatible server without --port
@@ -146,13 +147,54 @@ def _read(snap: Snapshot, name: str) -> bool:
     return status is not None and status.status == "ok"
 
 
+# a controller takes a Gateway of its class within seconds: one still at the API's default status this long
+# after its creation has none
+GATEWAY_UNCLAIMED_S = 120.0
+
+
 def scopes(snap: Snapshot) -> dict[str, list[dict]]:
     services = {(s.namespace, s.name): s for s in snap.services}
     secrets = names_read(snap, "Secret")
+    clock = Clock.of(snap)
     return {
         "ingress": [_ingress(i, services, secrets, snap) for i in snap.ingresses],
-        "route": [_route(r, services, snap) for r in snap.routes],
+        "route": [_route(r, services, snap) | _gateway_state(r, snap, clock) for r in snap.routes],
     }
+
+
+def _gateway_state(route: Route, snap: Snapshot, clock: Clock) -> dict:
+    """What the Gateways a route is attached to say of themselves: refused by their controller
+    (Accepted or Programmed False), or never taken by one (still the API's default, Accepted Unknown
+    Pending "Waiting for controller", GATEWAY_UNCLAIMED_S after its creation: no controller runs for its
+    GatewayClass). A Gateway with no condition at all is left unknown."""
+    gateways = {(g.namespace, g.name): g for g in snap.gateways}
+    problems, classes, refs = [], [], []
+    for parent in route.parents:
+        g = gateways.get((parent.namespace, parent.name)) if parent.kind == "Gateway" else None
+        if g is None:
+            continue
+        said = [
+            f"{kind}={c.get('status')} {c.get('reason')}: {c.get('message')}"
+            for kind, c in sorted(g.conditions.items())
+            if kind in ("Accepted", "Programmed") and c.get("status") == "False"
+        ]
+        accepted = g.conditions.get("Accepted") or {}
+        age = clock.age(g.created)
+        if not said and accepted.get("status") == "Unknown" and age is not None and age >= GATEWAY_UNCLAIMED_S:
+            waiting = f"Accepted=Unknown {accepted.get('reason')}: {accepted.get('message')}"
+            said = [f"{waiting}, {_span(age)} after its creation"]
+        if said:
+            problems.append(f"gateway {g.namespace}/{g.name} (gatewayClassName {g.gateway_class}): {'; '.join(said)}")
+            classes.append(g.gateway_class or "")
+            refs.append({"namespace": g.namespace, "name": g.name})
+    return {"gateway_problems": problems, "gateway_classes": sorted(set(classes)), "problem_gateways": refs}
+
+
+def _span(seconds: float) -> str:
+    minutes = seconds / 60
+    if minutes < 120:
+        return f"{round(minutes)} min"
+    return f"{round(minutes / 60)} h" if minutes < 48 * 60 else f"{round(minutes / 1440)} days"
 
 
 _NAME_LISTS = {"ConfigMap": "k8s/configmaps.json", "Secret": "k8s/secrets.json"}

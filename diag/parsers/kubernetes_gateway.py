@@ -60,7 +60,13 @@ def _conditions(fields: Fields) -> dict[str, dict]:
 
 def _gateway(item: Fields) -> Gateway:
     namespace, name = _named(item)
-    return Gateway(namespace, name, item.child("spec").text("gatewayClassName"), _conditions(item.child("status")))
+    return Gateway(
+        namespace,
+        name,
+        item.child("spec").text("gatewayClassName"),
+        _conditions(item.child("status")),
+        item.child("metadata").text("creationTimestamp"),
+    )
 
 
 def _route(item: Fields, kind: str) -> Route:

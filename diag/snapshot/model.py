@@ -254,6 +254,7 @@ class Gateway:
     name: str
     gateway_class: str | None = None
     conditions: JsonOnly[dict[str, dict]] = field(default_factory=dict)  # type -> {status, reason, message}
+    created: str | None = None  # metadata.creationTimestamp (RFC 3339)
 
 
 @dataclass(frozen=True)

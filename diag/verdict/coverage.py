@@ -284,7 +284,9 @@ def _kubernetes_gaps(snap: Snapshot) -> list[Gap]:
             for name, command in _KUBERAY_SOURCES.items()
             if not _read(snap, name) and getattr(snap.sources.get(name), "status", None) != "skipped"
         ]
-    if _read(snap, "k8s/pods.json") and not snap.pods:
+    # no pod is what Deployments and StatefulSets all scaled to zero ask for: not a sign of the wrong namespace
+    scaled_to_zero = bool(snap.workloads) and all(w.replicas == 0 for w in snap.workloads)
+    if _read(snap, "k8s/pods.json") and not snap.pods and not scaled_to_zero:
         found.append(
             Gap(
                 "k8s/pods.json",

@@ -680,6 +680,14 @@ def build_target_port(cluster: ControlPlane, ns: str) -> None:
     wait_for("the Endpoints object", lambda: get(cluster, "endpoints", "-n", ns)["items"])
 
 
+@scenario("weekend", "the vLLM Deployment behind the Service was scaled from 1 replica to 0", "K8S-304", ("scale",))
+def build_scaled_to_zero(cluster: ControlPlane, ns: str) -> None:
+    apply(cluster, namespace(ns), _serving(ns), service("qwen", ns))
+    running(cluster, ns, "qwen")
+    cluster.kubectl("scale", "deployment/qwen", "--replicas=0", "-n", ns)
+    wait_for(f"no qwen pod left in {ns}", lambda: not pods(cluster, ns, "qwen"))
+
+
 @scenario("ingress-backend", "the Ingress routes to Service qwen-chat, which does not exist", "K8S-320",
           ("qwen-chat",))  # fmt: skip
 def build_ingress_backend(cluster: ControlPlane, ns: str) -> None:

@@ -325,3 +325,24 @@ def test_an_httproute_its_gateways_controller_did_not_accept(gateway_api: Contro
     _verdict_is(report, "k8s-httproute-not-accepted")
     [finding] = [f for f in report["findings"] if f["rule"] == "K8S-323"]
     assert "Accepted=False NotAllowedByListeners: No listeners included" in " ".join(finding["evidence"])
+
+
+def test_an_httproute_on_a_gateway_its_controller_cannot_program(gateway_api: ControlPlane) -> None:
+    ns = "gateway-refused"
+    apply(gateway_api, namespace(ns), gateway("edge", ns))
+    _route_scenario(gateway_api, ns, http_route("qwen", ns, gateway=(ns, "edge"), backend="qwen"))
+    conditions = [
+        {"type": "Accepted", "status": "True", "reason": "Accepted", "message": "The Gateway has been scheduled",
+         "observedGeneration": 1, "lastTransitionTime": "2026-12-07T00:00:00Z"},
+        {"type": "Programmed", "status": "False", "reason": "AddressNotAssigned",
+         "message": "No addresses have been assigned to the Gateway", "observedGeneration": 1,
+         "lastTransitionTime": "2026-12-07T00:00:00Z"},
+    ]  # fmt: skip
+    # what the Gateway's controller writes (none runs here), as it patches the status subresource
+    gateway_api.kubectl("patch", f"gateways.{GATEWAY_GROUP}", "edge", "-n", ns, "--subresource=status",
+                        "--type=merge", "-p", json.dumps({"status": {"conditions": conditions}}))  # fmt: skip
+    report = triage(gateway_api, ns)
+    _verdict_is(report, "k8s-gateway-no-controller")
+    [finding] = [f for f in report["findings"] if f["rule"] == "K8S-325"]
+    assert f"gateway {ns}/edge (gatewayClassName eg): Programmed=False AddressNotAssigned" in finding["evidence"][0]
+    assert f"kubectl -n {ns} get gateways.gateway.networking.k8s.io edge -o yaml" in finding["remediation"]

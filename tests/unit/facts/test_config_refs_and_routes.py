@@ -6,6 +6,7 @@ from __future__ import annotations
 from diag.facts.kubernetes_network import config_ref_facts, names_read, scopes
 from diag.snapshot.model import (
     ConfigRef,
+    Gateway,
     Ingress,
     ObjectName,
     Pod,
@@ -75,8 +76,6 @@ def test_ingress_tls_secret_missing_only_where_secrets_were_read() -> None:
 
 
 def _route_snap(*gateways: tuple[str, str]) -> Snapshot:
-    from diag.snapshot.model import Gateway
-
     snap = Snapshot(
         services=[Service("llm", "qwen", ports=[ServicePort(8000, "http", "http")])],
         pods=[Pod("llm", "qwen-0", labels={"app": "qwen"})],
@@ -132,3 +131,46 @@ def test_a_route_is_not_judged_against_lists_that_were_not_read() -> None:
     ]
     (route,) = scopes(snap)["route"]
     assert (route["backend_problems"], route["parent_problems"]) == (None, None)
+
+
+PENDING = {"status": "Unknown", "reason": "Pending", "message": "Waiting for controller"}
+
+
+def _gateway_route_snap(*gateways: Gateway) -> Snapshot:
+    snap = _route_snap()
+    snap.manifest = {"collected_at": "2026-12-07T10:00:00Z"}
+    snap.gateways = list(gateways)
+    snap.routes = [Route("HTTPRoute", "llm", "chat", [RouteRef("Gateway", g.namespace, g.name) for g in gateways])]
+    return snap
+
+
+def test_a_gateway_no_controller_took_in_minutes_is_a_problem_of_its_routes() -> None:
+    old = Gateway("gateway-system", "gw", "envoy", {"Accepted": PENDING, "Programmed": PENDING}, "2026-12-07T09:40:00Z")
+    (route,) = scopes(_gateway_route_snap(old))["route"]
+    assert route["gateway_problems"] == [
+        "gateway gateway-system/gw (gatewayClassName envoy): Accepted=Unknown Pending: Waiting for controller, "
+        "20 min after its creation"
+    ]
+    assert (route["gateway_classes"], route["problem_gateways"]) == (
+        ["envoy"],
+        [{"namespace": "gateway-system", "name": "gw"}],
+    )
+
+
+def test_a_gateway_its_controller_refuses_is_quoted_whatever_its_age() -> None:
+    refused = {"status": "False", "reason": "AddressNotAssigned", "message": "no address"}
+    new = Gateway("llm", "gw", "eg", {"Accepted": {"status": "True"}, "Programmed": refused}, "2026-12-07T09:59:50Z")
+    (route,) = scopes(_gateway_route_snap(new))["route"]
+    assert route["gateway_problems"] == [
+        "gateway llm/gw (gatewayClassName eg): Programmed=False AddressNotAssigned: no address"
+    ]
+
+
+def test_a_gateway_just_created_or_with_no_status_is_no_problem_yet() -> None:
+    just_created = Gateway("llm", "new", "eg", {"Accepted": PENDING}, "2026-12-07T09:59:30Z")
+    no_status = Gateway("llm", "bare", "eg", {}, "2026-12-01T00:00:00Z")
+    accepted = Gateway(
+        "llm", "ok", "eg", {"Accepted": {"status": "True"}, "Programmed": {"status": "True"}}, "2026-12-01T00:00:00Z"
+    )
+    (route,) = scopes(_gateway_route_snap(just_created, no_status, accepted))["route"]
+    assert route["gateway_problems"] == []

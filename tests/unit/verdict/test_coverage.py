@@ -119,6 +119,12 @@ def test_a_pod_list_that_matched_nothing_is_not_healthy(tmp_path: Path) -> None:
     )
 
 
+def test_no_pod_where_every_workload_is_scaled_to_zero_is_no_sign_of_the_wrong_namespace() -> None:
+    report = analyze_bundle(Bundle.open(FIXTURES / "k8s-scaled-to-zero"))
+    assert report.verdict.rule == "K8S-304"
+    assert [g.source for g in report.verdict.gaps] == []
+
+
 def test_a_running_vllm_server_without_metrics_is_a_gap(tmp_path: Path) -> None:
     bundle = copy_of(HEALTHY, tmp_path)
     for scrape in (bundle / "vllm").glob("llama-70b-7f8d9c6b5d-pfnp5.metrics*.txt"):
