@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from diag.core.rules_dir import builtin_rules_dir
-from diag.engine.rules import Rule, load_rules
+from diag.engine.rules import _HOLE, Rule, compiled, load_rules
 
 _NULL_GUARD = re.compile(r"(?:[!=]=\s*null\b)|(?:\bnull\s*[!=]=)|\bhas\(")
 
@@ -60,3 +60,11 @@ def test_rule_files_are_by_layer() -> None:
         if Path(rule.file).name.split(".")[0].split("-")[0] != rule.layer
     ]
     assert wrong == []
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.id)
+def test_every_hole_of_the_evidence_and_fix_compiles(rule: Rule) -> None:
+    """A user's rules are checked whole when they load; the built-in ones' holes here, once, not per run."""
+    for text in [*rule.evidence, rule.remediation]:
+        for hole in _HOLE.findall(text):
+            compiled(hole.strip())
