@@ -69,6 +69,11 @@ def main() -> None:
         ("python -c pass", [str(bins[0] / "python"), "-c", "pass"]),
         ("floor: import typer, rich", [str(bins[0] / "python"), "-c", "import typer, rich"]),
     ]
+    # what `triage` imports before it reads anything, with and without the `kubernetes` client (which only
+    # diag.collect.kube imports): the client's share of a triage's start-up, on top of what it shares with the rest
+    triage_modules = "import diag.cli, diag.analyze, diag.collect.runner, diag.collect.kubernetes, diag.collect.vllm"
+    commands.append(("triage's modules, less kubernetes", [str(bins[0] / "python"), "-c", triage_modules]))
+    commands.append(("triage's modules", [str(bins[0] / "python"), "-c", triage_modules + ", diag.collect.kube"]))
     for tree, bin_dir in zip(trees, bins, strict=True):
         label = "" if len(trees) == 1 else f" [{tree}]"
         commands.append((f"llmdiag --help{label}", [str(bin_dir / "llmdiag"), "--help"]))
