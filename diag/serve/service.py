@@ -36,6 +36,11 @@ from diag.serve.store import ReportStore, new_id
 
 log = logging.getLogger("llmdiag.serve")
 ALERT_QUEUE = 16  # alert triages waiting; past it an alert is counted queue_full and may ask again
+# Each source's timeout is at most this share of the deadline. A server that accepts and never answers
+# costs its collector three reads one after another (vLLM's /metrics, /health, /v1/models): they must
+# time out inside the deadline, so that the gap names that server. A collector the deadline cuts says
+# only that it was cut, and the results of its other sources go with it.
+SOURCE_SHARE = 4
 
 
 @dataclass
@@ -80,7 +85,7 @@ class Service:
         return dataclasses.replace(
             target,
             total_timeout_s=min(target.total_timeout_s, deadline),
-            source_timeout_s=min(target.source_timeout_s, deadline),
+            source_timeout_s=min(target.source_timeout_s, deadline / SOURCE_SHARE),
         )
 
     def _collect_and_analyze(self, target: Target) -> Report:

@@ -44,7 +44,8 @@ def test_a_triage_is_kept_with_its_verdict_and_the_target_held_under_the_deadlin
     )
     meta = service.run_triage("schedule", service.settings.target)
     assert meta is not None and meta["verdict"]["rule"] == "K8S-505" and meta["exit_code"] == 2
-    assert seen[0].total_timeout_s == 7.0 and seen[0].source_timeout_s == 7.0
+    # each source times out inside the deadline, three reads of a hung server one after another too
+    assert seen[0].total_timeout_s == 7.0 and seen[0].source_timeout_s == 1.75
     assert json.loads(service.store.body(meta["id"], "json"))["verdict"]["rule"] == "K8S-505"
     assert service.store.body(meta["id"], "md").startswith(b"#")
     assert service.counters.get("llmdiag_cycles_total", trigger="schedule", outcome="ok") == 1
