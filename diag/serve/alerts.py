@@ -3,8 +3,9 @@ one's labels give a triage, and the gate that deduplicates and rate-limits the t
 
 An alert's `namespace` and `pod` labels narrow the triage as `-n` and `--pod` do; `service` (with
 `namespace`) narrows it to the pods that Service selects, as `-l` with its selector does; `instance` picks
-the `--vllm-url` server it names (host:port), when it names one; `job` is kept with the report as what
-the alert was about. Alerts with the same scope share one triage.
+the `--vllm-url` server it names (host:port), when it names one (an alert that names a pod reads no
+other `--vllm-url` server); `job` is kept with the report as what the alert was about. Alerts with the
+same scope share one triage.
 """
 
 from __future__ import annotations
@@ -101,17 +102,20 @@ def service_selector(target: Target, namespace: str, name: str) -> str | None:
 def scoped_target(base: Target, scope: dict[str, str], selector: str | None = None) -> Target:
     """`base` (serve's own flags) narrowed to what the alert is about; `selector`: that of the alert's
     Service (`service_selector`), which narrows the pods as `-l` does."""
-    changes: dict[str, Any] = {}
+    # the alert says what is happening now: a storm that began minutes ago is shorter than Prometheus'
+    # history must show, so the triage reads the servers' present (--scrapes reads) whatever it holds
+    changes: dict[str, Any] = {"scrape_beside_history": True}
     if selector is not None:
         changes["selector"] = ",".join(s for s in (base.selector, selector) if s)
     if "namespace" in scope:
         changes.update(namespace=scope["namespace"], all_namespaces=False)
     if "pod" in scope:
         changes["pod"] = scope["pod"]
-    if "instance" in scope:
-        named = [u for u in base.vllm_urls if urlsplit(u).netloc == scope["instance"]]
-        if named:
-            changes["vllm_urls"] = named
+    named = [u for u in base.vllm_urls if urlsplit(u).netloc == scope.get("instance")]
+    if named or "pod" in scope:
+        # an alert about a pod is about the server in it, which Kubernetes finds: of the servers given
+        # by URL, only the one its instance names (Prometheus' address of the pod) is read
+        changes["vllm_urls"] = named
     return dataclasses.replace(base, **changes)
 
 

@@ -29,8 +29,17 @@ def test_the_labels_narrow_the_target_and_an_instance_picks_its_server() -> None
     scoped = scoped_target(base, {"namespace": "llm", "pod": "p-0", "instance": "10.0.0.2:8000"})
     assert (scoped.namespace, scoped.all_namespaces, scoped.pod) == ("llm", False, "p-0")
     assert scoped.vllm_urls == ["http://10.0.0.2:8000"]
+    assert scoped.scrape_beside_history and not base.scrape_beside_history  # the storm is now
     assert scoped_target(base, {"instance": "10.9.9.9:9400"}).vllm_urls == base.vllm_urls
     assert base.all_namespaces and base.pod is None
+
+
+def test_an_alert_about_a_pod_reads_no_server_given_by_url_that_its_instance_does_not_name() -> None:
+    """Prometheus' instance of a pod is the pod's address: Kubernetes finds the server in it."""
+    base = Target(namespace="llm", vllm_urls=["http://10.0.0.1:8000"])
+    assert scoped_target(base, {"namespace": "llm", "pod": "p-0", "instance": "10.244.0.7:8000"}).vllm_urls == []
+    assert scoped_target(base, {"namespace": "llm", "pod": "p-0"}).vllm_urls == []
+    assert scoped_target(base, {"namespace": "llm"}).vllm_urls == base.vllm_urls
 
 
 def test_the_gate_forgets_the_oldest_past_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
