@@ -121,23 +121,42 @@ def scoped_target(base: Target, scope: dict[str, str], selector: str | None = No
 
 class Gate:
     """Which firing alerts start a triage: one per (fingerprint, startsAt) while it is kept (Alertmanager
-    sends a firing alert again every repeat_interval and with each change to its group), and at most
-    `limit` triages per `window_s` in all."""
+    sends a firing alert again every repeat_interval and with each change to its group), none for an
+    alert that fires again within `window_s` of its last triage, and at most `limit` triages per
+    `window_s` in all. An alert that fires again is a new startsAt of the same fingerprint: a flapping
+    one (a KV cache that fills and frees as a storm drains) would otherwise be triaged at each firing,
+    and the last of them, at the storm's end, would find nothing and stand as the alerts' verdict."""
 
-    def __init__(self, limit: int, window_s: float, seen: set[tuple[str, str]] | None = None) -> None:
+    def __init__(
+        self,
+        limit: int,
+        window_s: float,
+        seen: set[tuple[str, str]] | None = None,
+        triaged_ago: dict[str, float] | None = None,
+    ) -> None:
+        """`seen`, `triaged_ago` (seconds since each fingerprint's last triage): what the kept reports answer."""
         self.limit = limit
         self.window_s = window_s
         # insertion-ordered, so that past SEEN_KEPT the oldest are forgotten first
         self._seen: dict[tuple[str, str], None] = dict.fromkeys(sorted(seen or ()))
+        now = time.monotonic()
+        self._last: dict[str, float] = {
+            fingerprint: now - ago for fingerprint, ago in sorted((triaged_ago or {}).items(), key=lambda i: -i[1])
+        }
         self._started: deque[float] = deque()
         self._lock = threading.Lock()
 
     def admit(self, alerts: list[Alert], now: float | None = None) -> tuple[str, list[Alert]]:
-        """`(outcome, new alerts)` for alerts of one scope: `triaged`, `deduplicated` (all seen) or
-        `rate_limited`; `triaged` marks them seen."""
+        """`(outcome, new alerts)` for alerts of one scope: `triaged`, `deduplicated` (all seen, or fired
+        again too soon) or `rate_limited`; `triaged` marks them seen."""
         now = time.monotonic() if now is None else now
         with self._lock:
-            new = [a for a in alerts if (a.fingerprint, a.starts_at) not in self._seen]
+            new = [
+                a
+                for a in alerts
+                if (a.fingerprint, a.starts_at) not in self._seen
+                and now - self._last.get(a.fingerprint, now - self.window_s) >= self.window_s
+            ]
             if not new:
                 return "deduplicated", []
             while self._started and now - self._started[0] >= self.window_s:
@@ -146,8 +165,11 @@ class Gate:
                 return "rate_limited", new
             self._started.append(now)
             self._seen.update(dict.fromkeys((a.fingerprint, a.starts_at) for a in new))
-            for oldest in list(self._seen)[: max(0, len(self._seen) - SEEN_KEPT)]:
-                del self._seen[oldest]
+            for a in new:
+                self._last.pop(a.fingerprint, None)
+                self._last[a.fingerprint] = now
+            _trim(self._seen)
+            _trim(self._last)
             return "triaged", new
 
     def forget(self, alerts: list[Alert]) -> None:
@@ -155,6 +177,13 @@ class Gate:
         with self._lock:
             for a in alerts:
                 self._seen.pop((a.fingerprint, a.starts_at), None)
+                self._last.pop(a.fingerprint, None)
+
+
+def _trim(remembered: dict[Any, Any]) -> None:
+    """Past SEEN_KEPT, forget the oldest (a dict keeps its insertion order)."""
+    for oldest in list(remembered)[: max(0, len(remembered) - SEEN_KEPT)]:
+        del remembered[oldest]
 
 
 def parse_rate(text: str) -> tuple[int, float]:

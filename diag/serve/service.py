@@ -73,10 +73,13 @@ class Service:
         self._stop = threading.Event()
         self.last_tick: float | None = None  # monotonic time the schedule loop last ran
         self.ready = threading.Event()
-        seen = {
-            (a["fingerprint"], a["startsAt"]) for meta in store.listing() for a in meta.get("alerts", [])
-        }  # a restart triages no alert again that a kept report answers
-        self.gate = Gate(*settings.alert_limit, seen=seen)
+        # a restart triages no alert again that a kept report answers, nor one that fires again too soon
+        answered = [(meta, a) for meta in reversed(store.listing()) for a in meta.get("alerts", [])]
+        self.gate = Gate(
+            *settings.alert_limit,
+            seen={(a["fingerprint"], a["startsAt"]) for _, a in answered},
+            triaged_ago={a["fingerprint"]: time.time() - meta["started_at"] for meta, a in answered},
+        )
 
     # ------------------------------------------------------------------ the one triage
 

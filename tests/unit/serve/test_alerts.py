@@ -58,6 +58,18 @@ def test_the_rate_window_slides() -> None:
     assert gate.admit([Alert("b", "firing", "", "t", {})], now=60)[0] == "triaged"
 
 
+def test_an_alert_that_fires_again_within_the_window_is_the_same_storm() -> None:
+    """Prometheus resolves a flapping alert and fires it again: the same fingerprint, a new startsAt."""
+    gate = Gate(limit=100, window_s=60)
+    assert gate.admit([Alert("kv", "firing", "", "t0", {})], now=0)[0] == "triaged"
+    assert gate.admit([Alert("kv", "firing", "", "t1", {})], now=30) == ("deduplicated", [])
+    assert gate.admit([Alert("queue", "firing", "", "t1", {})], now=30)[0] == "triaged"
+    assert gate.admit([Alert("kv", "firing", "", "t2", {})], now=60)[0] == "triaged"
+    # after a restart, from what the kept reports answer
+    again = Gate(limit=100, window_s=60, seen={("kv", "t2")}, triaged_ago={"kv": 10.0})
+    assert again.admit([Alert("kv", "firing", "", "t3", {})])[0] == "deduplicated"
+
+
 def test_rates_are_n_over_a_duration() -> None:
     assert parse_rate("6/10m") == (6, 600.0)
     for bad in ("6", "0/1m", "x/1m", "6/0s"):

@@ -95,6 +95,8 @@ def test_after_a_restart_an_alert_a_kept_report_answers_is_not_triaged_again(tmp
     first.run_triage("alert", first.settings.target, {"scope": {}, "alerts": [alert("a").record()]})
     again = Service(settings(), ReportStore(tmp_path, Limits()), lambda t: fault_report)
     assert again.receive([alert("a")]) == {"deduplicated": ["a"]}
+    fired_again = Alert("a", "firing", "", "2026-12-07T01:05:00Z", {})  # resolved, then firing again
+    assert again.receive([fired_again]) == {"deduplicated": ["a"]}
     assert 'llmdiag_verdict{trigger="alert"' in again.exposition()
 
 
