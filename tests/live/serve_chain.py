@@ -23,6 +23,7 @@ from diag.parsers.prom_text import parse_exposition
 
 ALERTMANAGER = Path("/usr/bin/prometheus-alertmanager")
 PROMETHEUS = Path("/usr/bin/prometheus")
+GROUP_INTERVAL_S = 5  # Alertmanager's wait before it notifies a group's new alerts
 
 
 def require_prometheus_and_alertmanager() -> None:
@@ -101,7 +102,7 @@ scrape_configs:
   receiver: llmdiag
   group_by: [{", ".join(group_by)}]
   group_wait: 1s
-  group_interval: 5s
+  group_interval: {GROUP_INTERVAL_S}s
   repeat_interval: 1h
 receivers:
   - name: llmdiag

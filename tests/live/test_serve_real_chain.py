@@ -28,9 +28,20 @@ import pytest
 import yaml
 from k8s_cluster import SERVE_CHAIN_NAMESPACE, ControlPlane, cri_log_copy, wait_for
 from k8s_scenarios import H200, apply, get, gpu_node, namespace, service, vllm_deployment
-from live_services import LOOPBACK, wait_until
-from serve_chain import AlertRule, Chain, VllmScrape, get_json, reports, require_prometheus_and_alertmanager, verdicts
+from live_services import LOOPBACK, http_get, wait_until
+from serve_chain import (
+    GROUP_INTERVAL_S,
+    AlertRule,
+    Chain,
+    VllmScrape,
+    get_json,
+    reports,
+    require_prometheus_and_alertmanager,
+    verdicts,
+)
 from vllm_server import DEFAULT_MODEL, SCENARIOS, SERVED_MODEL_NAME, LoadGenerator, LoadResult, start_server
+
+from diag.parsers.prom_text import parse_exposition
 
 pytestmark = pytest.mark.live
 
@@ -106,6 +117,21 @@ def all_answered(run: Run) -> bool:
     } <= answered
 
 
+def cleared(chain: Chain, pod: str) -> bool:
+    idle = f'vllm:num_requests_running{{pod="{pod}"}} + vllm:num_requests_waiting{{pod="{pod}"}} == 0'
+    return bool(chain.query(idle)) and not chain.query('ALERTS{job="vllm"}')
+
+
+def all_kept(serve_url: str) -> bool:
+    """Every alert triage serve started is a kept report."""
+    status, body = http_get(f"{serve_url}/metrics")
+    samples = parse_exposition(body.decode()).samples
+    started = sum(
+        s.value for s in samples if s.name == "llmdiag_alert_triages_total" and s.labels == {"outcome": "triaged"}
+    )
+    return started == len(reports(serve_url, "alert"))
+
+
 @pytest.fixture(scope="module")
 def run(vllm_cpu: None, control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     require_prometheus_and_alertmanager()
@@ -148,8 +174,13 @@ def run(vllm_cpu: None, control_plane: ControlPlane, tmp_path_factory: pytest.Te
                     found.fired = get_json(f"{chain.alertmanager_url}/api/v2/alerts?active=true")
                 found.load = load.result
 
-                wait_until("the fault to clear (no rule firing)", lambda: not chain.query('ALERTS{job="vllm"}'), 120)
+                # The cache fills and frees as requests end, so the KV alert flaps while the queue drains, and
+                # each firing is a new alert. Cleared: the server idle and no rule firing, every notification
+                # sent before then delivered (group_interval) and triaged.
+                wait_until("the fault to clear", lambda: cleared(chain, found.pod), 120)
                 found.cleared_at = time.time()
+                time.sleep(GROUP_INTERVAL_S + 1)
+                wait_until("every alert triage kept", lambda: all_kept(url), DEADLINE_S + 10)
                 found.alerts = list(reversed(reports(url, "alert")))
                 found.alert_reports = {m["id"]: get_json(f"{url}/reports/{m['id']}") for m in found.alerts}
                 latest = found.alerts[-1]["verdict"]
@@ -206,19 +237,17 @@ def test_each_alert_of_the_storm_is_triaged_as_the_server_showed(run: Run) -> No
         # the alert is about the pod's server: the hung one, given by URL, is not read for it
         assert not [n for n in report["sources"] if f"{LOOPBACK}_{run.hung_port}" in n], report["sources"]
         # What Prometheus saw of the server while this triage read it decides what the triage must say:
-        # a cache full and a queue at every scrape is VLLM-101's; where the cache dipped below full in
-        # between, the triage's own reads may have caught it below, and the fault is the vLLM layer's.
+        # a cache full and a queue at every scrape is VLLM-101's. Where the cache dipped below full in
+        # between, the triage's reads may have caught it there; and a queue that drained (the KV alert
+        # fires again as the storm ends: each firing is a new alert) may be no fault at all.
         brief = [(f["rule"], f["subject"], f["evidence"][:2]) for f in report["findings"]]
-        assert over_triage(run, "max", "vllm:num_requests_waiting", meta) >= 1, brief
-        saturated = over_triage(run, "min", "vllm:kv_cache_usage_perc", meta) >= KV_CACHE_HIGH and (
-            over_triage(run, "min", "vllm:num_requests_waiting", meta) >= 1
-        )
-        verdict = (meta["verdict"]["status"], meta["verdict"]["layer"])
-        assert verdict == ("fault", "vllm") and f"vllm/{NS}/{run.pod}" in report["verdict"]["summary"], (
-            meta["verdict"], brief)  # fmt: skip
-        if saturated:
+        if over_triage(run, "min", "vllm:num_requests_waiting", meta) >= 1 and (
+            over_triage(run, "min", "vllm:kv_cache_usage_perc", meta) >= KV_CACHE_HIGH
+        ):
             assert meta["verdict"]["rule"] == STORM.expected_rule, (meta["verdict"], brief)
-        assert report["verdict"]["rule"] == meta["verdict"]["rule"]
+        if meta["verdict"]["layer"] == "vllm":
+            assert f"vllm/{NS}/{run.pod}" in report["verdict"]["summary"], report["verdict"]
+        assert (report["verdict"]["rule"] or "") == meta["verdict"]["rule"]
     # the storm's own fault was named at least once (the scrapes read it; vllm_server.SCENARIOS says which)
     assert STORM.expected_rule in [m["verdict"]["rule"] for m in run.alerts], [m["verdict"] for m in run.alerts]
 
@@ -228,10 +257,11 @@ def test_the_verdict_is_kept_and_scraped_back_after_the_fault_cleared(run: Run) 
     assert run.after_clear["schedule"] == [run.first]  # no scheduled cycle ran meanwhile
     latest = run.alerts[-1]["verdict"]
     alert_verdict = {"trigger": "alert", "status": latest["status"], "layer": latest["layer"],
-                     "rule": latest["rule"], "severity": latest["severity"], "namespace": NS}  # fmt: skip
+                     "rule": latest["rule"], "severity": latest["severity"],
+                     "namespace": NS if latest["rule"] else ""}  # fmt: skip
     assert alert_verdict in run.after_clear["verdicts"]
     (sample,) = run.after_clear["scraped"]
-    assert sample["metric"]["namespace"] == NS
+    assert sample["metric"]["namespace"] == alert_verdict["namespace"]
 
 
 def test_a_restart_keeps_every_report_and_verdict(run: Run) -> None:
