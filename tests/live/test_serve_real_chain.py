@@ -5,14 +5,14 @@ this vLLM exposes), through a real Alertmanager to serve's /alertmanager; serve 
 namespace, pod and server, and the same Prometheus scrapes the verdict back.
 
 The storm (vllm_server.SCENARIOS' `kv-cache-small`: a KV cache too small for the load) starts after
-serve's first scheduled cycle and stops once every alert it raised is answered, long before the next
-cycle (`--every 1h`). The assertions read /reports and /metrics, and Prometheus, after the fault has
-cleared, and again after serve restarts. Beside the real server, serve's scheduled target names a
-second one that accepts connections and never answers: the cycle still ends by its deadline, with
-that source a gap.
+serve's first scheduled cycle and stops once both rules have fired and every alert Alertmanager holds
+is answered, long before the next cycle (`--every 1h`). The assertions read /reports and /metrics,
+and Prometheus, after the fault has cleared, and again after serve restarts. Beside the real server,
+serve's scheduled target names a second one that accepts connections and never answers: the cycle
+still ends by its deadline, with that server a gap by its name.
 
-One vLLM server, one serve and one storm for the whole module (the server takes minutes to start on
-two cores); each test asserts on what the module's run saw."""
+One vLLM server, one serve and one storm for the whole module (the server is slow to start on two
+cores); each test asserts on what the module's run saw. The whole module takes two to three minutes."""
 
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ class Run:
     alert_reports: dict[str, dict] = field(default_factory=dict)
     fired: list[dict] = field(default_factory=list)  # what Alertmanager held at the storm's end
     load: LoadResult | None = None
-    cleared_at: float = 0.0  # when Prometheus' rules stopped firing
+    cleared_at: float = 0.0  # when Prometheus saw the server idle and no rule firing
     after_clear: dict = field(default_factory=dict)  # /reports, /metrics and Prometheus, read after the clear
     after_restart: dict = field(default_factory=dict)
 
@@ -118,13 +118,14 @@ def all_answered(run: Run) -> bool:
 
 
 def cleared(chain: Chain, pod: str) -> bool:
+    """The fault is over: the server idle at Prometheus' last scrape, and no rule pending or firing."""
     idle = f'vllm:num_requests_running{{pod="{pod}"}} + vllm:num_requests_waiting{{pod="{pod}"}} == 0'
     return bool(chain.query(idle)) and not chain.query('ALERTS{job="vllm"}')
 
 
 def all_kept(serve_url: str) -> bool:
     """Every alert triage serve started is a kept report."""
-    status, body = http_get(f"{serve_url}/metrics")
+    _, body = http_get(f"{serve_url}/metrics")
     samples = parse_exposition(body.decode()).samples
     started = sum(
         s.value for s in samples if s.name == "llmdiag_alert_triages_total" and s.labels == {"outcome": "triaged"}
