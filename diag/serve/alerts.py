@@ -122,26 +122,29 @@ def scoped_target(base: Target, scope: dict[str, str], selector: str | None = No
 class Gate:
     """Which firing alerts start a triage: one per (fingerprint, startsAt) while it is kept (Alertmanager
     sends a firing alert again every repeat_interval and with each change to its group), none for an
-    alert that fires again within `window_s` of its last triage, and at most `limit` triages per
-    `window_s` in all. An alert that fires again is a new startsAt of the same fingerprint: a flapping
-    one (a KV cache that fills and frees as a storm drains) would otherwise be triaged at each firing,
-    and the last of them, at the storm's end, would find nothing and stand as the alerts' verdict."""
+    alert that fires again within `window_s` of a triage that found a fault (`faulted`), and at most
+    `limit` triages per `window_s` in all. An alert that fires again is a new startsAt of the same
+    fingerprint: a flapping one (a KV cache that fills and frees as a storm drains) would otherwise be
+    triaged at each firing, and the last of them, at the storm's end, would find nothing and stand as
+    the alerts' verdict. One whose triage found nothing (it came before the storm showed) is triaged
+    again when it fires again."""
 
     def __init__(
         self,
         limit: int,
         window_s: float,
         seen: set[tuple[str, str]] | None = None,
-        triaged_ago: dict[str, float] | None = None,
+        faulted_ago: dict[str, float] | None = None,
     ) -> None:
-        """`seen`, `triaged_ago` (seconds since each fingerprint's last triage): what the kept reports answer."""
+        """`seen`, `faulted_ago` (seconds since a triage of each fingerprint found a fault): what the kept
+        reports answer."""
         self.limit = limit
         self.window_s = window_s
         # insertion-ordered, so that past SEEN_KEPT the oldest are forgotten first
         self._seen: dict[tuple[str, str], None] = dict.fromkeys(sorted(seen or ()))
         now = time.monotonic()
         self._last: dict[str, float] = {
-            fingerprint: now - ago for fingerprint, ago in sorted((triaged_ago or {}).items(), key=lambda i: -i[1])
+            fingerprint: now - ago for fingerprint, ago in sorted((faulted_ago or {}).items(), key=lambda i: -i[1])
         }
         self._started: deque[float] = deque()
         self._lock = threading.Lock()
@@ -165,19 +168,23 @@ class Gate:
                 return "rate_limited", new
             self._started.append(now)
             self._seen.update(dict.fromkeys((a.fingerprint, a.starts_at) for a in new))
-            for a in new:
+            _trim(self._seen)
+            return "triaged", new
+
+    def faulted(self, alerts: list[Alert], now: float | None = None) -> None:
+        """Their triage found a fault: firing again within the window, they are the same storm."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            for a in alerts:
                 self._last.pop(a.fingerprint, None)
                 self._last[a.fingerprint] = now
-            _trim(self._seen)
             _trim(self._last)
-            return "triaged", new
 
     def forget(self, alerts: list[Alert]) -> None:
         """A triage that could not be queued: the alert may ask again."""
         with self._lock:
             for a in alerts:
                 self._seen.pop((a.fingerprint, a.starts_at), None)
-                self._last.pop(a.fingerprint, None)
 
 
 def _trim(remembered: dict[Any, Any]) -> None:

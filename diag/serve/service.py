@@ -73,12 +73,16 @@ class Service:
         self._stop = threading.Event()
         self.last_tick: float | None = None  # monotonic time the schedule loop last ran
         self.ready = threading.Event()
-        # a restart triages no alert again that a kept report answers, nor one that fires again too soon
+        # a restart triages no alert again that a kept report answers, nor one firing again after a fault
         answered = [(meta, a) for meta in reversed(store.listing()) for a in meta.get("alerts", [])]
         self.gate = Gate(
             *settings.alert_limit,
             seen={(a["fingerprint"], a["startsAt"]) for _, a in answered},
-            triaged_ago={a["fingerprint"]: time.time() - meta["started_at"] for meta, a in answered},
+            faulted_ago={
+                a["fingerprint"]: time.time() - meta["started_at"]
+                for meta, a in answered
+                if meta["verdict"]["status"] == "fault"
+            },
         )
 
     # ------------------------------------------------------------------ the one triage
@@ -204,6 +208,8 @@ class Service:
                 extra["selector"] = selector
             meta = self.run_triage("alert", scoped_target(self.settings.target, scope, selector), extra)
             if meta is not None:
+                if meta["verdict"]["status"] == "fault":
+                    self.gate.faulted(alerts)
                 self._notify(meta)
 
     def _notify(self, meta: dict[str, Any]) -> None:

@@ -58,16 +58,20 @@ def test_the_rate_window_slides() -> None:
     assert gate.admit([Alert("b", "firing", "", "t", {})], now=60)[0] == "triaged"
 
 
-def test_an_alert_that_fires_again_within_the_window_is_the_same_storm() -> None:
+def test_an_alert_that_fires_again_within_the_window_of_a_fault_is_the_same_storm() -> None:
     """Prometheus resolves a flapping alert and fires it again: the same fingerprint, a new startsAt."""
     gate = Gate(limit=100, window_s=60)
-    assert gate.admit([Alert("kv", "firing", "", "t0", {})], now=0)[0] == "triaged"
-    assert gate.admit([Alert("kv", "firing", "", "t1", {})], now=30) == ("deduplicated", [])
-    assert gate.admit([Alert("queue", "firing", "", "t1", {})], now=30)[0] == "triaged"
-    assert gate.admit([Alert("kv", "firing", "", "t2", {})], now=60)[0] == "triaged"
-    # after a restart, from what the kept reports answer
-    again = Gate(limit=100, window_s=60, seen={("kv", "t2")}, triaged_ago={"kv": 10.0})
-    assert again.admit([Alert("kv", "firing", "", "t3", {})])[0] == "deduplicated"
+    kv = Alert("kv", "firing", "", "t0", {})
+    assert gate.admit([kv], now=0)[0] == "triaged"
+    # its triage found nothing yet (the storm had not shown): firing again, it is triaged again
+    assert gate.admit([Alert("kv", "firing", "", "t1", {})], now=10)[0] == "triaged"
+    gate.faulted([kv], now=12)
+    assert gate.admit([Alert("kv", "firing", "", "t2", {})], now=40) == ("deduplicated", [])
+    assert gate.admit([Alert("queue", "firing", "", "t2", {})], now=40)[0] == "triaged"
+    assert gate.admit([Alert("kv", "firing", "", "t3", {})], now=72)[0] == "triaged"
+    # after a restart, from the kept reports that found a fault
+    again = Gate(limit=100, window_s=60, seen={("kv", "t3")}, faulted_ago={"kv": 10.0})
+    assert again.admit([Alert("kv", "firing", "", "t4", {})])[0] == "deduplicated"
 
 
 def test_rates_are_n_over_a_duration() -> None:

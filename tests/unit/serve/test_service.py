@@ -90,6 +90,35 @@ def test_an_alert_sent_again_is_deduplicated_and_a_storm_of_them_rate_limited(tm
     assert service.counters.get("llmdiag_alert_triages_total", outcome="rate_limited") == 1
 
 
+def test_an_alert_firing_again_is_triaged_again_only_where_its_triage_found_no_fault(
+    tmp_path: Path, fault_report, healthy_report
+) -> None:
+    reports = iter([healthy_report, fault_report])
+    service = Service(settings(), ReportStore(tmp_path, Limits()), lambda t: next(reports))
+    service.start()  # its first scheduled cycle takes the healthy report
+    try:
+        wait_for(lambda: service.store.latest("schedule") is not None)
+
+        def fires(starts_at: str) -> dict[str, list[str]]:
+            return service.receive([Alert("kv", "firing", "VLLMKVCacheFull", starts_at, {"pod": "p-0"})])
+
+        assert fires("2026-12-07T01:00:00Z") == {"triaged": ["kv"]}
+        wait_for(lambda: service.store.latest("alert") is not None)
+        assert service.store.latest("alert")["verdict"]["status"] == "fault"
+        assert fires("2026-12-07T01:00:30Z") == {"deduplicated": ["kv"]}  # the same storm, flapping
+    finally:
+        service.stop()
+    first = Service(settings(), ReportStore(tmp_path / "healthy", Limits()), lambda t: healthy_report)
+    first.start()
+    try:
+        first.receive([Alert("kv", "firing", "VLLMKVCacheFull", "t0", {"pod": "p-0"})])
+        wait_for(lambda: first.store.latest("alert") is not None)
+        # it found nothing (the storm had not shown yet): firing again, it is looked at again
+        assert first.receive([Alert("kv", "firing", "VLLMKVCacheFull", "t1", {"pod": "p-0"})]) == {"triaged": ["kv"]}
+    finally:
+        first.stop()
+
+
 def test_after_a_restart_an_alert_a_kept_report_answers_is_not_triaged_again(tmp_path: Path, fault_report) -> None:
     first = Service(settings(), ReportStore(tmp_path, Limits()), lambda t: fault_report)
     first.run_triage("alert", first.settings.target, {"scope": {}, "alerts": [alert("a").record()]})
