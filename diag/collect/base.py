@@ -43,6 +43,9 @@ class Target:
     local_gpu: bool | None = None  # None: on when NVML loads, unless the GPU sweep reads every node
     gpu_sweep: bool = False  # every Ray node's GPUs through a read-only Ray job (diag/collect/ray_sweep.py)
     scrapes: int = 2  # /metrics reads per busy vLLM server, for counter rates (diag/collect/vllm.py)
+    # False: a busy server whose rates Prometheus' history holds is read once. True: `scrapes` times all
+    # the same, for what is happening now (an alert's triage: a storm younger than the history's judgements)
+    scrape_beside_history: bool = False
     scrape_interval_s: float = 2.0
     log_tail_lines: int = 500
     source_timeout_s: float = 20.0

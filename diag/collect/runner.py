@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from rich.text import Text
 
     from diag.collect.kube import KubeAccess
+    from diag.collect.vllm import VllmEndpoint
     from diag.collect.watch import WarmLists
 
 MAX_PARALLEL_COLLECTORS = 12  # every default collector at once: none waits for a pool slot
@@ -432,7 +433,7 @@ def _gpu_exec(ctx: CollectContext) -> list[SourceResult]:
 
 def _vllm_in_pods(ctx: CollectContext) -> list[SourceResult]:
     from diag.collect.kubernetes import vllm_server_pods
-    from diag.collect.vllm import VllmEndpoint, collect_vllm, pod_endpoint
+    from diag.collect.vllm import collect_vllm, pod_endpoint
 
     servers = vllm_server_pods(ctx.pods) if ctx.kube is not None else []
     if not servers:
@@ -444,13 +445,14 @@ def _vllm_in_pods(ctx: CollectContext) -> list[SourceResult]:
     kube = ctx.kube
     assert kube is not None
     endpoints = [pod_endpoint(kube, p.namespace, p.pod, p.port, name=p.file_stem) for p in servers]
-    known = ctx.prometheus_rates
+    return collect_vllm(endpoints, ctx.sink, ctx.target, rates_elsewhere=rates_held(ctx.target, ctx.prometheus_rates))
 
-    def rates_elsewhere(endpoint: VllmEndpoint) -> bool:
-        """Not waited for: where Prometheus has not answered yet, the second read is taken."""
-        return known.done() and endpoint.pod_key in known.result()
 
-    return collect_vllm(endpoints, ctx.sink, ctx.target, rates_elsewhere=rates_elsewhere)
+def rates_held(target: Target, known: Future[frozenset[str]]) -> Callable[[VllmEndpoint], bool]:
+    """Whether Prometheus' history holds a server's rates, so that one /metrics read does. Not waited
+    for: where Prometheus has not answered yet, the second read is taken; and all of them are where the
+    target asks for the servers' present (`scrape_beside_history`)."""
+    return lambda endpoint: not target.scrape_beside_history and known.done() and endpoint.pod_key in known.result()
 
 
 def _vllm_urls(ctx: CollectContext) -> list[SourceResult]:

@@ -4,11 +4,12 @@ A second /metrics read only tells the rules something where the first showed wor
 or waiting (or a server that does not say). An idle server has no rate to measure (its counters stand
 still, and a rate over a few seconds of nothing is noise), a first read that failed has nothing to
 compare with: both are read once, and so is a server whose rates Prometheus' history already holds
-(where --prometheus-url or --prometheus-service answered before its first reads were in). A server
-with requests waiting is read `--scrapes` times, `--scrape-interval` apart; one with requests running
-and none waiting, MOVING_S apart (at most). Where those reads show requests running and no token
-counted, one more read makes their span HANG_SPAN_S, the span from which the hang rule believes
-counters that stood still.
+(where --prometheus-url or --prometheus-service answered before its first reads were in), unless the
+target asks for the present (`scrape_beside_history`: serve's alert triages). A server with requests
+waiting is read `--scrapes` times, `--scrape-interval` apart; one with requests running and none
+waiting, MOVING_S apart (at most). Where those reads show requests running and no token counted, one
+more read makes their span HANG_SPAN_S, the span from which the hang rule believes counters that
+stood still.
 
 Finding the servers is the Kubernetes collector's job; it hands over endpoints built with
 `pod_endpoint` (through the API server's pod proxy), and `--vllm-url` gives `url_endpoint`. All

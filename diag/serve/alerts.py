@@ -3,8 +3,9 @@ one's labels give a triage, and the gate that deduplicates and rate-limits the t
 
 An alert's `namespace` and `pod` labels narrow the triage as `-n` and `--pod` do; `service` (with
 `namespace`) narrows it to the pods that Service selects, as `-l` with its selector does; `instance` picks
-the `--vllm-url` server it names (host:port), when it names one; `job` is kept with the report as what
-the alert was about. Alerts with the same scope share one triage.
+the `--vllm-url` server it names (host:port), when it names one (an alert that names a pod reads no
+other `--vllm-url` server); `job` is kept with the report as what the alert was about. Alerts with the
+same scope share one triage.
 """
 
 from __future__ import annotations
@@ -101,39 +102,64 @@ def service_selector(target: Target, namespace: str, name: str) -> str | None:
 def scoped_target(base: Target, scope: dict[str, str], selector: str | None = None) -> Target:
     """`base` (serve's own flags) narrowed to what the alert is about; `selector`: that of the alert's
     Service (`service_selector`), which narrows the pods as `-l` does."""
-    changes: dict[str, Any] = {}
+    # the alert says what is happening now: a storm that began minutes ago is shorter than Prometheus'
+    # history must show, so the triage reads the servers' present (--scrapes reads) whatever it holds
+    changes: dict[str, Any] = {"scrape_beside_history": True}
     if selector is not None:
         changes["selector"] = ",".join(s for s in (base.selector, selector) if s)
     if "namespace" in scope:
         changes.update(namespace=scope["namespace"], all_namespaces=False)
     if "pod" in scope:
         changes["pod"] = scope["pod"]
-    if "instance" in scope:
-        named = [u for u in base.vllm_urls if urlsplit(u).netloc == scope["instance"]]
-        if named:
-            changes["vllm_urls"] = named
+    named = [u for u in base.vllm_urls if urlsplit(u).netloc == scope.get("instance")]
+    if named or "pod" in scope:
+        # an alert about a pod is about the server in it, which Kubernetes finds: of the servers given
+        # by URL, only the one its instance names (Prometheus' address of the pod) is read
+        changes["vllm_urls"] = named
     return dataclasses.replace(base, **changes)
 
 
 class Gate:
     """Which firing alerts start a triage: one per (fingerprint, startsAt) while it is kept (Alertmanager
-    sends a firing alert again every repeat_interval and with each change to its group), and at most
-    `limit` triages per `window_s` in all."""
+    sends a firing alert again every repeat_interval and with each change to its group), none for an
+    alert that fires again within `window_s` of a triage that found a fault (`faulted`), and at most
+    `limit` triages per `window_s` in all. An alert that fires again is a new startsAt of the same
+    fingerprint: a flapping one (a KV cache that fills and frees as a storm drains) would otherwise be
+    triaged at each firing, and the last of them, at the storm's end, would find nothing and stand as
+    the alerts' verdict. One whose triage found nothing (it came before the storm showed) is triaged
+    again when it fires again."""
 
-    def __init__(self, limit: int, window_s: float, seen: set[tuple[str, str]] | None = None) -> None:
+    def __init__(
+        self,
+        limit: int,
+        window_s: float,
+        seen: set[tuple[str, str]] | None = None,
+        faulted_ago: dict[str, float] | None = None,
+    ) -> None:
+        """`seen`, `faulted_ago` (seconds since a triage of each fingerprint found a fault): what the kept
+        reports answer."""
         self.limit = limit
         self.window_s = window_s
         # insertion-ordered, so that past SEEN_KEPT the oldest are forgotten first
         self._seen: dict[tuple[str, str], None] = dict.fromkeys(sorted(seen or ()))
+        now = time.monotonic()
+        self._last: dict[str, float] = {
+            fingerprint: now - ago for fingerprint, ago in sorted((faulted_ago or {}).items(), key=lambda i: -i[1])
+        }
         self._started: deque[float] = deque()
         self._lock = threading.Lock()
 
     def admit(self, alerts: list[Alert], now: float | None = None) -> tuple[str, list[Alert]]:
-        """`(outcome, new alerts)` for alerts of one scope: `triaged`, `deduplicated` (all seen) or
-        `rate_limited`; `triaged` marks them seen."""
+        """`(outcome, new alerts)` for alerts of one scope: `triaged`, `deduplicated` (all seen, or fired
+        again too soon) or `rate_limited`; `triaged` marks them seen."""
         now = time.monotonic() if now is None else now
         with self._lock:
-            new = [a for a in alerts if (a.fingerprint, a.starts_at) not in self._seen]
+            new = [
+                a
+                for a in alerts
+                if (a.fingerprint, a.starts_at) not in self._seen
+                and now - self._last.get(a.fingerprint, now - self.window_s) >= self.window_s
+            ]
             if not new:
                 return "deduplicated", []
             while self._started and now - self._started[0] >= self.window_s:
@@ -142,15 +168,29 @@ class Gate:
                 return "rate_limited", new
             self._started.append(now)
             self._seen.update(dict.fromkeys((a.fingerprint, a.starts_at) for a in new))
-            for oldest in list(self._seen)[: max(0, len(self._seen) - SEEN_KEPT)]:
-                del self._seen[oldest]
+            _trim(self._seen)
             return "triaged", new
+
+    def faulted(self, alerts: list[Alert], now: float | None = None) -> None:
+        """Their triage found a fault: firing again within the window, they are the same storm."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            for a in alerts:
+                self._last.pop(a.fingerprint, None)
+                self._last[a.fingerprint] = now
+            _trim(self._last)
 
     def forget(self, alerts: list[Alert]) -> None:
         """A triage that could not be queued: the alert may ask again."""
         with self._lock:
             for a in alerts:
                 self._seen.pop((a.fingerprint, a.starts_at), None)
+
+
+def _trim(remembered: dict[Any, Any]) -> None:
+    """Past SEEN_KEPT, forget the oldest (a dict keeps its insertion order)."""
+    for oldest in list(remembered)[: max(0, len(remembered) - SEEN_KEPT)]:
+        del remembered[oldest]
 
 
 def parse_rate(text: str) -> tuple[int, float]:

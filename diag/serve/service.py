@@ -36,6 +36,11 @@ from diag.serve.store import ReportStore, new_id
 
 log = logging.getLogger("llmdiag.serve")
 ALERT_QUEUE = 16  # alert triages waiting; past it an alert is counted queue_full and may ask again
+# Each source's timeout is at most this share of the deadline. A server that accepts and never answers
+# costs its collector three reads one after another (vLLM's /metrics, /health, /v1/models): they must
+# time out inside the deadline, so that the gap names that server. A collector the deadline cuts says
+# only that it was cut, and the results of its other sources go with it.
+SOURCE_SHARE = 4
 
 
 @dataclass
@@ -68,10 +73,17 @@ class Service:
         self._stop = threading.Event()
         self.last_tick: float | None = None  # monotonic time the schedule loop last ran
         self.ready = threading.Event()
-        seen = {
-            (a["fingerprint"], a["startsAt"]) for meta in store.listing() for a in meta.get("alerts", [])
-        }  # a restart triages no alert again that a kept report answers
-        self.gate = Gate(*settings.alert_limit, seen=seen)
+        # a restart triages no alert again that a kept report answers, nor one firing again after a fault
+        answered = [(meta, a) for meta in reversed(store.listing()) for a in meta.get("alerts", [])]
+        self.gate = Gate(
+            *settings.alert_limit,
+            seen={(a["fingerprint"], a["startsAt"]) for _, a in answered},
+            faulted_ago={
+                a["fingerprint"]: time.time() - meta["started_at"]
+                for meta, a in answered
+                if meta["verdict"]["status"] == "fault"
+            },
+        )
 
     # ------------------------------------------------------------------ the one triage
 
@@ -80,7 +92,7 @@ class Service:
         return dataclasses.replace(
             target,
             total_timeout_s=min(target.total_timeout_s, deadline),
-            source_timeout_s=min(target.source_timeout_s, deadline),
+            source_timeout_s=min(target.source_timeout_s, deadline / SOURCE_SHARE),
         )
 
     def _collect_and_analyze(self, target: Target) -> Report:
@@ -196,6 +208,8 @@ class Service:
                 extra["selector"] = selector
             meta = self.run_triage("alert", scoped_target(self.settings.target, scope, selector), extra)
             if meta is not None:
+                if meta["verdict"]["status"] == "fault":
+                    self.gate.faulted(alerts)
                 self._notify(meta)
 
     def _notify(self, meta: dict[str, Any]) -> None:

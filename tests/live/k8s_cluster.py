@@ -36,6 +36,7 @@ KWOK_STAGES = "kwok-stages.yaml"  # kwok's published node and pod stages, next t
 BINARIES = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok")
 TEST_NET = ipaddress.ip_network("198.18.0.0/15")  # RFC 2544's benchmarking range; owned by our netns only
 POD_IO_NAMESPACE = "pod-io"
+SERVE_CHAIN_NAMESPACE = "serve-chain"  # tests/live/test_serve_real_chain.py: its real server's log, nvidia-smi
 KWOK_EXEC_SHIMS = Path(__file__).with_name("kwok_exec")  # nvidia-smi and ray, first on kwok's PATH
 H200_CAPTURE = REPO / "fixtures" / "real" / "h200" / "idle" / "gpu" / "h200-idle"  # .xml and .csv, our own
 
@@ -242,12 +243,13 @@ class PodIO:
     workdir: Path
     ray_address_file: Path
     containers_with_logs: tuple[str, ...] = ("vllm", "ray-head")
+    also: tuple[str, ...] = ()  # more namespaces served the same way (one test at a time uses the logs)
 
     def container_log(self, container: str) -> Path:
         return self.workdir / f"{container}.cri.log"
 
     def kwok_config(self) -> str:
-        selector = {"matchNamespaces": [self.namespace]}
+        selector = {"matchNamespaces": [self.namespace, *self.also]}
         logs = {
             "apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterLogs", "metadata": {"name": "pod-io-logs"},
             "spec": {"selector": selector, "logs": [{"containers": [name], "logsFile": str(self.container_log(name))}
@@ -438,7 +440,8 @@ def running_control_plane(pod_cidr: str | None = None) -> Iterator[ControlPlane]
             workdir / "kwok.kubeconfig", server, ca, cert=pki / "kwok.crt", key=pki / "kwok.key"
         )
         kubelet_port = free_port()  # kwok answers the kubelet's API (logs, exec, port-forward) here
-        pod_io = PodIO(POD_IO_NAMESPACE, workdir / "pod-io", workdir / "pod-io" / "ray-address")
+        pod_io = PodIO(POD_IO_NAMESPACE, workdir / "pod-io", workdir / "pod-io" / "ray-address",
+                       also=(SERVE_CHAIN_NAMESPACE,))  # fmt: skip
         pod_io.workdir.mkdir()
         (workdir / "kwok-pod-io.yaml").write_text(pod_io.kwok_config())
         kwok = component("kwok", [

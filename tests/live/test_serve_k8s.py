@@ -14,7 +14,7 @@ import pytest
 from k8s_cluster import ControlPlane, wait_for
 from k8s_scenarios import apply, expected, get, namespace, pods, service, two_gpu_nodes, vllm_deployment
 from live_services import LOOPBACK, free_port, http_get
-from test_serve_alertmanager import get_json, process, reports, verdicts
+from serve_chain import get_json, process, reports, verdicts
 
 pytestmark = pytest.mark.live
 

@@ -294,3 +294,17 @@ def test_the_pods_whose_rates_prometheus_holds_are_those_with_every_series() -> 
     files[f"prometheus/{RATE_HISTORY[-1]}.json"] = answer(("vllm-a", 20), ("vllm-c", 1))
     assert pods_with_rates(files) == {"llm/vllm-a"}
     assert pods_with_rates({}) == frozenset()
+
+
+def test_a_target_that_asks_for_the_present_reads_every_busy_server_again() -> None:
+    """An alert's triage (serve): its storm may be younger than Prometheus' history must show."""
+    from concurrent.futures import Future
+
+    from diag.collect.runner import rates_held
+
+    known: Future[frozenset[str]] = Future()
+    held = VllmEndpoint("vllm-a", lambda path, timeout: (200, b""), "pod llm/vllm-a:8000", pod_key="llm/vllm-a")
+    assert not rates_held(Target(), known)(held)  # Prometheus has not answered yet
+    known.set_result(frozenset({"llm/vllm-a"}))
+    assert rates_held(Target(), known)(held)
+    assert not rates_held(Target(scrape_beside_history=True), known)(held)

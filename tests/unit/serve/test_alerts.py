@@ -29,8 +29,17 @@ def test_the_labels_narrow_the_target_and_an_instance_picks_its_server() -> None
     scoped = scoped_target(base, {"namespace": "llm", "pod": "p-0", "instance": "10.0.0.2:8000"})
     assert (scoped.namespace, scoped.all_namespaces, scoped.pod) == ("llm", False, "p-0")
     assert scoped.vllm_urls == ["http://10.0.0.2:8000"]
+    assert scoped.scrape_beside_history and not base.scrape_beside_history  # the storm is now
     assert scoped_target(base, {"instance": "10.9.9.9:9400"}).vllm_urls == base.vllm_urls
     assert base.all_namespaces and base.pod is None
+
+
+def test_an_alert_about_a_pod_reads_no_server_given_by_url_that_its_instance_does_not_name() -> None:
+    """Prometheus' instance of a pod is the pod's address: Kubernetes finds the server in it."""
+    base = Target(namespace="llm", vllm_urls=["http://10.0.0.1:8000"])
+    assert scoped_target(base, {"namespace": "llm", "pod": "p-0", "instance": "10.244.0.7:8000"}).vllm_urls == []
+    assert scoped_target(base, {"namespace": "llm", "pod": "p-0"}).vllm_urls == []
+    assert scoped_target(base, {"namespace": "llm"}).vllm_urls == base.vllm_urls
 
 
 def test_the_gate_forgets_the_oldest_past_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -47,6 +56,22 @@ def test_the_rate_window_slides() -> None:
     assert gate.admit([Alert("a", "firing", "", "t", {})], now=0)[0] == "triaged"
     assert gate.admit([Alert("b", "firing", "", "t", {})], now=59)[0] == "rate_limited"
     assert gate.admit([Alert("b", "firing", "", "t", {})], now=60)[0] == "triaged"
+
+
+def test_an_alert_that_fires_again_within_the_window_of_a_fault_is_the_same_storm() -> None:
+    """Prometheus resolves a flapping alert and fires it again: the same fingerprint, a new startsAt."""
+    gate = Gate(limit=100, window_s=60)
+    kv = Alert("kv", "firing", "", "t0", {})
+    assert gate.admit([kv], now=0)[0] == "triaged"
+    # its triage found nothing yet (the storm had not shown): firing again, it is triaged again
+    assert gate.admit([Alert("kv", "firing", "", "t1", {})], now=10)[0] == "triaged"
+    gate.faulted([kv], now=12)
+    assert gate.admit([Alert("kv", "firing", "", "t2", {})], now=40) == ("deduplicated", [])
+    assert gate.admit([Alert("queue", "firing", "", "t2", {})], now=40)[0] == "triaged"
+    assert gate.admit([Alert("kv", "firing", "", "t3", {})], now=72)[0] == "triaged"
+    # after a restart, from the kept reports that found a fault
+    again = Gate(limit=100, window_s=60, seen={("kv", "t3")}, faulted_ago={"kv": 10.0})
+    assert again.admit([Alert("kv", "firing", "", "t4", {})])[0] == "deduplicated"
 
 
 def test_rates_are_n_over_a_duration() -> None:
