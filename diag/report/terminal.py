@@ -123,11 +123,8 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
         console.print(Text(f"  {v.history_window}"))
     if v.sources_missing:
         console.print(Text(f"  missing: {plain(', '.join(v.sources_missing))}", style="yellow"))
-    for (status, detail), times in Counter(v.sources_failed).items():  # one line for the sources one reason skipped
-        sources = f" ({times} sources)" if times > 1 else ""
-        console.print(
-            Text.assemble("  ", (status, "red" if status == "failed" else "dim"), f" {plain(detail)}{sources}")
-        )
+    for status, detail in v.sources_failed:
+        console.print(Text.assemble("  ", (status, "red" if status == "failed" else "dim"), f" {plain(detail)}"))
 
 
 def _print_findings(findings: list[Finding], console: Console, printed: dict[str, str], verbose: bool) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -46,14 +47,19 @@ def view(report: Report) -> ReportView:
         other_problems=other_problems,
         sources_ok=sorted(n for n, s in report.sources.items() if s.status == "ok"),
         sources_missing=sorted(n for n, s in report.sources.items() if s.status == "missing"),
-        sources_failed=sorted(
-            (s.status, s.detail or n) for n, s in report.sources.items() if s.status in ("failed", "skipped")
+        sources_failed=_once_each(
+            sorted((s.status, s.detail or n) for n, s in report.sources.items() if s.status in ("failed", "skipped"))
         ),
         rules_fired=sum(1 for o in outcomes if o.status == "fired"),
         rules_checked=sum(1 for o in outcomes if o.status in ("fired", "silent")),
         rules_unknown=sorted(r for r, o in report.outcomes.items() if o.status in ("unknown", "skipped")),
         history_window=_window_text(report.prometheus_window),
     )
+
+
+def _once_each(reasons: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """One line for the sources one reason failed or skipped (the four Ray files of a cluster with no Ray)."""
+    return [(status, detail + (f" ({n} sources)" if n > 1 else "")) for (status, detail), n in Counter(reasons).items()]
 
 
 def rule_names(rules: tuple[str, ...]) -> str:
