@@ -3,9 +3,10 @@
 A second /metrics read only tells the rules something where the first showed work: requests running
 or waiting (or a server that does not say). An idle server has no rate to measure (its counters stand
 still, and a rate over a few seconds of nothing is noise), a first read that failed has nothing to
-compare with: both are read once, and so is a server whose rates Prometheus' history already holds
-(where --prometheus-url or --prometheus-service answered before its first reads were in), unless the
-target asks for the present (`scrape_beside_history`: serve's alert triages). A server with requests
+compare with: both are read once, and so is a server with no request waiting whose rates Prometheus'
+history already holds (where --prometheus-url or --prometheus-service answered before its first reads
+were in), unless the target asks for the present (`scrape_beside_history`: serve's alert triages): a
+queue younger than the history's judgements is seen only by the server's own reads. A server with requests
 waiting is read `--scrapes` times, `--scrape-interval` apart; one with requests running and none
 waiting, MOVING_S apart (at most). Where those reads show requests running and no token counted, one
 more read makes their span HANG_SPAN_S, the span from which the hang rule believes counters that
@@ -138,7 +139,7 @@ def _server_steps(
     if not scrapes.busy_at_first():
         if scrapes.kept:  # else the first read's own failure says why there is no other
             scrapes.once_because = "nothing running or waiting: no rate to measure"
-    elif rates_elsewhere(endpoint):
+    elif rates_elsewhere(endpoint) and not scrapes.queued_at_first():
         scrapes.once_because = "its rates are in Prometheus' history"
     else:
         interval = target.scrape_interval_s if scrapes.queued_at_first() else min(target.scrape_interval_s, MOVING_S)

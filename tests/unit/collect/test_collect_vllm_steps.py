@@ -268,7 +268,7 @@ def test_the_hang_span_is_the_hang_rules_default_span() -> None:
 
 def test_a_busy_server_whose_rates_prometheus_holds_is_read_once() -> None:
     fleet = Fleet()
-    held = fleet.endpoint("vllm-held", _serving([_exposition(3, 2, 500)]))
+    held = fleet.endpoint("vllm-held", _serving([_exposition(3, 0, 500)]))
     other = fleet.endpoint("vllm-other", _serving([_exposition(3, 2, 500), _exposition(3, 2, 900)]))
     results = {
         r.name: r
@@ -279,6 +279,14 @@ def test_a_busy_server_whose_rates_prometheus_holds_is_read_once() -> None:
     assert len(fleet.times("vllm-held", "/metrics")) == 1
     assert len(fleet.times("vllm-other", "/metrics")) == 2
     assert "Prometheus" in results["vllm/vllm-held.metrics"].detail
+
+
+def test_a_queue_is_read_again_even_where_prometheus_holds_the_rates() -> None:
+    """A queue younger than the history's history_min_minutes is seen only by the server's own reads."""
+    fleet = Fleet()
+    queued = fleet.endpoint("vllm-queued", _serving([_exposition(3, 4, 500), _exposition(3, 6, 900)]))
+    collect_vllm([queued], Sink(Bundle()), target(interval_s=0.05), rates_elsewhere=lambda e: True)
+    assert len(fleet.times("vllm-queued", "/metrics")) == 2
 
 
 def test_the_pods_whose_rates_prometheus_holds_are_those_with_every_series() -> None:
