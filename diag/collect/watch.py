@@ -21,7 +21,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from diag.collect.kube import KINDS
 
@@ -32,6 +33,7 @@ WATCH_TIMEOUT_S = 300  # the API server ends each watch after this; it is opened
 READ_SLACK_S = 60.0  # past the server's timeout, a silent connection is taken for dead
 IDLE_S = 900.0  # a copy no cycle has asked for in this long is dropped and its watch ended
 Key = tuple[str, str | None, str | None, str | None]
+T = TypeVar("T")
 
 
 class WarmLists:
@@ -42,6 +44,7 @@ class WarmLists:
         self._copies: dict[Key, _Copy] = {}
         self._stopped = threading.Event()
         self.lists = 0  # lists made (the first of each, and each after a watch failed)
+        self._parsed: dict[int, tuple[dict, Any]] = {}  # id(item) -> (the item, what `parsed` made of it)
 
     def list_json(
         self,
@@ -71,6 +74,20 @@ class WarmLists:
             copy.start()
         copy.used = now
         return copy.as_list(max_items)
+
+    def parsed(self, items: list[dict], parse: Callable[[list[dict]], list[T]]) -> list[T]:
+        """`parse(items)` (one result per item), each item parsed once for as long as the copies hand out
+        that same object: a cycle parses only the items that changed since the last. What the items of
+        the last call made is kept, the rest dropped. One caller: the pods of a target (a process
+        triages one target on its schedule; an alert's scope parses what it does not share)."""
+        with self._lock:
+            known = self._parsed
+        missing = [item for item in items if known.get(id(item), (None,))[0] is not item]
+        made = dict(zip(map(id, missing), parse(missing), strict=True)) if missing else {}
+        results = [made[id(item)] if id(item) in made else known[id(item)][1] for item in items]
+        with self._lock:
+            self._parsed = {id(item): (item, result) for item, result in zip(items, results, strict=True)}
+        return results
 
     def stop(self) -> None:
         self._stopped.set()

@@ -153,7 +153,7 @@ def test_a_steady_cycle_asks_the_same_whatever_the_number_of_objects(control_pla
         grown = steady_cycle(cluster, target, warm)
         assert grown == small, (small, grown)
         assert not any(what.startswith("LIST") and what.split()[1] in WATCHED for what in grown), grown
-        assert grown["GET pods/log"] >= 1 and grown.total() == small.total()
+        assert any("pods/" in what for what in grown), grown  # the serving pod's log, scrapes and exec
     finally:
         warm.stop()
         cluster.kubectl("delete", "namespace", NS_GROWN, "--wait=false")

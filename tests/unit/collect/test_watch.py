@@ -108,3 +108,38 @@ def test_items_past_the_cap_come_back_whole_when_they_come_under_it() -> None:
     finally:
         warm.stop()
         kube.lines.put(None)
+
+
+def test_an_item_is_parsed_once_while_the_copies_hand_out_the_same_object() -> None:
+    warm = WarmLists()
+    calls: list[list[str]] = []
+
+    def parse(items: list[dict]) -> list[str]:
+        calls.append([i["metadata"]["name"] for i in items])
+        return [f"parsed {i['metadata']['name']} {i['reason']}" for i in items]
+
+    items = [event("a"), event("b")]
+    assert warm.parsed(items, parse) == ["parsed a Pulled", "parsed b Pulled"]
+    changed = {**items[1], "reason": "Killing"}  # a MODIFIED event: a new object in the copy
+    assert warm.parsed([items[0], changed, event("c")], parse) == [
+        "parsed a Pulled",
+        "parsed b Killing",
+        "parsed c Pulled",
+    ]
+    assert calls == [["a", "b"], ["b", "c"]]
+    assert warm.parsed([items[0]], parse) == ["parsed a Pulled"] and len(calls) == 2
+
+
+def test_a_pod_the_collector_cannot_read_is_placed_in_the_whole_list_with_the_copies_too() -> None:
+    from diag.collect.kubernetes import _parsed_pods
+
+    pods = {"apiVersion": "v1", "kind": "List", "items": [
+        {"kind": "Pod", "metadata": {"name": f"p{i}", "namespace": "n"}, "spec": {"containers": []}} for i in range(3)
+    ]}  # fmt: skip
+    warm = WarmLists()
+    assert [p.name for p in _parsed_pods(pods, [], warm)] == ["p0", "p1", "p2"]
+    pods["items"][2] = {"kind": "Pod", "metadata": {"namespace": "n"}, "spec": {"containers": "not a list"}}
+    with_copies: list = []
+    without: list = []
+    assert _parsed_pods(pods, with_copies, warm) == [] and _parsed_pods(pods, without) == []
+    assert with_copies == without and "items[2]" in without[0].detail
