@@ -79,7 +79,8 @@ class WarmLists:
         """`parse(items)` (one result per item), each item parsed once for as long as the copies hand out
         that same object: a cycle parses only the items that changed since the last. What the items of
         the last call made is kept, the rest dropped. One caller: the pods of a target (a process
-        triages one target on its schedule; an alert's scope parses what it does not share)."""
+        triages one target on its schedule; an alert's triage in between costs the next scheduled
+        one a parse of the pods the alert's scope did not hold)."""
         with self._lock:
             known = self._parsed
         missing = [item for item in items if known.get(id(item), (None,))[0] is not item]
