@@ -94,7 +94,7 @@ def build_fleet(cluster: ControlPlane, args: argparse.Namespace) -> dict[str, fl
         apply(cluster, vllm_deployment(name, SERVING, gpus=1, tolerate=True, replicas=2), service(name, SERVING))
     app_pods = args.pods - 2 * args.deployments
     serving_events = args.events // 100
-    made = {
+    return {
         "nodes": _create_all(core.create_node, [_node(i) for i in range(args.nodes)]),
         "pods": _create_all(
             lambda b: core.create_namespaced_pod(b["metadata"]["namespace"], b),
@@ -109,7 +109,6 @@ def build_fleet(cluster: ControlPlane, args: argparse.Namespace) -> dict[str, fl
             + [_deployment_event(i, deployments) for i in range(serving_events)],
         ),
     }
-    return made
 
 
 def _deployment_event(i: int, deployments: list[str]) -> dict:
