@@ -42,19 +42,21 @@ def _node(i: int) -> dict:
             "status": {"capacity": resources, "allocatable": resources}}  # fmt: skip
 
 
-def _pod(i: int, nodes: int) -> dict:
+def _pod(i: int, nodes: int, namespace: str = NS, prefix: str = "vllm") -> dict:
     return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": f"vllm-{i:05d}", "namespace": NS, "labels": {"app": f"vllm-{i % 50}"}},
+            "metadata": {"name": f"{prefix}-{i:05d}", "namespace": namespace,
+                         "labels": {"app": f"{prefix}-{i % 50}"}},
             "spec": {"nodeName": f"gpu-{i % nodes:04d}",
                      "containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.11.0",
                                      "resources": {"requests": {"cpu": "100m"}}}]}}  # fmt: skip
 
 
-def _event(i: int, pods: int) -> dict:
-    name = f"vllm-{i % pods:05d}"
+def _event(i: int, pods: int, namespace: str = NS, prefix: str = "vllm") -> dict:
+    """An event of pod `i % pods` (named as `_pod` names it)."""
+    name = f"{prefix}-{i % pods:05d}"
     return {"apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": f"{name}.{i:06d}", "namespace": NS},
-            "involvedObject": {"kind": "Pod", "name": name, "namespace": NS},
+            "metadata": {"name": f"{name}.{i:06d}", "namespace": namespace},
+            "involvedObject": {"kind": "Pod", "name": name, "namespace": namespace},
             "reason": "Pulled", "type": "Normal", "count": 1,
             "message": "Container image \"vllm/vllm-openai:v0.11.0\" already present on machine",
             "source": {"component": "kubelet"}}  # fmt: skip

@@ -157,9 +157,9 @@ def _served_pod(i: int, nodes: int) -> dict:
     return pod
 
 
-def _app_pod(i: int, nodes: int) -> dict:
+def _app_pod(i: int, nodes: int, namespace: str = NS, prefix: str = "vllm") -> dict:
     """A pod that is no vLLM server: not the vllm-openai image, and a command that launches no vLLM."""
-    pod = _pod(i, nodes)
+    pod = _pod(i, nodes, namespace, prefix)
     pod["spec"]["containers"] = [{"name": "app", "image": "busybox:1.36", "command": ["sleep", "infinity"],
                                   "resources": {"requests": {"cpu": "100m"}}}]  # fmt: skip
     return pod
@@ -318,12 +318,16 @@ def _run(argv: list[str], ok: tuple[int, ...] = (0,)) -> tuple[float, subprocess
     return seconds, result
 
 
-def _wait_running(api: Api, cluster: ControlPlane, pods: int, timeout_s: float = 900) -> float:
-    """Until kwok has marked every pod Running with its IP; every pod IP must be inside the test's
-    network namespace and every node address loopback, else nothing is dialled."""
+def _wait_running(
+    api: Api, cluster: ControlPlane, pods: int, timeout_s: float = 900, namespace: str | None = NS
+) -> float:
+    """Until kwok has marked `pods` pods of `namespace` (None: of every namespace) Running with their IP;
+    every pod IP must be inside the test's network namespace and every node address loopback, else
+    nothing is dialled."""
     started = time.monotonic()
+    path = f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
     while time.monotonic() - started < timeout_s:
-        _, _, body = api.get(f"/api/v1/namespaces/{NS}/pods", {"limit": "100000"})
+        _, _, body = api.get(path, {"limit": "100000"})
         ips = [p["status"].get("podIP") for p in json.loads(body)["items"] if p["status"].get("phase") == "Running"]
         strangers = {ip for ip in ips if ip and not cluster.network.owns(ip)}
         if strangers:

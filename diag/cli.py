@@ -679,7 +679,6 @@ def serve(
     from diag.serve.service import Service, Settings
     from diag.serve.store import Limits, ReportStore
 
-    gc.enable()  # a long-lived process: what an analysis leaves in cycles must be collected
     every_s = _seconds("--every", every, "the period")
     assert every_s is not None
     deadline_s = _seconds("--deadline", deadline, "the deadline") or every_s * 0.8
@@ -810,6 +809,7 @@ def main() -> None:
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     # A one-shot process: the cyclic collector, enabled again after an analysis, would walk the
     # millions of objects the analysis made to free none of them (bench/README.md has the cost).
+    # `serve` stays up with it off too, and collects once after each triage (diag/serve/service.py).
     gc.disable()
     try:
         code = app(prog_name=PROGRAM, standalone_mode=False)

@@ -10,7 +10,10 @@ cycle asks for in IDLE_S (the scope of an alert that passed) is dropped.
 
 A copy is a `kubectl get -o json` List: items in the API server's order (by namespace/name), each
 with apiVersion and kind, capped at the same number of items (metadata.continue set when more
-exist). Callers must not change the items: the next cycle hands out the same objects.
+exist). Callers must not change the items: the next cycle hands out the same objects. An item's
+managedFields (which writer set which field) is kept as an empty list: the redaction drops that key
+from every file it writes (and counts it), and at fleet size it is about 40 % of the JSON. The items
+past the cap (a fleet's events: 5,000 of 50,000 are handed out) are kept as their JSON text.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from diag.collect.kube import KINDS
 
@@ -29,6 +33,7 @@ WATCH_TIMEOUT_S = 300  # the API server ends each watch after this; it is opened
 READ_SLACK_S = 60.0  # past the server's timeout, a silent connection is taken for dead
 IDLE_S = 900.0  # a copy no cycle has asked for in this long is dropped and its watch ended
 Key = tuple[str, str | None, str | None, str | None]
+T = TypeVar("T")
 
 
 class WarmLists:
@@ -39,6 +44,7 @@ class WarmLists:
         self._copies: dict[Key, _Copy] = {}
         self._stopped = threading.Event()
         self.lists = 0  # lists made (the first of each, and each after a watch failed)
+        self._parsed: dict[int, tuple[dict, Any]] = {}  # id(item) -> (the item, what `parsed` made of it)
 
     def list_json(
         self,
@@ -69,6 +75,21 @@ class WarmLists:
         copy.used = now
         return copy.as_list(max_items)
 
+    def parsed(self, items: list[dict], parse: Callable[[list[dict]], list[T]]) -> list[T]:
+        """`parse(items)` (one result per item), each item parsed once for as long as the copies hand out
+        that same object: a cycle parses only the items that changed since the last. What the items of
+        the last call made is kept, the rest dropped. One caller: the pods of a target (a process
+        triages one target on its schedule; an alert's triage in between costs the next scheduled
+        one a parse of the pods the alert's scope did not hold)."""
+        with self._lock:
+            known = self._parsed
+        missing = [item for item in items if known.get(id(item), (None,))[0] is not item]
+        made = dict(zip(map(id, missing), parse(missing), strict=True)) if missing else {}
+        results = [made[id(item)] if id(item) in made else known[id(item)][1] for item in items]
+        with self._lock:
+            self._parsed = {id(item): (item, result) for item, result in zip(items, results, strict=True)}
+        return results
+
     def stop(self) -> None:
         self._stopped.set()
 
@@ -76,6 +97,13 @@ class WarmLists:
 def _key(item: dict) -> str:
     meta = item.get("metadata") or {}
     return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+
+
+def _slim(item: dict) -> dict:
+    meta = item.get("metadata")
+    if isinstance(meta, dict) and meta.get("managedFields"):
+        meta["managedFields"] = []
+    return item
 
 
 class _Copy:
@@ -95,7 +123,8 @@ class _Copy:
         self.namespace = namespace
         self.selectors = (label_selector, field_selector)
         self.version = version
-        self._items = {_key(i): i for i in items}
+        # what a cycle hands out, as parsed JSON; items past the cap as their JSON text (a tenth of the memory)
+        self._items: dict[str, dict | bytes] = {_key(i): _slim(i) for i in items}
         self._lock = threading.Lock()
         self._stale = threading.Event()
         self._stopped = stopped
@@ -113,14 +142,25 @@ class _Copy:
     def as_list(self, max_items: int) -> dict:
         spec = KINDS[self.kind]
         with self._lock:
-            items = [self._items[k] for k in sorted(self._items)]
+            keys = sorted(self._items)
+            for k in keys[max_items:]:  # past the cap: kept as text, parsed again if it comes under it
+                item = self._items[k]
+                if isinstance(item, dict):
+                    self._items[k] = json.dumps(item, separators=(",", ":")).encode()
+            items = [self._parsed(k) for k in keys[:max_items]]
         metadata: dict[str, Any] = {"resourceVersion": ""}
-        if len(items) > max_items:
+        if len(keys) > max_items:
             metadata["continue"] = "more items than the cap"
         for item in items:
             item.setdefault("apiVersion", spec.group_version)
             item.setdefault("kind", spec.kind)
-        return {"apiVersion": "v1", "items": items[:max_items], "kind": "List", "metadata": metadata}
+        return {"apiVersion": "v1", "items": items, "kind": "List", "metadata": metadata}
+
+    def _parsed(self, key: str) -> dict:
+        item = self._items[key]
+        if isinstance(item, bytes):
+            item = self._items[key] = json.loads(item)
+        return item
 
     def _watch(self) -> None:
         while not (self._stale.is_set() or self._stopped.is_set()):
@@ -147,7 +187,7 @@ class _Copy:
         version = (item.get("metadata") or {}).get("resourceVersion")
         with self._lock:
             if kind in ("ADDED", "MODIFIED"):
-                self._items[_key(item)] = item
+                self._items[_key(item)] = _slim(item)
             elif kind == "DELETED":
                 self._items.pop(_key(item), None)
             if version:

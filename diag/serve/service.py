@@ -7,12 +7,15 @@ held under it): a source that hangs is that source's failed line at the deadline
 starts on time. Cycles start on a fixed grid (`every`); a tick that finds the previous scheduled cycle
 still running is counted skipped, never queued behind it. Collections may run side by side (a
 scheduled one and an alert's); the analyses take turns, so at most one analysis' memory is held at a
-time.
+time. The process runs with Python's cyclic collector off, as every command does (diag/cli.py): after
+each triage one collection frees what it left in cycles. Left on, the collector walked the watched
+copies and the analysis' objects again and again during each triage (bench/serve.md).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import gc
 import logging
 import queue
 import threading
@@ -102,6 +105,12 @@ class Service:
 
     def run_triage(self, trigger: str, target: Target, extra: dict[str, Any] | None = None) -> dict[str, Any] | None:
         """Triage `target`, keep the report; its meta, or None when the triage failed (counted, logged)."""
+        try:
+            return self._triage_and_keep(trigger, target, extra)
+        finally:
+            gc.collect()
+
+    def _triage_and_keep(self, trigger: str, target: Target, extra: dict[str, Any] | None) -> dict[str, Any] | None:
         started, clock = time.time(), time.monotonic()
         try:
             report = self._triage(self._bounded(target))

@@ -359,9 +359,10 @@ def _healthy(kubeconfig: Path, path: str) -> bool:
 
 
 @contextmanager
-def running_control_plane(pod_cidr: str | None = None) -> Iterator[ControlPlane]:
+def running_control_plane(pod_cidr: str | None = None, apiserver_flags: tuple[str, ...] = ()) -> Iterator[ControlPlane]:
     """etcd, kube-apiserver, kube-scheduler, kube-controller-manager and kwok, ready to take objects.
-    `pod_cidr`: see test_network (FLEET_POD_CIDR for more than 254 pods)."""
+    `pod_cidr`: see test_network (FLEET_POD_CIDR for more than 254 pods); `apiserver_flags`: more of
+    kube-apiserver's flags (a bench's audit log)."""
     bin_dir = control_plane_bin()
     if shutil.which("kubectl") is None or shutil.which("openssl") is None:
         raise ServiceUnavailable("kubectl and openssl are needed to drive the control plane")
@@ -410,7 +411,7 @@ def running_control_plane(pod_cidr: str | None = None) -> Iterator[ControlPlane]
             f"--kubelet-certificate-authority={ca}", "--kubelet-preferred-address-types=InternalIP",
             f"--kubelet-client-certificate={pki / 'kubelet-client.crt'}",
             f"--kubelet-client-key={pki / 'kubelet-client.key'}",
-            "--enable-priority-and-fairness=false", "--profiling=false",
+            "--enable-priority-and-fairness=false", "--profiling=false", *apiserver_flags,
         ])  # fmt: skip
         wait_until("kube-apiserver", lambda: _healthy(admin, "/readyz"), 90, apiserver, workdir / "kube-apiserver.log")
 

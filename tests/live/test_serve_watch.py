@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 
 import pytest
 from k8s_cluster import ControlPlane, wait_for
@@ -85,3 +86,82 @@ def test_cycles_after_the_first_list_nothing_and_see_every_change(control_plane:
     finally:
         warm.stop()
         cluster.kubectl("delete", "namespace", NS, "--wait=false")
+
+
+NS_GROWN = "serve-watch-grown"
+ONLY_COLLECTIONS = {"log", "proxy", "exec"}  # pod subresources no control-plane component asks for
+
+
+def collection_requests(cluster: ControlPlane) -> Counter[str]:
+    """The API server's requests so far that a collection makes and the control plane's own components
+    do not (in steady state): every LIST, and the pods' logs, proxied reads and execs; by verb and
+    resource."""
+    counts: Counter[str] = Counter()
+    for m in SAMPLE.finditer(cluster.kubectl("get", "--raw", "/metrics").stdout):
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m["labels"]))
+        sub = labels.get("subresource", "")
+        if labels.get("verb") == "LIST" or sub in ONLY_COLLECTIONS:
+            counts[f"{labels.get('verb')} {labels.get('resource', '')}{'/' + sub if sub else ''}"] += int(
+                float(m["value"])
+            )
+    return counts
+
+
+def steady_cycle(cluster: ControlPlane, target: Target, warm: WarmLists) -> Counter[str]:
+    before = collection_requests(cluster)
+    collect_live(target, warm=warm)
+    return collection_requests(cluster) - before
+
+
+def app_pod(name: str, node: str) -> dict:
+    container = {"name": "app", "image": "busybox:1.36", "command": ["sleep", "infinity"]}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS_GROWN},
+            "spec": {"nodeName": node, "tolerations": [{"operator": "Exists"}], "containers": [container]}}  # fmt: skip
+
+
+def normal_event(i: int) -> dict:
+    return {"apiVersion": "v1", "kind": "Event", "metadata": {"name": f"app-{i}.{i:06d}", "namespace": NS_GROWN},
+            "involvedObject": {"kind": "Pod", "name": f"app-{i % 30}", "namespace": NS_GROWN},
+            "reason": "Pulled", "type": "Normal", "count": 1, "message": "Container image already present on machine",
+            "source": {"component": "kubelet"}}  # fmt: skip
+
+
+def test_a_steady_cycle_asks_the_same_whatever_the_number_of_objects(control_plane: ControlPlane) -> None:
+    """Ten times the pods and events in the namespace, and a steady cycle makes the same requests:
+    the lists come from the watched copies, and what is asked each cycle (logs, scrapes, exec, the
+    lists whose CRDs are absent) is for the serving pods only."""
+    cluster = two_gpu_nodes(control_plane)
+    apply(cluster, namespace(NS_GROWN), vllm_deployment("llama", NS_GROWN, gpus=1, tolerate=True),
+          service("llama", NS_GROWN), *(app_pod(f"app-{i}", "gpu-h100-1") for i in range(3)))  # fmt: skip
+    wait_for("4 pods running", lambda: len(running_pods(cluster)) == 4)
+    target = Target(
+        kubeconfig=str(cluster.kubeconfig), namespace=NS_GROWN, local_gpu=False, scrapes=1, total_timeout_s=60
+    )
+    warm = WarmLists()
+    try:
+        collect_live(target, warm=warm)  # the first cycle lists
+        small = steady_cycle(cluster, target, warm)
+
+        apply(cluster, *(app_pod(f"app-{i}", f"gpu-h100-{1 + i % 2}") for i in range(3, 30)))
+        apply(cluster, *(normal_event(i) for i in range(300)))
+        wait_for("31 pods running", lambda: len(running_pods(cluster)) == 31)
+        expected = names(json.dumps(get(cluster, "pods", "-n", NS_GROWN)).encode())
+        wait_for(
+            "a cycle to see the new pods",
+            lambda: names(collect_live(target, warm=warm).files["k8s/pods.json"]) == expected,
+        )
+        grown = steady_cycle(cluster, target, warm)
+        assert grown == small, (small, grown)
+        assert not any(what.startswith("LIST") and what.split()[1] in WATCHED for what in grown), grown
+        assert any("pods/" in what for what in grown), grown  # the serving pod's log, scrapes and exec
+    finally:
+        warm.stop()
+        cluster.kubectl("delete", "namespace", NS_GROWN, "--wait=false")
+
+
+WATCHED = {"pods", "events", "nodes", "services", "endpoints", "deployments", "statefulsets", "daemonsets",
+           "horizontalpodautoscalers", "ingresses", "configmaps", "secrets"}  # fmt: skip
+
+
+def running_pods(cluster: ControlPlane) -> list[dict]:
+    return [p for p in get(cluster, "pods", "-n", NS_GROWN)["items"] if p["status"].get("phase") == "Running"]

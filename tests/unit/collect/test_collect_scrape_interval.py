@@ -65,6 +65,8 @@ class SlowLists:
     """A KubeAccess for collect_objects: the Services list answers only once the run's sink has
     recorded two /metrics reads of `server` (or after `hold_s`), and says when it answered."""
 
+    warm = None  # no watched copies (KubeAccess.warm)
+
     def __init__(self, server: str, hold_s: float = 30.0) -> None:
         self.server, self.hold_s = server, hold_s
         self.sink: Sink | None = None

@@ -3,9 +3,11 @@ schedule on time whatever a cycle does, and the outgoing webhook."""
 
 from __future__ import annotations
 
+import gc
 import json
 import threading
 import time
+import weakref
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -49,6 +51,35 @@ def test_a_triage_is_kept_with_its_verdict_and_the_target_held_under_the_deadlin
     assert json.loads(service.store.body(meta["id"], "json"))["verdict"]["rule"] == "K8S-505"
     assert service.store.body(meta["id"], "md").startswith(b"#")
     assert service.counters.get("llmdiag_cycles_total", trigger="schedule", outcome="ok") == 1
+
+
+class Linked:
+    other: Linked | None = None
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_what_a_triage_left_in_cycles_is_freed_after_it_with_the_collector_off(
+    tmp_path: Path, fault_report, fails: bool
+) -> None:
+    left: list[weakref.ref] = []
+
+    def triage(target: Target):
+        a, b = Linked(), Linked()
+        a.other, b.other = b, a  # a cycle that nothing reaches once the triage is over
+        left.append(weakref.ref(a))
+        if fails:
+            raise RuntimeError("boom")
+        return fault_report
+
+    service = Service(settings(), ReportStore(tmp_path, Limits()), triage)
+    was_on = gc.isenabled()
+    gc.disable()  # as diag.cli.main runs every command
+    try:
+        service.run_triage("schedule", service.settings.target)
+        assert left[0]() is None
+    finally:
+        if was_on:
+            gc.enable()
 
 
 def test_a_triage_that_raises_is_counted_and_keeps_nothing(tmp_path: Path) -> None:
