@@ -103,14 +103,28 @@ class Service:
         with self._analysis:
             return analyze_bundle(bundle, self.settings.config, self.settings.rule_dirs)
 
-    def run_triage(self, trigger: str, target: Target, extra: dict[str, Any] | None = None) -> dict[str, Any] | None:
-        """Triage `target`, keep the report; its meta, or None when the triage failed (counted, logged)."""
+    def run_triage(
+        self,
+        trigger: str,
+        target: Target,
+        extra: dict[str, Any] | None = None,
+        before_kept: Callable[[dict[str, Any]], None] | None = None,
+    ) -> dict[str, Any] | None:
+        """Triage `target`, keep the report; its meta, or None when the triage failed (counted, logged).
+        `before_kept` sees the meta before the report is served: what it records holds for anyone who
+        has seen the report."""
         try:
-            return self._triage_and_keep(trigger, target, extra)
+            return self._triage_and_keep(trigger, target, extra, before_kept)
         finally:
             gc.collect()
 
-    def _triage_and_keep(self, trigger: str, target: Target, extra: dict[str, Any] | None) -> dict[str, Any] | None:
+    def _triage_and_keep(
+        self,
+        trigger: str,
+        target: Target,
+        extra: dict[str, Any] | None,
+        before_kept: Callable[[dict[str, Any]], None] | None,
+    ) -> dict[str, Any] | None:
         started, clock = time.time(), time.monotonic()
         try:
             report = self._triage(self._bounded(target))
@@ -123,6 +137,8 @@ class Service:
                 **metrics.summarize(report),
                 **(extra or {}),
             }
+            if before_kept is not None:
+                before_kept(meta)
             kept = self.store.add(meta, render_json(report), render_markdown(report), self._html(report))
         except Exception as e:  # one failed cycle (or a full disk) is a counted error; the loops go on
             self.counters.inc("llmdiag_cycles_total", trigger=trigger, outcome="error")
@@ -215,10 +231,13 @@ class Service:
             extra = {"scope": scope, "alerts": [a.record() for a in alerts]}
             if selector is not None:
                 extra["selector"] = selector
-            meta = self.run_triage("alert", scoped_target(self.settings.target, scope, selector), extra)
-            if meta is not None:
-                if meta["verdict"]["status"] == "fault":
+
+            def mark_faulted(meta: dict[str, Any], alerts: list[Alert] = alerts) -> None:
+                if meta["verdict"]["status"] == "fault":  # before its report is seen: a re-firing is the same storm
                     self.gate.faulted(alerts)
+
+            meta = self.run_triage("alert", scoped_target(self.settings.target, scope, selector), extra, mark_faulted)
+            if meta is not None:
                 self._notify(meta)
 
     def _notify(self, meta: dict[str, Any]) -> None:
