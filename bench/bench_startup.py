@@ -1,5 +1,6 @@
 """Start-up as users have it: `llmdiag --help` and `llmdiag analyze fixtures/demo` from an installed
-wheel, against `python -c 'import typer, rich'` (the floor issue 29 measures against).
+wheel, against `python -c 'import typer, rich'` (the floor issue 29 measures against); and what `triage`
+imports before it reads anything, with and without the `kubernetes` client (its share of a triage).
 
 For each source tree (the repository by default; give `--tree` more than once to compare commits:
 `git worktree add /tmp/old REF`), a wheel is built and installed into a fresh virtual environment,
