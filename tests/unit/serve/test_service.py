@@ -179,8 +179,10 @@ def test_a_cycle_that_outlives_its_period_skips_ticks_and_the_grid_holds(tmp_pat
         wait_for(lambda: len(starts) >= 3)
     finally:
         service.stop()
-    gaps = [round((b - starts[1]) / 0.3, 1) for b in starts[2:3]]
-    assert gaps == [1.0], starts  # after the slow one, back on the 0.3 s grid
+    # after the slow one, back on the 0.3 s grid: a whole number of periods later (a cycle's collection
+    # of the garbage, in a test process holding every earlier test's objects, may cost a tick)
+    periods = (starts[2] - starts[1]) / 0.3
+    assert periods >= 0.9 and abs(periods - round(periods)) < 0.15, starts
 
 
 def test_the_outgoing_webhook_gets_the_verdict_with_a_slack_text(tmp_path: Path, fault_report) -> None:
