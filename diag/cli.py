@@ -419,8 +419,8 @@ _TARGET_OPTIONS: dict[str, tuple[object, object]] = {
             2.0,
             "--scrape-interval",
             min=0.0,
-            help="Seconds between /metrics reads of a server with requests waiting; one with requests running "
-            "and none waiting is read again after at most 0.5 s, an idle one once.",
+            help="Seconds between /metrics reads of a server with requests waiting; one with requests running, "
+            "none waiting and its KV cache under half full after at most 0.5 s, an idle one once.",
         ),
     ),
     "total_timeout_s": (float, typer.Option(120.0, "--timeout", help="Seconds for the whole collection.")),

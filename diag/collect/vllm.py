@@ -53,7 +53,13 @@ from diag.collect.http import (
     pod_proxy_get,
 )
 from diag.parsers.prom_text import parse_exposition
-from diag.parsers.vllm_metrics import GENERATION_TOKENS, PROMPT_TOKENS, REQUESTS_RUNNING, REQUESTS_WAITING
+from diag.parsers.vllm_metrics import (
+    GENERATION_TOKENS,
+    KV_CACHE_USAGE,
+    PROMPT_TOKENS,
+    REQUESTS_RUNNING,
+    REQUESTS_WAITING,
+)
 
 if TYPE_CHECKING:
     from diag.collect.kube import KubeAccess
@@ -64,10 +70,12 @@ SLOW_READ_S = 1.0  # a read running longer no longer counts against MAX_READS_AT
 # rules/settings.yaml hang_min_interval_s (its default): token counters that stood still over a shorter
 # span prove no hang, so a server that looks hung is read once more, this long after its first read
 HANG_SPAN_S = 5.0
-# A busy server with no request waiting has no queue or preemptions for a longer interval to measure:
+# A busy server with no request waiting and its KV cache under KV_ROOMY has no queue or preemptions for
+# a longer interval to measure:
 # its later reads come this soon, enough for the token counters of a working engine to move (one that
 # looks hung is still read again at HANG_SPAN_S).
 MOVING_S = 0.5
+KV_ROOMY = 0.5  # KV-cache usage below which a server with no queue is no saturation in the making
 _TCP_LISTEN = "0A"  # socket state column of /proc/net/tcp{,6}
 
 
@@ -269,8 +277,10 @@ class _Scrapes:
         return first.running != 0 or first.waiting != 0
 
     def queued_at_first(self) -> bool:
-        """The first read showed requests waiting, or did not say."""
-        return self.readings[0].waiting != 0
+        """The first read showed requests waiting or a KV cache at least KV_ROOMY full, or did not say:
+        a queue or preemptions may be under way, which a longer interval measures."""
+        first = self.readings[0]
+        return first.waiting != 0 or first.kv is None or first.kv >= KV_ROOMY
 
     def looks_hung(self) -> bool:
         """Every read saw requests running, and the token counters did not move from the first to the last."""
@@ -296,6 +306,7 @@ class _Reading:
     running: float | None  # requests running, summed over engines; None: not exposed or not exposition
     waiting: float | None
     tokens: float | None  # prompt and generation tokens counted so far
+    kv: float | None = None  # the fullest engine's KV-cache usage, 0..1
 
     @classmethod
     def of(cls, body: bytes) -> _Reading:
@@ -304,14 +315,18 @@ class _Reading:
         except ValueError:  # not exposition at all: nothing said, so nothing known
             return cls(None, None, None)
         totals: dict[str, float] = {}
+        kv: float | None = None
         for sample in samples:
             if sample.value == sample.value:  # NaN is unknown
                 totals[sample.name] = totals.get(sample.name, 0.0) + sample.value
+                if sample.name in KV_CACHE_USAGE:
+                    kv = sample.value if kv is None else max(kv, sample.value)
         counters = [totals.get(name[0]) for name in (PROMPT_TOKENS, GENERATION_TOKENS)]
         return cls(
             totals.get(REQUESTS_RUNNING[0]),
             totals.get(REQUESTS_WAITING[0]),
             None if None in counters else sum(c for c in counters if c is not None),
+            kv,
         )
 
 

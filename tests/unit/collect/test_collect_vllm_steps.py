@@ -171,10 +171,11 @@ def test_the_api_client_keeps_a_connection_for_each_request_the_collectors_make_
     assert kube._client.rest_client.pool_manager.connection_pool_kw["maxsize"] == CONNECTION_POOL_SIZE
 
 
-def _exposition(running: float, waiting: float, tokens: float) -> bytes:
+def _exposition(running: float, waiting: float, tokens: float, kv: float = 0.1) -> bytes:
     return (
         f'# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{{engine="0"}} {running}\n'
         f'# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{{engine="0"}} {waiting}\n'
+        f'# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{{engine="0"}} {kv}\n'
         f'# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total{{engine="0"}} {tokens}\n'
         f'# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total{{engine="0"}} {tokens}\n'
     ).encode()
@@ -237,6 +238,17 @@ def test_a_busy_server_with_nothing_waiting_is_read_again_soon_not_at_the_rates_
     collect_vllm([endpoint], sink, target(interval_s=30.0))
     first, second = sink.scrape_times["vllm-busy"]
     assert vllm.MOVING_S <= second - first < 30.0
+
+
+def test_a_busy_server_whose_kv_cache_fills_is_read_again_at_the_rates_interval() -> None:
+    fleet = Fleet()
+    endpoint = fleet.endpoint(
+        "vllm-full", _serving([_exposition(12, 0, 500, kv=0.97), _exposition(12, 0, 900, kv=0.97)])
+    )
+    sink = Sink(Bundle())
+    collect_vllm([endpoint], sink, target(interval_s=vllm.MOVING_S + 0.5))
+    first, second = sink.scrape_times["vllm-full"]
+    assert second - first >= vllm.MOVING_S + 0.5
 
 
 def test_a_busy_server_with_requests_waiting_is_read_again_at_the_rates_interval() -> None:
