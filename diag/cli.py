@@ -609,11 +609,11 @@ def _why_nothing(bundle: Bundle) -> str:
         sources = json.loads(bundle.files["manifest.json"]).get("sources", {})
     except (KeyError, ValueError, AttributeError):
         return "no source answered"
-    reasons = [
-        f"{name}: {entry.get('detail') or entry.get('status')}"
-        for name, entry in sources.items()
-        if entry.get("status") == "failed"
-    ]
+    reasons = []
+    for name, entry in sources.items():
+        if entry.get("status") == "failed":
+            said = entry.get("detail") or entry.get("status")
+            reasons.append(said if said.startswith(f"{name}: ") else f"{name}: {said}")
     return "; ".join(reasons[:3]) or "no source answered"
 
 

@@ -264,8 +264,13 @@ def _run_all(
                 if not future.done() and run.limit > now:
                     continue
                 del running[future]
-                future.cancel()
-                report(run.collector, future.result() if future.done() else [_timed_out(run, now, deadline)])
+                if future.done():
+                    got = future.result()
+                elif future.cancel():  # still waiting for a thread: it never ran
+                    got = [SourceResult(run.collector.name, "failed", _not_started(run.collector, ctx.target, "first"))]
+                else:
+                    got = [_timed_out(run, now, deadline)]
+                report(run.collector, got)
                 if run.collector.phase == 1:
                     providers_left -= 1
             if later and (providers_left == 0 or ctx.pods_known.done()):
@@ -273,7 +278,8 @@ def _run_all(
                     if deadline > time.monotonic():
                         start(c)
                     else:
-                        report(c, [SourceResult(c.name, "failed", _not_started(c, ctx.target))])
+                        why = "while the Kubernetes objects were read"
+                        report(c, [SourceResult(c.name, "failed", _not_started(c, ctx.target, why))])
                 later = []
             if running or held:
                 next_limit = min((r.limit for r in running.values()), default=now + WAIT_SLICE_S)
@@ -294,10 +300,8 @@ def _run_all(
     return results
 
 
-def _not_started(c: Collector, target: Target) -> str:
-    return (
-        f"{c.name}: not started, the run's {target.total_timeout_s:g}s ran out while the Kubernetes objects were read"
-    )
+def _not_started(c: Collector, target: Target, why: str) -> str:
+    return f"{c.name}: not started, the run's {target.total_timeout_s:g}s ran out {why}"
 
 
 def _timed_out(run: _Running, now: float, deadline: float) -> SourceResult:

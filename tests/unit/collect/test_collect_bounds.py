@@ -352,3 +352,30 @@ def test_the_api_servers_own_throttling_is_asked_again_after_retry_after(tmp_pat
         with pytest.raises(KubeError) as error:
             kube.list_json("pods", namespace="llm")  # an hour's wait does not fit: the 429 is the answer
         assert error.value.status == 429 and len(api.times) == 1
+
+
+def test_a_collector_still_waiting_for_a_pool_slot_at_its_limit_is_named_as_not_started(tmp_path: Path) -> None:
+    """Every pool slot held past its limit: the collector queued behind them is cancelled unstarted and
+    named as not started, not read back as a cancelled future (which crashed the run)."""
+    from diag.collect.runner import MAX_PARALLEL_COLLECTORS, Collector
+
+    release = threading.Event()
+
+    def hang(_ctx: object) -> list:
+        release.wait(10)
+        return []
+
+    collectors = [
+        Collector(f"slow {n}", hang, timeout_s=0.5, needs_pods=False) for n in range(MAX_PARALLEL_COLLECTORS + 1)
+    ]
+    target = Target(kubeconfig=str(tmp_path / "absent"), vllm_urls=["http://127.0.0.1:9"], local_gpu=False,
+                    source_timeout_s=0.5, total_timeout_s=3.0)  # fmt: skip
+    try:
+        _, results = collect(target, collectors)
+    finally:
+        release.set()
+    said = {r.name: r.detail for r in results if r.name != "kubernetes"}  # no kubeconfig: skipped
+    queued = collectors[-1].name
+    assert said.pop(queued) == f"{queued}: not started, the run's 3s ran out first"
+    assert sorted(said) == sorted(c.name for c in collectors[:-1])
+    assert all("timed out after" in detail for detail in said.values()), said
