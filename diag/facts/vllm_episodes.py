@@ -137,7 +137,7 @@ def _merge(scrapes: Fact, history: Fact) -> Fact:
         if history is not None:
             note = ("Prometheus' samples do not show it for history_min_minutes (they are coarser, and may end before "
                     "collection); the scrapes read the server itself at collection, so they count")  # fmt: skip
-            return scrapes | {"note": note}
+            return scrapes | {"note": "; ".join(filter(None, (scrapes.get("note"), note)))}
         return scrapes
     if history is not None and history["found"]:
         if scrapes is not None and history["ongoing"]:
@@ -172,6 +172,15 @@ def _at_least(value: float | None, threshold: float) -> bool | None:
 
 def _above(value: float | None, threshold: float) -> bool | None:
     return None if value is None else value > threshold
+
+
+def kv_full(kv_peak: float | None, preemptions: float | None, high: float) -> bool | None:
+    """The KV cache was full at some moment between the reads: the gauge at or above `high` when read, or
+    preemptions in between (vLLM preempts a sequence only when no KV block is free for it; a gauge read
+    a few times misses the moments a small cache is full)."""
+    if preemptions is not None and preemptions > 0:
+        return True
+    return _at_least(kv_peak, high)
 
 
 def queued(waiting: float | None, running: float | None, settings: dict) -> bool | None:
@@ -240,8 +249,9 @@ class _Scrapes:
         if m is None:
             return None
         # preemptions counted over the interval are evidence enough; a growing queue must be a held one
+        full = kv_full(m.kv_cache_usage_max, m.preemptions_delta, s["kv_cache_high"])
         found = _all_known(
-            _at_least(m.kv_cache_usage_max, s["kv_cache_high"]),
+            full,
             _any_known(
                 _all_known(_above(m.preemptions_delta, 0.0), _at_least(m.requests_waiting, s["queue_waiting_min"])),
                 _all_known(self._queue_held(), _above(m.waiting_growth, 0.0)),
@@ -258,7 +268,25 @@ class _Scrapes:
             "waiting_peak": m.waiting_max,
             "running": m.requests_running,
             "preemptions": m.preemptions_delta,
+            "between_reads": self._between_reads() if found else "",
         }
+
+    def _between_reads(self) -> str:
+        """What shows the cache full when every read of its gauge fell below kv_cache_high."""
+        m, high = self.m, self.settings["kv_cache_high"]
+        assert m is not None
+        if m.kv_cache_usage_max is None or m.kv_cache_usage_max >= high or not m.preemptions_delta:
+            return ""
+        apart = f" {m.interval_seconds:.1f} s apart" if m.interval_seconds is not None else ""
+        return (f"vllm:num_preemptions_total rose by {m.preemptions_delta:g} between {m.scrapes} reads of /metrics"
+                f"{apart}, each of which showed the KV cache below {high:g} full (at most {m.kv_cache_usage_max:.3g}): "
+                "vLLM preempts only when no KV block is free, so the cache filled between the reads")  # fmt: skip
+
+    def _kv_room(self) -> bool | None:
+        m = self.m
+        assert m is not None
+        full = kv_full(m.kv_cache_usage_max, m.preemptions_delta, self.settings["kv_cache_high"])
+        return None if full is None else not full
 
     def queue_growth(self) -> Fact:
         m = self.m
@@ -274,6 +302,7 @@ class _Scrapes:
             "waiting_peak": m.waiting_max,
             "running": m.requests_running,
             "kv_peak": m.kv_cache_usage_max,
+            "kv_room": self._kv_room(),
         }
 
     def seq_cap_reached(self, view: ScrapeView) -> Fact:
@@ -287,7 +316,7 @@ class _Scrapes:
                 for q in view.queue_per_scrape
             ]
         found = _all_known(
-            None if m.kv_cache_usage_max is None else m.kv_cache_usage_max < s["kv_cache_high"],
+            self._kv_room(),
             _above(m.generation_tokens_delta, 0.0),
             None if at_cap is None else held(at_cap, s),
         )
@@ -381,6 +410,7 @@ class _History:
             "preemptions": round(sum(span.values("preemptions_per_s")) * self.t.step)
             if self.t.has("preemptions_per_s")
             else None,
+            "between_reads": "",  # its samples are at or above kv_cache_high
         }
 
     def _pressure_rose(self, span: Span) -> bool | None:
@@ -404,6 +434,7 @@ class _History:
             "waiting_peak": max(waiting),
             "running": max(span.values("running"), default=None),
             "kv_peak": max(kv) if kv else None,
+            "kv_room": max(kv) < self.settings["kv_cache_high"] if kv else None,
         }
 
     def queue_spans(self) -> list[Span]:

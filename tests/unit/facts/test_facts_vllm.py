@@ -435,6 +435,27 @@ def test_preemptions_at_a_full_cache_fire_even_on_a_steady_queue() -> None:
     assert [f.rule for f in result.findings if f.rule in QUEUE_RULES] == ["VLLM-101"]
 
 
+@pytest.mark.parametrize("usage", ["low", "mid"])
+@pytest.mark.parametrize("running", ["at_cap", "below"])
+@pytest.mark.parametrize("cap_known", [True, False])
+def test_preemptions_between_reads_show_the_cache_full_where_each_read_of_the_gauge_missed_it(
+    usage: str, running: str, cap_known: bool
+) -> None:
+    """vLLM preempts only when no block is free: a small cache that fills and empties between reads is
+    VLLM-101's, never the cap's (VLLM-102) or a queue with room (VLLM-114), nor healthy."""
+    result = evaluate_rules(queue_server(usage, running, "grows", cap_known, preempted=12))
+    assert [f.rule for f in result.findings if f.rule in QUEUE_RULES] == ["VLLM-101"]
+    (finding,) = [f for f in result.findings if f.rule == "VLLM-101"]
+    assert finding.evidence[0].startswith("vllm:num_preemptions_total rose by 12 between 2 reads of /metrics 10.0 s")
+    assert f"at most {USAGE[usage]:.3g}" in finding.evidence[0]
+
+
+def test_a_gauge_that_caught_the_cache_full_needs_no_word_on_the_reads_between() -> None:
+    result = evaluate_rules(queue_server("high", "below", "grows", cap_known=True, preempted=12))
+    (finding,) = [f for f in result.findings if f.rule == "VLLM-101"]
+    assert not any("between the reads" in line for line in finding.evidence)
+
+
 def test_an_unknown_cap_leaves_the_cap_rule_unknown_not_silent() -> None:
     result = evaluate_rules(queue_server("mid", "at_cap", "flat", cap_known=False))
     assert result.outcomes["VLLM-102"].status == "unknown"
