@@ -394,6 +394,16 @@ def test_an_analysis_loads_no_client_of_a_live_source() -> None:
     assert sorted(m for m in loaded if m.split(".")[0] in ("kubernetes", "requests") or m == "diag.collect") == []
 
 
+def test_pydantic_loads_only_where_a_configuration_file_is_read(tmp_path: Path) -> None:
+    """Its import is a fifth of an analysis' start-up: only a .llmdiag.yaml to check needs it."""
+    done, loaded = _run_loading(["analyze", "fixtures/demo", "--output", "json"])
+    assert done.returncode == 0 and "pydantic" not in loaded, done.stderr[-2000:]
+    config = tmp_path / "llmdiag.yaml"
+    config.write_text("min_severity: warning\n")
+    done, loaded = _run_loading(["analyze", "fixtures/demo", "--output", "json", "--config", str(config)])
+    assert done.returncode == 0 and "pydantic" in loaded, done.stderr[-2000:]
+
+
 def test_an_analysis_loads_the_cel_evaluator_without_its_repl() -> None:
     """The `cel` package's __init__ imports its REPL (prompt_toolkit, pygments): ten times the evaluator's
     start-up. diag.engine.cel_evaluator loads the evaluator alone; a later `import cel` gets the same one."""

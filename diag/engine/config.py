@@ -27,58 +27,24 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-from pydantic_core import ErrorDetails
 
 from diag.core.errors import UserError
 from diag.core.rules_dir import default_settings
 from diag.engine.rules import SEVERITIES, Finding
 from diag.snapshot.clock import parse_duration
 
+if TYPE_CHECKING:
+    from diag.engine.config_file import Suppression
+
 DEFAULT_CONFIG_NAME = ".llmdiag.yaml"
 HISTORY_WINDOW_SETTING = "history_window_seconds"
-
-Severity = Literal["info", "warning", "critical"]
 
 
 class ConfigError(UserError):
     """The configuration file is wrong: one line naming it (and the line) and the problem."""
-
-
-class Suppression(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    rule: str | None = None
-    subject: str | None = None
-    namespace: str | None = None
-    label: dict[str, str] | None = Field(default=None, min_length=1)
-    reason: str | None = None
-
-    @model_validator(mode="after")
-    def _names_a_rule_or_subject(self) -> Suppression:
-        if self.rule is None and self.subject is None:
-            raise ValueError("a suppression needs a 'rule' or a 'subject' (namespace and label only narrow one)")
-        return self
-
-    def narrows(self) -> bool:
-        """True when something besides the rule pattern limits what it matches."""
-        return (
-            (self.subject is not None and not _matches_all(self.subject))
-            or self.label is not None
-            or (self.namespace is not None and not _matches_all(self.namespace))
-        )
-
-
-class ConfigFile(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    suppress: list[Suppression] = Field(default_factory=list)
-    severity: dict[str, Severity] = Field(default_factory=dict)
-    settings: dict[str, Any] = Field(default_factory=dict)
-    min_severity: Severity = "info"
 
 
 @dataclass
@@ -117,12 +83,14 @@ class Config:
             raise ConfigError(f"{path}: not valid YAML ({str(e).splitlines()[0]}{_yaml_line(e)})") from e
         if not isinstance(data, dict):
             raise ConfigError(f"{path}:{_line(root)}: expected a mapping at the top level")
+        from diag.engine.config_file import ConfigFile, ValidationError, message  # pydantic: only with a file
+
         try:
             parsed = ConfigFile.model_validate(data)
         except ValidationError as e:
             error = e.errors()[0]
             loc = tuple(error["loc"])
-            raise ConfigError(f"{path}:{_line_at(root, loc)}: {_where(loc)}: {_message(error)}") from None
+            raise ConfigError(f"{path}:{_line_at(root, loc)}: {_where(loc)}: {message(error)}") from None
         settings = {name: _setting(path, root, name, value) for name, value in parsed.settings.items()}
         references = [
             RuleReference(s.rule, f"{path}:{_line_at(root, ('suppress', i, 'rule'))}: suppress[{i}].rule", s)
@@ -175,10 +143,6 @@ _EVERYTHING = (
     "this suppression matches every finding (it would hide any "
     "incident): name a rule, a subject, a namespace or a label"
 )
-
-
-def _matches_all(pattern: str) -> bool:
-    return pattern.strip("*") == ""
 
 
 def _matches(entry: dict[str, Any], f: Finding, pod_labels: dict[str, dict[str, str]]) -> bool:
@@ -291,16 +255,6 @@ def _where(loc: tuple) -> str:
     for step in loc:
         text += f"[{step}]" if isinstance(step, int) else (f".{step}" if text else str(step))
     return text or "(top level)"
-
-
-def _message(error: ErrorDetails) -> str:
-    if error["type"] == "extra_forbidden":
-        return "unknown key (a misspelling?)"
-    if error["type"] == "literal_error":
-        return f"{error['input']!r} is not one of {', '.join(SEVERITIES)}"
-    if error["type"] == "value_error":
-        return str(error["ctx"]["error"])
-    return f"{error['msg'].lower()}, found {error['input']!r}"
 
 
 def _yaml_line(e: yaml.YAMLError) -> str:
