@@ -6,7 +6,8 @@ lists it; a watch from that list's resourceVersion then keeps a copy current in 
 with no request: the API server is asked only for what changed. A watch that ends (the server's
 timeoutSeconds) is opened again from where it was; one that fails, or whose resourceVersion expired
 (410 Gone), leaves the copy stale, and the next cycle lists afresh and watches again. A copy that no
-cycle asks for in IDLE_S (the scope of an alert that passed) is dropped.
+cycle asks for in IDLE_S (the scope of an alert that passed) is dropped. A kind the API server does not
+serve (a CRD not installed: 404) is asked again after ABSENT_S, not every cycle.
 
 A copy is a `kubectl get -o json` List: items in the API server's order (by namespace/name), each
 with apiVersion and kind, capped at the same number of items (metadata.continue set when more
@@ -24,7 +25,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from diag.collect.kube import KINDS
+from diag.collect.kube import KINDS, KubeError
 
 if TYPE_CHECKING:
     from diag.collect.kube import KubeAccess
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 WATCH_TIMEOUT_S = 300  # the API server ends each watch after this; it is opened again at once
 READ_SLACK_S = 60.0  # past the server's timeout, a silent connection is taken for dead
 IDLE_S = 900.0  # a copy no cycle has asked for in this long is dropped and its watch ended
+ABSENT_S = 300.0  # a kind the API server does not serve (404: its CRD is not installed) is asked again after this
 Key = tuple[str, str | None, str | None, str | None]
 T = TypeVar("T")
 
@@ -45,6 +47,7 @@ class WarmLists:
         self._stopped = threading.Event()
         self.lists = 0  # lists made (the first of each, and each after a watch failed)
         self._parsed: dict[int, tuple[dict, Any]] = {}  # id(item) -> (the item, what `parsed` made of it)
+        self._absent: dict[Key, tuple[float, KubeError]] = {}  # a 404 list: when, and the error it raised
 
     def list_json(
         self,
@@ -63,7 +66,17 @@ class WarmLists:
             for k in idle:  # an alert's scope, not asked for again: its watch goes
                 self._copies.pop(k).retire()
         if copy is None or not copy.current():
-            items, version = kube.list_items(kind, namespace, label_selector, field_selector)
+            with self._lock:
+                absent = self._absent.get(key)
+            if absent is not None and now - absent[0] < ABSENT_S:
+                raise KubeError(str(absent[1]), status=404)
+            try:
+                items, version = kube.list_items(kind, namespace, label_selector, field_selector)
+            except KubeError as e:
+                if e.status == 404:  # no watch to keep it current: remembered, not asked every cycle
+                    with self._lock:
+                        self._absent[key] = (now, e)
+                raise
             copy = _Copy(kube, kind, namespace, label_selector, field_selector, items, version, self._stopped)
             with self._lock:
                 old = self._copies.get(key)

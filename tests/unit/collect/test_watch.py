@@ -9,10 +9,13 @@ import queue
 from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
+import pytest
+
 from diag.bundle.files import Bundle
 from diag.collect.base import Sink
+from diag.collect.kube import KubeError
 from diag.collect.redact import Redactor
-from diag.collect.watch import WarmLists
+from diag.collect.watch import ABSENT_S, WarmLists
 
 if TYPE_CHECKING:
     from diag.collect.kube import KubeAccess
@@ -143,3 +146,29 @@ def test_a_pod_the_collector_cannot_read_is_placed_in_the_whole_list_with_the_co
     without: list = []
     assert _parsed_pods(pods, with_copies, warm) == [] and _parsed_pods(pods, without) == []
     assert with_copies == without and "items[2]" in without[0].detail
+
+
+class AbsentKind(FakeKube):
+    """An API server that does not serve the kind (its CRD is not installed)."""
+
+    def list_items(self, kind: str, *_: object) -> tuple[list[dict], str]:
+        self.lists += 1
+        raise KubeError("list RayCluster: HTTP 404 Not Found", status=404)
+
+
+def test_a_kind_not_served_is_asked_again_after_a_while_not_every_cycle(monkeypatch: pytest.MonkeyPatch) -> None:
+    import diag.collect.watch as watch
+
+    kube, warm = AbsentKind([]), WarmLists()
+    clock = [1000.0]
+    monkeypatch.setattr(watch.time, "monotonic", lambda: clock[0])
+    for _ in range(3):
+        with pytest.raises(KubeError, match="404") as raised:
+            listed(warm, kube, 10)
+        assert raised.value.status == 404
+        clock[0] += 60
+    assert kube.lists == 1
+    clock[0] += ABSENT_S
+    with pytest.raises(KubeError):
+        listed(warm, kube, 10)
+    assert kube.lists == 2
