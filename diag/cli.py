@@ -548,7 +548,10 @@ def triage(
     settings = _config(config, min_severity, since)
     _check_output(output)
     target.since_s = _seconds("--since", since, "the window")
-    # the rules are compiled while the collection waits on the cluster (and the scrape interval)
+    # The rules are compiled while the collection waits on the cluster (and the scrape interval). The
+    # client is imported first: importing is CPU, which a thread beside it would only slow down.
+    import diag.collect.kube  # noqa: F401
+
     compiling = threading.Thread(target=compile_rules, args=(list(rules or []),), daemon=True)
     compiling.start()
     with _stdout_for_the_report(output):
