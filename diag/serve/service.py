@@ -33,7 +33,7 @@ from diag.collect.watch import WarmLists
 from diag.engine.config import Config
 from diag.report.json_report import render_json
 from diag.report.markdown import render_markdown
-from diag.serve import metrics, notify
+from diag.serve import memory, metrics, notify
 from diag.serve.alerts import Alert, Gate, scope_of, scoped_target, service_selector
 from diag.serve.store import ReportStore, new_id
 
@@ -117,6 +117,7 @@ class Service:
             return self._triage_and_keep(trigger, target, extra, before_kept)
         finally:
             gc.collect()
+            memory.release()
 
     def _triage_and_keep(
         self,

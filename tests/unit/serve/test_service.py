@@ -82,6 +82,24 @@ def test_what_a_triage_left_in_cycles_is_freed_after_it_with_the_collector_off(
             gc.enable()
 
 
+@pytest.mark.parametrize("fails", [False, True])
+def test_the_memory_a_triage_freed_is_given_back_after_it(
+    tmp_path: Path, fault_report, fails: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from diag.serve import memory
+
+    released: list[bool] = []
+    monkeypatch.setattr(memory, "release", lambda: released.append(True) or True)
+
+    def triage(target: Target):
+        if fails:
+            raise RuntimeError("boom")
+        return fault_report
+
+    Service(settings(), ReportStore(tmp_path, Limits()), triage).run_triage("schedule", settings().target)
+    assert released == [True]
+
+
 def test_a_triage_that_raises_is_counted_and_keeps_nothing(tmp_path: Path) -> None:
     def broken(target: Target):
         raise RuntimeError("boom")
