@@ -4,27 +4,30 @@ Every layer is reached through the API server: objects and logs directly, the Ra
 vLLM endpoints through its pod/service proxy, nvidia-smi and `ray status` through exec of a fixed
 argument list. Nothing here writes to the cluster; exec is the only "create" (pods/exec in RBAC).
 
-Answers are kept as the API's own JSON (`_preload_content=False`), never the client's snake_case
-models, so the bundle holds what `kubectl get -o json` would have printed. Every body is read as a
-stream up to `max_answer_bytes` and the request's timeout (diag.collect.bounds).
+Answers are kept as the API's own JSON, never the `kubernetes` client's snake_case models, so the
+bundle holds what `kubectl get -o json` would have printed. Every body is read as a stream up to
+`max_answer_bytes` and the request's timeout (diag.collect.bounds).
 
-Tested with the real `kubernetes` client against a real API server with kwok nodes (tests/live/), exec
-and logs included, and against tests/replay (a recorded-API replay server) for what that server cannot serve.
+Every GET goes through one urllib3 pool built from the kubeconfig (diag.collect.kubeconfig): the
+`kubernetes` package's import costs more than a whole triage, so it is loaded only where its code runs
+(exec, and kubeconfigs with an auth-provider). Tested against a real API server with kwok nodes
+(tests/live/), exec and logs included, and against tests/replay (a recorded-API replay server) for
+what that server cannot serve.
 """
 
 from __future__ import annotations
 
-import ast
 import json
 import os
-import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, quote, urlsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
+from diag import __version__
 from diag.collect import exec_credential
+from diag.collect import kubeconfig as kubeconfig_module
 from diag.collect.bounds import (
     DEFAULT_MAX_ANSWER_BYTES,
     MAX_ATTEMPTS,
@@ -50,8 +53,9 @@ PREFLIGHT_TIMEOUT_S = 5.0  # GET /version before the collectors start: at most t
 RBAC_HINT = "llmdiag's read-only ClusterRole is deploy/clusterrole.yaml"
 MAX_ITEMS = 5000  # hard cap per kind; a capped List keeps metadata.continue, as the API does
 MAX_LOG_BYTES = 4 * 1024 * 1024  # per log request (limitBytes), on top of tailLines
-IN_CLUSTER_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-_HANDSHAKE = re.compile(r"Handshake status (?P<status>\d+)[^\n]*? -\+-\+- .*? -\+-\+- (?P<body>.*)$", re.DOTALL)
+# the exec websocket's subprotocols, newest first: the API server picks the newest it speaks
+EXEC_PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
+USER_AGENT = f"llmdiag/{__version__}"  # what the API server's audit log names as the client
 
 
 class KubeError(Exception):
@@ -139,44 +143,34 @@ class KubeAccess:
         credential_timeout_s: float | None = None,
     ) -> None:
         import urllib3
-        import websocket
-        from kubernetes import client, config
 
-        self._configuration = client.Configuration()
-        # No retry after a read timeout: a hung pod behind the proxy would cost 4x the caller's timeout.
-        self._configuration.retries = urllib3.Retry(total=None, connect=2, read=0, status=0, other=0, redirect=3)
         self._timeout = request_timeout_s
         self._max_bytes = max_answer_bytes
-        # The exec websocket takes no connect timeout of its own; without one a silent API server
-        # would hold the collector's thread (and the process's exit) forever.
-        websocket.setdefaulttimeout(request_timeout_s)
         self.in_cluster = kubeconfig is None and context is None and "KUBERNETES_SERVICE_HOST" in os.environ
         try:
             if self.in_cluster:
-                config.load_incluster_config(client_configuration=self._configuration)
-                self.context: str | None = None
-                self._namespace = _in_cluster_namespace()
+                self._connection = kubeconfig_module.in_cluster()
             else:
                 if (problem := kubeconfig_problem(kubeconfig, context)) is not None:
                     raise KubeError(problem)
-                exec_credential.install(credential_timeout_s or request_timeout_s)
-                config.load_kube_config(
-                    config_file=kubeconfig, context=context, client_configuration=self._configuration
+                self._connection = kubeconfig_module.load(
+                    kubeconfig, context, credential_timeout_s or request_timeout_s
                 )
-                if (failed := exec_credential.failure()) is not None:
-                    raise KubeError(f"cannot load Kubernetes configuration: {failed}")
-                self.context, self._namespace = _kubeconfig_context(kubeconfig, context)
-        except (config.ConfigException, OSError, ValueError, TypeError) as e:
+        except (kubeconfig_module.ConfigError, exec_credential.CredentialError, OSError, ValueError) as e:
             raise KubeError(f"cannot load Kubernetes configuration: {_one_line(e)}") from e
-        self._configuration.connection_pool_maxsize = CONNECTION_POOL_SIZE  # before the client builds its pools
-        self._client = client.ApiClient(self._configuration)
+        # No retry after a read timeout: a hung pod behind the proxy would cost 4x the caller's timeout.
+        self._retries = urllib3.Retry(total=None, connect=2, read=0, status=0, other=0, redirect=3)
+        self._pool = _pool(self._connection, self._retries)
+        self._headers = {"User-Agent": USER_AGENT}
         # kubectl --as / --as-group: the API server checks RBAC as that user (and acts as nothing else:
-        # llmdiag still only reads). The client's headers are a dict: one group at most (checked by the CLI).
+        # llmdiag still only reads). One group at most (checked by the CLI).
         if impersonate_user:
-            self._client.set_default_header("Impersonate-User", impersonate_user)
+            self._headers["Impersonate-User"] = impersonate_user
         for group in impersonate_groups:
-            self._client.set_default_header("Impersonate-Group", group)
-        self.server = self._configuration.host
+            self._headers["Impersonate-Group"] = group
+        self.context = self._connection.context
+        self._namespace = self._connection.namespace
+        self.server = self._connection.server
         self.warm: WarmLists | None = None  # lists kept current by watches, for a process that stays up
 
     def preflight(self, timeout_s: float) -> str | None:
@@ -184,15 +178,13 @@ class KubeAccess:
         (any HTTP status but 401 shows it is there), else one line naming the server and context."""
         import urllib3
 
-        headers = dict(self._client.default_headers)
-        self._client.update_params_for_auth(headers, [], ["BearerToken"], "/version", "GET", None)
         where = f"the API server {self.server}" + (f" (context {self.context})" if self.context else "")
         started = time.monotonic()
         try:
-            answer = self._client.rest_client.pool_manager.request(
+            answer = self._pool.request(
                 "GET",
-                f"{self.server.rstrip('/')}/version",
-                headers=headers,
+                f"{self.server}/version",
+                headers=self._request_headers({}),
                 timeout=urllib3.Timeout(total=timeout_s),
                 retries=False,
                 preload_content=False,
@@ -297,13 +289,11 @@ class KubeAccess:
         query += [(k, v) for k, v in (("labelSelector", label_selector), ("fieldSelector", field_selector)) if v]
         what = f"watch {spec.kind}" + (f" in {namespace}" if namespace and spec.namespaced else "")
         path = spec.path(namespace)
-        response = self._call(
-            what, lambda: self._send(path, query, {"Accept": "application/json"}, timeout_s + slack_s)
-        )
-        if not 200 <= response.status <= 299:
-            response.read()
-            raise KubeError(f"{what}: HTTP {response.status}", status=response.status)
-        stream = response.response  # the client's wrapper holds urllib3's response, unread
+        stream = self._call(what, lambda: self._send(path, query, {"Accept": "application/json"}, timeout_s + slack_s))
+        if not 200 <= stream.status <= 299:
+            stream.read()
+            stream.release_conn()
+            raise KubeError(f"{what}: HTTP {stream.status}", status=stream.status)
         pending = b""
         try:
             for chunk in stream.stream(64 * 1024):
@@ -355,26 +345,35 @@ class KubeAccess:
         self, what: str, resource_path: str, query: Mapping[str, str | None], accept: str = "application/json"
     ) -> bytes:
         """GET a path of the API server and read its body (at most the cap, within the timeout); an
-        answer outside 2xx raises as the client's generated methods raise it. Built on the client's
-        ApiClient, not its generated API classes: loading CoreV1Api's models cost CPU at the start
-        of every collection, on the way to the pods (bench/triage.md)."""
-        from kubernetes.client.exceptions import ApiException
-
+        answer outside 2xx raises KubeError with the message of the API server's metav1.Status."""
         given = [(key, value) for key, value in query.items() if value is not None]
         response = self._send(resource_path, given, {"Accept": accept}, self._timeout)
         if not 200 <= response.status <= 299:
-            response.read()
-            raise ApiException.from_response(http_resp=response, body=None, data=None)
-        return self._body(what, response.response, self._timeout)
+            body = self._body(what, response, self._timeout)
+            raise _answer_error(what, response.status, response.reason, body, response.headers.get("Retry-After"))
+        return self._body(what, response, self._timeout)
 
     def _send(
         self, resource_path: str, query: list[tuple[str, str]], headers: Mapping[str, str], timeout: float
     ) -> Any:
-        """One GET through the client's ApiClient (its authentication, TLS and pool); the answer unread."""
-        request = self._client.param_serialize(
-            "GET", resource_path, query_params=query or None, header_params=dict(headers), auth_settings=["BearerToken"]
+        """One GET through the pool, with the connection's credential; the urllib3 answer, unread."""
+        import urllib3
+
+        url = f"{self.server}{resource_path}" + (f"?{urlencode(query, quote_via=quote)}" if query else "")
+        return self._pool.request(
+            "GET",
+            url,
+            headers=self._request_headers(headers),
+            timeout=urllib3.Timeout(total=timeout),
+            retries=self._retries,
+            preload_content=False,
         )
-        return self._client.call_api(*request, _request_timeout=timeout)
+
+    def _request_headers(self, headers: Mapping[str, str]) -> dict[str, str]:
+        merged = {**self._headers, **headers}
+        if (authorization := self._connection.authorization()) is not None:
+            merged["Authorization"] = authorization
+        return merged
 
     # ------------------------------------------------------------------ proxies
 
@@ -422,12 +421,12 @@ class KubeAccess:
         response = self._call(
             what, lambda: self._send(resource_path, query, {**(headers or {}), "Accept": "*/*"}, timeout)
         )
-        body = self._call(what, lambda: self._body(what, response.response, timeout - (time.monotonic() - started)))
+        body = self._call(what, lambda: self._body(what, response, timeout - (time.monotonic() - started)))
         failure = _api_status_failure(body)
         if failure is not None:
             hint = f" ({RBAC_HINT})" if response.status == 403 else ""
             raise KubeError(f"{what}: {failure}{hint}", status=response.status)
-        return response.status, body, response.getheader("Retry-After")
+        return response.status, body, response.headers.get("Retry-After")
 
     # ------------------------------------------------------------------ exec
 
@@ -439,37 +438,62 @@ class KubeAccess:
         """
         if not argv or not all(isinstance(a, str) for a in argv):
             raise KubeError("exec needs a non-empty list of string arguments")
-        from kubernetes.stream.ws_client import websocket_call
-
-        query: list[tuple[str, Any]] = [("command", list(argv)), ("stdout", True), ("stderr", True),
-                                        ("stdin", False), ("tty", False)]  # fmt: skip
+        query: list[tuple[str, str]] = [("command", a) for a in argv]
+        query += [("stdout", "true"), ("stderr", "true"), ("stdin", "false"), ("tty", "false")]
         if container:
             query.append(("container", container))
         what = f"exec {argv[0]} in {namespace}/{pod}"
-        # The websocket call of the client's own `stream()`, with the request its generated
-        # connect_get_namespaced_pod_exec would serialize, but without loading that generated API
-        # class: importing CoreV1Api and its models costs more CPU than the whole rest of a triage.
-        method, url, headers, _, _ = self._client.param_serialize(
-            "GET",
-            f"/api/v1/namespaces/{_seg(namespace)}/pods/{_seg(pod)}/exec",
-            query_params=query,
-            header_params={"Accept": "*/*"},
-            auth_settings=["BearerToken"],
-            collection_formats={"command": "multi"},
-        )
-        ws = self._call(
-            what, lambda: websocket_call(self._configuration, method, url, headers=headers, _preload_content=False)
-        )
+        path = f"/api/v1/namespaces/{_seg(namespace)}/pods/{_seg(pod)}/exec"
+        url = f"{self.server}{path}?{urlencode(query, quote_via=quote)}"
+        ws = self._call(what, lambda: self._websocket(what, url))
         try:
-            ws.run_forever(timeout=timeout)
-            if ws.is_open():
-                raise KubeTimeout(f"{what}: no exit after {timeout:g}s")
-            stdout, stderr = ws.read_stdout(timeout=0), ws.read_stderr(timeout=0)
-            status = ws.read_channel(3)
+            channels = self._call(what, lambda: _read_channels(what, ws, time.monotonic() + timeout, self._max_bytes))
         finally:
             ws.close()
+        if channels is None:
+            raise KubeTimeout(f"{what}: no exit after {timeout:g}s")
+        stdout, stderr, status = (bytes(channels[n]).decode("utf-8", errors="replace") for n in (1, 2, 3))
         _check_exec_status(what, status, stderr)
         return stdout
+
+    def _websocket(self, what: str, url: str) -> Any:
+        """The exec websocket (channel.k8s.io), opened with this connection's TLS, proxy and headers
+        (its credential, and --as/--as-group)."""
+        import ssl
+
+        import websocket
+
+        connection = self._connection
+        tls: dict[str, Any] = {"cert_reqs": ssl.CERT_REQUIRED if connection.verify else ssl.CERT_NONE}
+        if not connection.verify:
+            tls["check_hostname"] = False
+        files = {"ca_certs": connection.ca_file, "certfile": connection.cert_file, "keyfile": connection.key_file}
+        tls.update({key: value for key, value in files.items() if value})
+        if connection.tls_server_name:
+            tls["server_hostname"] = connection.tls_server_name
+        options: dict[str, Any] = {
+            "header": [f"{k}: {v}" for k, v in self._request_headers({}).items()],
+            "subprotocols": list(EXEC_PROTOCOLS),
+            "timeout": self._timeout,  # the handshake, and each wait for a frame after it
+        }
+        if connection.proxy:
+            proxy = urlsplit(connection.proxy)
+            options.update(http_proxy_host=proxy.hostname, http_proxy_port=proxy.port,
+                           proxy_type=proxy.scheme if proxy.scheme.startswith("socks") else "http")  # fmt: skip
+            if proxy.username:
+                options["http_proxy_auth"] = (proxy.username, proxy.password or "")
+        ws = websocket.WebSocket(sslopt=tls, skip_utf8_validation=True)
+        scheme, rest = url.split("://", 1)
+        try:
+            ws.connect(f"{'wss' if scheme == 'https' else 'ws'}://{rest}", **options)
+        except websocket.WebSocketBadStatusException as e:
+            body = e.resp_body.decode("utf-8", errors="replace") if isinstance(e.resp_body, bytes) else ""
+            raise _answer_error(what, e.status_code, e.status_message or "", body.encode(), None) from e
+        except websocket.WebSocketTimeoutException as e:
+            raise KubeTimeout(f"{what}: timed out after {self._timeout:g}s") from e
+        except websocket.WebSocketException as e:
+            raise KubeError(f"{what}: {_one_line(e)}") from e
+        return ws
 
     # ------------------------------------------------------------------ plumbing
 
@@ -508,18 +532,9 @@ class KubeAccess:
 
     def _call_once(self, what: str, fn: Any, started: float) -> Any:
         import urllib3
-        from kubernetes.client.exceptions import ApiException
 
         try:
             return fn()
-        except ApiException as e:
-            if e.status == 0 and "timed out" in str(e.reason).lower():
-                raise KubeTimeout(f"{what}: timed out after {time.monotonic() - started:.1f}s") from e
-            status, line = _api_error(e)
-            if status == 403:
-                line = f"{line} ({RBAC_HINT})"
-            retry_after = (e.headers or {}).get("Retry-After") if hasattr(e, "headers") else None
-            raise KubeError(f"{what}: {line}", status=status, retry_after=retry_after) from e
         except urllib3.exceptions.HTTPError as e:
             raise _transport_error(what, e, time.monotonic() - started) from e
         except TimeoutError as e:
@@ -568,25 +583,50 @@ def _api_status_failure(body: bytes) -> str | None:
     return None
 
 
-def _api_error(e: Any) -> tuple[int | None, str]:
-    """(HTTP status, one line): the `message` of the metav1.Status the API server sent, else the
-    status and reason. A refused exec websocket arrives as status 0 with "Handshake status 403
-    Forbidden -+-+- <headers> -+-+- <body>" in the reason."""
-    status, body, reason = e.status or None, e.body, str(e.reason or "")
-    handshake = _HANDSHAKE.match(reason)
-    if handshake is not None:
-        status, body = int(handshake["status"]), handshake["body"]
-        if body.startswith(("b'", 'b"')):
-            body = ast.literal_eval(body)
-    if isinstance(body, bytes):
-        body = body.decode("utf-8", errors="replace")
+def _answer_error(what: str, status: int, reason: str, body: bytes, retry_after: str | None) -> KubeError:
+    """An answer outside 2xx: the `message` of the metav1.Status the API server sent, else the status."""
+    line = _status_message(body) or f"HTTP {status} {reason}".strip()
+    if status == 403:
+        line = f"{line} ({RBAC_HINT})"
+    return KubeError(f"{what}: {line}", status=status, retry_after=retry_after)
+
+
+def _status_message(body: str | bytes) -> str | None:
     try:
         message = json.loads(body or "").get("message")
     except (ValueError, AttributeError):
-        message = None
-    if message:
-        return status, _one_line(message)
-    return status, _one_line(f"HTTP {status} {reason.split(' -+-+- ')[0]}" if status else reason) or "no answer"
+        return None
+    return _one_line(message) if message else None
+
+
+def _read_channels(what: str, ws: Any, deadline: float, max_bytes: int) -> dict[int, bytearray] | None:
+    """What the exec's streams carried until the server closed the websocket (stdout 1, stderr 2, the
+    metav1.Status 3); None where `deadline` came first. More than `max_bytes` raises KubeError."""
+    import websocket
+
+    channels: dict[int, bytearray] = {1: bytearray(), 2: bytearray(), 3: bytearray()}
+    total = 0
+    while (left := deadline - time.monotonic()) > 0:
+        ws.settimeout(left)
+        try:
+            opcode, frame = ws.recv_data_frame(control_frame=True)
+        except websocket.WebSocketTimeoutException:
+            return None
+        except websocket.WebSocketConnectionClosedException:
+            return channels
+        except websocket.WebSocketException as e:
+            raise KubeError(f"{what}: the websocket broke ({_one_line(e)})") from e
+        if opcode == websocket.ABNF.OPCODE_CLOSE:
+            return channels
+        data = frame.data if isinstance(frame, websocket.ABNF) else frame
+        if opcode in (websocket.ABNF.OPCODE_BINARY, websocket.ABNF.OPCODE_TEXT) and data:
+            data = data.encode() if isinstance(data, str) else data
+            if data[0] in channels:
+                channels[data[0]] += data[1:]
+                total += len(data) - 1
+                if total > max_bytes:
+                    raise KubeError(f"{what}: more than {max_bytes} bytes of output")
+    return None
 
 
 def _check_exec_status(what: str, status_text: str, stderr: str) -> None:
@@ -614,12 +654,9 @@ def kubeconfig_problem(kubeconfig: str | None, context: str | None) -> str | Non
     """Why the kubeconfig (`--kubeconfig`, else $KUBECONFIG, else ~/.kube/config) or the context named
     cannot be used, in one line naming the path and the contexts there are; None when it can be tried.
     Inside a pod with neither given, the in-cluster configuration is used: None."""
-    from kubernetes import config
-
     if kubeconfig is None and context is None and "KUBERNETES_SERVICE_HOST" in os.environ:
         return None
-    where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
-    files = [os.path.expanduser(path) for path in where.split(os.pathsep) if path]
+    where, files = kubeconfig_module.kubeconfig_paths(kubeconfig)
     if not any(os.path.isfile(path) for path in files):
         if kubeconfig is not None:
             return f"kubeconfig {kubeconfig}: no such file"
@@ -628,28 +665,35 @@ def kubeconfig_problem(kubeconfig: str | None, context: str | None) -> str | Non
     if context is None:
         return None
     try:
-        contexts, _ = config.list_kube_config_contexts(config_file=kubeconfig)
-    except (config.ConfigException, OSError, ValueError, TypeError):
+        names, _ = kubeconfig_module.contexts(kubeconfig)
+    except (kubeconfig_module.ConfigError, OSError, ValueError):
         return None  # loading it says what is wrong
-    names = [str(c.get("name")) for c in contexts or []]
     if context in names:
         return None
     shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
     return f"context {context!r} is not in the kubeconfig {where} (its contexts: {shown or 'none'})"
 
 
-def _kubeconfig_context(kubeconfig: str | None, context: str | None) -> tuple[str | None, str]:
-    from kubernetes import config
+def _pool(connection: kubeconfig_module.Connection, retries: Any) -> Any:
+    """One urllib3 pool for every request, with the connection's TLS and proxy."""
+    import ssl
 
-    contexts, active = config.list_kube_config_contexts(config_file=kubeconfig)
-    chosen = next((c for c in contexts if c.get("name") == context), None) if context else active
-    namespace = ((chosen or {}).get("context") or {}).get("namespace") or "default"
-    return (chosen or {}).get("name"), namespace
+    import urllib3
 
+    options: dict[str, Any] = {
+        "cert_reqs": ssl.CERT_REQUIRED if connection.verify else ssl.CERT_NONE,
+        "ca_certs": connection.ca_file,
+        "cert_file": connection.cert_file,
+        "key_file": connection.key_file,
+        "retries": retries,
+        "maxsize": CONNECTION_POOL_SIZE,
+    }
+    if connection.tls_server_name:
+        options["server_hostname"] = connection.tls_server_name
+    if not connection.proxy:
+        return urllib3.PoolManager(**options)
+    if connection.proxy.split("://", 1)[0].lower() in ("socks5", "socks5h", "socks4", "socks4a"):
+        from urllib3.contrib.socks import SOCKSProxyManager
 
-def _in_cluster_namespace() -> str:
-    try:
-        with open(IN_CLUSTER_NAMESPACE_FILE, encoding="utf-8") as f:
-            return f.read().strip() or "default"
-    except OSError:
-        return "default"
+        return SOCKSProxyManager(connection.proxy, **options)
+    return urllib3.ProxyManager(connection.proxy, **options)

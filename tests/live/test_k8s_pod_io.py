@@ -276,3 +276,27 @@ def test_the_bundle_reads_as_one_joined_snapshot(scene: PodIOScene) -> None:
     }
     # the vLLM server, the GPU and the node joined: no finding about them
     assert not [f for f in report["findings"] if f["layer"] in ("vllm", "gpu")], report["findings"]
+
+
+def test_exec_gives_what_the_packages_stream_gives(scene: PodIOScene) -> None:
+    from kubernetes import client, config
+    from kubernetes.stream import stream
+
+    from diag.collect.kube import KubeAccess
+
+    pod, argv = scene.vllm_pod["metadata"]["name"], ["nvidia-smi", "-q", "-x"]
+    ours = KubeAccess(str(scene.cluster.kubeconfig)).exec_fixed(scene.namespace, pod, "vllm", argv, 30)
+    api = client.CoreV1Api(config.new_client_from_config(str(scene.cluster.kubeconfig)))
+    theirs = stream(api.connect_get_namespaced_pod_exec, pod, scene.namespace, container="vllm", command=argv,
+                    stdout=True, stderr=True, stdin=False, tty=False)  # fmt: skip
+    assert ours == theirs == H200_CAPTURE.with_suffix(".xml").read_text()
+
+
+def test_exec_runs_as_the_impersonated_user(scene: PodIOScene) -> None:
+    from diag.collect.kube import KubeAccess, KubeError
+
+    pod = scene.vllm_pod["metadata"]["name"]
+    kube = KubeAccess(str(scene.cluster.kubeconfig), impersonate_user="jane")
+    with pytest.raises(KubeError, match=r'User "jane" cannot (get|create) resource "pods/exec"') as refused:
+        kube.exec_fixed(scene.namespace, pod, "vllm", ["nvidia-smi", "-q", "-x"], 30)
+    assert refused.value.status == 403

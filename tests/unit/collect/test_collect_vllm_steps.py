@@ -168,7 +168,7 @@ def test_the_api_client_keeps_a_connection_for_each_request_the_collectors_make_
         "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
     }))  # fmt: skip
     kube = KubeAccess(str(kubeconfig))
-    assert kube._client.rest_client.pool_manager.connection_pool_kw["maxsize"] == CONNECTION_POOL_SIZE
+    assert kube._pool.connection_pool_kw["maxsize"] == CONNECTION_POOL_SIZE
 
 
 def _exposition(running: float, waiting: float, tokens: float, kv: float = 0.1) -> bytes:

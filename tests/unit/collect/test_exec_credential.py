@@ -76,7 +76,7 @@ def test_a_plugin_that_answers_gives_its_token(tmp_path: Path) -> None:
         '{"apiVersion": "client.authentication.k8s.io/v1beta1", "kind": "ExecCredential", "status": {"token": "abc"}}'
     )
     kube = KubeAccess(str(_kubeconfig(tmp_path, f"echo '{answer}'\n")), credential_timeout_s=5)
-    assert kube._configuration.api_key == {"BearerToken": "Bearer abc"}
+    assert kube._connection.authorization() == "Bearer abc"
 
 
 def test_collect_holds_its_timeout_and_prints_no_token(tmp_path: Path) -> None:
