@@ -8,9 +8,10 @@ history already holds (where --prometheus-url or --prometheus-service answered b
 were in), unless the target asks for the present (`scrape_beside_history`: serve's alert triages): a
 queue younger than the history's judgements is seen only by the server's own reads. A server with requests
 waiting is read `--scrapes` times, `--scrape-interval` apart; one with requests running and none
-waiting, MOVING_S apart (at most). Where those reads show requests running and no token counted, one
-more read makes their span HANG_SPAN_S, the span from which the hang rule believes counters that
-stood still.
+waiting, MOVING_S apart (at most), its second read after only PEEK_S where its token counters have
+moved by then (else once more at MOVING_S). Where those reads show requests running and no token
+counted, one more read makes their span HANG_SPAN_S, the span from which the hang rule believes
+counters that stood still.
 
 Finding the servers is the Kubernetes collector's job; it hands over endpoints built with
 `pod_endpoint` (through the API server's pod proxy), and `--vllm-url` gives `url_endpoint`. All
@@ -75,6 +76,9 @@ HANG_SPAN_S = 5.0
 # its later reads come this soon, enough for the token counters of a working engine to move (one that
 # looks hung is still read again at HANG_SPAN_S).
 MOVING_S = 0.5
+# The second of those reads comes this soon first: a working engine counts tokens at every step (tens of
+# milliseconds), so most busy servers are done here; one whose counters stood still is read at MOVING_S.
+PEEK_S = 0.15
 KV_ROOMY = 0.5  # KV-cache usage below which a server with no queue is no saturation in the making
 _TCP_LISTEN = "0A"  # socket state column of /proc/net/tcp{,6}
 
@@ -150,13 +154,23 @@ def _server_steps(
     elif rates_elsewhere(endpoint) and not scrapes.queued_at_first():
         scrapes.once_because = "its rates are in Prometheus' history"
     else:
-        interval = target.scrape_interval_s if scrapes.queued_at_first() else min(target.scrape_interval_s, MOVING_S)
+        queued = scrapes.queued_at_first()
+        interval = target.scrape_interval_s if queued else min(target.scrape_interval_s, MOVING_S)
+        span = 0.0
         for n in range(1, scrapes.wanted):
             if scrapes.stopped:
                 break
+            if n == 1 and not queued and PEEK_S < interval:
+                yield first_answered + PEEK_S
+                scrapes.take(timeout)
+                span = PEEK_S
+                if scrapes.stopped or not scrapes.looks_hung():
+                    continue
+                scrapes.wanted += 1  # too soon to tell: the read at the interval follows
             yield first_answered + n * interval
             scrapes.take(timeout)
-        if scrapes.looks_hung() and (scrapes.wanted - 1) * interval < HANG_SPAN_S:
+            span = n * interval
+        if scrapes.looks_hung() and span < HANG_SPAN_S:
             scrapes.wanted += 1
             yield first_answered + HANG_SPAN_S
             scrapes.take(timeout)

@@ -237,7 +237,18 @@ def test_a_busy_server_with_nothing_waiting_is_read_again_soon_not_at_the_rates_
     sink = Sink(Bundle())
     collect_vllm([endpoint], sink, target(interval_s=30.0))
     first, second = sink.scrape_times["vllm-busy"]
-    assert vllm.MOVING_S <= second - first < 30.0
+    assert vllm.PEEK_S <= second - first < 30.0
+
+
+def test_a_busy_server_whose_tokens_stood_still_at_the_first_look_is_read_at_the_moving_span() -> None:
+    fleet = Fleet()
+    answers = [_exposition(3, 0, 500), _exposition(3, 0, 500), _exposition(3, 0, 900)]
+    endpoint = fleet.endpoint("vllm-slow-step", _serving(answers))
+    sink = Sink(Bundle())
+    results = {r.name: r for r in collect_vllm([endpoint], sink, target(interval_s=30.0))}
+    first, peek, moving = sink.scrape_times["vllm-slow-step"]
+    assert vllm.PEEK_S <= peek - first < vllm.MOVING_S <= moving - first < vllm.HANG_SPAN_S
+    assert "3 of 3 reads" in results["vllm/vllm-slow-step.metrics"].detail
 
 
 def test_a_busy_server_whose_kv_cache_fills_is_read_again_at_the_rates_interval() -> None:
