@@ -20,6 +20,10 @@ _SHOWN = 300  # characters of the plugin's stderr in the line
 EXEC_CONFIG_EXTENSION = "client.authentication.k8s.io/exec"
 
 
+def _list(value: Any) -> list:
+    return value if isinstance(value, list) else []
+
+
 class CredentialError(Exception):
     """A plugin run that gave no credential: one line, redacted."""
 
@@ -32,10 +36,9 @@ class Plugin:
             if not spec.get(key):
                 raise CredentialError(f"the kubeconfig's exec credential plugin has no {key}")
         self.api_version = str(spec["apiVersion"])
-        self.args = [str(spec["command"]), *(str(a) for a in spec.get("args") or [])]
-        self.env = {
-            str(e["name"]): str(e["value"]) for e in spec.get("env") or [] if isinstance(e, dict) and "name" in e
-        }
+        args, env = (_list(spec.get(key)) for key in ("args", "env"))
+        self.args = [str(spec["command"]), *(str(a) for a in args)]
+        self.env = {str(e["name"]): str(e.get("value") or "") for e in env if isinstance(e, dict) and "name" in e}
         self.cwd = cwd or None
         self.cluster = cluster if spec.get("provideClusterInfo") else None
         self.timeout_s = timeout_s

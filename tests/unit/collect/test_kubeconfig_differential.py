@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kubernetes import client, config
 from kubernetes.client.rest import should_bypass_proxies
 
-from diag.collect import kubeconfig
+from diag.collect import exec_credential, kubeconfig
 from diag.collect.kube import KubeAccess
 
 CA, CERT, KEY = b"-----CA-----\n", b"-----CERT-----\n", b"-----KEY-----\n"
@@ -319,3 +321,31 @@ def test_in_cluster_is_the_packages(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert (ours.server, ours.ca_file) == (configuration.host, configuration.ssl_ca_cert)
     assert (ours.authorization() or "").lower() == theirs.lower() == "bearer sa-token"
     assert ours.namespace == "llmdiag"
+
+
+_scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.text(max_size=8), st.lists(st.text(max_size=4), max_size=2),
+    st.lists(st.dictionaries(st.sampled_from(["name", "value"]), st.text(max_size=3)), max_size=2),
+)  # fmt: skip
+_maps = st.dictionaries(
+    st.sampled_from(["server", "token", "tokenFile", "certificate-authority-data", "client-key", "exec", "env",
+                     "command", "apiVersion", "args", "insecure-skip-tls-verify", "proxy-url", "username"]),
+    st.one_of(_scalars, st.dictionaries(st.sampled_from(["command", "apiVersion", "env", "args"]), _scalars)),
+    max_size=5,
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(cluster=_maps, user=_maps, context=st.one_of(st.none(), st.text(max_size=3)))
+def test_any_kubeconfig_loads_or_says_why_in_one_line(
+    tmp_path_factory: pytest.TempPathFactory, cluster: dict, user: dict, context: str | None
+) -> None:
+    if isinstance(user.get("exec"), dict) and "command" in user["exec"]:  # never run what was generated
+        user["exec"]["command"] = "false" if user["exec"]["command"] else "/nonexistent/plugin"
+    path = _write(tmp_path_factory.mktemp("fuzz") / "config", cluster, user)
+    try:
+        connection = kubeconfig.load(str(path), context, 2)
+    except (kubeconfig.ConfigError, exec_credential.CredentialError) as e:
+        assert str(e) and "\n" not in str(e)
+    else:
+        assert connection.server and "\n" not in (connection.authorization() or "")
