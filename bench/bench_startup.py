@@ -1,6 +1,7 @@
 """Start-up as users have it: `llmdiag --help` and `llmdiag analyze fixtures/demo` from an installed
 wheel, against `python -c 'import typer, rich'` (the floor issue 29 measures against); and what `triage`
-imports before it reads anything, with and without the `kubernetes` client (its share of a triage).
+loads before it reads anything: its modules, then its API client built from a kubeconfig (no request is
+made), beside the `kubernetes` package's own import (which triage no longer makes).
 
 For each source tree (the repository by default; give `--tree` more than once to compare commits:
 `git worktree add /tmp/old REF`), a wheel is built and installed into a fresh virtual environment,
@@ -27,6 +28,13 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "fixtures" / "demo"
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:6443", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: bench}}]
+contexts: [{name: c, context: {cluster: c, user: u, namespace: ml}}]
+current-context: c
+"""
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
@@ -70,13 +78,21 @@ def main() -> None:
         ("python -c pass", [str(bins[0] / "python"), "-c", "pass"]),
         ("floor: import typer, rich", [str(bins[0] / "python"), "-c", "import typer, rich"]),
     ]
-    # what `triage` imports before it reads anything, with and without the `kubernetes` client (which only
-    # diag.collect.kube imports): the client's share of a triage's start-up, on top of what it shares with the rest
+    # what `triage` loads before it reads anything: its modules, and the API client built from a kubeconfig
+    # (no request is made); and the `kubernetes` package's own import, for what keeping it off saves
+    kubeconfig = args.work / "kubeconfig"
+    kubeconfig.write_text(KUBECONFIG)
     triage_modules = "import diag.cli, diag.analyze, diag.collect.runner, diag.collect.kubernetes, diag.collect.vllm"
-    commands.append(("triage's modules, less kubernetes", [str(bins[0] / "python"), "-c", triage_modules]))
-    commands.append(("triage's modules", [str(bins[0] / "python"), "-c", triage_modules + ", diag.collect.kube"]))
+    client = f"; from diag.collect.kube import KubeAccess; KubeAccess({str(kubeconfig)!r})"
+    commands.append(
+        ("import kubernetes (client, config)", [str(bins[0] / "python"), "-c", "from kubernetes import client, config"])
+    )
     for tree, bin_dir in zip(trees, bins, strict=True):
         label = "" if len(trees) == 1 else f" [{tree}]"
+        commands.append((f"triage's modules{label}", [str(bin_dir / "python"), "-c", triage_modules]))
+        commands.append(
+            (f"triage's modules and its API client{label}", [str(bin_dir / "python"), "-c", triage_modules + client])
+        )
         commands.append((f"llmdiag --help{label}", [str(bin_dir / "llmdiag"), "--help"]))
         commands.append((f"llmdiag analyze fixtures/demo{label}", [str(bin_dir / "llmdiag"), "analyze", str(DEMO)]))
     for _, argv in commands:  # once each unmeasured: the page cache, as a user's second run has it
