@@ -47,7 +47,7 @@ class WarmLists:
         self._stopped = threading.Event()
         self.lists = 0  # lists made (the first of each, and each after a watch failed)
         self._parsed: dict[int, tuple[dict, Any]] = {}  # id(item) -> (the item, what `parsed` made of it)
-        self._absent: dict[Key, tuple[float, KubeError]] = {}  # a 404 list: when, and the error it raised
+        self._absent: dict[Key, tuple[float, str]] = {}  # a 404 list: when, and the line of its error
 
     def list_json(
         self,
@@ -69,13 +69,13 @@ class WarmLists:
             with self._lock:
                 absent = self._absent.get(key)
             if absent is not None and now - absent[0] < ABSENT_S:
-                raise KubeError(str(absent[1]), status=404)
+                raise KubeError(absent[1], status=404)
             try:
                 items, version = kube.list_items(kind, namespace, label_selector, field_selector)
             except KubeError as e:
                 if e.status == 404:  # no watch to keep it current: remembered, not asked every cycle
                     with self._lock:
-                        self._absent[key] = (now, e)
+                        self._absent[key] = (now, str(e))
                 raise
             copy = _Copy(kube, kind, namespace, label_selector, field_selector, items, version, self._stopped)
             with self._lock:
