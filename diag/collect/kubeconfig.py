@@ -97,15 +97,20 @@ def _read(kubeconfig: str | None) -> _Merged:
         try:
             with open(path, encoding="utf-8") as f:
                 data = yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-        except yaml.YAMLError as e:
+        except (yaml.YAMLError, UnicodeDecodeError) as e:
             raise ConfigError(f"kubeconfig {path} is not YAML ({_one_line(e)})") from e
+        except OSError as e:
+            raise ConfigError(f"kubeconfig {path}: {e.strerror or e}") from e
         if data is None:
             continue
         if not isinstance(data, dict):
             raise ConfigError(f"kubeconfig {path} holds a {type(data).__name__}, not a Config object")
         folder = os.path.dirname(os.path.abspath(path))
         for key, into in (("clusters", merged.clusters), ("users", merged.users), ("contexts", merged.contexts)):
-            for item in data.get(key) or []:
+            entries = data.get(key) or []
+            if not isinstance(entries, list):
+                raise ConfigError(f"kubeconfig {path}: {key} is not a list")
+            for item in entries:
                 if not isinstance(item, dict) or not isinstance(item.get("name"), str):
                     raise ConfigError(f"kubeconfig {path}: an entry of {key} has no name")
                 inner = item.get(key[:-1])

@@ -349,3 +349,21 @@ def test_any_kubeconfig_loads_or_says_why_in_one_line(
         assert str(e) and "\n" not in str(e)
     else:
         assert connection.server and "\n" not in (connection.authorization() or "")
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        (b"\xff\xfe not text", "is not YAML"),
+        (b"clusters: {a: 1}\n", "clusters is not a list"),
+        (b"clusters: 5\n", "clusters is not a list"),
+        (b"- just\n- a list\n", "holds a list, not a Config object"),
+        (b"clusters: [{cluster: {server: x}}]\n", "an entry of clusters has no name"),
+    ],
+)
+def test_a_malformed_file_is_named_in_one_line(tmp_path: Path, text: bytes, says: str) -> None:
+    path = tmp_path / "config"
+    path.write_bytes(text)
+    with pytest.raises(kubeconfig.ConfigError, match=says) as raised:
+        kubeconfig.load(str(path), None, 2)
+    assert str(path) in str(raised.value) and "\n" not in str(raised.value)
