@@ -487,8 +487,8 @@ class KubeAccess:
         try:
             ws.connect(f"{'wss' if scheme == 'https' else 'ws'}://{rest}", **options)
         except websocket.WebSocketBadStatusException as e:
-            body = e.resp_body.decode("utf-8", errors="replace") if isinstance(e.resp_body, bytes) else ""
-            raise _answer_error(what, e.status_code, e.status_message or "", body.encode(), None) from e
+            body = e.resp_body if isinstance(e.resp_body, bytes) else b""
+            raise _answer_error(what, e.status_code, e.status_message or "", body, None) from e
         except websocket.WebSocketTimeoutException as e:
             raise KubeTimeout(f"{what}: timed out after {self._timeout:g}s") from e
         except websocket.WebSocketException as e:
