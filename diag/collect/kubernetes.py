@@ -48,7 +48,6 @@ CLUSTER_WIDE_KINDS = tuple(row.kind for row in KUBE_LISTS if row.scope == "all" 
 GPU_DAEMONSETS = ("nvidia-device-plugin", "gpu-operator", "nvidia-dcgm-exporter", "gpu-feature-discovery")
 MAX_LOG_PODS = 40  # pods whose logs are read, the most suspicious first
 PARALLEL_REQUESTS = 8
-VLLM_DEFAULT_PORT = 8000
 
 _Job = TypeVar("_Job")
 
@@ -303,30 +302,17 @@ def file_stems(pods: list[Pod]) -> dict[str, str]:
 def vllm_server_pods(pods: list[Pod]) -> list[VllmPod]:
     """Running pods with a container that runs vLLM's OpenAI server (diag.parsers.workloads: its
     command, image, arguments or environment), with the port to scrape."""
+    from diag.parsers.workloads import vllm_server_port
+
     stems = file_stems(pods)
     found = []
     for pod in pods:
         if pod.phase != "Running":
             continue
-        port = _vllm_port(pod)
+        port = vllm_server_port(pod)
         if port is not None:
             found.append(VllmPod(pod.namespace, pod.name, port[0].name, port[1], stems[pod.key]))
     return found
-
-
-def _vllm_port(pod: Pod) -> tuple[Container, int] | None:
-    """The container of the vLLM OpenAI server this pod runs and its port, or None when it runs none."""
-    from diag.parsers.workloads import vllm_container
-
-    found = vllm_container(pod)
-    if found is None:
-        return None
-    container = found[0]
-    engine = container.engine_args
-    if engine is not None and engine.port is not None:
-        return container, engine.port
-    # --port unreadable, or not in sight (a custom image's entrypoint): the port it declares, else vLLM's default
-    return container, next(iter(container.ports.values()), VLLM_DEFAULT_PORT)
 
 
 def ray_head_pods(pods: list[Pod]) -> list[Pod]:
@@ -351,6 +337,7 @@ def _has_gpus(container: Container) -> bool:
 
 def pods_that_matter(pods: list[Pod]) -> list[Pod]:
     """vLLM servers, Ray heads and workers, and pods that are not Running and Ready or that restart."""
+    from diag.parsers.workloads import vllm_server_port
 
     def trouble(pod: Pod) -> int:
         containers = pod.containers + pod.init_containers
@@ -359,7 +346,7 @@ def pods_that_matter(pods: list[Pod]) -> list[Pod]:
         return 2 * unready + (restarts > 0)
 
     def serving(pod: Pod) -> bool:
-        return pod.ray_node_type is not None or _vllm_port(pod) is not None
+        return pod.ray_node_type is not None or vllm_server_port(pod) is not None
 
     wanted = [p for p in pods if p.phase != "Succeeded" and (trouble(p) or serving(p))]
     wanted.sort(key=lambda p: (-trouble(p), p.namespace, p.name))

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
+from urllib.parse import urlsplit
 
 from diag.bundle.files import Bundle
 from diag.collect.base import Sink, SourceResult, Target
@@ -440,6 +441,10 @@ def _vllm_in_pods(ctx: CollectContext) -> list[SourceResult]:
     from diag.collect.vllm import collect_vllm, pod_endpoint
 
     servers = vllm_server_pods(ctx.pods) if ctx.kube is not None else []
+    by_url = _addresses(ctx.target.vllm_urls)
+    ips = {p.key: p.pod_ip for p in ctx.pods}
+    # a pod's server that --vllm-url names by its address is read once, by URL (join puts it in its pod)
+    servers = [s for s in servers if (ips.get(f"{s.namespace}/{s.pod}"), s.port) not in by_url]
     if not servers:
         if ctx.target.vllm_urls:
             return []  # the servers given by URL are read by their own collector
@@ -450,6 +455,20 @@ def _vllm_in_pods(ctx: CollectContext) -> list[SourceResult]:
     assert kube is not None
     endpoints = [pod_endpoint(kube, p.namespace, p.pod, p.port, name=p.file_stem) for p in servers]
     return collect_vllm(endpoints, ctx.sink, ctx.target, rates_elsewhere=rates_held(ctx.target, ctx.prometheus_rates))
+
+
+def _addresses(urls: list[str]) -> set[tuple[str | None, int]]:
+    """(host, port) of each URL, as a pod's IP and port would name it."""
+    from diag.collect.http import normalize_base_url
+
+    found = set()
+    for url in urls:
+        parts = urlsplit(normalize_base_url(url))
+        try:
+            found.add((parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)))
+        except ValueError:  # a port that is no number: its own collector says so
+            continue
+    return found
 
 
 def rates_held(target: Target, known: Future[frozenset[str]]) -> Callable[[VllmEndpoint], bool]:

@@ -98,6 +98,7 @@ def _vllm_servers_to_pods(snap: Snapshot) -> None:
     it, else <namespace>.<pod>."""
     names = PodNames(snap.pods)
     by_pod: dict[str, VllmServer] = {}
+    by_address = _pods_by_vllm_address(snap.pods)
     for server in snap.vllm_servers:
         found = names.pod(server.name)
         if isinstance(found, Ambiguous):
@@ -105,6 +106,8 @@ def _vllm_servers_to_pods(snap: Snapshot) -> None:
         elif found is not None:
             server.name = _server_name(found, names)
             by_pod[found.key] = server
+        elif server.url and (pod := by_address.get(_address(server.url))) is not None:
+            by_pod.setdefault(pod.key, server)  # --vllm-url gave the pod's own address
     services = _ServicesBySelector.of(snap.services)
     for pod in snap.pods:
         if (in_pod := workloads.vllm_container(pod)) is None:
@@ -121,6 +124,24 @@ def _vllm_servers_to_pods(snap: Snapshot) -> None:
     for key, server in by_pod.items():
         if server.pod is None and (named := snap.pod(key)) is not None and named.containers:
             _server_in_pod(server, named, named.containers[0], services)
+
+
+def _pods_by_vllm_address(pods: list[Pod]) -> dict[tuple[str, int], Pod]:
+    """Running pods that serve vLLM, by their IP and the server's port."""
+    found = {}
+    for pod in pods:
+        if pod.pod_ip and pod.phase == "Running" and (served := workloads.vllm_server_port(pod)) is not None:
+            found[(pod.pod_ip, served[1])] = pod
+    return found
+
+
+def _address(url: str) -> tuple[str, int]:
+    """(host, port) of a URL, as a pod's IP and port would name it; ("", 0) where its port is no number."""
+    parts = urlsplit(url if "://" in url else f"http://{url}")
+    try:
+        return (parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80))
+    except ValueError:
+        return ("", 0)
 
 
 def _server_name(pod: Pod, names: PodNames) -> str:

@@ -141,6 +141,20 @@ def spec_engine_args(container: Container, ray_pod: bool) -> EngineArgs | None:
     return None
 
 
+def vllm_server_port(pod: Pod) -> tuple[Container, int] | None:
+    """The container of the vLLM OpenAI server this pod runs and the port it serves on: its --port, else
+    the port the container declares (a custom image's entrypoint), else vLLM's default; None when the
+    pod runs none."""
+    found = vllm_container(pod)
+    if found is None:
+        return None
+    container = found[0]
+    engine = container.engine_args
+    if engine is not None and engine.port is not None:
+        return container, engine.port
+    return container, next(iter(container.ports.values()), VLLM_DEFAULT_PORT)
+
+
 def vllm_container(pod: Pod) -> tuple[Container, str] | None:
     """The container that runs vLLM's server and how it shows it: the first recognised from its spec,
     else the first recognised from its log, else ("files") the only container of a pod that is no Ray
