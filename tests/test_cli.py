@@ -394,6 +394,31 @@ def test_an_analysis_loads_no_client_of_a_live_source() -> None:
     assert sorted(m for m in loaded if m.split(".")[0] in ("kubernetes", "requests") or m == "diag.collect") == []
 
 
+def test_a_triage_loads_only_what_it_reads_with(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The `kubernetes` package (with pydantic, oauthlib, requests), rich for a JSON report and, once its
+    detectors are cached, detect-secrets cost a triage more than its reads: none of them loads."""
+    import socket
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{closed}"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u", "namespace": "ml"}}],
+    }))  # fmt: skip
+    argv = ["triage", "--kubeconfig", str(kubeconfig), "--output", "json", "--timeout", "5"]
+    _, first = _run_loading(argv)
+    assert "detect_secrets" in first  # the first run builds the detectors and caches them
+    done, loaded = _run_loading(argv)
+    assert json.loads(done.stdout)["verdict"]["status"] == "inconclusive"  # it did try to read
+    heavy = ("kubernetes", "pydantic", "oauthlib", "requests", "rich", "detect_secrets", "argparse")
+    assert sorted(m for m in loaded if m.split(".")[0] in heavy) == []
+
+
 def test_pydantic_loads_only_where_a_configuration_file_is_read(tmp_path: Path) -> None:
     """Its import is a fifth of an analysis' start-up: only a .llmdiag.yaml to check needs it."""
     done, loaded = _run_loading(["analyze", "fixtures/demo", "--output", "json"])

@@ -7,7 +7,6 @@ It writes what nvidia-smi prints, unchanged, and an NVML snapshot in llmdiag's o
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -295,6 +294,8 @@ def kernel_xid_lines() -> tuple[bytes | None, Status]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import argparse  # the Ray sweep's entry point only
+
     parser = argparse.ArgumentParser(prog="python -m diag.collect.gpu", description=__doc__.splitlines()[0])
     parser.add_argument("outdir", type=Path, help="bundle folder; the files go into OUTDIR/gpu/")
     parser.add_argument("--host", default=socket.gethostname(), help="file stem (default: this host's name)")

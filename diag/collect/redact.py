@@ -30,7 +30,7 @@ import math
 import re
 import threading
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from diag.collect import json_text
@@ -336,17 +336,10 @@ _DELIMITERS = " \t\r\n=:\"'"
 
 @functools.lru_cache(maxsize=1)
 def _detectors() -> tuple[re.Pattern[str], ...]:
-    """The denylist regexes of every regex-based detector detect-secrets ships."""
-    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
-    from detect_secrets.plugins.base import BasePlugin, RegexBasedDetector
+    """The denylist regexes of every regex-based detector detect-secrets ships (diag.collect.detector_cache)."""
+    from diag.collect import detector_cache
 
-    patterns: list[re.Pattern[str]] = []
-    # the library's return type has a TypeVar that nothing binds: the plugins are BasePlugin classes
-    plugins: Mapping[str, type[BasePlugin]] = get_mapping_from_secret_type_to_class()
-    for detector in plugins.values():
-        if issubclass(detector, RegexBasedDetector) and detector.__name__ not in _SKIPPED_DETECTORS:
-            patterns += detector().denylist
-    return tuple(patterns)
+    return tuple(re.compile(pattern, flags) for pattern, flags in detector_cache.denylist(_SKIPPED_DETECTORS))
 
 
 @functools.lru_cache(maxsize=1)

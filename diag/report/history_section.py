@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from rich.console import Console
-from rich.text import Text
+from typing import TYPE_CHECKING, Any
 
 from diag.analyze import Report
 from diag.report.safe import code, md, plain
 from diag.verdict.history import HistoryItem
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 MAX_ITEMS_SHOWN = 3  # aged events / terminations / deaths listed under one history line
 
@@ -37,6 +37,9 @@ def markdown_lines(report: Report) -> list[str]:
 
 
 def print_section(report: Report, console: Console) -> None:
+
+    from rich.text import Text  # the terminal's only: a JSON report never loads rich
+
     history = report.history
     if history is None:
         return
