@@ -52,11 +52,13 @@ def installed(tree: Path, venv: Path) -> Path:
     return venv / "bin"
 
 
-def timed(argv: list[str]) -> tuple[float, float]:
-    """Wall and CPU milliseconds of one run of argv, its output thrown away."""
+def timed(argv: list[str], cwd: Path) -> tuple[float, float]:
+    """Wall and CPU milliseconds of one run of argv, its output thrown away. Run outside any source tree:
+    `python -c` puts its working folder first on sys.path, where a checkout's `diag` would be imported
+    instead of the installed one."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV, check=False)
+    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV, check=False, cwd=cwd)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode not in (0, 1, 2, 3):
@@ -96,12 +98,12 @@ def main() -> None:
         commands.append((f"llmdiag --help{label}", [str(bin_dir / "llmdiag"), "--help"]))
         commands.append((f"llmdiag analyze fixtures/demo{label}", [str(bin_dir / "llmdiag"), "analyze", str(DEMO)]))
     for _, argv in commands:  # once each unmeasured: the page cache, as a user's second run has it
-        timed(argv)
+        timed(argv, args.work)
     walls: dict[str, list[float]] = {name: [] for name, _ in commands}
     cpus: dict[str, list[float]] = {name: [] for name, _ in commands}
     for _ in range(args.runs):
         for name, argv in commands:
-            wall, cpu = timed(argv)
+            wall, cpu = timed(argv, args.work)
             walls[name].append(wall)
             cpus[name].append(cpu)
     floor_wall, floor_cpu = statistics.median(walls[commands[1][0]]), statistics.median(cpus[commands[1][0]])
