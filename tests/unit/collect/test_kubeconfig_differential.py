@@ -367,3 +367,18 @@ def test_a_malformed_file_is_named_in_one_line(tmp_path: Path, text: bytes, says
     with pytest.raises(kubeconfig.ConfigError, match=says) as raised:
         kubeconfig.load(str(path), None, 2)
     assert str(path) in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_an_auth_provider_user_is_loaded_by_the_package_and_its_file_is_left_as_it_was(tmp_path: Path) -> None:
+    def segment(data: dict) -> str:
+        return base64.urlsafe_b64encode(json.dumps(data).encode()).decode().rstrip("=")
+
+    id_token = f"{segment({'alg': 'RS256'})}.{segment({'exp': 4102444800, 'sub': 'me'})}.c2lnbmF0dXJl"
+    provider = {"name": "oidc", "config": {"id-token": id_token, "idp-issuer-url": "https://127.0.0.1:1"}}
+    path = _write(tmp_path / "config", {"server": "https://h:1", "certificate-authority-data": _b64(CA)},
+                  {"auth-provider": provider})  # fmt: skip
+    before = path.read_bytes()
+    ours = _by_us(path)
+    assert ours == _by_package(path)
+    assert ours["authorization"] == f"Bearer {id_token}" and ours["ca"] == CA
+    assert path.read_bytes() == before
