@@ -12,7 +12,8 @@ A user with an `auth-provider` (gcp, oidc, azure) is loaded by the package, as b
 
 Where the package and kubectl disagree, this follows kubectl, so that llmdiag talks to the cluster that
 `kubectl` does: the first file of KUBECONFIG that sets current-context wins (the package takes the
-last), a token read from a file is trimmed, and NO_PROXY does not override a kubeconfig's proxy-url.
+last), a token read from a file is trimmed, NO_PROXY does not override a kubeconfig's proxy-url, and
+only a YAML true in insecure-skip-tls-verify turns certificate checks off (the package took "false").
 tests/unit/collect/test_kubeconfig_differential.py loads the same kubeconfigs with both.
 """
 
@@ -181,8 +182,8 @@ def _cluster_tls(connection: Connection, cluster: _Entry) -> None:
     value = cluster.value
     if connection.server.startswith("https"):
         connection.ca_file = _file_or_data(value, "certificate-authority", cluster.folder, base64_data=True)
-    if "insecure-skip-tls-verify" in value:
-        connection.verify = not value["insecure-skip-tls-verify"]
+    # only a YAML true turns verification off: the package also took a quoted "false" as true
+    connection.verify = value.get("insecure-skip-tls-verify") is not True
     if value.get("tls-server-name"):
         connection.tls_server_name = str(value["tls-server-name"])
     connection.proxy = str(value["proxy-url"]) if value.get("proxy-url") else _environment_proxy(connection.server)

@@ -368,3 +368,9 @@ def test_an_auth_provider_user_is_loaded_by_the_package_and_its_file_is_left_as_
     assert ours == _by_package(path)
     assert ours["authorization"] == f"Bearer {id_token}" and ours["ca"] == CA
     assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize(("skip", "verified"), [(True, False), (False, True), ("false", True), ("true", True)])
+def test_only_a_yaml_true_skips_the_servers_certificate(tmp_path: Path, skip: object, verified: bool) -> None:
+    path = _write(tmp_path / "config", {"server": "https://h:1", "insecure-skip-tls-verify": skip}, {"token": "a"})
+    assert kubeconfig.load(str(path), None, 2).verify is verified
