@@ -47,6 +47,21 @@ def no_namespace_terminating(cluster: ControlPlane) -> None:
         time.sleep(1)
 
 
+def listed_in_a_quiet_cycle(cluster: ControlPlane, target: Target, warm: WarmLists, kinds: set[str]):
+    """Up to three cycles, stopping at the first the API server counts no LIST of `kinds` in: that
+    cycle's lists by kind (empty) and its collection, else the last cycle's. The counter is the whole
+    control plane's, and a controller's or kwok's own relist lands in it too (once in CI); a client
+    that lists every cycle still lists in all three, and warm.lists (ours alone) must not move."""
+    for _ in range(3):
+        before = requests(cluster, "LIST")
+        collected = collect_live(target, warm=warm)
+        after = requests(cluster, "LIST")
+        listed = {k: after.get(k, 0) - before.get(k, 0) for k in kinds if after.get(k, 0) > before.get(k, 0)}
+        if not listed:
+            break
+    return listed, collected
+
+
 def names(bundle_pods: bytes) -> dict[str, str]:
     return {p["metadata"]["name"]: p["metadata"]["resourceVersion"] for p in json.loads(bundle_pods)["items"]}
 
@@ -69,10 +84,8 @@ def test_cycles_after_the_first_list_nothing_and_see_every_change(control_plane:
         assert first >= len(kinds) and warm.lists >= len(kinds) - 1
         made = warm.lists
 
-        before = requests(cluster, "LIST")
-        second = collect_live(target, warm=warm)
-        assert listed_between(before, requests(cluster, "LIST"), kinds) == 0
-        assert warm.lists == made
+        listed, second = listed_in_a_quiet_cycle(cluster, target, warm, kinds)
+        assert listed == {} and warm.lists == made
         assert names(second.files["k8s/pods.json"]) == names(json.dumps(get(cluster, "pods", "-n", NS)).encode())
 
         # a change between cycles: one more replica, which the next cycles see without listing
@@ -91,9 +104,8 @@ def test_cycles_after_the_first_list_nothing_and_see_every_change(control_plane:
         assert listed_between(before, requests(cluster, "LIST"), kinds - {"pods"}) == 0 and len(expected) == 2
         # a GPU node new to the namespace's path is listed once, for every namespace's pods on it
         assert listed_between(before, requests(cluster, "LIST"), {"pods"}) <= len(placed) - 1
-        before = requests(cluster, "LIST")
-        collect_live(target, warm=warm)
-        assert listed_between(before, requests(cluster, "LIST"), kinds) == 0
+        made = warm.lists
+        assert listed_in_a_quiet_cycle(cluster, target, warm, kinds)[0] == {} and warm.lists == made
         assert requests(cluster, "WATCH").get("pods", 0) >= 1
     finally:
         warm.stop()
@@ -120,9 +132,15 @@ def collection_requests(cluster: ControlPlane) -> Counter[str]:
 
 
 def steady_cycle(cluster: ControlPlane, target: Target, warm: WarmLists) -> Counter[str]:
-    before = collection_requests(cluster)
-    collect_live(target, warm=warm)
-    return collection_requests(cluster) - before
+    """A cycle's requests: the first of up to three with no LIST of a watched kind (a control-plane
+    component's own relist is counted too; see listed_in_a_quiet_cycle), else the last."""
+    for _ in range(3):
+        before = collection_requests(cluster)
+        collect_live(target, warm=warm)
+        made = collection_requests(cluster) - before
+        if not any(what.startswith("LIST") and what.split()[1] in WATCHED for what in made):
+            break
+    return made
 
 
 def app_pod(name: str, node: str) -> dict:
