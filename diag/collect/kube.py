@@ -677,6 +677,7 @@ def kubeconfig_problem(kubeconfig: str | None, context: str | None) -> str | Non
 def _pool(connection: kubeconfig_module.Connection, retries: Any) -> Any:
     """One urllib3 pool for every request, with the connection's TLS and proxy."""
     import ssl
+    import warnings
 
     import urllib3
 
@@ -690,6 +691,10 @@ def _pool(connection: kubeconfig_module.Connection, retries: Any) -> Any:
     }
     if connection.tls_server_name:
         options["server_hostname"] = connection.tls_server_name
+    if (
+        not connection.verify
+    ):  # the kubeconfig asked for it; kubectl says nothing either, where urllib3 warns each request
+        warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
     if not connection.proxy:
         return urllib3.PoolManager(**options)
     if connection.proxy.split("://", 1)[0].lower() in ("socks5", "socks5h", "socks4", "socks4a"):

@@ -9,6 +9,8 @@ import base64
 import json
 import select
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -168,3 +170,16 @@ def test_a_wrong_ca_is_refused_by_both(control_plane: ControlPlane, token: str, 
         kube.list_json("pods", NAMESPACE)
     with pytest.raises(Exception, match="CERTIFICATE_VERIFY_FAILED|certificate verify failed"):
         _package_reads(path)
+
+
+def test_an_insecure_kubeconfig_reads_without_a_warning_a_request(
+    control_plane: ControlPlane, token: str, proxy: _ConnectProxy, tmp_path: Path
+) -> None:
+    """kubectl reads through insecure-skip-tls-verify silently; urllib3 would warn on every request."""
+    path = _variants(control_plane, token, proxy, tmp_path)["insecure"]
+    script = (
+        "import sys; from diag.collect.kube import KubeAccess; k = KubeAccess(sys.argv[1]);"
+        " assert k.preflight(10) is None; k._get('list', '/api/v1/namespaces', {'limit': '1'})"
+    )
+    ran = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0 and ran.stderr == "", ran.stderr
