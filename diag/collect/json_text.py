@@ -13,11 +13,16 @@ def dumps(document: Any, ensure_ascii: bool = True) -> str:
     items = document.get("items") if isinstance(document, dict) else None
     if not isinstance(items, list):
         return json.dumps(document, indent=4, ensure_ascii=ensure_ascii)
+    return with_item_lines(document, [json.dumps(item, ensure_ascii=ensure_ascii) for item in items], ensure_ascii)
+
+
+def with_item_lines(document: dict, lines: list[str], ensure_ascii: bool = True) -> str:
+    """A list `document` laid out as `dumps` lays it out, its items given as their lines of JSON."""
     fields = []
     for key, value in document.items():  # in the document's own order: kubectl puts items second
         if key == "items":
-            lines = ",\n".join(json.dumps(item, ensure_ascii=ensure_ascii) for item in items)
-            text = f"[\n{lines}\n]" if items else "[]"
+            joined = ",\n".join(lines)
+            text = f"[\n{joined}\n]" if lines else "[]"
         else:
             text = json.dumps(value, ensure_ascii=ensure_ascii)
         fields.append(f"{json.dumps(key, ensure_ascii=ensure_ascii)}: {text}")

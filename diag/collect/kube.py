@@ -233,10 +233,16 @@ class KubeAccess:
         return {"apiVersion": "v1", "items": items[:max_items], "kind": "List", "metadata": metadata}
 
     def list_items(
-        self, kind: str, namespace: str | None, label_selector: str | None, field_selector: str | None
-    ) -> tuple[list[dict], str]:
-        """Every item of a list (no cap: a watched copy must hold them all) and its resourceVersion."""
-        items, _, version = self._list(kind, namespace, label_selector, field_selector, None)
+        self,
+        kind: str,
+        namespace: str | None,
+        label_selector: str | None,
+        field_selector: str | None,
+        each: Callable[[dict], Any],
+    ) -> tuple[list[Any], str]:
+        """`each` of every item of a list (no cap: a watched copy must hold them all), made page by page,
+        and the list's resourceVersion."""
+        items, _, version = self._list(kind, namespace, label_selector, field_selector, None, each)
         return items, version
 
     def _list(
@@ -246,12 +252,13 @@ class KubeAccess:
         label_selector: str | None,
         field_selector: str | None,
         max_items: int | None,
-    ) -> tuple[list[dict], str | None, str]:
+        each: Callable[[dict], Any] | None = None,
+    ) -> tuple[list[Any], str | None, str]:
         """(items, the continue token where the cap stopped the paging, the list's resourceVersion)."""
         spec = KINDS.get(kind)
         if spec is None:
             raise KubeError(f"unknown kind {kind!r} (known: {', '.join(sorted(KINDS))})")
-        items: list[dict] = []
+        items: list[Any] = []
         cont: str | None = None
         version = ""
         while True:
@@ -262,7 +269,7 @@ class KubeAccess:
                         item = _metadata_only(item, spec)
                     item.setdefault("apiVersion", spec.group_version)
                     item.setdefault("kind", spec.kind)
-                    items.append(item)
+                    items.append(item if each is None else each(item))
             metadata = page.get("metadata") or {}
             version = version or str(metadata.get("resourceVersion") or "")
             cont = metadata.get("continue") or None

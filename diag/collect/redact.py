@@ -140,9 +140,10 @@ def secret_name(name: str, last_word_only: bool = False) -> bool:
 class Redactor:
     """`redact` that also counts which rules fired, for the manifest."""
 
-    def __init__(self) -> None:
+    def __init__(self, per_item: PerItem | None = None) -> None:
         self.applied: Counter[str] = Counter()
         self._lock = threading.Lock()  # collectors write, and so redact, from several threads at once
+        self._per_item = per_item
 
     def __call__(self, rel_path: str, raw: bytes) -> bytes:
         found: Counter[str] = Counter()
@@ -154,6 +155,9 @@ class Redactor:
     def document(self, rel_path: str, document: Any) -> bytes:
         """The bytes calling it on `document` as json_text writes it (and a line break) gives, without
         writing the document out and reading it back first: a fleet's pods.json and events.json."""
+        items = document.get("items") if isinstance(document, dict) else None
+        if isinstance(items, list):
+            return self._list(rel_path, document, items)
         found: Counter[str] = Counter()
         cleaned = _clean_json(document, found)
         with self._lock:
@@ -161,6 +165,44 @@ class Redactor:
         if not any(found.values()):
             return (json_text.dumps(document) + "\n").encode()
         return _cleaned_json_bytes(cleaned)
+
+    def _list(self, rel_path: str, document: dict, items: list) -> bytes:
+        """What `document` gives above, made item by item: with `per_item` (serve's watched copies), an
+        item is cleaned once for as long as it is unchanged."""
+        lines = self._per_item(f"redacted {rel_path}", items, _item_lines) if self._per_item else _item_lines(items)
+        found: Counter[str] = Counter()
+        fields = _clean_object({k: v for k, v in document.items() if k != "items"}, found)
+        for _, hits in lines:
+            for rule, count in hits:
+                found[rule] += count
+        with self._lock:
+            self.applied.update(found)
+        ordered = {k: None if k == "items" else fields[k] for k in document if k == "items" or k in fields}
+        if not any(found.values()):
+            return (json_text.with_item_lines(ordered, [line for line, _ in lines]) + "\n").encode()
+        # a file with something cleaned is written as UTF-8: an unchanged item's escapes are undone too
+        text = [
+            json.dumps(item, ensure_ascii=False) if not hits and "\\u" in line else line
+            for item, (line, hits) in zip(items, lines, strict=True)
+        ]
+        return json_text.with_item_lines(ordered, text, ensure_ascii=False).encode("utf-8", "surrogateescape")
+
+
+Hits = tuple[tuple[str, int], ...]  # (rule, count): what cleaning one item replaced
+PerItem = Callable[[str, list, Callable[[list], list[tuple[str, Hits]]]], list[tuple[str, Hits]]]
+
+
+def _item_lines(items: list) -> list[tuple[str, Hits]]:
+    """Each item's line of JSON, cleaned, and what cleaning it replaced."""
+    lines = []
+    for item in items:
+        found: Counter[str] = Counter()
+        cleaned = _clean_json(item, found)
+        if any(found.values()):
+            lines.append((json.dumps(cleaned, ensure_ascii=False), tuple(found.items())))
+        else:
+            lines.append((json.dumps(item), ()))
+    return lines
 
 
 def redact(rel_path: str, raw: bytes) -> bytes:

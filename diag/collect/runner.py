@@ -105,7 +105,7 @@ def collect(
     kept current by watches of a process that collects again and again (diag/collect/watch.py)."""
     started = time.time()
     deadline = time.monotonic() + target.total_timeout_s
-    redactor = Redactor()
+    redactor = Redactor(warm.per_item if warm is not None else None)
     sink = _RunSink(Bundle(), redactor)
     kube, results = _connect(target, collectors)
     if kube is not None:

@@ -127,7 +127,7 @@ class Fields:
 
     def child(self, key: str) -> Fields:
         value = self.data.get(key)
-        if value is not None and type(value) is not dict:
+        if value is not None and not isinstance(value, dict):
             value = self._typed(key, (dict,), "an object")
         return Fields(value, self.where, self._path(key))
 
@@ -162,6 +162,6 @@ class Fields:
     def raw_objects(self, key: str) -> list[dict]:
         """A list of objects kept as the API gives them (tolerations, volumes, ...)."""
         items = self.data.get(key)
-        if type(items) is list and all(type(item) is dict for item in items):
+        if type(items) is list and all(isinstance(item, dict) for item in items):
             return list(items)
         return [item.data for item in self.children(key)]

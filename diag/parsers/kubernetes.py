@@ -115,7 +115,7 @@ def _integer(data: dict[str, Any], key: str, at: str = "") -> int | None:
 def _object(data: dict[str, Any], key: str) -> dict[str, Any]:
     """`Fields.child` of a plain dict: an object, or {} where the field is missing or null."""
     value = data.get(key)
-    if type(value) is dict:
+    if isinstance(value, dict):
         return value
     if value is None:
         return {}
@@ -129,10 +129,10 @@ def _objects_of(data: dict[str, Any], key: str) -> list[dict[str, Any]]:
         return []
     if type(items) is not list:
         raise _Wrong(key, "a list", items)
-    if all(type(item) is dict for item in items):
+    if all(isinstance(item, dict) for item in items):
         return items
     for i, item in enumerate(items):
-        if item is not None and type(item) is not dict:
+        if item is not None and not isinstance(item, dict):
             raise _Wrong(f"{key}[{i}]", "an object", item)
     return [{} if item is None else item for item in items]
 
@@ -165,7 +165,7 @@ def _objects_in(doc: object, *kinds: str) -> list[_Object]:
 
 def _identify(item: Any, index: int | None, kinds: tuple[str, ...]) -> _Object:
     """The identity of the list's item `index` (None: the document is the object itself)."""
-    if type(item) is not dict:
+    if not isinstance(item, dict):
         if item is not None:
             raise Fields({}, "").error(_item_path(index), "an object", item)
         item = {}

@@ -36,9 +36,10 @@ class FakeKube:
         self.lines: queue.Queue[bytes | None] = queue.Queue()
         self.lists = 0
 
-    def list_items(self, kind: str, *_: object) -> tuple[list[dict], str]:
+    def list_items(self, kind: str, *args: object) -> tuple[list, str]:
         self.lists += 1
-        return copy.deepcopy(self.items), "5"
+        each = cast("Callable[[dict], object]", args[-1])
+        return [each(item) for item in copy.deepcopy(self.items)], "5"
 
     def watch_lines(self, *args: object) -> bool:
         on_line = cast("Callable[[bytes], bool]", args[-1])
@@ -95,7 +96,8 @@ def test_items_past_the_cap_come_back_whole_when_they_come_under_it() -> None:
         assert [i["metadata"]["name"] for i in first["items"]] == ["e0", "e1"]
         assert first["metadata"]["continue"]
         again = listed(warm, kube, 2)
-        assert all(a is b for a, b in zip(first["items"], again["items"], strict=True))  # the same objects
+        assert again == first
+        assert all(a.raw is b.raw and a is not b for a, b in zip(first["items"], again["items"], strict=True))
 
         kube.send("DELETED", event("e0"))
         changed = event("e4")
@@ -113,7 +115,8 @@ def test_items_past_the_cap_come_back_whole_when_they_come_under_it() -> None:
         kube.lines.put(None)
 
 
-def test_an_item_is_parsed_once_while_the_copies_hand_out_the_same_object() -> None:
+def test_an_item_is_made_once_while_the_copies_hand_it_out_unchanged() -> None:
+    kube = FakeKube([event("a"), event("b")])
     warm = WarmLists()
     calls: list[list[str]] = []
 
@@ -121,16 +124,61 @@ def test_an_item_is_parsed_once_while_the_copies_hand_out_the_same_object() -> N
         calls.append([i["metadata"]["name"] for i in items])
         return [f"parsed {i['metadata']['name']} {i['reason']}" for i in items]
 
-    items = [event("a"), event("b")]
-    assert warm.parsed(items, parse) == ["parsed a Pulled", "parsed b Pulled"]
-    changed = {**items[1], "reason": "Killing"}  # a MODIFIED event: a new object in the copy
-    assert warm.parsed([items[0], changed, event("c")], parse) == [
-        "parsed a Pulled",
-        "parsed b Killing",
-        "parsed c Pulled",
-    ]
-    assert calls == [["a", "b"], ["b", "c"]]
-    assert warm.parsed([items[0]], parse) == ["parsed a Pulled"] and len(calls) == 2
+    try:
+        assert warm.per_item("p", listed(warm, kube, 10)["items"], parse) == ["parsed a Pulled", "parsed b Pulled"]
+        assert warm.per_item("p", listed(warm, kube, 10)["items"], parse) == ["parsed a Pulled", "parsed b Pulled"]
+        kube.send("MODIFIED", {**event("b"), "reason": "Killing"})
+        kube.send("ADDED", event("c"))
+        assert warm.per_item("p", listed(warm, kube, 10)["items"], parse) == [
+            "parsed a Pulled",
+            "parsed b Killing",
+            "parsed c Pulled",
+        ]
+        assert calls == [["a", "b"], ["b", "c"]]
+        assert warm.per_item("other", listed(warm, kube, 1)["items"], parse) == ["parsed a Pulled"]
+        assert calls[-1] == ["a"]  # each purpose keeps its own
+        plain = [event("d")]  # not from a copy: made every time
+        warm.per_item("p", plain, parse)
+        warm.per_item("p", plain, parse)
+        assert calls[-3:] == [["a"], ["d"], ["d"]]
+    finally:
+        warm.stop()
+        kube.lines.put(None)
+
+
+def test_a_copy_is_redacted_once_a_change_and_written_as_without_copies(monkeypatch: pytest.MonkeyPatch) -> None:
+    from diag.collect import redact
+
+    secret = {**event("s"), "message": "pulled with password=hunter2hunter2"}
+    kube = FakeKube([event("a"), secret])
+    warm = WarmLists()
+    cleaned: list[list[str]] = []
+    real = redact._item_lines
+
+    def cycle() -> None:
+        served = listed(warm, kube, 10)
+        expected = written(served)  # no copies: every item cleaned
+        redactor = Redactor(warm.per_item)
+        sink = Sink(Bundle(), redactor)
+        with monkeypatch.context() as m:
+            m.setattr(
+                redact,
+                "_item_lines",
+                lambda items: cleaned.append([i["metadata"]["name"] for i in items]) or real(items),
+            )
+            sink.write_json("k8s/events.json", served)
+        assert (sink.bundle.files["k8s/events.json"], dict(redactor.applied)) == expected
+        assert b"hunter2" not in sink.bundle.files["k8s/events.json"] and redactor.applied
+
+    try:
+        cycle()
+        cycle()  # cleans nothing again, and still counts what it hid
+        kube.send("MODIFIED", {**event("a"), "reason": "Killing"})
+        cycle()
+        assert cleaned == [["a", "s"], ["a"]]
+    finally:
+        warm.stop()
+        kube.lines.put(None)
 
 
 def test_a_pod_the_collector_cannot_read_is_placed_in_the_whole_list_with_the_copies_too() -> None:
