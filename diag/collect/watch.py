@@ -11,9 +11,9 @@ serve (a CRD not installed: 404) is asked again after ABSENT_S, not every cycle.
 
 A copy is a `kubectl get -o json` List: items in the API server's order (by namespace/name), each
 with apiVersion and kind, capped at the same number of items (metadata.continue set when more
-exist). The copy keeps each item as its JSON text, a tenth of the memory of the parsed objects (a
-fleet's 5,000 pods: 16 MB against 94 MB); each cycle parses the items it hands out (`Item`: a dict
-that also carries that text). What is made of an item (its Pod, its redacted line) is made once for
+exist). The copy keeps each item as its JSON text, a fraction of the memory of the parsed objects, made as
+each page of the first list is read (bench/serve.md); each cycle parses the items it hands out
+(`Item`: a dict that also carries that text). What is made of an item (its Pod, its redacted line) is made once for
 as long as the item is unchanged: `per_item` keys on the text. An item's managedFields (which writer
 set which field) is kept as an empty list: the redaction drops that key from every file it writes
 (and counts it), and at fleet size it is about 40 % of the JSON.
