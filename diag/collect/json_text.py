@@ -27,3 +27,8 @@ def with_item_lines(document: dict, lines: list[str], ensure_ascii: bool = True)
             text = json.dumps(value, ensure_ascii=ensure_ascii)
         fields.append(f"{json.dumps(key, ensure_ascii=ensure_ascii)}: {text}")
     return "{" + ", ".join(fields) + "}"
+
+
+def item_object(item: dict | bytes) -> dict:
+    """A list's item as an object: a watched copy hands out some as their JSON text (diag/collect/watch.py)."""
+    return json.loads(item) if isinstance(item, bytes) else item

@@ -220,12 +220,14 @@ class KubeAccess:
         label_selector: str | None = None,
         field_selector: str | None = None,
         max_items: int | None = None,
+        raw: bool = False,
     ) -> dict:
         """`kubectl get <kind> -o json` (namespace None: all namespaces, or a cluster-scoped kind); from
-        the watched copy of `warm` where one is set (diag/collect/watch.py)."""
+        the watched copy of `warm` where one is set (diag/collect/watch.py), its items as their JSON
+        text there where `raw` asks for it."""
         max_items = max_items or MAX_ITEMS
         if self.warm is not None:
-            return self.warm.list_json(self, kind, namespace, label_selector, field_selector, max_items)
+            return self.warm.list_json(self, kind, namespace, label_selector, field_selector, max_items, raw)
         items, cont, _ = self._list(kind, namespace, label_selector, field_selector, max_items)
         metadata: dict[str, Any] = {"resourceVersion": ""}
         if cont is not None:

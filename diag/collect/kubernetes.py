@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from diag.bundle.layout import BY_KIND, KUBE_LISTS, NODE_PODS_FILE
+from diag.collect import json_text
 from diag.collect.base import Sink, SourceResult, Target
 from diag.core.errors import ParseError
 from diag.parsers.kubernetes import RAY_CLUSTER_LABEL, RAY_NODE_TYPE_LABEL, parse_nodes_document, parse_pods_document
@@ -103,8 +104,9 @@ def collect_objects(
         # --ray-cluster scopes the pods by the RayCluster(s) it names, so the Ray lists come first
         outcomes = {k: pending[k].result() for k in RAY_KINDS}
         scope, scope_note = _scope(target, namespace, outcomes)
+        # with watched copies, the pods as their text: a steady cycle parses only those that changed
         outcomes["pods"] = _list(
-            kube, "pods", namespace, label_selector=scope.pod_selector, field_selector=_name_field(scope.pod_name)
+            kube, "pods", namespace, scope.pod_selector, _name_field(scope.pod_name), raw=kube.warm is not None
         )
         # the collectors that need the pods (and the vLLM scrape interval) start now, beside the other lists
         not_understood: list[SourceResult] = []
@@ -155,11 +157,12 @@ def _list(
     namespace: str | None,
     label_selector: str | None = None,
     field_selector: str | None = None,
+    raw: bool = False,
 ) -> dict | SourceResult:
     from diag.collect.kube import KubeError
 
     try:
-        return kube.list_json(kind, namespace, label_selector, field_selector)
+        return kube.list_json(kind, namespace, label_selector, field_selector, raw=raw)
     except KubeError as e:
         if kind in RAY_KINDS and e.status == 404:
             return SourceResult(BY_KIND[kind].path, "skipped", "the ray.io/v1 CRDs are not installed")
@@ -209,15 +212,19 @@ def _parsed_pods(pods_list: dict | None, results: list[SourceResult], warm: Warm
 
 
 def _pods_of(pods_list: dict, warm: WarmLists | None) -> list[Pod]:
-    """The pods of the list; with the watched copies of `warm`, a pod is parsed once for as long as its
-    copy hands it out unchanged (a fleet's pods took half a second each cycle)."""
+    """The pods of the list; with the watched copies of `warm` (the items their text), a pod is parsed
+    once for as long as its copy hands it out unchanged (a fleet's pods took half a second each cycle)."""
     items = pods_list.get("items")
-    if warm is not None and type(items) is list and all(isinstance(item, dict) for item in items):
-        try:
-            return warm.per_item("pods", items, lambda some: parse_pods_document({**pods_list, "items": some}))
-        except ParseError:
-            pass  # parsed again whole below, so that the message places the bad item in the whole list
-    return parse_pods_document(pods_list)
+    if warm is None or type(items) is not list or not all(isinstance(item, dict | bytes) for item in items):
+        return parse_pods_document(pods_list)
+
+    def parse(some: list) -> list[Pod]:
+        return parse_pods_document({**pods_list, "items": [json_text.item_object(item) for item in some]})
+
+    try:
+        return warm.per_item("pods", items, parse)
+    except ParseError:
+        return parse(items)  # whole, so that the message places the bad item in the whole list
 
 
 def _events(kube: KubeAccess, scope: Scope, pods: list[Pod], lists: dict[str, dict]) -> dict | list[SourceResult]:

@@ -182,7 +182,7 @@ class Redactor:
             return (json_text.with_item_lines(ordered, [line for line, _ in lines]) + "\n").encode()
         # a file with something cleaned is written as UTF-8: an unchanged item's escapes are undone too
         text = [
-            json.dumps(item, ensure_ascii=False) if not hits and "\\u" in line else line
+            json.dumps(json_text.item_object(item), ensure_ascii=False) if not hits and "\\u" in line else line
             for item, (line, hits) in zip(items, lines, strict=True)
         ]
         return json_text.with_item_lines(ordered, text, ensure_ascii=False).encode("utf-8", "surrogateescape")
@@ -195,7 +195,7 @@ PerItem = Callable[[str, list, Callable[[list], list[tuple[str, Hits]]]], list[t
 def _item_lines(items: list) -> list[tuple[str, Hits]]:
     """Each item's line of JSON, cleaned, and what cleaning it replaced."""
     lines = []
-    for item in items:
+    for item in map(json_text.item_object, items):
         found: Counter[str] = Counter()
         cleaned = _clean_json(item, found)
         if any(found.values()):

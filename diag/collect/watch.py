@@ -59,7 +59,10 @@ class WarmLists:
         label_selector: str | None,
         field_selector: str | None,
         max_items: int,
+        raw: bool = False,
     ) -> dict:
+        """The copy as a List; `raw`: its items as their JSON text (bytes), for a caller that parses only
+        what it has not made anything of yet (`per_item`)."""
         key = (kind, namespace, label_selector, field_selector)
         now = time.monotonic()
         with self._lock:
@@ -91,18 +94,18 @@ class WarmLists:
                 old.retire()
             copy.start()
         copy.used = now
-        return copy.as_list(max_items)
+        return copy.as_list(max_items, raw)
 
-    def per_item(self, purpose: str, items: list[dict], make: Callable[[list[dict]], list[T]]) -> list[T]:
-        """`make(items)` (one result per item), an `Item` made once for as long as the copies hand it
-        out unchanged (its text); another item every time. What the last call for `purpose` made is
+    def per_item(self, purpose: str, items: list, make: Callable[[list], list[T]]) -> list[T]:
+        """`make(items)` (one result per item), an `Item` (or an item's text, `raw`) made once for as long
+        as the copies hand it out unchanged; another item every time. What the last call for `purpose` made is
         kept, the rest dropped. One caller a purpose: a process triages one target on its schedule
         (an alert's triage in between costs the next scheduled one the items its scope did not hold).
         The results are kept by text, with no small object per item: a cycle's objects would
         otherwise be left scattered over the memory its parsed lists took (bench/serve.md)."""
         with self._lock:
             known = self._made.get(purpose, {})
-        keys = [item.raw if isinstance(item, Item) else None for item in items]
+        keys = [item if isinstance(item, bytes) else item.raw if isinstance(item, Item) else None for item in items]
         missing = [item for item, key in zip(items, keys, strict=True) if key is None or key not in known]
         made = iter(make(missing) if missing else [])
         results = [known[key] if key is not None and key in known else next(made) for key in keys]
@@ -175,14 +178,15 @@ class _Copy:
     def retire(self) -> None:
         self._stale.set()
 
-    def as_list(self, max_items: int) -> dict:
+    def as_list(self, max_items: int, raw: bool = False) -> dict:
         with self._lock:
             keys = sorted(self._items)
             raws = [self._items[k] for k in keys[:max_items]]
         metadata: dict[str, Any] = {"resourceVersion": ""}
         if len(keys) > max_items:
             metadata["continue"] = "more items than the cap"
-        return {"apiVersion": "v1", "items": [_handed(raw) for raw in raws], "kind": "List", "metadata": metadata}
+        items = raws if raw else [_handed(text) for text in raws]
+        return {"apiVersion": "v1", "items": items, "kind": "List", "metadata": metadata}
 
     def _watch(self) -> None:
         while not (self._stale.is_set() or self._stopped.is_set()):

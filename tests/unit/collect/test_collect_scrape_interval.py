@@ -76,7 +76,7 @@ class SlowLists:
     def current_namespace(self) -> str:
         return "llm"
 
-    def list_json(self, kind: str, namespace: str | None, label_selector=None, field_selector=None) -> dict:
+    def list_json(self, kind: str, namespace: str | None, label_selector=None, field_selector=None, raw=False) -> dict:
         if kind == "services":
             self.released_in_time = self._two_scrapes_recorded()
             self.services_answered_at = time.time()

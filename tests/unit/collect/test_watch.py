@@ -220,3 +220,29 @@ def test_a_kind_not_served_is_asked_again_after_a_while_not_every_cycle(monkeypa
     with pytest.raises(KubeError):
         listed(warm, kube, 10)
     assert kube.lists == 2
+
+
+def test_pods_handed_out_as_text_are_read_and_written_as_the_parsed_list() -> None:
+    from diag.collect.kubernetes import _pods_of
+    from diag.parsers.kubernetes import parse_pods_document
+
+    env = [{"name": "HF_TOKEN", "value": "hf_abcdefghijklmnopqrstuv"}]
+    pods = [{"metadata": {"name": f"p{i}", "namespace": "n", "managedFields": [{"manager": "kubelet"}]},
+             "spec": {"containers": [{"name": "c", "env": env}]}, "status": {"phase": "Running"}}
+            for i in range(3)]  # fmt: skip
+    kube = FakeKube(pods)
+    warm = WarmLists()
+    try:
+        as_text = warm.list_json(cast("KubeAccess", kube), "pods", "n", None, None, 10, raw=True)
+        parsed = warm.list_json(cast("KubeAccess", kube), "pods", "n", None, None, 10)
+        assert all(isinstance(i, bytes) for i in as_text["items"]) and kube.lists == 1
+        assert _pods_of(as_text, warm) == parse_pods_document(parsed) == _pods_of(as_text, warm)
+        assert written(as_text) == written(parsed)  # written(): a Redactor without the copies
+        redactor = Redactor(warm.per_item)
+        sink = Sink(Bundle(), redactor)
+        sink.write_json("k8s/pods.json", as_text)
+        assert (sink.bundle.files["k8s/pods.json"], dict(redactor.applied)) == written(parsed)
+        assert b"hf_abcdef" not in sink.bundle.files["k8s/pods.json"]
+    finally:
+        warm.stop()
+        kube.lines.put(None)
