@@ -22,8 +22,9 @@ its own user (a client certificate, CN=llmdiag-serve), for --minutes, once per -
 5 in the serving one, so the watches carry changes. Halfway through each cycle, kubectl (as user
 llmdiag-kubectl) gets the same objects serve lists.
 
-Measured: serve's CPU seconds (utime + stime of /proc/PID/stat, every thread) and resident memory
-(VmRSS every second; VmHWM), per cycle and on average; the API server's requests of each user, by
+Measured: serve's CPU seconds (utime + stime of /proc/PID/stat, every thread, and cutime + cstime:
+the children it forks for its analyses) and resident memory (VmRSS every second, its children's
+added; VmHWM, its own), per cycle and on average; the API server's requests of each user, by
 verb and resource, from the API server's own audit log (a policy that logs these two users' requests
 at Metadata level and nothing else); kubectl's wall and CPU seconds. A cycle's window runs from its
 start to the next one's (serve's /reports say when each started); the first cycle (the lists) is
@@ -156,6 +157,28 @@ class Churn:
 # --------------------------------------------------------------------------- measuring
 
 
+def _status(pid: int) -> dict[str, str]:
+    return dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+
+
+def _rss_mb(pid: int) -> float:
+    try:
+        return int(_status(pid)["VmRSS"].split()[0]) / 1024
+    except (OSError, KeyError):  # a child that ended meanwhile
+        return 0.0
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(stat.parent.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
 @dataclass
 class Samples:
     """serve's CPU seconds and VmRSS (MB), once a second, with their wall time."""
@@ -168,10 +191,12 @@ class Samples:
     def take(self, pid: int) -> None:
         stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         ticks = os.sysconf("SC_CLK_TCK")
-        status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+        status = _status(pid)
         self.times.append(time.time())
-        self.cpu.append((int(stat[11]) + int(stat[12])) / ticks)  # utime, stime (fields 14, 15)
-        self.rss.append(int(status["VmRSS"].split()[0]) / 1024)
+        # utime, stime, and the children's it has waited for (fields 14-17): each analysis' child
+        self.cpu.append(sum(int(stat[i]) for i in (11, 12, 13, 14)) / ticks)
+        # the process' VmRSS and its children's (pages they share counted twice: an upper bound)
+        self.rss.append(sum(_rss_mb(p) for p in (pid, *_children(pid))))
         self.hwm = int(status["VmHWM"].split()[0]) / 1024
 
     def at(self, when: float) -> float:

@@ -7,9 +7,11 @@ held under it): a source that hangs is that source's failed line at the deadline
 starts on time. Cycles start on a fixed grid (`every`); a tick that finds the previous scheduled cycle
 still running is counted skipped, never queued behind it. Collections may run side by side (a
 scheduled one and an alert's); the analyses take turns, so at most one analysis' memory is held at a
-time. The process runs with Python's cyclic collector off, as every command does (diag/cli.py): after
-each triage one collection frees what it left in cycles. Left on, the collector walked the watched
-copies and the analysis' objects again and again during each triage (bench/serve.md).
+time. Each analysis runs in a child process forked for it (diag/serve/child.py), which answers
+with the report rendered: its memory goes with the child. The process runs with Python's cyclic
+collector off, as every command does (diag/cli.py): after each triage one collection frees what it
+left in cycles. Left on, the collector walked the watched copies and the analysis' objects again and
+again during each triage (bench/serve.md).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from diag.collect.watch import WarmLists
 from diag.engine.config import Config
 from diag.report.json_report import render_json
 from diag.report.markdown import render_markdown
-from diag.serve import memory, metrics, notify
+from diag.serve import child, memory, metrics, notify
 from diag.serve.alerts import Alert, Gate, scope_of, scoped_target, service_selector
 from diag.serve.store import ReportStore, new_id
 
@@ -63,12 +65,24 @@ class Settings:
 Triage = Callable[[Target], Report]
 
 
+@dataclass(frozen=True)
+class Rendered:
+    """A report as the server keeps it: what /metrics and the listing read, and its bodies."""
+
+    summary: dict[str, Any]
+    json: str
+    markdown: str
+    html: str | None
+
+
 class Service:
     def __init__(self, settings: Settings, store: ReportStore, triage: Triage | None = None) -> None:
         self.settings = settings
         self.store = store
         self.counters = metrics.Counters()
-        self._triage = triage or self._collect_and_analyze
+        self._triage: Callable[[Target], Rendered] = (
+            (lambda target: self._rendered(triage(target))) if triage else self._collect_and_analyze
+        )
         self.warm = WarmLists() if settings.watch else None
         self._analysis = threading.Lock()
         self._scheduled_running = threading.Event()
@@ -98,10 +112,14 @@ class Service:
             source_timeout_s=min(target.source_timeout_s, deadline / SOURCE_SHARE),
         )
 
-    def _collect_and_analyze(self, target: Target) -> Report:
+    def _collect_and_analyze(self, target: Target) -> Rendered:
         bundle = collect_live(target, warm=self.warm)
+        config, rule_dirs = self.settings.config, self.settings.rule_dirs
         with self._analysis:
-            return analyze_bundle(bundle, self.settings.config, self.settings.rule_dirs)
+            return child.run(lambda: self._rendered(analyze_bundle(bundle, config, rule_dirs)))
+
+    def _rendered(self, report: Report) -> Rendered:
+        return Rendered(metrics.summarize(report), render_json(report), render_markdown(report), self._html(report))
 
     def run_triage(
         self,
@@ -128,19 +146,19 @@ class Service:
     ) -> dict[str, Any] | None:
         started, clock = time.time(), time.monotonic()
         try:
-            report = self._triage(self._bounded(target))
+            rendered = self._triage(self._bounded(target))
             meta = {
                 "id": new_id(trigger, started),
                 "trigger": trigger,
                 "started_at": started,
                 "finished_at": time.time(),
                 "duration_seconds": round(time.monotonic() - clock, 3),
-                **metrics.summarize(report),
+                **rendered.summary,
                 **(extra or {}),
             }
             if before_kept is not None:
                 before_kept(meta)
-            kept = self.store.add(meta, render_json(report), render_markdown(report), self._html(report))
+            kept = self.store.add(meta, rendered.json, rendered.markdown, rendered.html)
         except Exception as e:  # one failed cycle (or a full disk) is a counted error; the loops go on
             self.counters.inc("llmdiag_cycles_total", trigger=trigger, outcome="error")
             log.error("%s triage failed: %s", trigger, redact_text(f"{type(e).__name__}: {e}"))
@@ -159,7 +177,9 @@ class Service:
     # ------------------------------------------------------------------ schedule
 
     def start(self) -> None:
-        compile_rules(self.settings.rule_dirs)
+        compile_rules(self.settings.rule_dirs)  # once, here: each analysis' child has them as they are
+        if self.settings.html:
+            import diag.report.html_report  # noqa: F401  (matplotlib, loaded once, not in every child)
         self.ready.set()
         for name, loop in (("schedule", self._schedule_loop), ("alerts", self._alert_loop)):
             threading.Thread(target=loop, name=f"llmdiag-serve-{name}", daemon=True).start()

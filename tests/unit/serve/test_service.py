@@ -296,3 +296,19 @@ def test_a_report_that_cannot_be_written_is_an_error_and_the_next_is_kept(
     assert service.run_triage("schedule", service.settings.target) is not None
     assert service.counters.get("llmdiag_cycles_total", trigger="schedule", outcome="error") == 1
     assert len(store.listing()) == 1
+
+
+def test_the_analysis_in_a_child_keeps_what_the_analysis_in_process_keeps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from diag.serve import child
+
+    kept = []
+    for forks in (True, False):
+        monkeypatch.setattr(child, "FORKS", forks)
+        service = Service(settings(), ReportStore(tmp_path / str(forks), Limits()))
+        meta = service.run_triage("schedule", service.settings.target)
+        assert meta is not None
+        report = json.loads(service.store.body(meta["id"], "json"))
+        kept.append((meta["verdict"], meta["exit_code"], report["verdict"], len(report["sources"])))
+    assert kept[0] == kept[1] and kept[0][0]["status"] == "fault"  # the server at :1 does not answer
