@@ -230,7 +230,43 @@ def _redact_file(rel_path: str, raw: bytes, hits: Counter[str]) -> bytes:
             return cleaned_yaml.encode("utf-8", "surrogateescape")
     if rel_path.endswith(ARGV_FILE_SUFFIX):  # one argument a line: `--api-key` and its value are apart
         text = "\n".join(_clean_argv(text.split("\n"), hits))
+    elif (cleaned_lines := _redact_exposition(text, hits)) is not None:
+        return cleaned_lines.encode("utf-8", errors="surrogateescape")
     return redact_text(text, hits).encode("utf-8", errors="surrogateescape")
+
+
+# A line of Prometheus' text format: a comment, or a series and its value (a timestamp after it).
+# No line of one holds a line break, so no rule needs two; a value holds no secret.
+_EXPOSITION_COMMENT = re.compile(r"#[^\n]*|[ \t]*")
+_NUMBER = r"[+-]?(?:[Ii]nf|NaN|(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)"
+_EXPOSITION_SAMPLE = re.compile(
+    rf"(?P<series>[a-zA-Z_:][a-zA-Z0-9_:]*(?:\{{.*\}})?)(?P<value>[ \t]+{_NUMBER}(?:[ \t]+-?[0-9]+)?)"
+)
+
+
+def _redact_exposition(text: str, hits: Counter[str]) -> str | None:
+    """`redact_text` of a /metrics answer, line by line: each series' line (less its value) and each
+    comment is cleaned once per process, for the same series come back in every scrape of every server
+    (a fleet's scrapes took a tenth of a serve cycle). None: not all lines are of that format."""
+    cleaned = []
+    for line in text.split("\n"):
+        if (sample := _EXPOSITION_SAMPLE.fullmatch(line)) is not None:
+            series, found = _redacted_line(sample["series"])
+            cleaned.append(series + sample["value"])
+        elif _EXPOSITION_COMMENT.fullmatch(line) is not None:
+            new, found = _redacted_line(line)
+            cleaned.append(new)
+        else:
+            return None
+        for rule, count in found:
+            hits[rule] += count
+    return "\n".join(cleaned)
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _redacted_line(line: str) -> tuple[str, Hits]:
+    found: Counter[str] = Counter()
+    return redact_text(line, found), tuple(found.items())
 
 
 def _cleaned_json_bytes(cleaned: Any) -> bytes:

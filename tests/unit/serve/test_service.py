@@ -75,8 +75,36 @@ def test_what_a_triage_left_in_cycles_is_freed_after_it_with_the_collector_off(
     was_on = gc.isenabled()
     gc.disable()  # as diag.cli.main runs every command
     try:
+        for _ in range(3):  # the first collection looks at every object, the next ones at the young
+            service.run_triage("schedule", service.settings.target)
+            assert left[-1]() is None
+    finally:
+        if was_on:
+            gc.enable()
+
+
+def test_a_cycle_that_became_garbage_after_it_had_lived_long_is_freed_by_a_full_collection(
+    tmp_path: Path, fault_report
+) -> None:
+    from diag.serve.service import FULL_COLLECTION_EVERY
+
+    kept: list[Linked] = []
+    a, b = Linked(), Linked()
+    a.other, b.other = b, a
+    kept.append(a)
+    old = weakref.ref(a)
+    del a, b
+    service = Service(settings(), ReportStore(tmp_path, Limits()), lambda target: fault_report)
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        service.run_triage("schedule", service.settings.target)  # a full collection: the cycle is old now
+        kept.clear()
+        for _ in range(FULL_COLLECTION_EVERY - 1):
+            service.run_triage("schedule", service.settings.target)
+        assert old() is not None  # the young collections did not walk it
         service.run_triage("schedule", service.settings.target)
-        assert left[0]() is None
+        assert old() is None
     finally:
         if was_on:
             gc.enable()
