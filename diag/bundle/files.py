@@ -71,6 +71,10 @@ class Bundle:
     # that are not read (path -> why), and the files made from it (path -> the files they came from)
     skipped: dict[str, str] = field(default_factory=dict)
     derived: dict[str, Derived] = field(default_factory=dict)
+    # A file's objects, as its reader's parser makes them, from the process that wrote it (serve's pods:
+    # made once while they are unchanged): the loader takes them instead of parsing the file. Joining
+    # them changes them, so they are for one analysis, in a process of its own (diag/serve/child.py).
+    parsed: dict[str, list] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ reading
 
@@ -120,11 +124,15 @@ class Bundle:
 
     # ------------------------------------------------------------------ writing
 
-    def add(self, rel: str, data: bytes | str) -> None:
+    def add(self, rel: str, data: bytes | str, parsed: list | None = None) -> None:
         rel = PurePosixPath(rel).as_posix()
         if rel.startswith("/") or ".." in PurePosixPath(rel).parts:
             raise ValueError(f"bundle path must be relative and inside the bundle: {rel}")
         self.files[rel] = data.encode() if isinstance(data, str) else data
+        if parsed is None:
+            self.parsed.pop(rel, None)
+        else:
+            self.parsed[rel] = parsed
 
     def save(self, dest: str | os.PathLike) -> Path:
         """Write as a folder, or as a .tar.gz when the name says so. Files are created 0600."""

@@ -99,7 +99,7 @@ def _into(attribute: str, parse: Callable[..., list[Any]], *args: str) -> Reader
     def load(snap: Snapshot, text: str) -> None:
         getattr(snap, attribute).extend(parse(text, *args))
 
-    return readers.kube_list(load)
+    return readers.kube_list(load, attribute)
 
 
 KUBE_LISTS = (

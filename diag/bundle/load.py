@@ -41,7 +41,7 @@ class _Loader:
         self.stopwatch = stopwatch
         self.signals = signals or builtin_signals()
         self.snap = Snapshot(manifest=bundle.manifest(), signals=self.signals)
-        self.state = Loading(self.snap)
+        self.state = Loading(self.snap, bundle.parsed)
         self.budget = WorkBudget()
 
     def ok(self, name: str, detail: str = "") -> None:

@@ -22,6 +22,7 @@ class Loading:
     """A snapshot being built, and what its readers keep until every file is read."""
 
     snap: Snapshot
+    parsed: dict[str, list] = field(default_factory=dict)  # Bundle.parsed
     endpoints: dict[tuple[str, str], tuple[list[str], list[str]]] = field(default_factory=dict)
     log_files: list[tuple[str, str, bool]] = field(default_factory=list)  # (stem, text, previous)
     scrapes: dict[str, dict[int, str]] = field(default_factory=dict)  # server -> n -> file
@@ -36,9 +37,15 @@ class Loading:
 Reader = Callable[[Loading, str, "re.Match[str]", str], "str | None"]
 
 
-def kube_list(parse: Callable[[Snapshot, str], None]) -> Reader:
+def kube_list(parse: Callable[[Snapshot, str], None], into: str | None = None) -> Reader:
+    """`into`: the snapshot's list that the parse extends, which takes the file's objects where the
+    bundle has them parsed already (`Bundle.parsed`)."""
+
     def read(state: Loading, rel: str, found: re.Match[str], text: str) -> None:
-        parse(state.snap, text)
+        if into is not None and (made := state.parsed.get(rel)) is not None:
+            getattr(state.snap, into).extend(made)
+        else:
+            parse(state.snap, text)
 
     return read
 

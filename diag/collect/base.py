@@ -81,20 +81,21 @@ class Sink:
             raw = self._redact(rel, raw)  # outside the lock: a fleet's pods.json must not hold up a /metrics
         self._add(rel, raw)
 
-    def write_json(self, rel: str, document: Any) -> None:
+    def write_json(self, rel: str, document: Any, parsed: list | None = None) -> None:
         """A JSON document in hand, laid out by json_text: a Redactor cleans it as it is, instead of
-        reading back the text it is written as."""
+        reading back the text it is written as. `parsed`: what the loader's parser makes of the file,
+        made from the document's redacted items (`redact_object`); kept where a Redactor writes it."""
         if isinstance(self._redact, Redactor):
             raw = self._redact.document(rel, document)
         else:
-            raw = (json_text.dumps(document) + "\n").encode()
+            raw, parsed = (json_text.dumps(document) + "\n").encode(), None
             if self._redact is not None:
                 raw = self._redact(rel, raw)
-        self._add(rel, raw)
+        self._add(rel, raw, parsed)
 
-    def _add(self, rel: str, raw: bytes) -> None:
+    def _add(self, rel: str, raw: bytes, parsed: list | None = None) -> None:
         with self._lock:
-            self.bundle.add(rel, raw)
+            self.bundle.add(rel, raw, parsed)
 
     def record_prometheus(self, info: dict[str, object]) -> None:
         with self._lock:

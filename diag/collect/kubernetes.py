@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, TypeVar
 from diag.bundle.layout import BY_KIND, KUBE_LISTS, NODE_PODS_FILE
 from diag.collect import json_text
 from diag.collect.base import Sink, SourceResult, Target
+from diag.collect.redact import redact_object
 from diag.core.errors import ParseError
 from diag.parsers.kubernetes import RAY_CLUSTER_LABEL, RAY_NODE_TYPE_LABEL, parse_nodes_document, parse_pods_document
 from diag.snapshot.gpu_resources import is_gpu_node
@@ -111,7 +112,7 @@ def collect_objects(
         # the collectors that need the pods (and the vLLM scrape interval) start now, beside the other lists
         not_understood: list[SourceResult] = []
         pods_list = outcomes["pods"]
-        pods = _parsed_pods(pods_list if isinstance(pods_list, dict) else None, not_understood, kube.warm)
+        pods, as_written = _parsed_pods(pods_list if isinstance(pods_list, dict) else None, not_understood, kube.warm)
         on_pods(pods)
         outcomes.update({k: f.result() for k, f in pending.items()})
     if isinstance(outcomes["endpoints"], SourceResult):  # the same addresses, when Endpoints cannot be read
@@ -124,7 +125,7 @@ def collect_objects(
     # the lists in hand are written (and redacted: a fleet's pods.json takes a second of CPU) while the
     # API server answers the events lists, not after them
     with ThreadPoolExecutor(max_workers=2) as writer:
-        written = writer.submit(_write_lists, sink, lists)
+        written = writer.submit(_write_lists, sink, lists, {"pods": pods} if as_written else {})
         on_nodes = writer.submit(collect_node_pods, kube, scope.namespace, pods, lists.get("nodes"), sink)
         events = _events(kube, scope, pods, lists)
         written.result()
@@ -141,9 +142,9 @@ def collect_objects(
     return results
 
 
-def _write_lists(sink: Sink, lists: dict[str, dict]) -> None:
+def _write_lists(sink: Sink, lists: dict[str, dict], parsed: dict[str, list]) -> None:
     for kind, answer in lists.items():
-        sink.write_json(BY_KIND[kind].path, answer)
+        sink.write_json(BY_KIND[kind].path, answer, parsed.get(kind))
 
 
 def target_namespace(kube: KubeAccess, target: Target) -> str | None:
@@ -199,32 +200,40 @@ def _name_field(pod_name: str | None) -> str | None:
     return f"metadata.name={pod_name}" if pod_name else None
 
 
-def _parsed_pods(pods_list: dict | None, results: list[SourceResult], warm: WarmLists | None = None) -> list[Pod]:
+def _parsed_pods(
+    pods_list: dict | None, results: list[SourceResult], warm: WarmLists | None = None
+) -> tuple[list[Pod], bool]:
+    """The pods, and whether they are what the loader makes of the k8s/pods.json written of `pods_list`
+    (parsed from its redacted items: `_pods_of`)."""
     if pods_list is None:
-        return []
+        return [], False
     try:
         return _pods_of(pods_list, warm)
     except ParseError as e:
         results.append(
             SourceResult("k8s/pods.json", "failed", f"read but not understood, so no logs, vLLM or exec: {e}")
         )
-        return []
+        return [], False
 
 
-def _pods_of(pods_list: dict, warm: WarmLists | None) -> list[Pod]:
-    """The pods of the list; with the watched copies of `warm` (the items their text), a pod is parsed
-    once for as long as its copy hands it out unchanged (a fleet's pods took half a second each cycle)."""
+def _pods_of(pods_list: dict, warm: WarmLists | None) -> tuple[list[Pod], bool]:
+    """The pods of the list. With the watched copies of `warm` (the items their text), a pod is parsed
+    once for as long as its copy hands it out unchanged (a fleet's pods took half a second each cycle),
+    and from its redacted item: the pods are those the bundle's k8s/pods.json gives, and the analysis
+    takes them instead of parsing the file again (`Bundle.parsed`)."""
     items = pods_list.get("items")
     if warm is None or type(items) is not list or not all(isinstance(item, dict | bytes) for item in items):
-        return parse_pods_document(pods_list)
+        return parse_pods_document(pods_list), False
 
     def parse(some: list) -> list[Pod]:
-        return parse_pods_document({**pods_list, "items": [json_text.item_object(item) for item in some]})
+        return parse_pods_document(
+            {**pods_list, "items": [redact_object(json_text.item_object(item)) for item in some]}
+        )
 
     try:
-        return warm.per_item("pods", items, parse)
+        return warm.per_item("pods", items, parse), True
     except ParseError:
-        return parse(items)  # whole, so that the message places the bad item in the whole list
+        return parse(items), True  # whole, so that the message places the bad item in the whole list
 
 
 def _events(kube: KubeAccess, scope: Scope, pods: list[Pod], lists: dict[str, dict]) -> dict | list[SourceResult]:

@@ -210,6 +210,12 @@ def redact(rel_path: str, raw: bytes) -> bytes:
     return _redact_file(rel_path, raw, Counter())
 
 
+def redact_object(value: Any) -> Any:
+    """A copy of a JSON value as a JSON file of it is cleaned (a list's item as `Redactor.document`
+    writes it): the objects parsed from it are those the bundle's file gives."""
+    return _clean_json(value, Counter())
+
+
 def _redact_file(rel_path: str, raw: bytes, hits: Counter[str]) -> bytes:
     text = raw.decode("utf-8", errors="surrogateescape")
     if rel_path.endswith(".json"):

@@ -85,10 +85,10 @@ class _RunSink(Sink):
         self._gate = threading.Lock()
         self._closed = False
 
-    def _add(self, rel: str, raw: bytes) -> None:
+    def _add(self, rel: str, raw: bytes, parsed: list | None = None) -> None:
         with self._gate:
             if not self._closed:
-                super()._add(rel, raw)
+                super()._add(rel, raw, parsed)
 
     def close(self) -> None:
         with self._gate:

@@ -119,6 +119,8 @@ class Service:
 
     def _collect_and_analyze(self, target: Target) -> Rendered:
         bundle = collect_live(target, warm=self.warm)
+        if not child.FORKS:  # joining the pods changes them: those the copies made stay as they are
+            bundle.parsed.clear()
         config, rule_dirs = self.settings.config, self.settings.rule_dirs
         with self._analysis:
             return child.run(lambda: self._rendered(analyze_bundle(bundle, config, rule_dirs)))

@@ -16,6 +16,7 @@ from k8s_scenarios import apply, get, namespace, pods, service, two_gpu_nodes, v
 from diag.collect.base import Target
 from diag.collect.runner import collect_live
 from diag.collect.watch import WarmLists
+from diag.parsers.kubernetes import parse_pods
 
 pytestmark = pytest.mark.live
 
@@ -87,6 +88,8 @@ def test_cycles_after_the_first_list_nothing_and_see_every_change(control_plane:
         listed, second = listed_in_a_quiet_cycle(cluster, target, warm, kinds)
         assert listed == {} and warm.lists == made
         assert names(second.files["k8s/pods.json"]) == names(json.dumps(get(cluster, "pods", "-n", NS)).encode())
+        # the pods the collection made, from their redacted items, are those the analysis would parse
+        assert second.parsed["k8s/pods.json"] == parse_pods(second.text("k8s/pods.json")) != []
 
         # a change between cycles: one more replica, which the next cycles see without listing
         cluster.kubectl("scale", "deployment", "llama", "-n", NS, "--replicas=2")

@@ -188,11 +188,11 @@ def test_a_pod_the_collector_cannot_read_is_placed_in_the_whole_list_with_the_co
         {"kind": "Pod", "metadata": {"name": f"p{i}", "namespace": "n"}, "spec": {"containers": []}} for i in range(3)
     ]}  # fmt: skip
     warm = WarmLists()
-    assert [p.name for p in _parsed_pods(pods, [], warm)] == ["p0", "p1", "p2"]
+    assert [p.name for p in _parsed_pods(pods, [], warm)[0]] == ["p0", "p1", "p2"]
     pods["items"][2] = {"kind": "Pod", "metadata": {"namespace": "n"}, "spec": {"containers": "not a list"}}
     with_copies: list = []
     without: list = []
-    assert _parsed_pods(pods, with_copies, warm) == [] and _parsed_pods(pods, without) == []
+    assert _parsed_pods(pods, with_copies, warm) == ([], False) == _parsed_pods(pods, without)
     assert with_copies == without and "items[2]" in without[0].detail
 
 
@@ -224,7 +224,7 @@ def test_a_kind_not_served_is_asked_again_after_a_while_not_every_cycle(monkeypa
 
 def test_pods_handed_out_as_text_are_read_and_written_as_the_parsed_list() -> None:
     from diag.collect.kubernetes import _pods_of
-    from diag.parsers.kubernetes import parse_pods_document
+    from diag.parsers.kubernetes import parse_pods, parse_pods_document
 
     env = [{"name": "HF_TOKEN", "value": "hf_abcdefghijklmnopqrstuv"}]
     pods = [{"metadata": {"name": f"p{i}", "namespace": "n", "managedFields": [{"manager": "kubelet"}]},
@@ -236,13 +236,16 @@ def test_pods_handed_out_as_text_are_read_and_written_as_the_parsed_list() -> No
         as_text = warm.list_json(cast("KubeAccess", kube), "pods", "n", None, None, 10, raw=True)
         parsed = warm.list_json(cast("KubeAccess", kube), "pods", "n", None, None, 10)
         assert all(isinstance(i, bytes) for i in as_text["items"]) and kube.lists == 1
-        assert _pods_of(as_text, warm) == parse_pods_document(parsed) == _pods_of(as_text, warm)
         assert written(as_text) == written(parsed)  # written(): a Redactor without the copies
         redactor = Redactor(warm.per_item)
         sink = Sink(Bundle(), redactor)
         sink.write_json("k8s/pods.json", as_text)
         assert (sink.bundle.files["k8s/pods.json"], dict(redactor.applied)) == written(parsed)
         assert b"hf_abcdef" not in sink.bundle.files["k8s/pods.json"]
+        # the pods are parsed from the redacted items: those the file written gives
+        made, as_written = _pods_of(as_text, warm)
+        assert as_written and made == parse_pods(sink.bundle.text("k8s/pods.json")) == _pods_of(as_text, warm)[0]
+        assert made != parse_pods_document(parsed) and made[0].containers[0].env == {"HF_TOKEN": "<redacted>"}
     finally:
         warm.stop()
         kube.lines.put(None)

@@ -340,3 +340,41 @@ def test_the_analysis_in_a_child_keeps_what_the_analysis_in_process_keeps(
         report = json.loads(service.store.body(meta["id"], "json"))
         kept.append((meta["verdict"], meta["exit_code"], report["verdict"], len(report["sources"])))
     assert kept[0] == kept[1] and kept[0][0]["status"] == "fault"  # the server at :1 does not answer
+
+
+@pytest.mark.parametrize("forks", [True, False])
+def test_the_pods_the_collection_made_are_as_made_after_the_analysis(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, forks: bool
+) -> None:
+    """The watched copies keep the pods they made for the next cycle; joining pods changes them (their
+    events, their workload), so an analysis takes them only in a child of its own."""
+    from diag.bundle.files import Bundle
+    from diag.parsers.kubernetes import parse_pods
+    from diag.serve import child
+    from diag.serve import service as service_module
+
+    fixture = Path(__file__).resolve().parents[3] / "fixtures" / "healthy-k8s-vllm"
+    made = parse_pods(Bundle.open(fixture).text("k8s/pods.json"))
+    untouched = parse_pods(Bundle.open(fixture).text("k8s/pods.json"))
+    taken = tmp_path / "taken"  # a file: the child's memory goes with it
+
+    def collected(target: Target, warm: object = None) -> Bundle:
+        bundle = Bundle.open(fixture)
+        bundle.parsed["k8s/pods.json"] = made
+        return bundle
+
+    real = service_module.analyze_bundle
+
+    def analysis(bundle: Bundle, *args: object):
+        with taken.open("a") as f:
+            f.write(f"{bundle.parsed.get('k8s/pods.json') is made}\n")
+        return real(bundle, *args)
+
+    monkeypatch.setattr(child, "FORKS", forks)
+    monkeypatch.setattr(service_module, "collect_live", collected)
+    monkeypatch.setattr(service_module, "analyze_bundle", analysis)
+    service = Service(settings(), ReportStore(tmp_path, Limits()))
+    meta = service.run_triage("schedule", service.settings.target)
+    assert meta is not None and meta["verdict"]["status"] == "healthy"
+    assert made == untouched and all(p.events == [] and p.workload_kind is None for p in made)
+    assert taken.read_text() == f"{forks}\n"
