@@ -236,34 +236,49 @@ def _redact_file(rel_path: str, raw: bytes, hits: Counter[str]) -> bytes:
             return cleaned_yaml.encode("utf-8", "surrogateescape")
     if rel_path.endswith(ARGV_FILE_SUFFIX):  # one argument a line: `--api-key` and its value are apart
         text = "\n".join(_clean_argv(text.split("\n"), hits))
-    elif (cleaned_lines := _redact_exposition(text, hits)) is not None:
+    elif (cleaned_lines := _redact_lines(text, hits)) is not None:
         return cleaned_lines.encode("utf-8", errors="surrogateescape")
     return redact_text(text, hits).encode("utf-8", errors="surrogateescape")
 
 
-# A line of Prometheus' text format: a comment, or a series and its value (a timestamp after it).
-# No line of one holds a line break, so no rule needs two; a value holds no secret.
-_EXPOSITION_COMMENT = re.compile(r"#[^\n]*|[ \t]*")
+# Line by line: a /metrics answer (Prometheus' text format: comments, and a series with its value and
+# a timestamp after it) and nvidia-smi's XML (an element, its text and its end on one line; a text
+# alone, "None", between two lines of tags). Each line's text is closed on its line (by the line's end
+# in a comment, by a tag in XML), so no rule's match needs two lines of them; a value holds no secret.
+_COMMENT_LINE = re.compile(r"#[^\n]*|[ \t]*")
 _NUMBER = r"[+-]?(?:[Ii]nf|NaN|(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)"
-_EXPOSITION_SAMPLE = re.compile(
+_SAMPLE_LINE = re.compile(
     rf"(?P<series>[a-zA-Z_:][a-zA-Z0-9_:]*(?:\{{.*\}})?)(?P<value>[ \t]+{_NUMBER}(?:[ \t]+-?[0-9]+)?)"
 )
+_XML_LINE = re.compile(r"[ \t]*(?:<[!?][^<>]*>|</?[A-Za-z_][^<>]*>(?:[^<>]*</[A-Za-z_][^<>]*>)?)[ \t]*")
+_XML_TEXT_LINE = re.compile(r"[ \t]*[^<>#\s][^<>]*")
 
 
-def _redact_exposition(text: str, hits: Counter[str]) -> str | None:
-    """`redact_text` of a /metrics answer, line by line: each series' line (less its value) and each
-    comment is cleaned once per process, for the same series come back in every scrape of every server
-    (a fleet's scrapes took a tenth of a serve cycle). None: not all lines are of that format."""
+def _redact_lines(text: str, hits: Counter[str]) -> str | None:
+    """`redact_text` of a /metrics answer or nvidia-smi's XML, line by line: each line (a series' less
+    its value) is cleaned once per process, for the same lines come back in every scrape and every
+    run of nvidia-smi (a fleet's took a tenth of a serve cycle). None: a line of another shape, or a
+    private key block (whose lines may be comments)."""
+    if "PRIVATE KEY" in text:
+        return None
     cleaned = []
+    before = ""  # the shape of the line before: a text alone must have a line of tags on each side
     for line in text.split("\n"):
-        if (sample := _EXPOSITION_SAMPLE.fullmatch(line)) is not None:
+        if (sample := _SAMPLE_LINE.fullmatch(line)) is not None and before != "text":
             series, found = _redacted_line(sample["series"])
             cleaned.append(series + sample["value"])
-        elif _EXPOSITION_COMMENT.fullmatch(line) is not None:
+            before = "sample"
+        else:
+            if _XML_LINE.fullmatch(line) is not None:
+                before = "xml"
+            elif before != "text" and _COMMENT_LINE.fullmatch(line) is not None:
+                before = "comment"
+            elif before == "xml" and _XML_TEXT_LINE.fullmatch(line) is not None:
+                before = "text"
+            else:
+                return None
             new, found = _redacted_line(line)
             cleaned.append(new)
-        else:
-            return None
         for rule, count in found:
             hits[rule] += count
     return "\n".join(cleaned)

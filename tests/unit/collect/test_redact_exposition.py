@@ -1,5 +1,5 @@
-"""A /metrics answer is cleaned line by line, each series once per process: the same as every text
-rule gives the whole answer, and counted every time."""
+"""A /metrics answer and nvidia-smi's XML are cleaned line by line, each line once per process: the
+same as every text rule gives the whole text, and counted every time."""
 
 from collections import Counter
 from pathlib import Path
@@ -10,6 +10,7 @@ from diag.collect.redact import ASSIGNMENT, PRIVATE_KEY, REDACTED, TOKEN_FORMAT,
 
 REPO = Path(__file__).resolve().parents[3]
 SCRAPES = sorted(p for p in (REPO / "fixtures").rglob("*.txt") if ".metrics" in p.name or p.parent.name == "dcgm")
+SMI_XML = sorted((REPO / "fixtures").rglob("*.xml"))
 PLANTED = "hf_" + "plantedExposition0001abcdef"
 
 SECRET_LABELS = f"""# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig
@@ -22,17 +23,21 @@ vllm:time_to_first_token_seconds_bucket{{le="+Inf",model_name="llama"}} +Inf
 """
 
 
-def test_the_fixtures_scrapes_are_many_and_of_the_format() -> None:
-    assert len(SCRAPES) >= 20
+def test_the_fixtures_scrapes_and_nvidia_smi_files_are_many_and_read_line_by_line() -> None:
+    from diag.collect.redact import _redact_lines
+
+    for files in (SCRAPES, SMI_XML):
+        by_lines = [p for p in files if _redact_lines(p.read_text(errors="surrogateescape"), Counter()) is not None]
+        assert len(files) >= 20 and len(by_lines) >= 0.9 * len(files)
 
 
-@pytest.mark.parametrize("path", SCRAPES, ids=lambda p: str(p.relative_to(REPO)))
-def test_a_scrape_is_cleaned_as_the_text_rules_clean_it_whole(path: Path) -> None:
+@pytest.mark.parametrize("path", SCRAPES + SMI_XML, ids=lambda p: str(p.relative_to(REPO)))
+def test_a_scrape_or_an_nvidia_smi_file_is_cleaned_as_the_text_rules_clean_it_whole(path: Path) -> None:
     raw = path.read_bytes()
     whole: Counter[str] = Counter()
-    expected = redact_text(raw.decode(), whole).encode()
+    expected = redact_text(raw.decode("utf-8", "surrogateescape"), whole).encode("utf-8", "surrogateescape")
     redactor = Redactor()
-    assert redactor(f"vllm/{path.name}", raw) == expected
+    assert redactor(f"gpu/{path.name}", raw) == expected
     assert +redactor.applied == +whole
 
 
@@ -60,6 +65,9 @@ def test_every_scrape_counts_what_it_cleaned_though_its_lines_were_cleaned_befor
         "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAplanted\nmorelines\n-----END RSA PRIVATE KEY-----\n",
         "password: |\n  planted-block-secret\n",
         'vllm:x{a="b"} 1 # {trace_id="planted"} 0.5\n',  # an exemplar: OpenMetrics, not the plain format
+        "# -----BEGIN RSA PRIVATE KEY-----\n# MIIEowIBAAKCAQEAplanted\n# -----END RSA PRIVATE KEY-----\n",
+        "a line of a log\n",
+        "<a>\n  first line of a text\n  second line of it\n</a>\n",  # a text on two lines
     ],
 )
 def test_an_answer_with_a_line_of_another_format_is_cleaned_whole(tail: str) -> None:
@@ -75,3 +83,34 @@ def test_a_key_block_under_series_lines_is_still_redacted() -> None:
     out = redactor("vllm/a.metrics.txt", text.encode()).decode()
     assert "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC" not in out
     assert redactor.applied[PRIVATE_KEY] == 1
+
+
+SMI = """<?xml version="1.0" ?>
+<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v13.dtd">
+<nvidia_smi_log>
+\t<timestamp>Wed Dec  2 18:13:02 2026</timestamp>
+\t<gpu id="00000000:00:06.0">
+\t\t<product_name>NVIDIA H200</product_name>
+\t\t<serial>hf_plantedSmiXml0001abcdefghij</serial>
+\t\t<processes>
+\t\t\t<process_info>
+\t\t\t\t<process_name>python -m vllm --api-key sk-plantedSmiXml0002abcdefghij</process_name>
+\t\t\t</process_info>
+\t\t</processes>
+\t\t<empty/>
+\t\t<mig_devices>
+\t\t\tNone
+\t\t</mig_devices>
+\t</gpu>
+</nvidia_smi_log>
+"""
+
+
+def test_nvidia_smi_xml_is_cleaned_line_by_line_as_whole() -> None:
+    from diag.collect.redact import _redact_lines
+
+    found: Counter[str] = Counter()
+    out = _redact_lines(SMI, found)
+    assert out is not None and out == redact_text(SMI)
+    assert "hf_planted" not in out and "sk-planted" not in out and "<product_name>NVIDIA H200</product_name>" in out
+    assert found[TOKEN_FORMAT] >= 1
