@@ -26,9 +26,15 @@ from diag.collect import json_text
 from diag.collect.base import Sink, SourceResult, Target
 from diag.collect.redact import redact_object
 from diag.core.errors import ParseError
-from diag.parsers.kubernetes import RAY_CLUSTER_LABEL, RAY_NODE_TYPE_LABEL, parse_nodes_document, parse_pods_document
+from diag.parsers.kubernetes import (
+    RAY_CLUSTER_LABEL,
+    RAY_NODE_TYPE_LABEL,
+    parse_events_document,
+    parse_nodes_document,
+    parse_pods_document,
+)
 from diag.snapshot.gpu_resources import is_gpu_node
-from diag.snapshot.model import Container, Node, Pod
+from diag.snapshot.model import Container, Event, Node, Pod
 from diag.snapshot.quantity import gpu_count, mig_total
 
 if TYPE_CHECKING:
@@ -132,7 +138,7 @@ def collect_objects(
         results.extend(on_nodes.result())
     if isinstance(events, dict):
         lists["events"] = events
-        sink.write_json("k8s/events.json", events)
+        sink.write_json("k8s/events.json", events, _parsed_events(events, kube.warm))
     else:
         results.extend(events)
     for kind, answer in lists.items():
@@ -234,6 +240,21 @@ def _pods_of(pods_list: dict, warm: WarmLists | None) -> tuple[list[Pod], bool]:
         return warm.per_item("pods", items, parse), True
     except ParseError:
         return parse(items), True  # whole, so that the message places the bad item in the whole list
+
+
+def _parsed_events(events: dict, warm: WarmLists | None) -> list[Event] | None:
+    """With the watched copies, the events as the loader makes them of the k8s/events.json written
+    (from their redacted items), each made once while it is unchanged; else None (the file is parsed)."""
+    if warm is None:
+        return None
+
+    def parse(some: list) -> list[Event]:
+        return parse_events_document({**events, "items": [redact_object(json_text.item_object(e)) for e in some]})
+
+    try:
+        return warm.per_item("events", events["items"], parse)
+    except ParseError:
+        return None  # the loader places the item it cannot read in the whole file
 
 
 def _events(kube: KubeAccess, scope: Scope, pods: list[Pod], lists: dict[str, dict]) -> dict | list[SourceResult]:

@@ -551,6 +551,11 @@ def parse_events(text: str) -> list[Event]:
     return [_event(obj) for obj in _objects(text, "Event")]
 
 
+def parse_events_document(doc: object) -> list[Event]:
+    """`parse_events` of a list already read from JSON (the live collector has it)."""
+    return [_event(obj) for obj in _objects_in(doc, "Event")]
+
+
 def _event_names(api_version: str, regarding: object) -> _EventFields:
     new_api = api_version.startswith("events.k8s.io/") or (not api_version and regarding is not None)
     return _EVENTS_API_EVENT if new_api else _CORE_EVENT

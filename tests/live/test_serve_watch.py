@@ -16,7 +16,7 @@ from k8s_scenarios import apply, get, namespace, pods, service, two_gpu_nodes, v
 from diag.collect.base import Target
 from diag.collect.runner import collect_live
 from diag.collect.watch import WarmLists
-from diag.parsers.kubernetes import parse_pods
+from diag.parsers.kubernetes import parse_events, parse_pods
 
 pytestmark = pytest.mark.live
 
@@ -90,6 +90,7 @@ def test_cycles_after_the_first_list_nothing_and_see_every_change(control_plane:
         assert names(second.files["k8s/pods.json"]) == names(json.dumps(get(cluster, "pods", "-n", NS)).encode())
         # the pods the collection made, from their redacted items, are those the analysis would parse
         assert second.parsed["k8s/pods.json"] == parse_pods(second.text("k8s/pods.json")) != []
+        assert second.parsed["k8s/events.json"] == parse_events(second.text("k8s/events.json")) != []
 
         # a change between cycles: one more replica, which the next cycles see without listing
         cluster.kubectl("scale", "deployment", "llama", "-n", NS, "--replicas=2")

@@ -1,5 +1,5 @@
-"""Objects a bundle carries parsed (`Bundle.parsed`, serve's pods): the loader takes them for the
-file's parse, and the analysis is the one the file's text gives."""
+"""Objects a bundle carries parsed (`Bundle.parsed`, serve's pods and events): the loader takes them
+for the file's parse, and the analysis is the one the file's text gives."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from diag.analyze import analyze_bundle
 from diag.bundle.files import Bundle
 from diag.bundle.load import load_bundle
-from diag.parsers.kubernetes import parse_pods
+from diag.parsers.kubernetes import parse_events, parse_pods
 from diag.report.json_report import render_json
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
@@ -18,13 +18,17 @@ WITH_PODS = sorted(p.name for p in FIXTURES.iterdir() if (p / "k8s" / "pods.json
 
 
 def with_pods_parsed(path: Path) -> Bundle:
+    """The bundle with its pods, and its events where it has them, parsed as serve hands them over."""
     bundle = Bundle.open(path)
     bundle.parsed["k8s/pods.json"] = parse_pods(bundle.text("k8s/pods.json"))
+    if "k8s/events.json" in bundle.files:
+        bundle.parsed["k8s/events.json"] = parse_events(bundle.text("k8s/events.json"))
     return bundle
 
 
-def test_many_fixtures_hold_pods() -> None:
+def test_many_fixtures_hold_pods_and_events() -> None:
     assert len(WITH_PODS) >= 50
+    assert sum((FIXTURES / name / "k8s" / "events.json").is_file() for name in WITH_PODS) >= 40
 
 
 @pytest.mark.parametrize("name", WITH_PODS)
@@ -39,6 +43,8 @@ def test_the_loader_takes_the_objects_themselves_not_a_parse_of_the_file() -> No
     snap = load_bundle(bundle)
     assert snap.pods and all(a is b for a, b in zip(snap.pods, made, strict=True))
     assert snap.sources["k8s/pods.json"].status == "ok"
+    events = bundle.parsed["k8s/events.json"]
+    assert snap.events and all(a is b for a, b in zip(snap.events, events, strict=True))
 
 
 def test_a_file_written_again_without_objects_is_parsed() -> None:

@@ -249,3 +249,27 @@ def test_pods_handed_out_as_text_are_read_and_written_as_the_parsed_list() -> No
     finally:
         warm.stop()
         kube.lines.put(None)
+
+
+def test_events_are_parsed_once_from_their_redacted_items_as_the_file_written_gives_them() -> None:
+    from diag.collect.kubernetes import _parsed_events
+    from diag.parsers.kubernetes import parse_events
+
+    secret = {**event("s"), "message": "pulled with password=hunter2hunter2"}
+    kube = FakeKube([event("a"), secret])
+    warm = WarmLists()
+    made: list[list[str]] = []
+    try:
+        for _ in range(2):
+            served = listed(warm, kube, 10)
+            sink = Sink(Bundle(), Redactor(warm.per_item))
+            parsed = _parsed_events(served, warm)
+            sink.write_json("k8s/events.json", served, parsed)
+            assert parsed == parse_events(sink.bundle.text("k8s/events.json")) == sink.bundle.parsed["k8s/events.json"]
+            assert "hunter2" not in parsed[1].message
+            made.append([id(e) for e in parsed])
+        assert made[0] == made[1]  # unchanged: the same objects, made once
+        assert _parsed_events(served, None) is None  # without copies the file is parsed
+    finally:
+        warm.stop()
+        kube.lines.put(None)
