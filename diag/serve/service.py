@@ -185,6 +185,7 @@ class Service:
     # ------------------------------------------------------------------ schedule
 
     def start(self) -> None:
+        memory.keep_large_blocks_apart()
         compile_rules(self.settings.rule_dirs)  # once, here: each analysis' child has them as they are
         if self.settings.html:
             import diag.report.html_report  # noqa: F401  (matplotlib, loaded once, not in every child)
